@@ -1,0 +1,124 @@
+# lockbroker - build, test, install.
+#
+#   make            build build/lockbrokerd (and build/lockctl)
+#   make run        install what is missing, start a local redis if none, run the broker
+#   make test       install what is missing, then unit + integration tests,
+#                   normal build and ASan+UBSan build
+#   make SANITIZE=1 build the sanitizer variant into build/asan/
+#   make install    PREFIX=/usr/local DESTDIR=
+
+VERSION   := 1.0.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= cc
+PKGS      := hiredis libevent uuid
+PY        ?= python3
+
+# Warnings are forced on; user CFLAGS are kept.
+CFLAGS    ?= -O2 -g
+WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+             -Wmissing-prototypes -Wpointer-arith -Wformat=2
+DEFS      := -D_GNU_SOURCE -DLOCKBROKER_VERSION='"$(VERSION)"'
+
+ifeq ($(SANITIZE),1)
+BUILD     := build/asan
+SANFLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD     := build
+SANFLAGS  :=
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+ALL_CFLAGS = $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) -Iproto -Idaemon -I$(BUILD)
+
+PROTO_SRC  := proto/proto.c
+DAEMON_SRC := $(wildcard daemon/*.c)
+SCRIPTS    := $(sort $(wildcard scripts/*.lua))
+CLIENT_SRC := $(wildcard client/*.c)
+
+DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
+# Pure pieces the unit tests link (no main, no sockets).
+UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/config.c daemon/log.c)
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+
+.PHONY: all deps run test unit integration asan clean install fuzz bench
+all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
+
+$(BUILD)/lockbrokerd: $(DAEMON_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+$(BUILD)/lockctl: $(CLIENT_SRC)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDFLAGS)
+
+$(BUILD)/%.o: %.c $(wildcard proto/*.h daemon/*.h) $(BUILD)/scripts.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+# The Lua scripts are compiled into the binary with their SHA1 (for EVALSHA).
+$(BUILD)/scripts.c $(BUILD)/scripts.h: $(SCRIPTS) scripts/embed.sh
+	@mkdir -p $(BUILD)
+	sh scripts/embed.sh $(BUILD) $(SCRIPTS)
+
+$(BUILD)/scripts.o: $(BUILD)/scripts.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS) $(LDFLAGS)
+
+# Install missing build and test dependencies (Debian). As root this runs
+# apt-get; otherwise it prints the command to run.
+DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
+            check redis-server redis-tools python3
+deps:
+	@missing=""; \
+	pkg-config --exists hiredis libevent uuid check 2>/dev/null || missing=1; \
+	command -v redis-server >/dev/null 2>&1 || missing=1; \
+	command -v $(PY) >/dev/null 2>&1 || missing=1; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing $(DEB_PKGS)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq $(DEB_PKGS) >/dev/null || exit 1; \
+	  else \
+	    echo "deps: missing packages; run: sudo apt-get install $(DEB_PKGS)"; exit 1; \
+	  fi; \
+	fi
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh tests/run-local.sh $(ARGS)
+
+unit: $(BUILD)/test_unit
+	$(BUILD)/test_unit
+
+integration: all
+	LOCKBROKERD=$(abspath $(BUILD)/lockbrokerd) LOCKCTL=$(abspath $(BUILD)/lockctl) \
+	  $(PY) tests/integration/run.py $(TESTS)
+
+test: deps
+	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
+
+clean:
+	rm -rf build
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/lockbrokerd $(DESTDIR)$(PREFIX)/sbin/lockbrokerd
+	$(if $(CLIENT_SRC),install -m 755 $(BUILD)/lockctl $(DESTDIR)$(PREFIX)/bin/lockctl)
+	install -d $(DESTDIR)$(PREFIX)/etc/lockbroker
+	install -m 644 conf/lockbrokerd.conf $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 644 systemd/lockbrokerd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/lockbrokerd.service
+
+# libFuzzer target for the protocol parser (clang + libfuzzer-14-dev).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@mkdir -p build/fuzz
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iproto \
+	  -o build/fuzz/fuzz_proto tests/fuzz/fuzz_proto.c proto/proto.c
+	build/fuzz/fuzz_proto -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	  build/fuzz/corpus tests/fuzz/corpus 2>&1 | tail -5

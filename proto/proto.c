@@ -1,0 +1,278 @@
+/*
+ * proto.c - parse one request line of the lockbroker protocol.
+ *
+ * Grammar (proto/PROTOCOL.md has the full spec): words separated by spaces
+ * or tabs; the verb and option words are case-insensitive; keys are
+ * case-sensitive, 1..max_key_len bytes of 0x21..0x7e.  Any byte outside
+ * 0x20..0x7e other than tab makes the whole line BADARG.  Pure: no I/O,
+ * no allocation, so the fuzzer and the unit tests drive it directly.
+ */
+#include "proto.h"
+
+#include <string.h>
+#include <strings.h>
+
+#define MAX_WORDS 8	/* the longest valid request has 6 words */
+
+/* How the arguments after the verb are read. */
+enum shape {
+	SHAPE_NONE,		/* no argument */
+	SHAPE_OPT_WORD,		/* one optional word (HELLO [name]) */
+	SHAPE_WORD,		/* exactly one word (AUTH token) */
+	SHAPE_KEY,		/* exactly one key */
+	SHAPE_KEY_OPTS,		/* key then WAIT/TTL options */
+	SHAPE_ONOFF		/* ON or OFF */
+};
+
+struct cmd_def {
+	const char *name;
+	enum shape shape;
+	unsigned opts;		/* OPT_* allowed after the key */
+	const char *usage;
+};
+
+#define OPT_WAIT 1u
+#define OPT_TTL  2u
+
+/* One table: the parser, help text and docs tests walk it. */
+static const struct cmd_def cmds[CMD__COUNT] = {
+	[CMD_HELLO]   = { "HELLO",   SHAPE_OPT_WORD, 0, "HELLO [name]" },
+	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS, OPT_WAIT | OPT_TTL,
+			  "ACQUIRE <key> [WAIT <ms>] [TTL <ms>]" },
+	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY, 0, "RELEASE <key>" },
+	[CMD_RENEW]   = { "RENEW",   SHAPE_KEY_OPTS, OPT_TTL,
+			  "RENEW <key> [TTL <ms>]" },
+	[CMD_OWNER]   = { "OWNER",   SHAPE_KEY, 0, "OWNER <key>" },
+	[CMD_HELD]    = { "HELD",    SHAPE_NONE, 0, "HELD" },
+	[CMD_STATS]   = { "STATS",   SHAPE_NONE, 0, "STATS" },
+	[CMD_PING]    = { "PING",    SHAPE_NONE, 0, "PING" },
+	[CMD_QUIT]    = { "QUIT",    SHAPE_NONE, 0, "QUIT" },
+	[CMD_EVENTS]  = { "EVENTS",  SHAPE_ONOFF, 0, "EVENTS ON|OFF" },
+	[CMD_AUTH]    = { "AUTH",    SHAPE_WORD, 0, "AUTH <token>" },
+};
+
+static const char *const err_names[PERR__COUNT] = {
+	[PERR_NONE] = NULL,
+	[PERR_BADCMD] = "BADCMD",
+	[PERR_BADARG] = "BADARG",
+	[PERR_TOOLONG] = "TOOLONG",
+	[PERR_NOAUTH] = "NOAUTH",
+	[PERR_NOTHELD] = "NOTHELD",
+	[PERR_LOST] = "LOST",
+	[PERR_UNAVAILABLE] = "UNAVAILABLE",
+	[PERR_LIMIT] = "LIMIT",
+};
+
+struct word {
+	const char *p;
+	size_t len;
+};
+
+static int
+word_is(const struct word *w, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return w->len == n && strncasecmp(w->p, lit, n) == 0;
+}
+
+/* Decimal digits only, 0..PROTO_MS_MAX; returns -1 on anything else. */
+static long
+parse_ms(const struct word *w)
+{
+	long v = 0;
+
+	if (w->len == 0 || w->len > 10)
+		return -1;
+	for (size_t i = 0; i < w->len; i++) {
+		if (w->p[i] < '0' || w->p[i] > '9')
+			return -1;
+		v = v * 10 + (w->p[i] - '0');
+	}
+	return v > PROTO_MS_MAX ? -1 : v;
+}
+
+/*
+ * Split into at most MAX_WORDS words.  Returns the word count, or -1 for a
+ * byte outside 0x20..0x7e (tab aside), or MAX_WORDS + 1 for too many words.
+ */
+static int
+split(const char *line, size_t len, struct word *w)
+{
+	int n = 0;
+	size_t i = 0;
+
+	for (size_t j = 0; j < len; j++) {
+		unsigned char c = (unsigned char)line[j];
+		if ((c < 0x20 && c != '\t') || c > 0x7e)
+			return -1;
+	}
+	while (i < len) {
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i == len)
+			break;
+		if (n == MAX_WORDS)
+			return MAX_WORDS + 1;
+		w[n].p = line + i;
+		while (i < len && line[i] != ' ' && line[i] != '\t')
+			i++;
+		w[n].len = (size_t)(line + i - w[n].p);
+		n++;
+	}
+	return n;
+}
+
+static enum proto_err
+bad(const char **why, const char *text)
+{
+	*why = text;
+	return PERR_BADARG;
+}
+
+static enum proto_err
+parse_key(const struct word *w, const struct proto_limits *lim,
+    struct proto_req *req, const char **why)
+{
+	/* split() already refused bytes outside 0x20..0x7e and words hold
+	 * no blanks, so only the length is left to check. */
+	if (w->len > lim->max_key_len)
+		return bad(why, "key too long");
+	req->key = w->p;
+	req->keylen = w->len;
+	return PERR_NONE;
+}
+
+static enum proto_err
+parse_opts(const struct word *w, int n, unsigned allowed,
+    struct proto_req *req, const char **why)
+{
+	for (int i = 0; i < n; i += 2) {
+		unsigned opt;
+		long v;
+
+		if (word_is(&w[i], "WAIT"))
+			opt = OPT_WAIT;
+		else if (word_is(&w[i], "TTL"))
+			opt = OPT_TTL;
+		else
+			return bad(why, "unknown option");
+		if (!(allowed & opt))
+			return bad(why, "option not allowed here");
+		if (i + 1 >= n)
+			return bad(why, "option needs a value in ms");
+		if ((v = parse_ms(&w[i + 1])) < 0)
+			return bad(why, "ms must be decimal 0..2147483647");
+		if (opt == OPT_WAIT) {
+			if (req->has_wait)
+				return bad(why, "WAIT given twice");
+			req->has_wait = 1;
+			req->wait_ms = v;
+		} else {
+			if (req->has_ttl)
+				return bad(why, "TTL given twice");
+			if (v < 1)
+				return bad(why, "TTL must be at least 1 ms");
+			req->has_ttl = 1;
+			req->ttl_ms = v;
+		}
+	}
+	return PERR_NONE;
+}
+
+enum proto_err
+proto_parse(const char *line, size_t len, const struct proto_limits *lim,
+    struct proto_req *req, int *empty, const char **why)
+{
+	struct word w[MAX_WORDS];
+	const struct cmd_def *def = NULL;
+	int n, nargs;
+
+	memset(req, 0, sizeof *req);
+	*empty = 0;
+	*why = "";
+	n = split(line, len, w);
+	if (n < 0)
+		return bad(why, "line has bytes outside printable ASCII");
+	if (n == 0) {
+		*empty = 1;
+		return PERR_NONE;
+	}
+	for (int c = 0; c < CMD__COUNT; c++) {
+		if (word_is(&w[0], cmds[c].name)) {
+			def = &cmds[c];
+			req->cmd = (enum proto_cmd)c;
+			break;
+		}
+	}
+	if (def == NULL) {
+		*why = "unknown command";
+		return PERR_BADCMD;
+	}
+	if (n > MAX_WORDS)
+		return bad(why, "too many arguments");
+	nargs = n - 1;
+	switch (def->shape) {
+	case SHAPE_NONE:
+		if (nargs != 0)
+			return bad(why, "takes no arguments");
+		return PERR_NONE;
+	case SHAPE_OPT_WORD:
+	case SHAPE_WORD:
+		if (nargs > 1 || (def->shape == SHAPE_WORD && nargs == 0))
+			return bad(why, def->shape == SHAPE_WORD ?
+			    "takes one argument" : "takes at most one argument");
+		if (nargs == 1) {
+			if (w[1].len > PROTO_NAME_MAX)
+				return bad(why, "argument too long");
+			req->word = w[1].p;
+			req->wordlen = w[1].len;
+		}
+		return PERR_NONE;
+	case SHAPE_KEY:
+		if (nargs != 1)
+			return bad(why, "takes exactly one key");
+		return parse_key(&w[1], lim, req, why);
+	case SHAPE_KEY_OPTS:
+		if (nargs < 1)
+			return bad(why, "missing key");
+		if (parse_key(&w[1], lim, req, why) != PERR_NONE)
+			return PERR_BADARG;
+		return parse_opts(&w[2], nargs - 1, def->opts, req, why);
+	case SHAPE_ONOFF:
+		if (nargs != 1)
+			return bad(why, "takes ON or OFF");
+		if (word_is(&w[1], "ON"))
+			req->on = 1;
+		else if (word_is(&w[1], "OFF"))
+			req->on = 0;
+		else
+			return bad(why, "takes ON or OFF");
+		return PERR_NONE;
+	}
+	return bad(why, "internal: unknown shape");
+}
+
+const char *
+proto_cmd_name(enum proto_cmd cmd)
+{
+	return (unsigned)cmd < CMD__COUNT ? cmds[cmd].name : "?";
+}
+
+const char *
+proto_err_name(enum proto_err err)
+{
+	return (unsigned)err < PERR__COUNT ? err_names[err] : "?";
+}
+
+const struct proto_cmd_info *
+proto_cmd_info(enum proto_cmd cmd)
+{
+	static struct proto_cmd_info info;
+
+	if ((unsigned)cmd >= CMD__COUNT)
+		return NULL;
+	info.name = cmds[cmd].name;
+	info.usage = cmds[cmd].usage;
+	return &info;
+}

@@ -1,0 +1,91 @@
+/*
+ * proto.h - the lockbroker line protocol, parsed without any I/O.
+ *
+ * proto_parse() turns one request line (LF and CR already stripped) into a
+ * struct proto_req.  It knows libc only: no libevent, no Redis, no sessions,
+ * so unit tests and the fuzzer can call it millions of times.  The command
+ * table (name, arity, help) lives in proto.c and is walked by the parser and
+ * by anything that lists commands.
+ */
+#ifndef LOCKBROKER_PROTO_H
+#define LOCKBROKER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION "1"
+#define PROTO_MS_MAX 2147483647L	/* largest WAIT/TTL value accepted */
+#define PROTO_NAME_MAX 64		/* longest HELLO name / AUTH token word */
+
+enum proto_cmd {
+	CMD_HELLO,
+	CMD_ACQUIRE,
+	CMD_RELEASE,
+	CMD_RENEW,
+	CMD_OWNER,
+	CMD_HELD,
+	CMD_STATS,
+	CMD_PING,
+	CMD_QUIT,
+	CMD_EVENTS,
+	CMD_AUTH,
+	CMD__COUNT
+};
+
+/* The closed set of error codes a reply can carry (ERR <CODE> <text>). */
+enum proto_err {
+	PERR_NONE = 0,
+	PERR_BADCMD,
+	PERR_BADARG,
+	PERR_TOOLONG,
+	PERR_NOAUTH,
+	PERR_NOTHELD,
+	PERR_LOST,
+	PERR_UNAVAILABLE,
+	PERR_LIMIT,
+	PERR__COUNT
+};
+
+struct proto_limits {
+	size_t max_key_len;		/* longest key accepted, bytes */
+};
+
+/*
+ * A parsed request.  Pointers point into the caller's line buffer, which
+ * must outlive the request.  has_* say whether an option was given.
+ */
+struct proto_req {
+	enum proto_cmd cmd;
+	const char *key;		/* ACQUIRE, RELEASE, RENEW, OWNER */
+	size_t keylen;
+	const char *word;		/* HELLO name, AUTH token (may be NULL) */
+	size_t wordlen;
+	int has_wait, has_ttl;
+	long wait_ms, ttl_ms;
+	int on;				/* EVENTS ON (1) / OFF (0) */
+};
+
+/*
+ * Parse one line of len bytes (no LF; a trailing CR is the caller's to
+ * drop).  Returns PERR_NONE and fills req, or an error code with *why set
+ * to a static, human-readable reason.  An empty or blank line returns
+ * PERR_NONE with *empty set to 1: it gets no reply.
+ */
+enum proto_err proto_parse(const char *line, size_t len,
+    const struct proto_limits *lim, struct proto_req *req, int *empty,
+    const char **why);
+
+/* The upper-case name of a command ("ACQUIRE"). */
+const char *proto_cmd_name(enum proto_cmd cmd);
+
+/* The upper-case code word of an error ("BADARG"), or NULL for PERR_NONE. */
+const char *proto_err_name(enum proto_err err);
+
+/* Walk the command table: name and one-line usage, for help and docs tests. */
+struct proto_cmd_info {
+	const char *name;
+	const char *usage;
+};
+const struct proto_cmd_info *proto_cmd_info(enum proto_cmd cmd);
+
+#endif
