@@ -116,9 +116,15 @@ install: all
 
 # libFuzzer target for the protocol parser (clang + libfuzzer-14-dev).
 FUZZ_SECONDS ?= 60
+# New inputs go to build/fuzz/corpus, crashes to build/fuzz/crash-*; the
+# fuzzer's exit status is kept (a pipe into tail would hide a crash).
 fuzz: deps
-	@mkdir -p build/fuzz
-	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iproto \
+	@mkdir -p build/fuzz/corpus
+	clang -std=c11 -g -O1 -Wall -Wextra -Werror \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iproto \
 	  -o build/fuzz/fuzz_proto tests/fuzz/fuzz_proto.c proto/proto.c
-	build/fuzz/fuzz_proto -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
-	  build/fuzz/corpus tests/fuzz/corpus 2>&1 | tail -5
+	@build/fuzz/fuzz_proto -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	  -dict=tests/fuzz/proto.dict -artifact_prefix=build/fuzz/ \
+	  build/fuzz/corpus tests/fuzz/corpus >build/fuzz/fuzz.log 2>&1; \
+	  rc=$$?; if [ $$rc = 0 ]; then grep -E 'DONE|^Done' build/fuzz/fuzz.log; \
+	  else tail -30 build/fuzz/fuzz.log; fi; exit $$rc

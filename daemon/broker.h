@@ -1,0 +1,52 @@
+/*
+ * broker.h - the state main wires together, shared by server.c and
+ * session.c only.  Leaf modules (proto, keytab, store, locks, config) never
+ * include this file.
+ */
+#ifndef LOCKBROKER_BROKER_H
+#define LOCKBROKER_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+
+struct event_base;
+struct evconnlistener;
+struct locks;
+struct store;
+struct session;
+
+struct broker_stats {
+	uint64_t accepted;		/* sessions accepted */
+	uint64_t refused;		/* refused at max_sessions */
+	uint64_t toolong;		/* closed for an oversized line */
+	uint64_t auth_failures;		/* wrong AUTH tokens */
+	uint64_t paused;		/* times a session stopped being read */
+};
+
+struct broker {
+	struct event_base *base;
+	struct config *cfg;
+	struct locks *locks;
+	struct store *store;
+	struct evconnlistener *listener;
+	TAILQ_HEAD(, session) sessions;
+	size_t nsessions;
+	char *linebuf;			/* max_line + 2 bytes, one request */
+	struct broker_stats stats;
+	int64_t started_ms;
+	int stopping;
+};
+
+/* server.c */
+int server_listen(struct broker *b, char *err, size_t errlen);
+/* Stop accepting and end every session (their locks are released). */
+void server_stop(struct broker *b);
+
+/* session.c */
+struct session *session_new(struct broker *b, int fd);
+void session_free(struct session *s);
+
+#endif

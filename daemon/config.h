@@ -1,0 +1,61 @@
+/*
+ * config.h - every option of lockbrokerd, defined once in a table.
+ *
+ * The table in config.c (name, type, default, bounds, help) drives the conf
+ * file parser, the --name value command-line form, -h and validation.
+ */
+#ifndef LOCKBROKER_CONFIG_H
+#define LOCKBROKER_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct config {
+	char *bind;
+	long port;
+	char *redis;			/* host:port or unix:/path */
+	char *redis_password;		/* "" = no AUTH */
+	char *redis_user;		/* "" = default user */
+	long redis_timeout_ms;
+	char *prefix;
+	long default_ttl_ms;
+	long max_ttl_ms;
+	long max_wait_ms;
+	long max_line;
+	long max_key_len;
+	long max_sessions;
+	long max_locks_per_session;
+	long max_waiters;
+	long tcp_keepalive_s;
+	char *auth_token;		/* "" = no AUTH needed */
+	long log_level;			/* enum log_level */
+};
+
+/* Fill cfg with every default.  Free with config_free(). */
+void config_init(struct config *cfg);
+void config_free(struct config *cfg);
+
+/*
+ * Set one option from its text value.  Returns 0, or -1 with a message in
+ * err (no file/line prefix: the caller adds where it came from).
+ */
+int config_set(struct config *cfg, const char *name, const char *value,
+    char *err, size_t errlen);
+
+/*
+ * Read "name value" lines (# comments, blank lines) from path.  Returns 0,
+ * or -1 with "FILE:LINE: message" in err.
+ */
+int config_load_file(struct config *cfg, const char *path, char *err,
+    size_t errlen);
+
+/* Cross-option checks (e.g. default_ttl_ms <= max_ttl_ms). */
+int config_validate(const struct config *cfg, char *err, size_t errlen);
+
+/* Print every option with its default and help, for -h. */
+void config_usage(FILE *out);
+
+/* Whether name is an option (for the --name value form). */
+int config_has(const char *name);
+
+#endif

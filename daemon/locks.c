@@ -1,0 +1,1003 @@
+/*
+ * locks.c - lock table: holds, FIFO waiters, wake-ups, batched renewal.
+ *
+ * A key's entry (struct lock) exists while anything refers to it: a local
+ * holder, a waiter, or a Redis operation in flight (refs).  lock_pump() is
+ * the one place that moves a key forward: when nothing is in flight and
+ * no local session holds it, the first waiter gets an acquire attempt.
+ * Every event that may unblock a key (release reply, attempt reply, pub/sub
+ * message, retry timer, waiter leaving) ends in lock_pump(), which also
+ * frees the entry once nothing refers to it -- so it is always the last
+ * use of the entry by its caller.
+ *
+ * Wake-ups, never polling: a local release pumps at once; a release on
+ * another broker arrives by pub/sub; a holder that died without releasing
+ * is retried once when its PTTL (returned by the failed attempt) runs out.
+ */
+#include "locks.h"
+#include "keytab.h"
+#include "clientid.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#include <event2/event.h>
+#include <sys/queue.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
+#define RENEW_MIN_MS 1				/* floor of a renew period */
+
+struct lock {
+	struct keytab_entry te;		/* te.key points at name */
+	struct locks *lt;
+	struct lclient *holder;		/* local session holding it, or NULL */
+	TAILQ_ENTRY(lock) hlink;	/* in holder->held */
+	TAILQ_ENTRY(lock) alink;	/* in lt->held (all held keys) */
+	long long token;
+	unsigned holds;
+	long ttl_ms;
+	int64_t renew_at;		/* monotonic ms */
+	struct lclient *whead, *wtail;	/* FIFO of local waiters */
+	unsigned refs;			/* Redis operations in flight */
+	unsigned attempt:1;		/* an acquire attempt in flight */
+	unsigned releasing:1;		/* a release in flight */
+	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
+	struct event *retry_ev;		/* retry at the holder's PTTL */
+	char name[];
+};
+
+/* A lock this client held that was found lost: RELEASE/RENEW say LOST. */
+struct lostkey {
+	struct lostkey *next;
+	long long token;
+	size_t keylen;
+	char key[];
+};
+
+struct lclient {
+	struct locks *lt;
+	char id[CLIENTID_LEN + 1];
+	const struct lk_client_ops *ops;
+	void *arg;
+	TAILQ_HEAD(, lock) held;
+	size_t nheld;
+	struct lostkey *lost;
+	/* The request in progress, when it waits on a key or on Redis. */
+	struct lock *wlock;		/* the key it waits for */
+	struct lclient *wnext;		/* next waiter on wlock */
+	long wttl;			/* TTL to acquire with */
+	int64_t deadline;		/* monotonic ms; wait ends */
+	struct event *deadline_ev;
+	struct op *op;			/* its Redis operation in flight */
+};
+
+/* One Redis operation for one key (or for OWNER, none). */
+struct op {
+	struct locks *lt;
+	struct lock *lk;		/* holds a ref; NULL for OWNER */
+	struct lclient *cl;		/* requester; NULL once it is gone */
+	long long token;
+	long ttl_ms;
+	char value[VALUE_MAX];		/* "<id>:<token>" for release */
+};
+
+/* A batch of renewals: one script call for many keys. */
+struct renew_batch {
+	struct locks *lt;
+	size_t n;
+	struct lock *lk[STORE_RENEW_BATCH];
+	long long token[STORE_RENEW_BATCH];
+	long ttl[STORE_RENEW_BATCH];
+};
+
+struct locks {
+	struct event_base *base;
+	struct locks_cfg cfg;
+	struct store *st;
+	struct keytab *keys;
+	TAILQ_HEAD(, lock) held;
+	struct event *renew_ev;
+	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
+	struct locks_stats stats;
+};
+
+static void lock_pump(struct lock *lk);
+
+/* --- small pieces ---------------------------------------------------- */
+
+static void
+reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
+{
+	struct lk_result r = { .status = status, .n = n, .why = why };
+
+	cl->ops->reply(cl->arg, &r);
+}
+
+static size_t
+make_value(char *buf, const char *id, long long token)
+{
+	int n = snprintf(buf, VALUE_MAX, "%s:%lld", id, token);
+
+	return n < 0 ? 0 : (size_t)n;
+}
+
+static long
+clamp_ttl(const struct locks *lt, long ttl_ms)
+{
+	if (ttl_ms <= 0)
+		return lt->cfg.default_ttl_ms;
+	return ttl_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms : ttl_ms;
+}
+
+static long
+renew_period(long ttl_ms)
+{
+	return ttl_ms / 3 > RENEW_MIN_MS ? ttl_ms / 3 : RENEW_MIN_MS;
+}
+
+static void
+timer_at(struct event *ev, int64_t when_ms)
+{
+	int64_t d = when_ms - now_ms();
+	struct timeval tv;
+
+	if (d < 0)
+		d = 0;
+	tv.tv_sec = (time_t)(d / 1000);
+	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
+	event_add(ev, &tv);
+}
+
+static struct lock *
+lock_find(struct locks *lt, const char *key, size_t keylen)
+{
+	struct keytab_entry *e = keytab_find(lt->keys, key, keylen);
+
+	return e ? (struct lock *)(void *)e : NULL;
+}
+
+static struct lock *
+lock_get(struct locks *lt, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(lt, key, keylen);
+
+	if (lk != NULL)
+		return lk;
+	lk = xcalloc(1, sizeof *lk + keylen + 1);
+	memcpy(lk->name, key, keylen);
+	lk->te.key = lk->name;
+	lk->te.keylen = keylen;
+	lk->lt = lt;
+	keytab_insert(lt->keys, &lk->te);
+	return lk;
+}
+
+/* Free the entry if nothing refers to it any more. */
+static void
+lock_gc(struct lock *lk)
+{
+	if (lk->holder || lk->whead || lk->refs || lk->attempt ||
+	    lk->releasing)
+		return;
+	keytab_remove(lk->lt->keys, &lk->te);
+	if (lk->retry_ev)
+		event_free(lk->retry_ev);
+	free(lk);
+}
+
+static struct op *
+op_new(struct locks *lt, struct lock *lk, struct lclient *cl)
+{
+	struct op *op = xcalloc(1, sizeof *op);
+
+	op->lt = lt;
+	op->lk = lk;
+	op->cl = cl;
+	if (lk)
+		lk->refs++;
+	if (cl)
+		cl->op = op;
+	return op;
+}
+
+/* The op's reply arrived: detach it from both ends. */
+static struct lclient *
+op_done(struct op *op)
+{
+	struct lclient *cl = op->cl;
+
+	if (op->lk)
+		op->lk->refs--;
+	if (cl)
+		cl->op = NULL;
+	return cl;
+}
+
+/* --- waiters --------------------------------------------------------- */
+
+static void
+waiter_push(struct lock *lk, struct lclient *cl, long wait_ms, long ttl_ms)
+{
+	cl->wlock = lk;
+	cl->wnext = NULL;
+	cl->wttl = ttl_ms;
+	cl->deadline = now_ms() + wait_ms;
+	if (lk->wtail)
+		lk->wtail->wnext = cl;
+	else
+		lk->whead = cl;
+	lk->wtail = cl;
+	if (wait_ms > 0)
+		timer_at(cl->deadline_ev, cl->deadline);
+	cl->lt->stats.waiters++;
+}
+
+static void
+waiter_remove(struct lclient *cl)
+{
+	struct lock *lk = cl->wlock;
+	struct lclient **pp, *prev = NULL;
+
+	if (lk == NULL)
+		return;
+	for (pp = &lk->whead; *pp != NULL; prev = *pp, pp = &(*pp)->wnext) {
+		if (*pp == cl) {
+			*pp = cl->wnext;
+			if (lk->wtail == cl)
+				lk->wtail = prev;
+			break;
+		}
+	}
+	cl->wlock = NULL;
+	cl->wnext = NULL;
+	event_del(cl->deadline_ev);
+	cl->lt->stats.waiters--;
+}
+
+/* The wait of cl ran out while no attempt of its was in flight. */
+static void
+deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lclient *cl = arg;
+	struct lock *lk = cl->wlock;
+
+	(void)fd;
+	(void)what;
+	if (lk == NULL || cl->op != NULL)
+		return;	/* its attempt's reply decides */
+	waiter_remove(cl);
+	cl->lt->stats.busy++;
+	reply(cl, LK_BUSY, 0, NULL);
+	lock_pump(lk);
+}
+
+/* --- holding --------------------------------------------------------- */
+
+static void renew_schedule(struct locks *lt, int64_t when);
+
+static void
+lost_forget(struct lclient *cl, const char *key, size_t keylen, int *found)
+{
+	struct lostkey **pp;
+
+	*found = 0;
+	for (pp = &cl->lost; *pp != NULL; pp = &(*pp)->next) {
+		struct lostkey *k = *pp;
+		if (k->keylen == keylen && memcmp(k->key, key, keylen) == 0) {
+			*pp = k->next;
+			free(k);
+			*found = 1;
+			return;
+		}
+	}
+}
+
+static void
+hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl)
+{
+	struct locks *lt = lk->lt;
+	int found;
+
+	lost_forget(cl, lk->name, lk->te.keylen, &found);
+	lk->holder = cl;
+	lk->token = token;
+	lk->holds = 1;
+	lk->ttl_ms = ttl;
+	lk->renew_at = now_ms() + renew_period(ttl);
+	TAILQ_INSERT_TAIL(&cl->held, lk, hlink);
+	TAILQ_INSERT_TAIL(&lt->held, lk, alink);
+	cl->nheld++;
+	lt->stats.locks_held++;
+	renew_schedule(lt, lk->renew_at);
+}
+
+static void
+hold_end(struct lock *lk)
+{
+	struct lclient *cl = lk->holder;
+
+	TAILQ_REMOVE(&cl->held, lk, hlink);
+	TAILQ_REMOVE(&lk->lt->held, lk, alink);
+	cl->nheld--;
+	lk->lt->stats.locks_held--;
+	lk->holder = NULL;
+	lk->holds = 0;
+}
+
+/* Redis no longer shows lk as its holder's: tell the holder, free it. */
+static void
+hold_lost(struct lock *lk, int remember)
+{
+	struct lclient *cl = lk->holder;
+	long long token = lk->token;
+
+	hold_end(lk);
+	lk->lt->stats.lost++;
+	log_info("lock '%s' (token %lld) of client %s was lost", lk->name,
+	    token, cl->id);
+	if (remember) {
+		struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
+		k->token = token;
+		k->keylen = lk->te.keylen;
+		memcpy(k->key, lk->name, lk->te.keylen);
+		k->next = cl->lost;
+		cl->lost = k;
+	}
+	if (cl->ops->lost)
+		cl->ops->lost(cl->arg, lk->name, lk->te.keylen, token);
+}
+
+/* --- acquire --------------------------------------------------------- */
+
+static void attempt_done(void *arg, int ok, int granted, long long n);
+static void release_done(void *arg, int ok, int released);
+
+/* Release in Redis a lock nobody local holds any more (session gone). */
+static void
+release_orphan(struct lock *lk, const char *id, long long token)
+{
+	struct op *op = op_new(lk->lt, lk, NULL);
+	size_t vlen = make_value(op->value, id, token);
+
+	op->token = token;
+	if (store_release(lk->lt->st, lk->name, lk->te.keylen, op->value,
+	    vlen, release_done, op) != 0) {
+		/* Redis is down: its TTL will free it. */
+		op_done(op);
+		free(op);
+		return;
+	}
+	lk->releasing = 1;
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lock *lk = arg;
+
+	(void)fd;
+	(void)what;
+	lk->remote_busy = 0;
+	lock_pump(lk);
+}
+
+static void
+lock_pump(struct lock *lk)
+{
+	struct locks *lt = lk->lt;
+
+	while (!lk->holder && !lk->attempt && !lk->releasing &&
+	    !lk->remote_busy && lk->whead != NULL) {
+		struct lclient *w = lk->whead;
+		struct op *op = op_new(lt, lk, w);
+
+		memcpy(op->value, w->id, sizeof w->id);
+		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
+		    CLIENTID_LEN, w->wttl, attempt_done, op) == 0) {
+			lk->attempt = 1;
+			return;
+		}
+		op_done(op);
+		free(op);
+		waiter_remove(w);
+		lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+	lock_gc(lk);
+}
+
+static void
+attempt_done(void *arg, int ok, int granted, long long n)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct locks *lt = op->lt;
+	struct lclient *w = op_done(op);
+	char id[CLIENTID_LEN + 1];
+
+	memcpy(id, op->value, sizeof id);	/* the requester's client-id */
+	free(op);
+	lk->attempt = 0;
+	if (!ok) {
+		if (w) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
+		}
+	} else if (granted && w == NULL) {
+		/* Its session left while the attempt was in flight. */
+		lt->stats.orphans++;
+		release_orphan(lk, id, n);
+	} else if (granted) {
+		waiter_remove(w);
+		hold_start(lk, w, n, w->wttl);
+		lt->stats.acquires++;
+		reply(w, LK_OK, n, NULL);
+	} else if (w != NULL && now_ms() >= w->deadline) {
+		waiter_remove(w);
+		lt->stats.busy++;
+		reply(w, LK_BUSY, 0, NULL);
+	} else if (w != NULL) {
+		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
+		 * to run out if its holder died without releasing. */
+		lk->remote_busy = 1;
+		if (n >= 0) {
+			if (lk->retry_ev == NULL &&
+			    (lk->retry_ev = evtimer_new(lt->base, retry_cb,
+			    lk)) == NULL)
+				fatalx("cannot create retry timer");
+			timer_at(lk->retry_ev, now_ms() + n + 1);
+		}
+	}
+	lock_pump(lk);
+}
+
+void
+locks_acquire(struct lclient *cl, const char *key, size_t keylen,
+    long wait_ms, long ttl_ms)
+{
+	struct locks *lt = cl->lt;
+	struct lock *lk = lock_find(lt, key, keylen);
+
+	if (lk != NULL && lk->holder == cl) {
+		lk->holds++;
+		lt->stats.acquires++;
+		reply(cl, LK_OK, lk->token, NULL);
+		return;
+	}
+	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
+		lt->stats.acquire_errors++;
+		reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
+		    " keys");
+		return;
+	}
+	if (lt->st == NULL || !store_is_up(lt->st)) {
+		lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+		return;
+	}
+	if (wait_ms < 0)
+		wait_ms = 0;
+	if (wait_ms > lt->cfg.max_wait_ms)
+		wait_ms = lt->cfg.max_wait_ms;
+	if (lk != NULL && (lk->holder || lk->whead || lk->attempt ||
+	    lk->releasing)) {
+		/* Someone is ahead: whatever happens next, the key will not
+		 * be free for a one-try request. */
+		if (wait_ms == 0) {
+			lt->stats.busy++;
+			reply(cl, LK_BUSY, 0, NULL);
+			return;
+		}
+	}
+	if ((long)lt->stats.waiters >= lt->cfg.max_waiters) {
+		lt->stats.acquire_errors++;
+		reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
+		return;
+	}
+	lk = lock_get(lt, key, keylen);
+	waiter_push(lk, cl, wait_ms, clamp_ttl(lt, ttl_ms));
+	lock_pump(lk);
+}
+
+/* --- release --------------------------------------------------------- */
+
+/* Not held by cl: was it lost (say so once, then forget), or never held? */
+static void
+reply_not_held(struct lclient *cl, const char *key, size_t keylen)
+{
+	int found;
+
+	lost_forget(cl, key, keylen, &found);
+	if (found)
+		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+	else
+		reply(cl, LK_NOTHELD, 0, "this session does not hold the key");
+}
+
+static void
+release_done(void *arg, int ok, int released)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct lclient *cl = op_done(op);
+
+	free(op);
+	lk->releasing = 0;
+	if (cl == NULL) {
+		/* A session's end or an orphan grant: nobody to answer. */
+		if (ok && released)
+			lk->lt->stats.releases++;
+	} else if (!ok) {
+		/* Nothing changed: still held, the client may retry. */
+		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; still held");
+	} else {
+		hold_end(lk);
+		if (released) {
+			lk->lt->stats.releases++;
+			reply(cl, LK_OK, 0, NULL);
+		} else {
+			lk->lt->stats.lost++;
+			reply(cl, LK_LOST, 0, "the lock expired or was taken "
+			    "in Redis");
+		}
+	}
+	lock_pump(lk);
+}
+
+void
+locks_release(struct lclient *cl, const char *key, size_t keylen)
+{
+	struct locks *lt = cl->lt;
+	struct lock *lk = lock_find(lt, key, keylen);
+	struct op *op;
+	size_t vlen;
+
+	if (lk == NULL || lk->holder != cl) {
+		reply_not_held(cl, key, keylen);
+		return;
+	}
+	if (lk->holds > 1) {
+		lk->holds--;
+		reply(cl, LK_OK, lk->holds, NULL);
+		return;
+	}
+	op = op_new(lt, lk, cl);
+	vlen = make_value(op->value, cl->id, lk->token);
+	op->token = lk->token;
+	if (store_release(lt->st, lk->name, keylen, op->value, vlen,
+	    release_done, op) != 0) {
+		op_done(op);
+		free(op);
+		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable; still held");
+		return;
+	}
+	lk->releasing = 1;
+}
+
+/* --- renew ----------------------------------------------------------- */
+
+static void
+renew_one_done(void *arg, int ok, const int *renewed, size_t n)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct lclient *cl = op_done(op);
+	long long token = op->token;
+	long ttl = op->ttl_ms;
+
+	free(op);
+	if (cl == NULL) {
+		/* session gone meanwhile */
+	} else if (!ok || n != 1) {
+		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+	} else if (lk->holder != cl || lk->token != token) {
+		reply_not_held(cl, lk->name, lk->te.keylen);
+	} else if (renewed[0]) {
+		lk->ttl_ms = ttl;
+		lk->renew_at = now_ms() + renew_period(ttl);
+		renew_schedule(lk->lt, lk->renew_at);
+		lk->lt->stats.renewals++;
+		reply(cl, LK_OK, ttl, NULL);
+	} else {
+		/* Lost: say so now and forget it (no EVENT: this reply is
+		 * the news). */
+		hold_end(lk);
+		lk->lt->stats.lost++;
+		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+	}
+	lock_pump(lk);
+}
+
+void
+locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
+{
+	struct locks *lt = cl->lt;
+	struct lock *lk = lock_find(lt, key, keylen);
+	struct store_renew_item item;
+	char value[VALUE_MAX];
+	struct op *op;
+
+	if (lk == NULL || lk->holder != cl) {
+		reply_not_held(cl, key, keylen);
+		return;
+	}
+	op = op_new(lt, lk, cl);
+	op->token = lk->token;
+	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : lk->ttl_ms;
+	item.key = lk->name;
+	item.keylen = keylen;
+	item.value = value;
+	item.valuelen = make_value(value, cl->id, lk->token);
+	item.ttl_ms = op->ttl_ms;
+	if (store_renew(lt->st, &item, 1, renew_one_done, op) != 0) {
+		op_done(op);
+		free(op);
+		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+}
+
+/*
+ * Auto-renewal: one timer for the whole table.  When it fires, every held
+ * key due within a sixth of its TTL is renewed, up to STORE_RENEW_BATCH
+ * keys per script call, so 100,000 locks cost a few hundred calls per
+ * renew period, not 100,000.
+ */
+static void
+renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
+{
+	struct renew_batch *b = arg;
+	struct locks *lt = b->lt;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct lock *lk = b->lk[i];
+
+		lk->refs--;
+		if (ok && i < n && renewed[i]) {
+			lt->stats.renewals++;
+		} else if (ok && i < n && lk->holder &&
+		    lk->token == b->token[i] && !lk->releasing) {
+			hold_lost(lk, 1);
+		}
+	}
+	for (size_t i = 0; i < b->n; i++)
+		lock_pump(b->lk[i]);
+	free(b);
+}
+
+static void
+renew_send(struct locks *lt, struct renew_batch *b)
+{
+	struct store_renew_item items[STORE_RENEW_BATCH];
+	char values[STORE_RENEW_BATCH][VALUE_MAX];
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct lock *lk = b->lk[i];
+		items[i].key = lk->name;
+		items[i].keylen = lk->te.keylen;
+		items[i].value = values[i];
+		items[i].valuelen = make_value(values[i], lk->holder->id,
+		    lk->token);
+		items[i].ttl_ms = b->ttl[i];
+	}
+	if (store_renew(lt->st, items, b->n, renew_batch_done, b) != 0) {
+		/* Redis is down: the reconnect renews everything at once. */
+		for (size_t i = 0; i < b->n; i++)
+			b->lk[i]->refs--;
+		free(b);
+	}
+}
+
+static void
+renew_tick(struct locks *lt, int all)
+{
+	int64_t now = now_ms(), next = 0;
+	struct renew_batch *b = NULL;
+	struct lock *lk;
+
+	lt->renew_due = 0;
+	TAILQ_FOREACH(lk, &lt->held, alink) {
+		if (!lk->releasing &&
+		    (all || lk->renew_at - lk->ttl_ms / 6 <= now)) {
+			if (lt->st == NULL || !store_is_up(lt->st)) {
+				lk->renew_at = now + renew_period(lk->ttl_ms);
+			} else {
+				if (b == NULL) {
+					b = xmalloc(sizeof *b);
+					b->lt = lt;
+					b->n = 0;
+				}
+				b->lk[b->n] = lk;
+				b->token[b->n] = lk->token;
+				b->ttl[b->n] = lk->ttl_ms;
+				b->n++;
+				lk->refs++;
+				lk->renew_at = now + renew_period(lk->ttl_ms);
+				if (b->n == STORE_RENEW_BATCH) {
+					renew_send(lt, b);
+					b = NULL;
+				}
+			}
+		}
+		if (next == 0 || lk->renew_at < next)
+			next = lk->renew_at;
+	}
+	if (b != NULL)
+		renew_send(lt, b);
+	if (next != 0)
+		renew_schedule(lt, next);
+}
+
+static void
+renew_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	renew_tick(arg, 0);
+}
+
+/* Make sure the renew timer fires no later than when. */
+static void
+renew_schedule(struct locks *lt, int64_t when)
+{
+	if (lt->renew_due != 0 && lt->renew_due <= when)
+		return;
+	lt->renew_due = when;
+	timer_at(lt->renew_ev, when);
+}
+
+/* --- owner ----------------------------------------------------------- */
+
+static void
+owner_done(void *arg, int ok, const char *value, size_t valuelen,
+    long long pttl)
+{
+	struct op *op = arg;
+	struct lclient *cl = op_done(op);
+	struct lk_result r = { .status = LK_OK };
+	const char *colon;
+
+	free(op);
+	if (cl == NULL)
+		return;
+	if (!ok) {
+		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+		return;
+	}
+	if (value != NULL) {
+		colon = memrchr(value, ':', valuelen);
+		if (colon == NULL) {
+			/* Not ours: a foreign value under our prefix. */
+			r.owner = value;
+			r.ownerlen = valuelen;
+		} else {
+			r.owner = value;
+			r.ownerlen = (size_t)(colon - value);
+			r.token = strtoll(colon + 1, NULL, 10);
+		}
+		r.n = pttl;
+	}
+	cl->ops->reply(cl->arg, &r);
+}
+
+void
+locks_owner(struct lclient *cl, const char *key, size_t keylen)
+{
+	struct op *op = op_new(cl->lt, NULL, cl);
+
+	if (cl->lt->st == NULL || store_owner(cl->lt->st, key, keylen,
+	    owner_done, op) != 0) {
+		op_done(op);
+		free(op);
+		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+}
+
+/* --- store events ---------------------------------------------------- */
+
+void
+locks_store_up(void *arg)
+{
+	/* Held locks may have expired while Redis was away: renew them all
+	 * now, which also finds the lost ones. */
+	renew_tick(arg, 1);
+}
+
+static int
+fail_waiters(struct keytab_entry *e, void *arg)
+{
+	struct lock *lk = (struct lock *)(void *)e;
+	struct lclient *w, *next;
+
+	(void)arg;
+	lk->remote_busy = 0;
+	if (lk->retry_ev)
+		event_del(lk->retry_ev);
+	/* A waiter whose attempt is in flight is answered by its reply. */
+	for (w = lk->whead; w != NULL; w = next) {
+		next = w->wnext;
+		if (w->op != NULL)
+			continue;
+		waiter_remove(w);
+		w->lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, "lost the connection to Redis");
+	}
+	lock_gc(lk);
+	return 0;
+}
+
+void
+locks_store_down(void *arg)
+{
+	struct locks *lt = arg;
+
+	/* Wake-ups cannot be promised without Redis: answer every waiter
+	 * now rather than let it hang until its WAIT runs out. */
+	keytab_each(lt->keys, fail_waiters, NULL);
+}
+
+void
+locks_store_released(void *arg, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(arg, key, keylen);
+
+	if (lk == NULL || !lk->remote_busy)
+		return;
+	lk->remote_busy = 0;
+	if (lk->retry_ev)
+		event_del(lk->retry_ev);
+	lock_pump(lk);
+}
+
+static int
+wake_waiting(struct keytab_entry *e, void *arg)
+{
+	struct lock *lk = (struct lock *)(void *)e;
+
+	(void)arg;
+	if (lk->remote_busy) {
+		lk->remote_busy = 0;
+		if (lk->retry_ev)
+			event_del(lk->retry_ev);
+		lock_pump(lk);	/* may free lk: keytab_each allows it */
+	}
+	return 0;
+}
+
+void
+locks_store_subscribed(void *arg)
+{
+	struct locks *lt = arg;
+
+	/* Messages may have been missed while unsubscribed: retry once. */
+	keytab_each(lt->keys, wake_waiting, NULL);
+}
+
+/* --- clients --------------------------------------------------------- */
+
+struct lclient *
+locks_client_new(struct locks *lt, const char *id,
+    const struct lk_client_ops *ops, void *arg)
+{
+	struct lclient *cl = xcalloc(1, sizeof *cl);
+
+	cl->lt = lt;
+	memcpy(cl->id, id, CLIENTID_LEN);
+	cl->id[CLIENTID_LEN] = '\0';
+	cl->ops = ops;
+	cl->arg = arg;
+	TAILQ_INIT(&cl->held);
+	cl->deadline_ev = evtimer_new(lt->base, deadline_cb, cl);
+	if (cl->deadline_ev == NULL)
+		fatalx("cannot create waiter timer");
+	return cl;
+}
+
+void
+locks_client_free(struct lclient *cl)
+{
+	struct locks *lt;
+	struct lock *lk;
+
+	if (cl == NULL)
+		return;
+	lt = cl->lt;
+	if (cl->op != NULL)
+		cl->op->cl = NULL;	/* its reply finds nobody */
+	if ((lk = cl->wlock) != NULL) {
+		waiter_remove(cl);
+		lock_pump(lk);
+	}
+	while ((lk = TAILQ_FIRST(&cl->held)) != NULL) {
+		long long token = lk->token;
+
+		hold_end(lk);
+		if (!lk->releasing)
+			release_orphan(lk, cl->id, token);
+		lock_pump(lk);
+	}
+	while (cl->lost != NULL) {
+		struct lostkey *k = cl->lost;
+		cl->lost = k->next;
+		free(k);
+	}
+	event_free(cl->deadline_ev);
+	free(cl);
+	(void)lt;
+}
+
+size_t
+locks_held(const struct lclient *cl,
+    void (*fn)(void *arg, const char *key, size_t keylen), void *arg)
+{
+	const struct lock *lk;
+
+	if (fn != NULL)
+		TAILQ_FOREACH(lk, &cl->held, hlink)
+			fn(arg, lk->name, lk->te.keylen);
+	return cl->nheld;
+}
+
+/* --- table ----------------------------------------------------------- */
+
+struct locks *
+locks_new(struct event_base *base, const struct locks_cfg *cfg)
+{
+	struct locks *lt = xcalloc(1, sizeof *lt);
+
+	lt->base = base;
+	lt->cfg = *cfg;
+	lt->keys = keytab_new();
+	TAILQ_INIT(&lt->held);
+	lt->renew_ev = evtimer_new(base, renew_cb, lt);
+	if (lt->renew_ev == NULL)
+		fatalx("cannot create renew timer");
+	return lt;
+}
+
+void
+locks_set_store(struct locks *lt, struct store *st)
+{
+	lt->st = st;
+}
+
+void
+locks_set_cfg(struct locks *lt, const struct locks_cfg *cfg)
+{
+	lt->cfg = *cfg;
+}
+
+static int
+free_entry(struct keytab_entry *e, void *arg)
+{
+	struct lock *lk = (struct lock *)(void *)e;
+
+	(void)arg;
+	keytab_remove(lk->lt->keys, e);
+	if (lk->retry_ev)
+		event_free(lk->retry_ev);
+	free(lk);
+	return 0;
+}
+
+/* Call after every client is freed and the store is gone. */
+void
+locks_free(struct locks *lt)
+{
+	if (lt == NULL)
+		return;
+	keytab_each(lt->keys, free_entry, NULL);
+	keytab_free(lt->keys);
+	event_free(lt->renew_ev);
+	free(lt);
+}
+
+void
+locks_get_stats(const struct locks *lt, struct locks_stats *out)
+{
+	*out = lt->stats;
+	out->keys = keytab_count(lt->keys);
+}

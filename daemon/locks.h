@@ -1,0 +1,100 @@
+/*
+ * locks.h - the broker's lock table, in domain terms.
+ *
+ * Per key: the local session holding it (hold count, token, TTL), a FIFO
+ * of local waiters, and at most one Redis operation in flight (an acquire
+ * attempt or a release), so same-key requests are serialized here and
+ * never race each other in Redis.  Renewal of every held lock is batched.
+ * Nothing here sees a protocol line or a Redis reply.
+ *
+ * A client (one per session) has at most one request in progress; every
+ * request gets exactly one reply through ops->reply, never from inside
+ * the locks_* call that made it... except immediate answers, which are
+ * delivered before that call returns.  Callers must not re-enter locks_*
+ * from the reply callback (sessions defer their next request).
+ */
+#ifndef LOCKBROKER_LOCKS_H
+#define LOCKBROKER_LOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct store;
+struct locks;
+struct lclient;
+
+enum lk_status { LK_OK, LK_BUSY, LK_NOTHELD, LK_LOST, LK_UNAVAILABLE,
+    LK_LIMIT };
+
+struct lk_result {
+	enum lk_status status;
+	/* OK: the token (acquire), holds left (release), TTL set (renew),
+	 * PTTL (owner). */
+	long long n;
+	/* owner: the holder's client-id (NULL when free) and token. */
+	const char *owner;
+	size_t ownerlen;
+	long long token;
+	const char *why;		/* for errors: a short reason */
+};
+
+struct lk_client_ops {
+	void (*reply)(void *arg, const struct lk_result *res);
+	/* A held lock was found lost (renewal saw it gone or another's). */
+	void (*lost)(void *arg, const char *key, size_t keylen,
+	    long long token);
+};
+
+struct locks_cfg {
+	long default_ttl_ms;
+	long max_ttl_ms;
+	long max_wait_ms;
+	long max_locks_per_session;
+	long max_waiters;
+};
+
+struct locks_stats {
+	uint64_t acquires;		/* ACQUIREs answered OK (new or reentrant) */
+	uint64_t busy;			/* ACQUIREs answered BUSY */
+	uint64_t acquire_errors;	/* ACQUIREs answered ERR */
+	uint64_t releases;		/* locks freed by RELEASE or session end */
+	uint64_t renewals;		/* keys renewed in Redis */
+	uint64_t lost;			/* held locks found lost */
+	uint64_t orphans;		/* grants for gone sessions, released */
+	size_t locks_held;		/* keys held by local sessions now */
+	size_t waiters;			/* ACQUIREs waiting now */
+	size_t keys;			/* lock table entries */
+};
+
+struct locks *locks_new(struct event_base *base, const struct locks_cfg *cfg);
+void locks_set_store(struct locks *lt, struct store *st);
+/* Live changes of limits (SIGHUP). */
+void locks_set_cfg(struct locks *lt, const struct locks_cfg *cfg);
+void locks_free(struct locks *lt);
+void locks_get_stats(const struct locks *lt, struct locks_stats *out);
+
+/* Store hooks (see store.h), arg is the struct locks. */
+void locks_store_up(void *arg);
+void locks_store_down(void *arg);
+void locks_store_released(void *arg, const char *key, size_t keylen);
+void locks_store_subscribed(void *arg);
+
+struct lclient *locks_client_new(struct locks *lt, const char *id,
+    const struct lk_client_ops *ops, void *arg);
+/* The session is gone: release what it holds, drop what it waits for. */
+void locks_client_free(struct lclient *cl);
+
+/* wait_ms < 0: none given (one try); ttl_ms <= 0: the default. */
+void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
+    long wait_ms, long ttl_ms);
+void locks_release(struct lclient *cl, const char *key, size_t keylen);
+void locks_renew(struct lclient *cl, const char *key, size_t keylen,
+    long ttl_ms);
+void locks_owner(struct lclient *cl, const char *key, size_t keylen);
+
+/* Visit the keys cl holds, in acquisition order; returns the count. */
+size_t locks_held(const struct lclient *cl,
+    void (*fn)(void *arg, const char *key, size_t keylen), void *arg);
+
+#endif

@@ -1,0 +1,268 @@
+/*
+ * main.c - lockbrokerd: options, wiring, signals, teardown.
+ *
+ * Start-up order: config (file, then command line), log level, open-files
+ * limit, event loop, lock table, Redis store, listener.  Teardown runs in
+ * reverse; on SIGTERM/SIGINT every session is ended first so its locks are
+ * released in Redis, and the loop runs on (at most STOP_DRAIN_MS) until
+ * those releases are answered.
+ */
+#include "broker.h"
+#include "config.h"
+#include "locks.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+#include <event2/event.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define STOP_DRAIN_MS 2000		/* longest wait for final releases */
+#define FD_RESERVE 64			/* fds beyond sessions: Redis, logs */
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: lockbrokerd [-c FILE] [-b ADDR] [-p PORT] [-r REDIS] "
+	    "[--prefix P]\n"
+	    "                   [--OPTION VALUE ...] [-t] [-v] [-h] [-V]\n"
+	    "  -c FILE    read options from FILE ('name value' lines)\n"
+	    "  -b ADDR    same as --bind ADDR\n"
+	    "  -p PORT    same as --port PORT\n"
+	    "  -r REDIS   same as --redis REDIS (host:port or unix:/path)\n"
+	    "  -t         check the configuration and exit (0 good, 2 bad)\n"
+	    "  -v         log at debug level\n"
+	    "  -h         this help\n"
+	    "  -V         print the version and exit\n"
+	    "Command-line options override the file.\n\n");
+	config_usage(out);
+}
+
+/* Raise the soft open-files limit toward what max_sessions needs. */
+static void
+raise_nofile(long sessions)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)sessions + FD_RESERVE;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("getrlimit: %s", strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warn("setrlimit: %s", strerror(errno));
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
+		log_warn("open files limit is %llu: max_sessions %ld needs %llu;"
+		    " raise it (LimitNOFILE, ulimit -n)",
+		    (unsigned long long)rl.rlim_cur, sessions,
+		    (unsigned long long)want);
+	else
+		log_info("open files limit raised to %llu",
+		    (unsigned long long)rl.rlim_cur);
+}
+
+static void
+libevent_log(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_ERR)
+		log_error("libevent: %s", msg);
+	else if (severity >= EVENT_LOG_WARN)
+		log_warn("libevent: %s", msg);
+	else
+		log_debug("libevent: %s", msg);
+}
+
+static void
+stop_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)what;
+	if (b->stopping)
+		return;
+	log_info("signal %d: releasing every lock and stopping", (int)sig);
+	event_base_loopbreak(b->base);
+	b->stopping = 1;
+}
+
+/* After the sessions ended: stop once their releases were answered. */
+static void
+drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct broker *b = arg;
+	static int64_t until;
+
+	(void)fd;
+	(void)what;
+	if (until == 0)
+		until = now_ms() + STOP_DRAIN_MS;
+	if (store_inflight(b->store) == 0 || now_ms() > until)
+		event_base_loopbreak(b->base);
+}
+
+/* Long options: every config option as --name VALUE, plus the flags. */
+static int
+parse_args(int argc, char **argv, struct config *cfg, int *test_only)
+{
+	const char *conf = NULL;
+	char err[512];
+	int verbose = 0;
+
+	/* Pass 1: the conf file comes first so the command line wins. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+			conf = argv[++i];
+	}
+	if (conf != NULL && config_load_file(cfg, conf, err, sizeof err) != 0) {
+		fprintf(stderr, "lockbrokerd: %s\n", err);
+		return -1;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *name = NULL;
+
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			exit(0);
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("lockbrokerd %s (protocol %s)\n",
+			    LOCKBROKER_VERSION, "1");
+			exit(0);
+		} else if (strcmp(a, "-v") == 0) {
+			verbose = 1;
+			continue;
+		} else if (strcmp(a, "-t") == 0) {
+			*test_only = 1;
+			continue;
+		} else if (strcmp(a, "-c") == 0) {
+			i++;
+			continue;
+		} else if (strcmp(a, "-b") == 0) {
+			name = "bind";
+		} else if (strcmp(a, "-p") == 0) {
+			name = "port";
+		} else if (strcmp(a, "-r") == 0) {
+			name = "redis";
+		} else if (strncmp(a, "--", 2) == 0 && config_has(a + 2)) {
+			name = a + 2;
+		} else {
+			fprintf(stderr, "lockbrokerd: unknown argument '%s' "
+			    "(-h lists them)\n", a);
+			return -1;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "lockbrokerd: %s needs a value\n", a);
+			return -1;
+		}
+		if (config_set(cfg, name, argv[++i], err, sizeof err) != 0) {
+			fprintf(stderr, "lockbrokerd: %s\n", err);
+			return -1;
+		}
+	}
+	if (config_validate(cfg, err, sizeof err) != 0) {
+		fprintf(stderr, "lockbrokerd: %s\n", err);
+		return -1;
+	}
+	if (verbose)
+		cfg->log_level = LOG_DEBUG;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg;
+	struct broker b;
+	struct event *sigterm, *sigint, *drain;
+	struct timeval tick = { 0, 20 * 1000 };
+	int test_only = 0;
+	char err[512];
+
+	config_init(&cfg);
+	if (parse_args(argc, argv, &cfg, &test_only) != 0) {
+		config_free(&cfg);
+		return 2;
+	}
+	if (test_only) {
+		printf("configuration OK\n");
+		config_free(&cfg);
+		return 0;
+	}
+	log_set_level((enum log_level)cfg.log_level);
+	event_set_log_callback(libevent_log);
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		fatal("signal");
+	raise_nofile(cfg.max_sessions);
+
+	memset(&b, 0, sizeof b);
+	TAILQ_INIT(&b.sessions);
+	b.cfg = &cfg;
+	b.started_ms = now_ms();
+	b.linebuf = xmalloc((size_t)cfg.max_line + 2);
+	if ((b.base = event_base_new()) == NULL)
+		fatalx("cannot create the event loop");
+
+	{
+		struct locks_cfg lc = {
+			cfg.default_ttl_ms, cfg.max_ttl_ms, cfg.max_wait_ms,
+			cfg.max_locks_per_session, cfg.max_waiters
+		};
+		struct store_cfg sc = {
+			cfg.redis, cfg.redis_password, cfg.redis_user,
+			cfg.prefix, cfg.redis_timeout_ms
+		};
+		struct store_hooks hooks = {
+			locks_store_up, locks_store_down, locks_store_released,
+			locks_store_subscribed, NULL
+		};
+
+		b.locks = locks_new(b.base, &lc);
+		hooks.arg = b.locks;
+		if ((b.store = store_new(b.base, &sc, &hooks)) == NULL)
+			return 2;
+		locks_set_store(b.locks, b.store);
+	}
+	if (server_listen(&b, err, sizeof err) != 0) {
+		log_error("%s", err);
+		return 1;
+	}
+	sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
+	sigint = evsignal_new(b.base, SIGINT, stop_cb, &b);
+	if (!sigterm || !sigint || event_add(sigterm, NULL) != 0 ||
+	    event_add(sigint, NULL) != 0)
+		fatalx("cannot install signal handlers");
+	log_info("lockbrokerd %s started: redis %s, prefix '%s', default TTL "
+	    "%ld ms, max_sessions %ld", LOCKBROKER_VERSION, cfg.redis,
+	    cfg.prefix, cfg.default_ttl_ms, cfg.max_sessions);
+
+	if (event_base_dispatch(b.base) < 0)
+		log_error("event loop failed");
+
+	/* Stop: end every session (their locks are released), then let the
+	 * releases reach Redis. */
+	server_stop(&b);
+	drain = event_new(b.base, -1, EV_PERSIST, drain_cb, &b);
+	if (drain != NULL && store_is_up(b.store) && event_add(drain, &tick) == 0)
+		event_base_dispatch(b.base);
+	if (drain)
+		event_free(drain);
+	event_free(sigterm);
+	event_free(sigint);
+	store_free(b.store);
+	locks_free(b.locks);
+	event_base_free(b.base);
+	free(b.linebuf);
+	log_info("stopped");
+	config_free(&cfg);
+	return 0;
+}

@@ -1,0 +1,140 @@
+/*
+ * server.c - the TCP listener: accept, refuse over max_sessions, stop.
+ */
+#include "broker.h"
+#include "log.h"
+
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define REFUSED_LINE "ERR LIMIT too many sessions (max_sessions)\r\n"
+
+/* Keepalive so that a peer that vanished is found in ~3 x idle seconds. */
+static void
+tune_socket(struct broker *b, int fd)
+{
+	int one = 1;
+	int idle = (int)b->cfg->tcp_keepalive_s;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+		log_debug("TCP_NODELAY: %s", strerror(errno));
+	if (idle <= 0)
+		return;
+	{
+		int intvl = idle / 2 > 0 ? idle / 2 : 1, cnt = 4;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one,
+		    sizeof one) != 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle,
+		    sizeof idle) != 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
+		    sizeof intvl) != 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt,
+		    sizeof cnt) != 0)
+			log_debug("keepalive: %s", strerror(errno));
+	}
+}
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)l;
+	(void)sa;
+	(void)salen;
+	if (b->stopping) {
+		close(fd);
+		return;
+	}
+	if ((long)b->nsessions >= b->cfg->max_sessions) {
+		/* Best effort: the socket is fresh, so the line fits. */
+		if (send(fd, REFUSED_LINE, sizeof REFUSED_LINE - 1,
+		    MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("refusal not sent: %s", strerror(errno));
+		close(fd);
+		if (b->stats.refused++ == 0)
+			log_warn("max_sessions (%ld) reached: refusing "
+			    "connections", b->cfg->max_sessions);
+		return;
+	}
+	tune_socket(b, fd);
+	if (session_new(b, fd) == NULL)
+		close(fd);
+}
+
+static void
+resume_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	evconnlistener_enable(arg);
+}
+
+static void
+accept_error_cb(struct evconnlistener *l, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	(void)arg;
+	/* EMFILE and friends: pause a moment rather than spin. */
+	log_warn("accept: %s", evutil_socket_error_to_string(err));
+	evconnlistener_disable(l);
+	{
+		struct timeval tv = { 0, 100 * 1000 };
+		if (event_base_once(evconnlistener_get_base(l), -1,
+		    EV_TIMEOUT, resume_accept, l, &tv) != 0)
+			evconnlistener_enable(l);
+	}
+}
+
+int
+server_listen(struct broker *b, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof ss;
+	char addr[300];
+
+	snprintf(addr, sizeof addr, strchr(b->cfg->bind, ':') ? "[%s]:%ld" :
+	    "%s:%ld", b->cfg->bind, b->cfg->port);
+	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss,
+	    &sslen) != 0) {
+		snprintf(err, errlen, "bad bind address '%s' (numeric IPv4 or "
+		    "IPv6 wanted)", b->cfg->bind);
+		return -1;
+	}
+	b->listener = evconnlistener_new_bind(b->base, accept_cb, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    511, (struct sockaddr *)&ss, sslen);
+	if (b->listener == NULL) {
+		snprintf(err, errlen, "cannot listen on %s: %s", addr,
+		    strerror(errno));
+		return -1;
+	}
+	evconnlistener_set_error_cb(b->listener, accept_error_cb);
+	log_info("listening on %s", addr);
+	return 0;
+}
+
+void
+server_stop(struct broker *b)
+{
+	struct session *s;
+
+	b->stopping = 1;
+	if (b->listener != NULL) {
+		evconnlistener_free(b->listener);
+		b->listener = NULL;
+	}
+	while ((s = TAILQ_FIRST(&b->sessions)) != NULL)
+		session_free(s);
+}

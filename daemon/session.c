@@ -1,0 +1,443 @@
+/*
+ * session.c - one client connection: lines in, one reply per line out.
+ *
+ * A session runs one request at a time: while a request waits (for a key or
+ * for Redis) later lines stay in the input buffer, which is what keeps
+ * replies in request order and makes a waiting ACQUIRE hold back the
+ * session's later requests.  Input is bounded by the read high-watermark;
+ * output by OUT_HIGH: past it the session stops taking requests until the
+ * client reads (a client that pipelines without reading costs bounded
+ * memory).  Replies from the lock table never run the next request
+ * directly: they schedule it (process_ev), so nothing re-enters locks_*.
+ */
+#include "broker.h"
+#include "clientid.h"
+#include "locks.h"
+#include "log.h"
+#include "proto.h"
+#include "store.h"
+#include "util.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OUT_HIGH (64 * 1024)		/* stop taking requests past this */
+#define CLOSE_GRACE_S 5			/* flush time before a forced close */
+
+struct session {
+	struct broker *b;
+	struct bufferevent *bev;
+	struct lclient *cl;
+	struct event *process_ev;	/* run the next request, later */
+	TAILQ_ENTRY(session) link;
+	char id[CLIENTID_LEN + 1];
+	enum proto_cmd cmd;		/* the request in progress */
+	unsigned busy:1;		/* a request awaits its reply */
+	unsigned dispatching:1;		/* inside process_input() */
+	unsigned closing:1;		/* close once output is flushed */
+	unsigned events:1;		/* EVENTS ON */
+	unsigned authed:1;		/* AUTH passed (or none needed) */
+};
+
+static void process_input(struct session *s);
+
+static void
+send_line(struct session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+send_line(struct session *s, const char *fmt, ...)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (evbuffer_add_vprintf(out, fmt, ap) < 0 ||
+	    evbuffer_add(out, "\r\n", 2) != 0)
+		log_warn("client %s: reply dropped (out of memory)", s->id);
+	va_end(ap);
+}
+
+static void
+send_err(struct session *s, enum proto_err code, const char *why)
+{
+	send_line(s, "ERR %s %s", proto_err_name(code), why);
+}
+
+/* Stop reading; free the session once its output is flushed. */
+static void
+close_after_flush(struct session *s)
+{
+	struct timeval grace = { CLOSE_GRACE_S, 0 };
+
+	s->closing = 1;
+	bufferevent_disable(s->bev, EV_READ);
+	bufferevent_setwatermark(s->bev, EV_WRITE, 0, 0);
+	if (evbuffer_get_length(bufferevent_get_output(s->bev)) == 0) {
+		event_active(s->process_ev, EV_TIMEOUT, 0);
+		return;
+	}
+	event_add(s->process_ev, &grace);
+}
+
+/* --- replies from the lock table -------------------------------------- */
+
+static enum proto_err
+status_err(enum lk_status st)
+{
+	switch (st) {
+	case LK_NOTHELD: return PERR_NOTHELD;
+	case LK_LOST: return PERR_LOST;
+	case LK_UNAVAILABLE: return PERR_UNAVAILABLE;
+	case LK_LIMIT: return PERR_LIMIT;
+	default: return PERR_NONE;
+	}
+}
+
+static void
+on_reply(void *arg, const struct lk_result *r)
+{
+	struct session *s = arg;
+
+	if (r->status == LK_BUSY)
+		send_line(s, "BUSY");
+	else if (r->status != LK_OK)
+		send_err(s, status_err(r->status), r->why ? r->why : "");
+	else if (s->cmd == CMD_OWNER && r->owner == NULL)
+		send_line(s, "OK -");
+	else if (s->cmd == CMD_OWNER)
+		send_line(s, "OK %.*s %lld %lld", (int)r->ownerlen, r->owner,
+		    r->n, r->token);
+	else
+		send_line(s, "OK %lld", r->n);
+	s->busy = 0;
+	if (!s->dispatching)
+		event_active(s->process_ev, EV_TIMEOUT, 0);
+}
+
+static void
+on_lost(void *arg, const char *key, size_t keylen, long long token)
+{
+	struct session *s = arg;
+
+	if (s->events)
+		send_line(s, "EVENT LOST %.*s %lld", (int)keylen, key, token);
+}
+
+static const struct lk_client_ops client_ops = { on_reply, on_lost };
+
+/* --- requests -------------------------------------------------------- */
+
+static void
+add_key(void *arg, const char *key, size_t keylen)
+{
+	struct evbuffer *out = arg;
+
+	evbuffer_add(out, " ", 1);
+	evbuffer_add(out, key, keylen);
+}
+
+static void
+cmd_held(struct session *s)
+{
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	evbuffer_add_printf(out, "OK %zu", locks_held(s->cl, NULL, NULL));
+	locks_held(s->cl, add_key, out);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+static void
+cmd_stats(struct session *s)
+{
+	struct broker *b = s->b;
+	struct locks_stats ls;
+
+	locks_get_stats(b->locks, &ls);
+	send_line(s, "OK version=%s uptime_s=%lld sessions=%zu "
+	    "locks_held=%zu waiters=%zu keys=%zu acquires=%llu busy=%llu "
+	    "acquire_errors=%llu releases=%llu renewals=%llu lost=%llu "
+	    "orphans=%llu accepted=%llu refused=%llu toolong=%llu "
+	    "auth_failures=%llu redis=%s redis_inflight=%zu "
+	    "redis_reconnects=%llu",
+	    LOCKBROKER_VERSION, (long long)((now_ms() - b->started_ms) / 1000),
+	    b->nsessions, ls.locks_held, ls.waiters, ls.keys,
+	    (unsigned long long)ls.acquires, (unsigned long long)ls.busy,
+	    (unsigned long long)ls.acquire_errors,
+	    (unsigned long long)ls.releases, (unsigned long long)ls.renewals,
+	    (unsigned long long)ls.lost, (unsigned long long)ls.orphans,
+	    (unsigned long long)b->stats.accepted,
+	    (unsigned long long)b->stats.refused,
+	    (unsigned long long)b->stats.toolong,
+	    (unsigned long long)b->stats.auth_failures,
+	    store_is_up(b->store) ? "up" : "down", store_inflight(b->store),
+	    (unsigned long long)store_reconnects(b->store));
+}
+
+/* Compare in time independent of where the first difference is. */
+static int
+token_equal(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	unsigned char diff = alen != blen;
+
+	for (size_t i = 0; i < alen; i++)
+		diff |= (unsigned char)(a[i] ^ b[blen ? i % blen : 0]);
+	return diff == 0;
+}
+
+static void
+cmd_auth(struct session *s, const struct proto_req *req)
+{
+	const char *want = s->b->cfg->auth_token;
+
+	if (want[0] == '\0') {
+		send_err(s, PERR_BADARG, "no auth_token is configured");
+	} else if (token_equal(req->word, req->wordlen, want)) {
+		s->authed = 1;
+		send_line(s, "OK");
+	} else {
+		s->b->stats.auth_failures++;
+		log_info("client %s: wrong AUTH token", s->id);
+		send_err(s, PERR_NOAUTH, "wrong token");
+	}
+}
+
+/* Run one parsed request.  Sets busy when the reply comes later. */
+static void
+dispatch(struct session *s, const struct proto_req *req)
+{
+	s->cmd = req->cmd;
+	if (!s->authed && req->cmd != CMD_AUTH && req->cmd != CMD_PING &&
+	    req->cmd != CMD_QUIT) {
+		send_err(s, PERR_NOAUTH, "send AUTH <token> first");
+		return;
+	}
+	switch (req->cmd) {
+	case CMD_HELLO:
+		if (req->word)
+			log_debug("client %s is '%.*s'", s->id,
+			    (int)req->wordlen, req->word);
+		send_line(s, "OK %s lockbroker/%s", s->id, LOCKBROKER_VERSION);
+		return;
+	case CMD_PING:
+		send_line(s, "OK PONG");
+		return;
+	case CMD_QUIT:
+		send_line(s, "OK");
+		close_after_flush(s);
+		return;
+	case CMD_HELD:
+		cmd_held(s);
+		return;
+	case CMD_STATS:
+		cmd_stats(s);
+		return;
+	case CMD_EVENTS:
+		s->events = (unsigned)req->on;
+		send_line(s, "OK");
+		return;
+	case CMD_AUTH:
+		cmd_auth(s, req);
+		return;
+	case CMD_ACQUIRE:
+		s->busy = 1;
+		locks_acquire(s->cl, req->key, req->keylen,
+		    req->has_wait ? req->wait_ms : -1,
+		    req->has_ttl ? req->ttl_ms : 0);
+		return;
+	case CMD_RELEASE:
+		s->busy = 1;
+		locks_release(s->cl, req->key, req->keylen);
+		return;
+	case CMD_RENEW:
+		s->busy = 1;
+		locks_renew(s->cl, req->key, req->keylen,
+		    req->has_ttl ? req->ttl_ms : 0);
+		return;
+	case CMD_OWNER:
+		s->busy = 1;
+		locks_owner(s->cl, req->key, req->keylen);
+		return;
+	case CMD__COUNT:
+		break;
+	}
+	send_err(s, PERR_BADCMD, "unknown command");
+}
+
+/*
+ * Take the next complete line out of the input, into b->linebuf.
+ * Returns its length (CR/LF stripped), -1 when no full line is there yet,
+ * -2 when the line is over max_line (the session must be closed).
+ */
+static long
+next_line(struct session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->bev);
+	size_t max = (size_t)s->b->cfg->max_line, have, len;
+	struct evbuffer_ptr eol;
+	size_t eol_len;
+
+	eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
+	if (eol.pos < 0) {
+		have = evbuffer_get_length(in);
+		/* max bytes plus a CR may still be a valid line */
+		return have > max + 1 ? -2 : -1;
+	}
+	len = (size_t)eol.pos;
+	if (len > max + 1) {
+		return -2;
+	}
+	if (evbuffer_remove(in, s->b->linebuf, len + 1) != (int)(len + 1))
+		return -2;
+	if (len > 0 && s->b->linebuf[len - 1] == '\r')
+		len--;
+	if (len > max)
+		return -2;
+	return (long)len;
+}
+
+static void
+process_input(struct session *s)
+{
+	struct broker *b = s->b;
+	struct proto_limits lim = { (size_t)b->cfg->max_key_len };
+	struct evbuffer *out = bufferevent_get_output(s->bev);
+
+	s->dispatching = 1;
+	while (!s->busy && !s->closing) {
+		struct proto_req req;
+		enum proto_err err;
+		const char *why;
+		int empty;
+		long len;
+
+		if (evbuffer_get_length(out) > OUT_HIGH) {
+			/* The client is not reading: neither do we. */
+			b->stats.paused++;
+			bufferevent_disable(s->bev, EV_READ);
+			break;
+		}
+		if ((len = next_line(s)) == -1)
+			break;
+		if (len == -2) {
+			b->stats.toolong++;
+			send_err(s, PERR_TOOLONG, "line longer than max_line "
+			    "bytes; closing");
+			close_after_flush(s);
+			break;
+		}
+		err = proto_parse(b->linebuf, (size_t)len, &lim, &req, &empty,
+		    &why);
+		if (err != PERR_NONE)
+			send_err(s, err, why);
+		else if (!empty)
+			dispatch(s, &req);
+	}
+	s->dispatching = 0;
+}
+
+/* --- libevent callbacks ---------------------------------------------- */
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	process_input(arg);
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	struct session *s = arg;
+
+	if (s->closing) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			session_free(s);
+		return;
+	}
+	/* Output drained below the low-watermark: take requests again. */
+	if (!(bufferevent_get_enabled(bev) & EV_READ))
+		bufferevent_enable(bev, EV_READ);
+	if (!s->busy)
+		process_input(s);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		session_free(s);
+}
+
+static void
+process_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)what;
+	if (s->closing) {
+		/* flushed, or the grace ran out */
+		session_free(s);
+		return;
+	}
+	process_input(s);
+}
+
+struct session *
+session_new(struct broker *b, int fd)
+{
+	struct session *s = xcalloc(1, sizeof *s);
+
+	s->b = b;
+	clientid_new(s->id);
+	s->authed = b->cfg->auth_token[0] == '\0';
+	s->process_ev = event_new(b->base, -1, 0, process_cb, s);
+	if (s->process_ev == NULL ||
+	    (s->bev = bufferevent_socket_new(b->base, fd,
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		/* The caller closes fd. */
+		log_warn("cannot set up a session: out of memory");
+		if (s->process_ev)
+			event_free(s->process_ev);
+		free(s);
+		return NULL;
+	}
+	s->cl = locks_client_new(b->locks, s->id, &client_ops, s);
+	bufferevent_setcb(s->bev, read_cb, write_cb, event_cb, s);
+	/* Input bounded: a full line plus slack; reading pauses past it. */
+	bufferevent_setwatermark(s->bev, EV_READ, 0,
+	    (size_t)b->cfg->max_line * 2 + 2 > 16384 ?
+	    (size_t)b->cfg->max_line * 2 + 2 : 16384);
+	bufferevent_setwatermark(s->bev, EV_WRITE, OUT_HIGH / 2, 0);
+	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	TAILQ_INSERT_TAIL(&b->sessions, s, link);
+	b->nsessions++;
+	b->stats.accepted++;
+	log_debug("client %s connected (fd %d)", s->id, fd);
+	return s;
+}
+
+void
+session_free(struct session *s)
+{
+	struct broker *b = s->b;
+
+	log_debug("client %s gone", s->id);
+	TAILQ_REMOVE(&b->sessions, s, link);
+	b->nsessions--;
+	locks_client_free(s->cl);
+	event_free(s->process_ev);
+	bufferevent_free(s->bev);
+	free(s);
+}

@@ -1,0 +1,79 @@
+/*
+ * store.h - the broker's Redis: the only user of hiredis.
+ *
+ * Two connections per broker: one for commands (the Lua scripts, pipelined
+ * for every session) and one subscribed to <prefix>:released.  Both
+ * reconnect by themselves with capped exponential backoff.  Callers speak
+ * in lock terms (acquire, release, renew, owner) and never see a reply
+ * object.
+ *
+ * Contract: each store_* request returns -1 at once when the command
+ * connection is not up (the callback is then never called), else 0 and
+ * its callback runs exactly once, later, with ok = 0 when Redis could not
+ * answer (connection lost, reply timeout, error reply).
+ */
+#ifndef LOCKBROKER_STORE_H
+#define LOCKBROKER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct store;
+
+struct store_cfg {
+	const char *addr;		/* host:port or unix:/path */
+	const char *password;		/* "" = no AUTH */
+	const char *user;		/* "" = default user */
+	const char *prefix;
+	long timeout_ms;		/* connect / reply timeout */
+};
+
+struct store_hooks {
+	void (*up)(void *arg);		/* command connection ready */
+	void (*down)(void *arg);	/* command connection lost */
+	/* A lock was released somewhere (pub/sub). */
+	void (*released)(void *arg, const char *key, size_t keylen);
+	/* The subscriber is (re)subscribed: messages may have been missed. */
+	void (*subscribed)(void *arg);
+	void *arg;
+};
+
+/* granted: n is the token; else n is the holder's PTTL (-1: no expiry). */
+typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
+typedef void store_release_fn(void *arg, int ok, int released);
+/* renewed[i] is 1 when item i was renewed, 0 when Redis no longer shows it. */
+typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
+/* value NULL when the key is free; else "<client-id>:<token>". */
+typedef void store_owner_fn(void *arg, int ok, const char *value,
+    size_t valuelen, long long pttl);
+
+struct store_renew_item {
+	const char *key;
+	size_t keylen;
+	const char *value;		/* "<client-id>:<token>" */
+	size_t valuelen;
+	long ttl_ms;
+};
+
+#define STORE_RENEW_BATCH 256		/* most keys in one renew call */
+
+struct store *store_new(struct event_base *base, const struct store_cfg *cfg,
+    const struct store_hooks *hooks);
+/* Drop both connections (pending callbacks run with ok = 0) and free. */
+void store_free(struct store *st);
+int store_is_up(const struct store *st);
+size_t store_inflight(const struct store *st);
+uint64_t store_reconnects(const struct store *st);
+
+int store_acquire(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long ttl_ms, store_acquire_fn *fn,
+    void *arg);
+int store_release(struct store *st, const char *key, size_t keylen,
+    const char *value, size_t valuelen, store_release_fn *fn, void *arg);
+int store_renew(struct store *st, const struct store_renew_item *items,
+    size_t n, store_renew_fn *fn, void *arg);
+int store_owner(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg);
+
+#endif
