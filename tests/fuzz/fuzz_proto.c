@@ -1,0 +1,193 @@
+/*
+ * fuzz_proto.c - libFuzzer target for proto_parse().
+ *
+ * The input is a stream as a client would send it: it is split at LF, a
+ * CR before the LF is dropped (as the session does), and each line is
+ * parsed with max_key_len 256 from a buffer of exactly its length, so
+ * ASan sees any read past the end.  Besides memory errors, every result is
+ * checked against the grammar in proto/PROTOCOL.md, and each accepted
+ * request is written back in canonical form and parsed again, which must
+ * give the same request.  Any broken invariant aborts with the line.
+ *
+ *   make fuzz FUZZ_SECONDS=60
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define MAX_KEY_LEN 256
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const struct proto_limits lim = { .max_key_len = MAX_KEY_LEN };
+
+static void
+fail(const char *what, const char *line, size_t len)
+{
+	fprintf(stderr, "fuzz_proto: %s; line (%zu bytes): \"", what, len);
+	for (size_t i = 0; i < len && i < 300; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (c >= 0x20 && c <= 0x7e && c != '\\' && c != '"')
+			fputc(c, stderr);
+		else
+			fprintf(stderr, "\\x%02x", c);
+	}
+	fprintf(stderr, "\"\n");
+	abort();
+}
+
+#define CHECK(cond, line, len) do {					\
+	if (!(cond))							\
+		fail(#cond, (line), (len));				\
+} while (0)
+
+static int
+takes_key(enum proto_cmd c)
+{
+	return c == CMD_ACQUIRE || c == CMD_RELEASE || c == CMD_RENEW ||
+	    c == CMD_OWNER;
+}
+
+/* p[0..n) lies inside line[0..len). */
+static int
+inside(const char *p, size_t n, const char *line, size_t len)
+{
+	return p >= line && n <= len && (size_t)(p - line) <= len - n;
+}
+
+/* Invariants of an accepted, non-empty request. */
+static void
+check_req(const struct proto_req *r, const char *line, size_t len)
+{
+	CHECK((unsigned)r->cmd < CMD__COUNT, line, len);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		CHECK(c == '\t' || (c >= 0x20 && c <= 0x7e), line, len);
+	}
+	if (takes_key(r->cmd)) {
+		CHECK(r->key != NULL, line, len);
+		CHECK(r->keylen >= 1 && r->keylen <= MAX_KEY_LEN, line, len);
+		CHECK(inside(r->key, r->keylen, line, len), line, len);
+		for (size_t i = 0; i < r->keylen; i++)
+			CHECK(r->key[i] >= 0x21 && r->key[i] <= 0x7e, line, len);
+	} else {
+		CHECK(r->key == NULL && r->keylen == 0, line, len);
+	}
+	if (r->word != NULL) {
+		CHECK(r->cmd == CMD_HELLO || r->cmd == CMD_AUTH, line, len);
+		CHECK(r->wordlen >= 1 && r->wordlen <= PROTO_NAME_MAX, line, len);
+		CHECK(inside(r->word, r->wordlen, line, len), line, len);
+		for (size_t i = 0; i < r->wordlen; i++)
+			CHECK(r->word[i] >= 0x21 && r->word[i] <= 0x7e, line, len);
+	}
+	CHECK(r->cmd != CMD_AUTH || r->word != NULL, line, len);
+	CHECK(r->has_wait == 0 || r->has_wait == 1, line, len);
+	CHECK(r->has_ttl == 0 || r->has_ttl == 1, line, len);
+	CHECK(!r->has_wait || r->cmd == CMD_ACQUIRE, line, len);
+	CHECK(!r->has_ttl || r->cmd == CMD_ACQUIRE || r->cmd == CMD_RENEW,
+	    line, len);
+	if (r->has_wait)
+		CHECK(r->wait_ms >= 0 && r->wait_ms <= PROTO_MS_MAX, line, len);
+	if (r->has_ttl)
+		CHECK(r->ttl_ms >= 1 && r->ttl_ms <= PROTO_MS_MAX, line, len);
+	CHECK(r->on == 0 || (r->on == 1 && r->cmd == CMD_EVENTS), line, len);
+}
+
+/*
+ * Write r back as a canonical line, parse that and compare: the parser
+ * must accept its own output and read the same request from it.
+ */
+static void
+check_roundtrip(const struct proto_req *r, const char *line, size_t len)
+{
+	char out[512], *p = out;
+	struct proto_req r2;
+	const char *why;
+	int empty;
+
+	p += sprintf(p, "%s", proto_cmd_name(r->cmd));
+	if (r->key != NULL)
+		p += sprintf(p, " %.*s", (int)r->keylen, r->key);
+	if (r->word != NULL)
+		p += sprintf(p, " %.*s", (int)r->wordlen, r->word);
+	if (r->cmd == CMD_EVENTS)
+		p += sprintf(p, " %s", r->on ? "ON" : "OFF");
+	if (r->has_wait)
+		p += sprintf(p, " WAIT %ld", r->wait_ms);
+	if (r->has_ttl)
+		p += sprintf(p, " TTL %ld", r->ttl_ms);
+	CHECK(proto_parse(out, (size_t)(p - out), &lim, &r2, &empty, &why) ==
+	    PERR_NONE && !empty, line, len);
+	CHECK(r2.cmd == r->cmd && r2.keylen == r->keylen &&
+	    r2.wordlen == r->wordlen && r2.has_wait == r->has_wait &&
+	    r2.has_ttl == r->has_ttl && r2.on == r->on, line, len);
+	CHECK(r->key == NULL || memcmp(r2.key, r->key, r->keylen) == 0,
+	    line, len);
+	CHECK(r->word == NULL || memcmp(r2.word, r->word, r->wordlen) == 0,
+	    line, len);
+	CHECK(!r->has_wait || r2.wait_ms == r->wait_ms, line, len);
+	CHECK(!r->has_ttl || r2.ttl_ms == r->ttl_ms, line, len);
+}
+
+static void
+parse_line(const uint8_t *data, size_t len)
+{
+	char *line = malloc(len ? len : 1);	/* exactly len: ASan bounds */
+	struct proto_req req;
+	const char *why = NULL;
+	int empty = -1, badbyte = 0, blank = 1;
+	enum proto_err err;
+
+	if (line == NULL)
+		abort();
+	memcpy(line, data, len);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = data[i];
+		if ((c < 0x20 && c != '\t') || c > 0x7e)
+			badbyte = 1;
+		if (c != ' ' && c != '\t')
+			blank = 0;
+	}
+	memset(&req, 0xa5, sizeof req);
+	err = proto_parse(line, len, &lim, &req, &empty, &why);
+	CHECK(why != NULL, line, len);
+	CHECK(empty == 0 || empty == 1, line, len);
+	if (err != PERR_NONE) {
+		CHECK((unsigned)err < PERR__COUNT, line, len);
+		CHECK(proto_err_name(err) != NULL, line, len);
+		/* The parser alone can only say BADCMD or BADARG. */
+		CHECK(err == PERR_BADCMD || err == PERR_BADARG, line, len);
+		CHECK(why[0] != '\0', line, len);
+		CHECK(!empty, line, len);
+		CHECK(!badbyte || err == PERR_BADARG, line, len);
+	} else if (empty) {
+		CHECK(blank, line, len);
+	} else {
+		CHECK(!badbyte && !blank, line, len);
+		check_req(&req, line, len);
+		check_roundtrip(&req, line, len);
+	}
+	free(line);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t start = 0;
+
+	while (start < size) {
+		const uint8_t *lf = memchr(data + start, '\n', size - start);
+		size_t end = lf ? (size_t)(lf - data) : size;
+		size_t len = end - start;
+
+		/* A CR before the LF is dropped, as the session does. */
+		if (lf != NULL && len > 0 && data[end - 1] == '\r')
+			len--;
+		parse_line(data + start, len);
+		start = end + 1;
+	}
+	return 0;
+}

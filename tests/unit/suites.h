@@ -1,0 +1,14 @@
+/*
+ * suites.h - the Check suites linked into build/test_unit.
+ *
+ * Each test_*.c file defines one suite constructor.  To add a suite,
+ * declare it here and add one line to the table in main.c.
+ */
+#ifndef LOCKBROKER_TEST_SUITES_H
+#define LOCKBROKER_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *proto_suite(void);	/* test_proto.c: proto_parse() and its tables */
+
+#endif

@@ -1,0 +1,786 @@
+/*
+ * test_proto.c - proto_parse() against tables of valid and hostile lines.
+ *
+ * Each row is one line and what the parser must make of it: an error code,
+ * "empty", or the command with its key, word and options.  Every line is
+ * copied into a buffer of exactly its length (no NUL after it), so an ASan
+ * build catches a parser that reads past len, and the request is filled
+ * with garbage first, so a parser that leaves a field unset is caught too.
+ * Error rows sit next to a valid twin that differs in the one thing the
+ * row is about, so a parser that refuses everything fails as well.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+#include "suites.h"
+
+#define KEYMAX 256	/* the default max_key_len */
+
+struct row {
+	const char *line;
+	size_t len;
+	enum proto_err err;
+	int empty;
+	enum proto_cmd cmd;
+	const char *key;	/* NULL: the request must carry no key */
+	const char *word;	/* NULL: no HELLO name / AUTH token */
+	int has_wait, has_ttl;
+	long wait_ms, ttl_ms;
+	int on;
+};
+
+/* sizeof, not strlen: rows may hold NUL bytes. */
+#define OK(s, c)	.line = (s), .len = sizeof(s) - 1, .cmd = (c)
+#define ERR(s, e)	.line = (s), .len = sizeof(s) - 1, .err = (e)
+#define EMPTY(s)	.line = (s), .len = sizeof(s) - 1, .empty = 1
+#define KEY(k)		.key = (k)
+#define WORD(w)		.word = (w)
+#define WAIT(ms)	.has_wait = 1, .wait_ms = (ms)
+#define TTL(ms)		.has_ttl = 1, .ttl_ms = (ms)
+#define ON		.on = 1
+
+#define NROWS(t)	((int)(sizeof(t) / sizeof((t)[0])))
+
+/* The line with non-printable bytes escaped, for failure messages. */
+static const char *
+esc(const char *p, size_t len)
+{
+	static char bufs[2][160];	/* two live results per message */
+	static int next;
+	char *out = bufs[next++ & 1];
+	size_t o = 0, outsz = sizeof bufs[0];
+
+	for (size_t i = 0; i < len && o + 8 < outsz; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c <= 0x7e && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, outsz - o,
+			    "\\x%02x", c);
+	}
+	if (o + 8 >= outsz)
+		memcpy(out + o, "...", 4);
+	else
+		out[o] = '\0';
+	return out;
+}
+
+static const char *
+errname(enum proto_err e)
+{
+	return e == PERR_NONE ? "NONE" : proto_err_name(e);
+}
+
+/*
+ * Parse len bytes of line with the given key limit, the way the session
+ * does: from a buffer holding exactly those bytes.  The buffer is returned
+ * in *bufp (caller frees) so key/word pointers can be checked against it.
+ */
+static enum proto_err
+parse(const char *line, size_t len, size_t max_key_len, struct proto_req *req,
+    int *empty, const char **why, char **bufp)
+{
+	struct proto_limits lim = { .max_key_len = max_key_len };
+	char *buf = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(buf);
+	memcpy(buf, line, len);
+	memset(req, 0xa5, sizeof *req);
+	*empty = 0x5a;
+	*why = NULL;
+	*bufp = buf;
+	return proto_parse(buf, len, &lim, req, empty, why);
+}
+
+/* p[0..n) lies inside buf[0..len). */
+static int
+inside(const char *p, size_t n, const char *buf, size_t len)
+{
+	return p != NULL && p >= buf && n <= len && (size_t)(p - buf) <= len - n;
+}
+
+static void
+check_row(const struct row *r)
+{
+	struct proto_req req;
+	const char *why, *l = esc(r->line, r->len);
+	char *buf;
+	int empty;
+	enum proto_err err;
+
+	err = parse(r->line, r->len, KEYMAX, &req, &empty, &why, &buf);
+	ck_assert_msg(err == r->err, "\"%s\": got %s, want %s (why: %s)",
+	    l, errname(err), errname(r->err), why ? why : "(null)");
+	ck_assert_msg(why != NULL, "\"%s\": why left NULL", l);
+	if (err != PERR_NONE) {
+		ck_assert_msg(why[0] != '\0', "\"%s\": error without a reason", l);
+		ck_assert_msg(empty == 0, "\"%s\": error but empty=%d", l, empty);
+		free(buf);
+		return;
+	}
+	ck_assert_msg(empty == r->empty, "\"%s\": empty=%d, want %d",
+	    l, empty, r->empty);
+	if (r->empty) {
+		free(buf);
+		return;
+	}
+	ck_assert_msg(req.cmd == r->cmd, "\"%s\": cmd %s, want %s",
+	    l, proto_cmd_name(req.cmd), proto_cmd_name(r->cmd));
+	if (r->key == NULL) {
+		ck_assert_msg(req.key == NULL, "\"%s\": unexpected key", l);
+	} else {
+		size_t n = strlen(r->key);
+		ck_assert_msg(inside(req.key, req.keylen, buf, r->len),
+		    "\"%s\": key does not point into the line", l);
+		ck_assert_msg(req.keylen == n &&
+		    memcmp(req.key, r->key, n) == 0, "\"%s\": key \"%s\", want "
+		    "\"%s\"", l, esc(req.key, req.keylen), r->key);
+	}
+	if (r->word == NULL) {
+		ck_assert_msg(req.word == NULL, "\"%s\": unexpected word", l);
+	} else {
+		size_t n = strlen(r->word);
+		ck_assert_msg(inside(req.word, req.wordlen, buf, r->len),
+		    "\"%s\": word does not point into the line", l);
+		ck_assert_msg(req.wordlen == n &&
+		    memcmp(req.word, r->word, n) == 0, "\"%s\": word \"%s\", "
+		    "want \"%s\"", l, esc(req.word, req.wordlen), r->word);
+	}
+	ck_assert_msg(req.has_wait == r->has_wait, "\"%s\": has_wait=%d",
+	    l, req.has_wait);
+	ck_assert_msg(req.has_ttl == r->has_ttl, "\"%s\": has_ttl=%d",
+	    l, req.has_ttl);
+	if (r->has_wait)
+		ck_assert_msg(req.wait_ms == r->wait_ms, "\"%s\": wait_ms=%ld",
+		    l, req.wait_ms);
+	if (r->has_ttl)
+		ck_assert_msg(req.ttl_ms == r->ttl_ms, "\"%s\": ttl_ms=%ld",
+		    l, req.ttl_ms);
+	if (r->cmd == CMD_EVENTS)
+		ck_assert_msg(req.on == r->on, "\"%s\": on=%d", l, req.on);
+	free(buf);
+}
+
+/* Every command in each of its valid forms. */
+static const struct row valid_rows[] = {
+	{ OK("HELLO", CMD_HELLO) },
+	{ OK("HELLO my-app/2.1", CMD_HELLO), WORD("my-app/2.1") },
+	{ OK("ACQUIRE k", CMD_ACQUIRE), KEY("k") },
+	{ OK("ACQUIRE k WAIT 5", CMD_ACQUIRE), KEY("k"), WAIT(5) },
+	{ OK("ACQUIRE k TTL 7", CMD_ACQUIRE), KEY("k"), TTL(7) },
+	{ OK("ACQUIRE k WAIT 5 TTL 7", CMD_ACQUIRE), KEY("k"), WAIT(5), TTL(7) },
+	{ OK("ACQUIRE k TTL 7 WAIT 5", CMD_ACQUIRE), KEY("k"), WAIT(5), TTL(7) },
+	{ OK("RELEASE k", CMD_RELEASE), KEY("k") },
+	{ OK("RENEW k", CMD_RENEW), KEY("k") },
+	{ OK("RENEW k TTL 9", CMD_RENEW), KEY("k"), TTL(9) },
+	{ OK("OWNER k", CMD_OWNER), KEY("k") },
+	{ OK("HELD", CMD_HELD) },
+	{ OK("STATS", CMD_STATS) },
+	{ OK("PING", CMD_PING) },
+	{ OK("QUIT", CMD_QUIT) },
+	{ OK("EVENTS ON", CMD_EVENTS), ON },
+	{ OK("EVENTS OFF", CMD_EVENTS) },
+	{ OK("AUTH s3cret", CMD_AUTH), WORD("s3cret") },
+	/* Keys: any of 0x21..0x7e, including words that look like options. */
+	{ OK("ACQUIRE !", CMD_ACQUIRE), KEY("!") },
+	{ OK("ACQUIRE ~", CMD_ACQUIRE), KEY("~") },
+	{ OK("ACQUIRE app:db/orders#42@eu-1.x_y", CMD_ACQUIRE),
+	  KEY("app:db/orders#42@eu-1.x_y") },
+	{ OK("ACQUIRE \"'`\\{}[]()<>|;&$%^*=+?,", CMD_ACQUIRE),
+	  KEY("\"'`\\{}[]()<>|;&$%^*=+?,") },
+	{ OK("ACQUIRE WAIT", CMD_ACQUIRE), KEY("WAIT") },
+	{ OK("ACQUIRE TTL TTL 5", CMD_ACQUIRE), KEY("TTL"), TTL(5) },
+	{ OK("ACQUIRE 12345 WAIT 1", CMD_ACQUIRE), KEY("12345"), WAIT(1) },
+	{ OK("RELEASE ACQUIRE", CMD_RELEASE), KEY("ACQUIRE") },
+	{ OK("HELLO HELLO", CMD_HELLO), WORD("HELLO") },
+};
+
+/* Verbs and option words ignore case; keys and names keep it. */
+static const struct row case_rows[] = {
+	{ OK("acquire k wait 5 ttl 6", CMD_ACQUIRE), KEY("k"), WAIT(5), TTL(6) },
+	{ OK("AcQuIrE k WaIt 5 tTl 6", CMD_ACQUIRE), KEY("k"), WAIT(5), TTL(6) },
+	{ OK("hello", CMD_HELLO) },
+	{ OK("release k", CMD_RELEASE), KEY("k") },
+	{ OK("Renew k Ttl 3", CMD_RENEW), KEY("k"), TTL(3) },
+	{ OK("owner k", CMD_OWNER), KEY("k") },
+	{ OK("held", CMD_HELD) },
+	{ OK("sTaTs", CMD_STATS) },
+	{ OK("ping", CMD_PING) },
+	{ OK("Quit", CMD_QUIT) },
+	{ OK("events on", CMD_EVENTS), ON },
+	{ OK("Events Off", CMD_EVENTS) },
+	{ OK("auth Tok", CMD_AUTH), WORD("Tok") },
+	{ OK("ACQUIRE MyKey", CMD_ACQUIRE), KEY("MyKey") },
+	{ OK("acquire MYKEY", CMD_ACQUIRE), KEY("MYKEY") },
+	{ OK("OWNER myKEY", CMD_OWNER), KEY("myKEY") },
+	{ OK("release wait", CMD_RELEASE), KEY("wait") },
+	{ OK("HELLO MixedCase", CMD_HELLO), WORD("MixedCase") },
+};
+
+/* Spaces and tabs separate words, in any number, before and after. */
+static const struct row blank_rows[] = {
+	{ EMPTY("") },
+	{ EMPTY(" ") },
+	{ EMPTY("\t") },
+	{ EMPTY("  \t \t\t   ") },
+	{ OK("ACQUIRE\tk\tWAIT\t5\tTTL\t6", CMD_ACQUIRE), KEY("k"), WAIT(5),
+	  TTL(6) },
+	{ OK("ACQUIRE \t k \t\t WAIT  5", CMD_ACQUIRE), KEY("k"), WAIT(5) },
+	{ OK("   PING", CMD_PING) },
+	{ OK("PING   ", CMD_PING) },
+	{ OK("\tPING\t", CMD_PING) },
+	{ OK(" \t RELEASE\tk \t", CMD_RELEASE), KEY("k") },
+	{ OK("HELLO\tname", CMD_HELLO), WORD("name") },
+	/* A blank inside a word splits it: "PI NG" is the verb PI. */
+	{ ERR("PI NG", PERR_BADCMD) },
+	{ ERR("PING\t1", PERR_BADARG) },
+};
+
+/* A byte outside 0x20..0x7e (tab aside) anywhere makes the line BADARG. */
+static const struct row byte_rows[] = {
+	{ ERR("\0", PERR_BADARG) },
+	{ ERR("PING\0", PERR_BADARG) },
+	{ ERR("AC\0QUIRE k", PERR_BADARG) },
+	{ ERR("PING\x01", PERR_BADARG) },
+	{ ERR("PING\x1f", PERR_BADARG) },
+	{ ERR("PING\r", PERR_BADARG) },		/* the caller strips the CR */
+	{ ERR("PING\n", PERR_BADARG) },
+	{ ERR("PING\nPING", PERR_BADARG) },
+	{ ERR("PING\v", PERR_BADARG) },
+	{ ERR("PING\f", PERR_BADARG) },
+	{ ERR("\x1b[A", PERR_BADARG) },
+	{ ERR("ACQUIRE k\x7f", PERR_BADARG) },
+	{ ERR("ACQUIRE k\x80", PERR_BADARG) },
+	{ ERR("ACQUIRE k\xff", PERR_BADARG) },
+	{ ERR("ACQUIRE caf\xc3\xa9", PERR_BADARG) },	/* UTF-8 */
+	{ ERR("ACQUIRE k WAIT 5\x01", PERR_BADARG) },
+	{ ERR("HELLO n\xe2\x80\x8b", PERR_BADARG) },
+	/* Refused as a whole: not "empty", not BADCMD for an unknown verb. */
+	{ ERR(" \x01 ", PERR_BADARG) },
+	{ ERR("\x01", PERR_BADARG) },
+	{ ERR("NOSUCHVERB \x02", PERR_BADARG) },
+	/* The edges of the allowed range. */
+	{ OK("ACQUIRE !~", CMD_ACQUIRE), KEY("!~") },
+	{ OK("ACQUIRE k ", CMD_ACQUIRE), KEY("k") },
+};
+
+/* ms values: decimal digits only, 0..2147483647; TTL at least 1. */
+static const struct row ms_rows[] = {
+	{ OK("ACQUIRE k WAIT 0", CMD_ACQUIRE), KEY("k"), WAIT(0) },
+	{ OK("ACQUIRE k WAIT 1", CMD_ACQUIRE), KEY("k"), WAIT(1) },
+	{ OK("ACQUIRE k WAIT 2147483647", CMD_ACQUIRE), KEY("k"),
+	  WAIT(2147483647L) },
+	{ OK("ACQUIRE k WAIT 007", CMD_ACQUIRE), KEY("k"), WAIT(7) },
+	{ OK("ACQUIRE k WAIT 1000000000", CMD_ACQUIRE), KEY("k"),
+	  WAIT(1000000000L) },
+	{ ERR("ACQUIRE k WAIT 2147483648", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 4294967296", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 4294967297", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 9999999999", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 99999999999", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 18446744073709551617", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT -1", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT -0", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT +1", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 1e3", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 0x10", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 1.5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 5ms", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT five", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 1_000", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 1,000", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT", PERR_BADARG) },		/* empty value */
+	{ ERR("ACQUIRE k WAIT \t ", PERR_BADARG) },
+	{ OK("ACQUIRE k TTL 1", CMD_ACQUIRE), KEY("k"), TTL(1) },
+	{ OK("ACQUIRE k TTL 2147483647", CMD_ACQUIRE), KEY("k"),
+	  TTL(2147483647L) },
+	{ ERR("ACQUIRE k TTL 0", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 000", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 2147483648", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL -1", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL +1", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 1e3", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 0x10", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL", PERR_BADARG) },
+	{ OK("RENEW k TTL 1", CMD_RENEW), KEY("k"), TTL(1) },
+	{ OK("RENEW k TTL 2147483647", CMD_RENEW), KEY("k"), TTL(2147483647L) },
+	{ ERR("RENEW k TTL 0", PERR_BADARG) },
+	{ ERR("RENEW k TTL 2147483648", PERR_BADARG) },
+	{ ERR("RENEW k TTL -1", PERR_BADARG) },
+	{ ERR("RENEW k TTL 1e3", PERR_BADARG) },
+};
+
+/* Options: known words only, where allowed, once each, with a value. */
+static const struct row option_rows[] = {
+	{ ERR("ACQUIRE k WAIT 1 WAIT 2", PERR_BADARG) },
+	{ ERR("ACQUIRE k wait 1 WAIT 1", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 1 TTL 2", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 5 WAIT 1 TTL 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 1 TTL 2 WAIT 3", PERR_BADARG) },
+	{ ERR("RENEW k TTL 5 ttl 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 5 TTL", PERR_BADARG) },
+	{ ERR("ACQUIRE k TTL 5 WAIT", PERR_BADARG) },
+	{ ERR("RENEW k TTL", PERR_BADARG) },
+	{ ERR("ACQUIRE k TIMEOUT 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAITS 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAI 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k TT 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k 5 WAIT", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 5 5", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 5 TTL 6 extra", PERR_BADARG) },
+	{ ERR("ACQUIRE k WAIT 5 TTL 6 WAIT", PERR_BADARG) },
+	{ ERR("ACQUIRE k1 k2", PERR_BADARG) },
+	{ ERR("RENEW k WAIT 5", PERR_BADARG) },
+	{ ERR("RENEW k TTL 5 WAIT 5", PERR_BADARG) },
+	{ ERR("RELEASE k WAIT 5", PERR_BADARG) },
+	{ ERR("RELEASE k TTL 5", PERR_BADARG) },
+	{ ERR("OWNER k WAIT 5", PERR_BADARG) },
+	{ ERR("OWNER k TTL 5", PERR_BADARG) },
+};
+
+/* How many arguments each command takes. */
+static const struct row arity_rows[] = {
+	{ ERR("ACQUIRE", PERR_BADARG) },
+	{ ERR("RELEASE", PERR_BADARG) },
+	{ ERR("RENEW", PERR_BADARG) },
+	{ ERR("OWNER", PERR_BADARG) },
+	{ ERR("RELEASE a b", PERR_BADARG) },
+	{ ERR("OWNER a b", PERR_BADARG) },
+	{ ERR("HELD x", PERR_BADARG) },
+	{ ERR("STATS x", PERR_BADARG) },
+	{ ERR("STATS reset", PERR_BADARG) },
+	{ ERR("PING x", PERR_BADARG) },
+	{ ERR("QUIT now", PERR_BADARG) },
+	/* HELLO takes 0 or 1 word. */
+	{ OK("HELLO", CMD_HELLO) },
+	{ OK("HELLO a", CMD_HELLO), WORD("a") },
+	{ ERR("HELLO a b", PERR_BADARG) },
+	/* AUTH takes exactly one. */
+	{ ERR("AUTH", PERR_BADARG) },
+	{ OK("AUTH a", CMD_AUTH), WORD("a") },
+	{ ERR("AUTH a b", PERR_BADARG) },
+	/* EVENTS takes ON or OFF, nothing else. */
+	{ OK("EVENTS ON", CMD_EVENTS), ON },
+	{ OK("EVENTS off", CMD_EVENTS) },
+	{ OK("EVENTS oN", CMD_EVENTS), ON },
+	{ ERR("EVENTS", PERR_BADARG) },
+	{ ERR("EVENTS ON OFF", PERR_BADARG) },
+	{ ERR("EVENTS OFF ON", PERR_BADARG) },
+	{ ERR("EVENTS 1", PERR_BADARG) },
+	{ ERR("EVENTS 0", PERR_BADARG) },
+	{ ERR("EVENTS O", PERR_BADARG) },
+	{ ERR("EVENTS ONN", PERR_BADARG) },
+	{ ERR("EVENTS OF", PERR_BADARG) },
+	{ ERR("EVENTS OFFF", PERR_BADARG) },
+	{ ERR("EVENTS yes", PERR_BADARG) },
+};
+
+/* Unknown verbs are BADCMD, whatever follows them. */
+static const struct row verb_rows[] = {
+	{ ERR("FOO", PERR_BADCMD) },
+	{ ERR("PINGX", PERR_BADCMD) },
+	{ ERR("PIN", PERR_BADCMD) },
+	{ ERR("P", PERR_BADCMD) },
+	{ ERR("ACQUIRES k", PERR_BADCMD) },
+	{ ERR("ACQUIR k", PERR_BADCMD) },
+	{ ERR("LOCK k", PERR_BADCMD) },
+	{ ERR("GET k", PERR_BADCMD) },
+	{ ERR("WAIT 5", PERR_BADCMD) },
+	{ ERR("TTL 5", PERR_BADCMD) },
+	{ ERR("OK", PERR_BADCMD) },
+	{ ERR("ERR", PERR_BADCMD) },
+	{ ERR("k ACQUIRE", PERR_BADCMD) },
+	{ ERR("_PING", PERR_BADCMD) },
+	{ ERR("~", PERR_BADCMD) },
+	{ ERR("PING PONG x x x x x x x x x x", PERR_BADARG) },
+	{ ERR("BOGUS x x x x x x x x x x x x", PERR_BADCMD) },
+};
+
+START_TEST(test_valid_forms) { check_row(&valid_rows[_i]); } END_TEST
+START_TEST(test_case) { check_row(&case_rows[_i]); } END_TEST
+START_TEST(test_blanks) { check_row(&blank_rows[_i]); } END_TEST
+START_TEST(test_bytes) { check_row(&byte_rows[_i]); } END_TEST
+START_TEST(test_ms_values) { check_row(&ms_rows[_i]); } END_TEST
+START_TEST(test_options) { check_row(&option_rows[_i]); } END_TEST
+START_TEST(test_arity) { check_row(&arity_rows[_i]); } END_TEST
+START_TEST(test_verbs) { check_row(&verb_rows[_i]); } END_TEST
+
+/* "<verb> <n x c><tail>" in a fresh buffer. */
+static char *
+make_line(const char *verb, size_t n, char c, const char *tail)
+{
+	size_t vl = strlen(verb), tl = strlen(tail);
+	char *s = malloc(vl + 1 + n + tl + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, verb, vl);
+	s[vl] = ' ';
+	memset(s + vl + 1, c, n);
+	memcpy(s + vl + 1 + n, tail, tl + 1);
+	return s;
+}
+
+static enum proto_err
+parse_str(const char *line, size_t max_key_len, struct proto_req *req,
+    char **bufp)
+{
+	const char *why;
+	int empty;
+	enum proto_err e;
+
+	e = parse(line, strlen(line), max_key_len, req, &empty, &why, bufp);
+	if (e == PERR_NONE)
+		ck_assert_int_eq(empty, 0);
+	return e;
+}
+
+/* Keys of 1 and max_key_len bytes pass, one more is BADARG, for every
+ * command that takes a key and with options after the key. */
+START_TEST(test_key_length)
+{
+	static const struct {
+		const char *verb, *tail;
+		enum proto_cmd cmd;
+	} forms[] = {
+		{ "ACQUIRE", "", CMD_ACQUIRE },
+		{ "ACQUIRE", " WAIT 1 TTL 2", CMD_ACQUIRE },
+		{ "RELEASE", "", CMD_RELEASE },
+		{ "RENEW", "", CMD_RENEW },
+		{ "RENEW", " TTL 2", CMD_RENEW },
+		{ "OWNER", "", CMD_OWNER },
+	};
+	static const size_t lens[] = { 1, KEYMAX - 1, KEYMAX, KEYMAX + 1,
+	    KEYMAX + 2, 4096 };
+
+	for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+		for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+			char *line = make_line(forms[f].verb, lens[i], 'K',
+			    forms[f].tail);
+			struct proto_req req;
+			char *buf;
+			enum proto_err e = parse_str(line, KEYMAX, &req, &buf);
+
+			if (lens[i] <= KEYMAX) {
+				ck_assert_msg(e == PERR_NONE, "%s key of %zu%s: %s",
+				    forms[f].verb, lens[i], forms[f].tail,
+				    errname(e));
+				ck_assert_int_eq(req.cmd, forms[f].cmd);
+				ck_assert_uint_eq(req.keylen, lens[i]);
+				ck_assert_ptr_eq(req.key,
+				    buf + strlen(forms[f].verb) + 1);
+			} else {
+				ck_assert_msg(e == PERR_BADARG, "%s key of %zu%s: %s",
+				    forms[f].verb, lens[i], forms[f].tail,
+				    errname(e));
+			}
+			free(buf);
+			free(line);
+		}
+	}
+}
+END_TEST
+
+/* The key limit is the caller's, not a constant inside the parser. */
+START_TEST(test_key_limit_from_caller)
+{
+	static const struct {
+		size_t limit, keylen;
+		enum proto_err want;
+	} cases[] = {
+		{ 4, 4, PERR_NONE }, { 4, 5, PERR_BADARG },
+		{ 1, 1, PERR_NONE }, { 1, 2, PERR_BADARG },
+		{ 1000, 1000, PERR_NONE }, { 1000, 1001, PERR_BADARG },
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *line = make_line("OWNER", cases[i].keylen, 'x', "");
+		struct proto_req req;
+		char *buf;
+		enum proto_err e = parse_str(line, cases[i].limit, &req, &buf);
+
+		ck_assert_msg(e == cases[i].want, "limit %zu, key %zu: %s",
+		    cases[i].limit, cases[i].keylen, errname(e));
+		if (e == PERR_NONE)
+			ck_assert_uint_eq(req.keylen, cases[i].keylen);
+		free(buf);
+		free(line);
+	}
+}
+END_TEST
+
+/* HELLO names and AUTH tokens: up to PROTO_NAME_MAX bytes. */
+START_TEST(test_word_length)
+{
+	static const char *const verbs[] = { "HELLO", "AUTH" };
+
+	for (size_t v = 0; v < 2; v++) {
+		for (size_t n = PROTO_NAME_MAX - 1; n <= PROTO_NAME_MAX + 1; n++) {
+			char *line = make_line(verbs[v], n, 'n', "");
+			struct proto_req req;
+			char *buf;
+			enum proto_err e = parse_str(line, KEYMAX, &req, &buf);
+
+			if (n <= PROTO_NAME_MAX) {
+				ck_assert_msg(e == PERR_NONE, "%s %zu: %s",
+				    verbs[v], n, errname(e));
+				ck_assert_uint_eq(req.wordlen, n);
+				ck_assert_ptr_eq(req.word,
+				    buf + strlen(verbs[v]) + 1);
+			} else {
+				ck_assert_msg(e == PERR_BADARG, "%s %zu: %s",
+				    verbs[v], n, errname(e));
+			}
+			free(buf);
+			free(line);
+		}
+	}
+}
+END_TEST
+
+/* Lines of thousands of words are refused without trouble; blanks
+ * between words, however many, do not count as words. */
+START_TEST(test_many_words)
+{
+	static const struct {
+		const char *head, *rep;
+		enum proto_err want;
+	} cases[] = {
+		{ "PING", " x", PERR_BADARG },
+		{ "HELD", "\tx", PERR_BADARG },
+		{ "ACQUIRE k", " WAIT 1", PERR_BADARG },
+		{ "ACQUIRE k", " TTL 1", PERR_BADARG },
+		{ "RELEASE k", " k", PERR_BADARG },
+		{ "HELLO", " name", PERR_BADARG },
+		{ "EVENTS", " ON", PERR_BADARG },
+		{ "NOSUCH", " x", PERR_BADCMD },
+	};
+	const size_t reps = 20000;
+
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		size_t hl = strlen(cases[c].head), rl = strlen(cases[c].rep);
+		char *line = malloc(hl + reps * rl + 1), *buf;
+		struct proto_req req;
+		enum proto_err e;
+
+		ck_assert_ptr_nonnull(line);
+		memcpy(line, cases[c].head, hl);
+		for (size_t i = 0; i < reps; i++)
+			memcpy(line + hl + i * rl, cases[c].rep, rl);
+		line[hl + reps * rl] = '\0';
+		e = parse_str(line, KEYMAX, &req, &buf);
+		ck_assert_msg(e == cases[c].want, "%s + %zu x \"%s\": %s",
+		    cases[c].head, reps, esc(cases[c].rep, rl), errname(e));
+		free(buf);
+		free(line);
+	}
+}
+END_TEST
+
+/* Append n blanks b, then the string s. */
+static char *
+put(char *p, size_t n, char b, const char *s)
+{
+	size_t sl = strlen(s);
+
+	memset(p, b, n);
+	memcpy(p + n, s, sl + 1);
+	return p + n + sl;
+}
+
+START_TEST(test_many_blanks)
+{
+	const size_t n = 10000;
+	char *line = malloc(4 * n + 64), *buf, *p;
+	struct proto_req req;
+
+	ck_assert_ptr_nonnull(line);
+	p = put(line, n, ' ', "ACQUIRE");
+	p = put(p, n, '\t', "k");
+	p = put(p, n, ' ', "WAIT 3\t\tTTL");
+	put(p, n, '\t', "4 ");
+	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_int_eq(req.cmd, CMD_ACQUIRE);
+	ck_assert_uint_eq(req.keylen, 1);
+	ck_assert_int_eq(req.key[0], 'k');
+	ck_assert(req.has_wait && req.wait_ms == 3);
+	ck_assert(req.has_ttl && req.ttl_ms == 4);
+	free(buf);
+	free(line);
+}
+END_TEST
+
+/* Only len bytes are read: what follows in memory is not the line's. */
+START_TEST(test_reads_only_len)
+{
+	static const char line[] = "ACQUIRE abc WAIT 5";
+	struct proto_limits lim = { .max_key_len = KEYMAX };
+	struct proto_req req;
+	const char *why;
+	int empty;
+
+	ck_assert_int_eq(proto_parse(line, 4, &lim, &req, &empty, &why),
+	    PERR_BADCMD);				/* "ACQU" */
+	ck_assert_int_eq(proto_parse(line, 9, &lim, &req, &empty, &why),
+	    PERR_NONE);					/* "ACQUIRE a" */
+	ck_assert_uint_eq(req.keylen, 1);
+	ck_assert_ptr_eq(req.key, line + 8);
+	ck_assert(!req.has_wait);
+	ck_assert_int_eq(proto_parse(line, 17, &lim, &req, &empty, &why),
+	    PERR_BADARG);				/* "... WAIT" */
+	ck_assert_int_eq(proto_parse(line, 0, &lim, &req, &empty, &why),
+	    PERR_NONE);
+	ck_assert_int_eq(empty, 1);
+}
+END_TEST
+
+/*
+ * An option with no value is refused even right after a line that had one
+ * at the same place: a parser that looked one word past the end would find
+ * the previous line's value still on its stack (the rows in the tables run
+ * one per process and cannot see that).
+ */
+START_TEST(test_missing_value_after_full_line)
+{
+	static const char *const pairs[][2] = {
+		{ "ACQUIRE k WAIT 5 TTL 6", "ACQUIRE k WAIT" },
+		{ "ACQUIRE k TTL 6 WAIT 5", "ACQUIRE k TTL" },
+		{ "ACQUIRE k WAIT 5 TTL 6", "ACQUIRE k WAIT 5 TTL" },
+		{ "RENEW k TTL 6", "RENEW k TTL" },
+	};
+	struct proto_limits lim = { .max_key_len = KEYMAX };
+
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		struct proto_req req;
+		const char *why;
+		size_t l0 = strlen(pairs[i][0]), l1 = strlen(pairs[i][1]);
+		int empty;
+		enum proto_err e0, e1;
+
+		/* Back to back, so nothing runs between them to clear the
+		 * stack. */
+		e0 = proto_parse(pairs[i][0], l0, &lim, &req, &empty, &why);
+		e1 = proto_parse(pairs[i][1], l1, &lim, &req, &empty, &why);
+		ck_assert_msg(e0 == PERR_NONE, "\"%s\": %s", pairs[i][0],
+		    errname(e0));
+		ck_assert_msg(e1 == PERR_BADARG, "\"%s\" after \"%s\": %s",
+		    pairs[i][1], pairs[i][0], errname(e1));
+	}
+}
+END_TEST
+
+/* A request struct reused from a previous line keeps nothing of it. */
+START_TEST(test_req_reused)
+{
+	struct proto_limits lim = { .max_key_len = KEYMAX };
+	struct proto_req req;
+	const char *why;
+	int empty;
+
+	ck_assert_int_eq(proto_parse("ACQUIRE k WAIT 1 TTL 2", 22, &lim, &req,
+	    &empty, &why), PERR_NONE);
+	ck_assert_int_eq(proto_parse("HELLO", 5, &lim, &req, &empty, &why),
+	    PERR_NONE);
+	ck_assert_ptr_null(req.key);
+	ck_assert_ptr_null(req.word);
+	ck_assert(!req.has_wait && !req.has_ttl);
+	ck_assert_int_eq(proto_parse("EVENTS ON", 9, &lim, &req, &empty, &why),
+	    PERR_NONE);
+	ck_assert_int_eq(proto_parse("EVENTS OFF", 10, &lim, &req, &empty,
+	    &why), PERR_NONE);
+	ck_assert_int_eq(req.on, 0);
+	ck_assert_int_eq(proto_parse("", 0, &lim, &req, &empty, &why),
+	    PERR_NONE);
+	ck_assert_int_eq(empty, 1);
+	ck_assert_int_eq(proto_parse("PING", 4, &lim, &req, &empty, &why),
+	    PERR_NONE);
+	ck_assert_int_eq(empty, 0);
+}
+END_TEST
+
+/* Every command's table name parses back to that command, and the usage
+ * line starts with it. */
+START_TEST(test_cmd_table)
+{
+	struct proto_limits lim = { .max_key_len = KEYMAX };
+
+	for (int c = 0; c < CMD__COUNT; c++) {
+		const struct proto_cmd_info *info = proto_cmd_info(c);
+		const char *name = proto_cmd_name(c), *why;
+		struct proto_req req;
+		int empty;
+		enum proto_err e;
+
+		ck_assert_ptr_nonnull(info);
+		ck_assert_str_eq(info->name, name);
+		ck_assert_msg(strncmp(info->usage, name, strlen(name)) == 0,
+		    "usage \"%s\" for %s", info->usage, name);
+		e = proto_parse(name, strlen(name), &lim, &req, &empty, &why);
+		/* Bare verb: fine, or BADARG for a missing argument. */
+		ck_assert_msg(e == PERR_NONE || e == PERR_BADARG, "%s: %s",
+		    name, errname(e));
+		if (e == PERR_NONE)
+			ck_assert_int_eq(req.cmd, c);
+	}
+	ck_assert_ptr_null(proto_cmd_info(CMD__COUNT));
+	ck_assert_str_eq(proto_cmd_name(CMD_ACQUIRE), "ACQUIRE");
+	ck_assert_str_eq(proto_cmd_name(CMD_RELEASE), "RELEASE");
+}
+END_TEST
+
+/* The closed set of error words, exactly as they go on the wire. */
+START_TEST(test_err_names)
+{
+	static const struct {
+		enum proto_err e;
+		const char *name;
+	} names[] = {
+		{ PERR_BADCMD, "BADCMD" }, { PERR_BADARG, "BADARG" },
+		{ PERR_TOOLONG, "TOOLONG" }, { PERR_NOAUTH, "NOAUTH" },
+		{ PERR_NOTHELD, "NOTHELD" }, { PERR_LOST, "LOST" },
+		{ PERR_UNAVAILABLE, "UNAVAILABLE" }, { PERR_LIMIT, "LIMIT" },
+	};
+
+	ck_assert_int_eq(sizeof names / sizeof names[0], PERR__COUNT - 1);
+	ck_assert_ptr_null(proto_err_name(PERR_NONE));
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		ck_assert_str_eq(proto_err_name(names[i].e), names[i].name);
+}
+END_TEST
+
+Suite *
+proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc;
+
+	tc = tcase_create("tables");
+	tcase_add_loop_test(tc, test_valid_forms, 0, NROWS(valid_rows));
+	tcase_add_loop_test(tc, test_case, 0, NROWS(case_rows));
+	tcase_add_loop_test(tc, test_blanks, 0, NROWS(blank_rows));
+	tcase_add_loop_test(tc, test_bytes, 0, NROWS(byte_rows));
+	tcase_add_loop_test(tc, test_ms_values, 0, NROWS(ms_rows));
+	tcase_add_loop_test(tc, test_options, 0, NROWS(option_rows));
+	tcase_add_loop_test(tc, test_arity, 0, NROWS(arity_rows));
+	tcase_add_loop_test(tc, test_verbs, 0, NROWS(verb_rows));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_test(tc, test_key_length);
+	tcase_add_test(tc, test_key_limit_from_caller);
+	tcase_add_test(tc, test_word_length);
+	tcase_add_test(tc, test_many_words);
+	tcase_add_test(tc, test_many_blanks);
+	tcase_add_test(tc, test_reads_only_len);
+	tcase_add_test(tc, test_missing_value_after_full_line);
+	tcase_add_test(tc, test_req_reused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tables-of-names");
+	tcase_add_test(tc, test_cmd_table);
+	tcase_add_test(tc, test_err_names);
+	suite_add_tcase(s, tc);
+	return s;
+}
