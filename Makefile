@@ -87,9 +87,24 @@ deps:
 	  fi; \
 	fi
 
+# make run: use the Redis at REDIS if one answers there, else start a private
+# one on RUN_REDIS_PORT (stopped again when the broker exits), then run the
+# broker in the foreground.  Extra broker arguments: make run ARGS="-v".
+REDIS         ?= 127.0.0.1:6379
+RUN_REDIS_PORT ?= 6399
 run: deps
 	@$(MAKE) --no-print-directory all
-	@sh tests/run-local.sh $(ARGS)
+	@set -e; redis="$(REDIS)"; rpid=""; \
+	if ! redis-cli -h "$${redis%:*}" -p "$${redis##*:}" ping >/dev/null 2>&1; then \
+	  echo "run: no Redis at $$redis; starting one on 127.0.0.1:$(RUN_REDIS_PORT)"; \
+	  mkdir -p build/run; \
+	  redis-server --bind 127.0.0.1 --port $(RUN_REDIS_PORT) --save '' \
+	    --dir build/run --logfile redis.log & rpid=$$!; \
+	  redis="127.0.0.1:$(RUN_REDIS_PORT)"; \
+	  for i in $$(seq 50); do redis-cli -p $(RUN_REDIS_PORT) ping >/dev/null 2>&1 && break; sleep 0.1; done; \
+	fi; \
+	trap '[ -n "$$rpid" ] && kill $$rpid 2>/dev/null; true' EXIT INT TERM; \
+	$(BUILD)/lockbrokerd -r "$$redis" $(ARGS) || true
 
 unit: $(BUILD)/test_unit
 	$(BUILD)/test_unit

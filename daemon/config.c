@@ -210,7 +210,11 @@ config_load_file(struct config *cfg, const char *path, char *err,
 		while (end > value && (end[-1] == '\n' || end[-1] == '\r' ||
 		    end[-1] == ' ' || end[-1] == '\t'))
 			*--end = '\0';
-		/* "name" alone sets an empty string: allowed for strings. */
+		/* "value" in double quotes: the quotes go ("" is empty). */
+		if (end - value >= 2 && value[0] == '"' && end[-1] == '"') {
+			*--end = '\0';
+			value++;
+		}
 		if (config_set(cfg, name, value, msg, sizeof msg) != 0) {
 			snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
 			rc = -1;
