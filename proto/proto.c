@@ -80,16 +80,18 @@ word_is(const struct word *w, const char *lit)
 static long
 parse_ms(const struct word *w)
 {
-	long v = 0;
+	long long v = 0;
 
-	if (w->len == 0 || w->len > 10)
+	if (w->len == 0)
 		return -1;
 	for (size_t i = 0; i < w->len; i++) {
 		if (w->p[i] < '0' || w->p[i] > '9')
 			return -1;
 		v = v * 10 + (w->p[i] - '0');
+		if (v > PROTO_MS_MAX)	/* checked per digit: no overflow */
+			return -1;
 	}
-	return v > PROTO_MS_MAX ? -1 : v;
+	return (long)v;
 }
 
 /*
