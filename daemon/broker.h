@@ -14,6 +14,7 @@
 
 struct event_base;
 struct evconnlistener;
+struct evhttp;
 struct locks;
 struct store;
 struct session;
@@ -31,19 +32,29 @@ struct broker {
 	struct config *cfg;
 	struct locks *locks;
 	struct store *store;
-	struct evconnlistener *listener;
+	struct evconnlistener *listener;	/* TCP */
+	struct evconnlistener *ulistener;	/* unix socket, if any */
+	struct evhttp *http;			/* /metrics, if any */
 	TAILQ_HEAD(, session) sessions;
 	size_t nsessions;
 	char *linebuf;			/* max_line + 2 bytes, one request */
 	struct broker_stats stats;
 	int64_t started_ms;
 	int stopping;
+	int ready;			/* READY=1 sent */
+	int argc;			/* kept for SIGHUP: re-parse them */
+	char **argv;
 };
 
 /* server.c */
 int server_listen(struct broker *b, char *err, size_t errlen);
+int server_listen_unix(struct broker *b, char *err, size_t errlen);
 /* Stop accepting and end every session (their locks are released). */
 void server_stop(struct broker *b);
+
+/* metrics.c: serve /metrics when metrics_port is set. */
+int metrics_start(struct broker *b, char *err, size_t errlen);
+void metrics_stop(struct broker *b);
 
 /* session.c */
 struct session *session_new(struct broker *b, int fd);

@@ -13,6 +13,10 @@
 struct config {
 	char *bind;
 	long port;
+	char *unixsocket;		/* "" = no unix socket listener */
+	long unixsocketperm;		/* mode bits of the socket file */
+	char *metrics_bind;
+	long metrics_port;		/* 0 = no metrics endpoint */
 	char *redis;			/* host:port or unix:/path */
 	char *redis_password;		/* "" = no AUTH */
 	char *redis_user;		/* "" = default user */
@@ -57,5 +61,13 @@ void config_usage(FILE *out);
 
 /* Whether name is an option (for the --name value form). */
 int config_has(const char *name);
+
+/*
+ * For a reload: every option that cannot change while running and differs
+ * between cur and next gets cur's value back in next, and its name passed
+ * to note (to log that it needs a restart).
+ */
+void config_keep_static(const struct config *cur, struct config *next,
+    void (*note)(const char *name));
 
 #endif

@@ -46,6 +46,7 @@ struct lock {
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
+	int64_t freed_us;		/* when seen free with waiters, or 0 */
 	char name[];
 };
 
@@ -70,6 +71,7 @@ struct lclient {
 	struct lclient *wnext;		/* next waiter on wlock */
 	long wttl;			/* TTL to acquire with */
 	int64_t deadline;		/* monotonic ms; wait ends */
+	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
 };
@@ -224,7 +226,8 @@ waiter_push(struct lock *lk, struct lclient *cl, long wait_ms, long ttl_ms)
 	cl->wlock = lk;
 	cl->wnext = NULL;
 	cl->wttl = ttl_ms;
-	cl->deadline = now_ms() + wait_ms;
+	cl->wstart_us = now_us();
+	cl->deadline = cl->wstart_us / 1000 + wait_ms;
 	if (lk->wtail)
 		lk->wtail->wnext = cl;
 	else
@@ -418,9 +421,12 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	struct lclient *w = op_done(op);
 	char id[CLIENTID_LEN + 1];
 
+	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
+
 	memcpy(id, op->value, sizeof id);	/* the requester's client-id */
 	free(op);
 	lk->attempt = 0;
+	lk->freed_us = 0;
 	if (!ok) {
 		if (w) {
 			waiter_remove(w);
@@ -432,6 +438,11 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		lt->stats.orphans++;
 		release_orphan(lk, id, n);
 	} else if (granted) {
+		int64_t t = now_us();
+
+		histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
+		if (freed_us != 0)
+			histo_observe(&lt->stats.handoff, t - freed_us);
 		waiter_remove(w);
 		hold_start(lk, w, n, w->wttl);
 		lt->stats.acquires++;
@@ -527,6 +538,8 @@ release_done(void *arg, int ok, int released)
 
 	free(op);
 	lk->releasing = 0;
+	if (ok && lk->whead != NULL)
+		lk->freed_us = now_us();
 	if (cl == NULL) {
 		/* A session's end or an orphan grant: nobody to answer. */
 		if (ok && released)
@@ -846,6 +859,7 @@ locks_store_released(void *arg, const char *key, size_t keylen)
 
 	if (lk == NULL || !lk->remote_busy)
 		return;
+	lk->freed_us = now_us();
 	lk->remote_busy = 0;
 	if (lk->retry_ev)
 		event_del(lk->retry_ev);

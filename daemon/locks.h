@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "histo.h"
+
 struct event_base;
 struct store;
 struct locks;
@@ -65,6 +67,8 @@ struct locks_stats {
 	size_t locks_held;		/* keys held by local sessions now */
 	size_t waiters;			/* ACQUIREs waiting now */
 	size_t keys;			/* lock table entries */
+	struct histo acquire_wait;	/* ACQUIRE to OK, for granted waits */
+	struct histo handoff;		/* key seen free to next local grant */
 };
 
 struct locks *locks_new(struct event_base *base, const struct locks_cfg *cfg);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "locks.h"
 #include "log.h"
+#include "notify.h"
 #include "store.h"
 #include "util.h"
 
@@ -111,23 +112,24 @@ drain_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(b->base);
 }
 
-/* Long options: every config option as --name VALUE, plus the flags. */
+/*
+ * Fill cfg from the conf file (-c) and then the command line, which wins.
+ * Every config option is accepted as --name VALUE.  Returns 0, or -1 with
+ * a message in err.  -h and -V print and exit here.
+ */
 static int
-parse_args(int argc, char **argv, struct config *cfg, int *test_only)
+parse_args(int argc, char **argv, struct config *cfg, int *test_only,
+    char *err, size_t errlen)
 {
 	const char *conf = NULL;
-	char err[512];
 	int verbose = 0;
 
-	/* Pass 1: the conf file comes first so the command line wins. */
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
 			conf = argv[++i];
 	}
-	if (conf != NULL && config_load_file(cfg, conf, err, sizeof err) != 0) {
-		fprintf(stderr, "lockbrokerd: %s\n", err);
+	if (conf != NULL && config_load_file(cfg, conf, err, errlen) != 0)
 		return -1;
-	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *name = NULL;
 
@@ -135,8 +137,8 @@ parse_args(int argc, char **argv, struct config *cfg, int *test_only)
 			usage(stdout);
 			exit(0);
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-			printf("lockbrokerd %s (protocol %s)\n",
-			    LOCKBROKER_VERSION, "1");
+			printf("lockbrokerd %s (protocol 1)\n",
+			    LOCKBROKER_VERSION);
 			exit(0);
 		} else if (strcmp(a, "-v") == 0) {
 			verbose = 1;
@@ -153,29 +155,108 @@ parse_args(int argc, char **argv, struct config *cfg, int *test_only)
 			name = "port";
 		} else if (strcmp(a, "-r") == 0) {
 			name = "redis";
+		} else if (strcmp(a, "-s") == 0) {
+			name = "unixsocket";
 		} else if (strncmp(a, "--", 2) == 0 && config_has(a + 2)) {
 			name = a + 2;
 		} else {
-			fprintf(stderr, "lockbrokerd: unknown argument '%s' "
-			    "(-h lists them)\n", a);
+			snprintf(err, errlen, "unknown argument '%s' (-h lists "
+			    "them)", a);
 			return -1;
 		}
 		if (i + 1 >= argc) {
-			fprintf(stderr, "lockbrokerd: %s needs a value\n", a);
+			snprintf(err, errlen, "%s needs a value", a);
 			return -1;
 		}
-		if (config_set(cfg, name, argv[++i], err, sizeof err) != 0) {
-			fprintf(stderr, "lockbrokerd: %s\n", err);
+		if (config_set(cfg, name, argv[++i], err, errlen) != 0)
 			return -1;
-		}
 	}
-	if (config_validate(cfg, err, sizeof err) != 0) {
-		fprintf(stderr, "lockbrokerd: %s\n", err);
+	if (config_validate(cfg, err, errlen) != 0)
 		return -1;
-	}
 	if (verbose)
 		cfg->log_level = LOG_DEBUG;
 	return 0;
+}
+
+static void
+note_restart(const char *name)
+{
+	log_warn("option %s changed: it takes effect after a restart", name);
+}
+
+static void
+apply_limits(struct broker *b)
+{
+	struct locks_cfg lc = {
+		b->cfg->default_ttl_ms, b->cfg->max_ttl_ms, b->cfg->max_wait_ms,
+		b->cfg->max_locks_per_session, b->cfg->max_waiters
+	};
+
+	locks_set_cfg(b->locks, &lc);
+	log_set_level((enum log_level)b->cfg->log_level);
+}
+
+/* SIGHUP: read the conf again; apply what can change live. */
+static void
+reload_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct broker *b = arg;
+	struct config next;
+	int test_only = 0;
+	char err[512];
+
+	(void)sig;
+	(void)what;
+	notify("RELOADING=1");
+	config_init(&next);
+	if (parse_args(b->argc, b->argv, &next, &test_only, err,
+	    sizeof err) != 0) {
+		log_error("reload failed, configuration unchanged: %s", err);
+		config_free(&next);
+	} else {
+		config_keep_static(b->cfg, &next, note_restart);
+		config_free(b->cfg);
+		*b->cfg = next;
+		apply_limits(b);
+		log_info("configuration reloaded");
+	}
+	notify("READY=1");
+}
+
+/* Store hooks: the lock table's, plus readiness for systemd. */
+static void
+on_store_up(void *arg)
+{
+	struct broker *b = arg;
+
+	locks_store_up(b->locks);
+	if (!b->ready) {
+		b->ready = 1;
+		notify("READY=1\nSTATUS=serving; Redis %s", b->cfg->redis);
+	} else {
+		notify("STATUS=serving; Redis %s", b->cfg->redis);
+	}
+}
+
+static void
+on_store_down(void *arg)
+{
+	struct broker *b = arg;
+
+	locks_store_down(b->locks);
+	notify("STATUS=Redis %s unreachable; reconnecting", b->cfg->redis);
+}
+
+static void
+on_store_released(void *arg, const char *key, size_t keylen)
+{
+	locks_store_released(((struct broker *)arg)->locks, key, keylen);
+}
+
+static void
+on_store_subscribed(void *arg)
+{
+	locks_store_subscribed(((struct broker *)arg)->locks);
 }
 
 int
@@ -183,13 +264,14 @@ main(int argc, char **argv)
 {
 	struct config cfg;
 	struct broker b;
-	struct event *sigterm, *sigint, *drain;
+	struct event *sigterm, *sigint, *sighup, *drain;
 	struct timeval tick = { 0, 20 * 1000 };
 	int test_only = 0;
 	char err[512];
 
 	config_init(&cfg);
-	if (parse_args(argc, argv, &cfg, &test_only) != 0) {
+	if (parse_args(argc, argv, &cfg, &test_only, err, sizeof err) != 0) {
+		fprintf(stderr, "lockbrokerd: %s\n", err);
 		config_free(&cfg);
 		return 2;
 	}
@@ -212,6 +294,8 @@ main(int argc, char **argv)
 	if ((b.base = event_base_new()) == NULL)
 		fatalx("cannot create the event loop");
 
+	b.argc = argc;
+	b.argv = argv;
 	{
 		struct locks_cfg lc = {
 			cfg.default_ttl_ms, cfg.max_ttl_ms, cfg.max_wait_ms,
@@ -222,24 +306,27 @@ main(int argc, char **argv)
 			cfg.prefix, cfg.redis_timeout_ms
 		};
 		struct store_hooks hooks = {
-			locks_store_up, locks_store_down, locks_store_released,
-			locks_store_subscribed, NULL
+			on_store_up, on_store_down, on_store_released,
+			on_store_subscribed, &b
 		};
 
 		b.locks = locks_new(b.base, &lc);
-		hooks.arg = b.locks;
+		if (server_listen(&b, err, sizeof err) != 0 ||
+		    server_listen_unix(&b, err, sizeof err) != 0 ||
+		    metrics_start(&b, err, sizeof err) != 0) {
+			log_error("%s", err);
+			return 1;
+		}
+		notify("STATUS=waiting for Redis at %s", cfg.redis);
 		if ((b.store = store_new(b.base, &sc, &hooks)) == NULL)
 			return 2;
 		locks_set_store(b.locks, b.store);
 	}
-	if (server_listen(&b, err, sizeof err) != 0) {
-		log_error("%s", err);
-		return 1;
-	}
 	sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
 	sigint = evsignal_new(b.base, SIGINT, stop_cb, &b);
-	if (!sigterm || !sigint || event_add(sigterm, NULL) != 0 ||
-	    event_add(sigint, NULL) != 0)
+	sighup = evsignal_new(b.base, SIGHUP, reload_cb, &b);
+	if (!sigterm || !sigint || !sighup || event_add(sigterm, NULL) != 0 ||
+	    event_add(sigint, NULL) != 0 || event_add(sighup, NULL) != 0)
 		fatalx("cannot install signal handlers");
 	log_info("lockbrokerd %s started: redis %s, prefix '%s', default TTL "
 	    "%ld ms, max_sessions %ld", LOCKBROKER_VERSION, cfg.redis,
@@ -250,6 +337,8 @@ main(int argc, char **argv)
 
 	/* Stop: end every session (their locks are released), then let the
 	 * releases reach Redis. */
+	notify("STOPPING=1");
+	metrics_stop(&b);
 	server_stop(&b);
 	drain = event_new(b.base, -1, EV_PERSIST, drain_cb, &b);
 	if (drain != NULL && store_is_up(b.store) && event_add(drain, &tick) == 0)
@@ -258,6 +347,7 @@ main(int argc, char **argv)
 		event_free(drain);
 	event_free(sigterm);
 	event_free(sigint);
+	event_free(sighup);
 	store_free(b.store);
 	locks_free(b.locks);
 	event_base_free(b.base);

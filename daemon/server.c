@@ -13,6 +13,8 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define REFUSED_LINE "ERR LIMIT too many sessions (max_sessions)\r\n"
@@ -50,7 +52,6 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	struct broker *b = arg;
 
 	(void)l;
-	(void)sa;
 	(void)salen;
 	if (b->stopping) {
 		close(fd);
@@ -67,7 +68,8 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			    "connections", b->cfg->max_sessions);
 		return;
 	}
-	tune_socket(b, fd);
+	if (sa->sa_family != AF_UNIX)
+		tune_socket(b, fd);
 	if (session_new(b, fd) == NULL)
 		close(fd);
 }
@@ -125,6 +127,56 @@ server_listen(struct broker *b, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The unix socket listener.  A socket file left by a broker that died is
+ * removed first; any other kind of file at the path is an error.
+ */
+int
+server_listen_unix(struct broker *b, char *err, size_t errlen)
+{
+	const char *path = b->cfg->unixsocket;
+	struct sockaddr_un sun;
+	struct stat st;
+
+	if (path[0] == '\0')
+		return 0;
+	if (strlen(path) >= sizeof sun.sun_path) {
+		snprintf(err, errlen, "unixsocket path too long: %s", path);
+		return -1;
+	}
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "unixsocket %s exists and is not "
+			    "a socket", path);
+			return -1;
+		}
+		if (unlink(path) != 0) {
+			snprintf(err, errlen, "cannot remove stale %s: %s", path,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, path, strlen(path));
+	b->ulistener = evconnlistener_new_bind(b->base, accept_cb, b,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 511,
+	    (struct sockaddr *)&sun, sizeof sun);
+	if (b->ulistener == NULL) {
+		snprintf(err, errlen, "cannot listen on %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	if (chmod(path, (mode_t)b->cfg->unixsocketperm) != 0) {
+		snprintf(err, errlen, "chmod %s: %s", path, strerror(errno));
+		return -1;
+	}
+	evconnlistener_set_error_cb(b->ulistener, accept_error_cb);
+	log_info("listening on unix:%s (mode %04lo)", path,
+	    b->cfg->unixsocketperm);
+	return 0;
+}
+
 void
 server_stop(struct broker *b)
 {
@@ -134,6 +186,13 @@ server_stop(struct broker *b)
 	if (b->listener != NULL) {
 		evconnlistener_free(b->listener);
 		b->listener = NULL;
+	}
+	if (b->ulistener != NULL) {
+		evconnlistener_free(b->ulistener);
+		b->ulistener = NULL;
+		if (unlink(b->cfg->unixsocket) != 0)
+			log_warn("unlink %s: %s", b->cfg->unixsocket,
+			    strerror(errno));
 	}
 	while ((s = TAILQ_FIRST(&b->sessions)) != NULL)
 		session_free(s);
