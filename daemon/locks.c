@@ -29,6 +29,7 @@
 
 #define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
 #define RENEW_MIN_MS 1				/* floor of a renew period */
+#define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
 
 struct lock {
 	struct keytab_entry te;		/* te.key points at name */
@@ -103,6 +104,7 @@ struct locks {
 	TAILQ_HEAD(, lock) held;
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
+	int64_t limit_logged_ms;	/* last "limit reached" log line */
 	struct locks_stats stats;
 };
 
@@ -466,6 +468,19 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	lock_pump(lk);
 }
 
+/* Log a limit being hit, at most once per LIMIT_LOG_MS. */
+static void
+limit_hit(struct locks *lt, const char *which)
+{
+	int64_t now = now_ms();
+
+	if (lt->limit_logged_ms != 0 && now - lt->limit_logged_ms <
+	    LIMIT_LOG_MS)
+		return;
+	lt->limit_logged_ms = now;
+	log_warn("%s reached: ACQUIRE answered ERR LIMIT", which);
+}
+
 void
 locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long wait_ms, long ttl_ms)
@@ -480,6 +495,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		return;
 	}
 	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
+		limit_hit(lt, "max_locks_per_session");
 		lt->stats.acquire_errors++;
 		reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
 		    " keys");
@@ -505,6 +521,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		}
 	}
 	if ((long)lt->stats.waiters >= lt->cfg.max_waiters) {
+		limit_hit(lt, "max_waiters");
 		lt->stats.acquire_errors++;
 		reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
 		return;
