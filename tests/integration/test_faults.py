@@ -1,0 +1,290 @@
+"""
+test_faults.py - what the broker does when Redis or the world misbehaves:
+Redis killed, restarted, stopped (SIGSTOP), scripts flushed, lock keys
+deleted or stolen behind the broker's back, and SIGTERM of the broker.
+"""
+
+import time
+import unittest
+
+import harness
+from harness import BrokerTestCase, ms_since, wait_until
+
+UNAVAILABLE_MS = 2000     # "within about a second"; loose bound
+
+
+def setUpModule():
+    harness.module_redis_start()
+
+
+def tearDownModule():
+    harness.module_redis_stop()
+
+
+class FaultCase(BrokerTestCase):
+    def assertUnavailable(self, client, line, within_ms=UNAVAILABLE_MS):
+        r, ms = client.timed_req(line, timeout=within_ms / 1000.0 + 3)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertLess(ms, within_ms, "%s took %.0f ms to fail" % (line, ms))
+
+    def redis_state(self, client):
+        return self.stats(client)["redis"]
+
+
+class TestRedisDown(FaultCase):
+    def setUp(self):
+        super().setUp()
+        self.own = self.start_redis()
+        self.b = self.start_broker(redis=self.own)
+
+    def test_requests_fail_fast_and_recover_after_restart(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE held TTL 60000"))
+        self.own.stop()
+        for line in ("ACQUIRE k", "ACQUIRE k WAIT 3000", "OWNER k",
+                     "RELEASE held", "RENEW held", "RENEW held TTL 5000"):
+            self.assertUnavailable(c, line)
+        # Local commands still work.
+        self.assertEqual(c.req("PING"), "OK PONG")
+        self.assertEqual(c.req("HELD"), "OK 1 held")
+        c.hello()
+        c2 = self.connect(self.b)
+        self.assertEqual(c2.req("PING"), "OK PONG")
+        c2.hello("late")
+        wait_until(lambda: self.redis_state(c2) == "down", 2.0,
+                   what="STATS redis=down")
+        # A second round still answers fast (no hang once known down).
+        self.assertUnavailable(c2, "ACQUIRE k2")
+        self.own.restart()
+        t0 = time.monotonic()
+        wait_until(lambda: self.redis_state(c2) == "up", 5.0,
+                   what="STATS redis=up after restart")
+        reconnect_ms = ms_since(t0)
+        self.assertLess(reconnect_ms, 5000)
+        tok = self.assertToken(c2.req("ACQUIRE k2"))
+        cid = c2.hello()
+        self.assertEqual(self.own.cli("GET", self.lock_key("k2")),
+                         "%s:%d" % (cid, tok))
+        self.assertEqual(c2.req("RELEASE k2"), "OK 0")
+        self.assertEqual(c2.req("OWNER k2"), "OK -")
+
+    def test_locks_gone_with_redis_are_lost(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE l1 TTL 60000"))
+        self.assertToken(c.req("ACQUIRE l2 TTL 60000"))
+        self.own.restart()          # comes back empty
+        wait_until(lambda: self.redis_state(c) == "up", 5.0,
+                   what="STATS redis=up after restart")
+        self.assertErr(c.req("RELEASE l1"), "LOST")
+        self.assertErr(c.req("RENEW l2"), "LOST")
+        self.assertEqual(c.req("HELD"), "OK 0")
+        self.assertToken(c.req("ACQUIRE l1"))
+
+    def test_sigterm_with_redis_down_exits_0(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE d TTL 60000"))
+        self.own.stop()
+        wait_until(lambda: self.redis_state(c) == "down", 2.0,
+                   what="STATS redis=down")
+        t0 = time.monotonic()
+        self.assertEqual(self.b.stop(), 0)
+        self.assertLess(ms_since(t0), 3000)
+
+    def test_waiting_acquire_fails_when_redis_dies(self):
+        a, b = self.connect(self.b), self.connect(self.b)
+        self.assertToken(a.req("ACQUIRE w TTL 60000"))
+        b.send("ACQUIRE w WAIT 10000")
+        wait_until(lambda: self.stats(a)["waiters"] == "1", 2.0,
+                   what="waiters=1")
+        self.own.stop()
+        t0 = time.monotonic()
+        r = b.readline(UNAVAILABLE_MS / 1000.0 + 3)
+        ms = ms_since(t0)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertLess(ms, UNAVAILABLE_MS)
+        self.assertEqual(b.req("PING"), "OK PONG")
+
+    def test_broker_started_while_redis_down_connects_later(self):
+        r2 = self.start_redis()
+        r2.stop()
+        br = self.start_broker(redis=r2, wait_ready=False)
+        c = wait_until(lambda: br.client(), 5.0, what="broker listening")
+        self.addCleanup(c.close)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        self.assertEqual(self.redis_state(c), "down")
+        self.assertUnavailable(c, "ACQUIRE early")
+        r2.restart()
+        wait_until(lambda: self.redis_state(c) == "up", 5.0,
+                   what="STATS redis=up once Redis is there")
+        self.assertToken(c.req("ACQUIRE early"))
+
+
+class TestRedisStopped(FaultCase):
+    def setUp(self):
+        super().setUp()
+        self.own = self.start_redis()
+        self.b = self.start_broker(redis=self.own)
+
+    def test_sigstopped_redis_gives_unavailable(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE held TTL 60000"))
+        self.own.pause()
+        self.addCleanup(self.own.resume)
+        self.assertUnavailable(c, "ACQUIRE k", within_ms=2500)
+        self.assertUnavailable(c, "OWNER held", within_ms=2500)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        wait_until(lambda: self.redis_state(c) == "down", 3.0,
+                   what="STATS redis=down while Redis is stopped")
+        self.own.resume()
+        wait_until(lambda: self.redis_state(c) == "up", 5.0,
+                   what="STATS redis=up after SIGCONT")
+        self.assertToken(c.req("ACQUIRE k"))
+
+    def test_release_unavailable_changes_nothing(self):
+        c = self.connect(self.b)
+        cid = c.hello()
+        tok = self.assertToken(c.req("ACQUIRE keep TTL 60000"))
+        self.own.pause()
+        self.addCleanup(self.own.resume)
+        self.assertUnavailable(c, "RELEASE keep", within_ms=2500)
+        self.assertEqual(c.req("HELD"), "OK 1 keep")
+        self.own.resume()
+        wait_until(lambda: self.redis_state(c) == "up", 5.0,
+                   what="STATS redis=up after SIGCONT")
+        self.assertEqual(self.own.cli("GET", self.lock_key("keep")),
+                         "%s:%d" % (cid, tok))
+        self.assertEqual(c.req("RELEASE keep"), "OK 0")
+        self.assertEqual(self.own.cli("EXISTS", self.lock_key("keep")), 0)
+
+
+class TestScripts(FaultCase):
+    def test_script_flush_falls_back_to_eval(self):
+        b = self.start_broker()
+        a, o = self.connect(b), self.connect(b)
+        aid = a.hello()
+        tok = self.assertToken(a.req("ACQUIRE s1"))   # scripts loaded
+        self.redis.cli("SCRIPT", "FLUSH")
+        t2 = self.assertToken(a.req("ACQUIRE s2 TTL 5000"))
+        self.assertGreater(t2, tok)
+        self.redis.cli("SCRIPT", "FLUSH")
+        self.assertEqual(a.req("RENEW s2 TTL 7000"), "OK 7000")
+        pttl = self.redis.cli("PTTL", self.lock_key("s2"))
+        self.assertTrue(6000 < pttl <= 7000, pttl)
+        self.redis.cli("SCRIPT", "FLUSH")
+        self.assertRegex(o.req("OWNER s2"),
+                         r"\AOK %s [0-9]+ %d\Z" % (aid, t2))
+        self.redis.cli("SCRIPT", "FLUSH")
+        self.assertEqual(a.req("RELEASE s2"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", self.lock_key("s2")), 0)
+        self.redis.cli("SCRIPT", "FLUSH")
+        self.assertEqual(o.req("ACQUIRE s1"), "BUSY")
+
+
+class TestLost(FaultCase):
+    def setUp(self):
+        super().setUp()
+        self.b = self.start_broker()
+
+    def test_release_of_deleted_key_is_lost_then_forgotten(self):
+        a = self.connect(self.b)
+        self.assertToken(a.req("ACQUIRE l TTL 30000"))
+        self.assertToken(a.req("ACQUIRE m TTL 30000"))
+        self.redis.cli("DEL", self.lock_key("l"))
+        self.assertErr(a.req("RELEASE l"), "LOST")
+        self.assertErr(a.req("RELEASE l"), "NOTHELD")
+        self.assertEqual(a.req("HELD"), "OK 1 m")
+        self.assertEqual(a.req("RELEASE m"), "OK 0")
+        self.assertEqual(a.req("HELD"), "OK 0")
+
+    def test_renew_of_deleted_key_is_lost_then_forgotten(self):
+        a = self.connect(self.b)
+        self.assertToken(a.req("ACQUIRE l TTL 30000"))
+        self.redis.cli("DEL", self.lock_key("l"))
+        self.assertErr(a.req("RENEW l"), "LOST")
+        self.assertErr(a.req("RENEW l"), "NOTHELD")
+        self.assertErr(a.req("RELEASE l"), "NOTHELD")
+        self.assertEqual(a.req("HELD"), "OK 0")
+        # The key is free again; a new acquisition gets a new token.
+        self.assertToken(a.req("ACQUIRE l"))
+
+    def test_stolen_key_is_lost_and_left_alone(self):
+        a = self.connect(self.b)
+        tok = self.assertToken(a.req("ACQUIRE st TTL 30000"))
+        thief = "00000000-0000-0000-0000-000000000000:%d" % (tok + 100)
+        self.redis.cli("SET", self.lock_key("st"), thief, "PX", 30000)
+        self.assertErr(a.req("RELEASE st"), "LOST")
+        self.assertEqual(self.redis.cli("GET", self.lock_key("st")), thief)
+        self.assertEqual(a.req("HELD"), "OK 0")
+        self.assertEqual(a.req("ACQUIRE st"), "BUSY")
+
+    def test_lost_lock_is_not_taken_back_by_auto_renew(self):
+        # b is on another broker, so its ACQUIRE asks Redis, where the key
+        # is gone (this broker may still believe a holds it).
+        b2 = self.start_broker()
+        a, b = self.connect(self.b), self.connect(b2)
+        ta = self.assertToken(a.req("ACQUIRE ln TTL 300"))
+        self.redis.cli("DEL", self.lock_key("ln"))
+        bid = b.hello()
+        tb = self.assertToken(b.req("ACQUIRE ln TTL 30000"))
+        self.assertGreater(tb, ta)
+        time.sleep(0.6)     # several of a's renewals would have run
+        self.assertEqual(self.redis.cli("GET", self.lock_key("ln")),
+                         "%s:%d" % (bid, tb))
+        self.assertErr(a.req("RELEASE ln"), "LOST")
+        self.assertEqual(a.req("HELD"), "OK 0")
+        self.assertEqual(self.redis.cli("GET", self.lock_key("ln")),
+                         "%s:%d" % (bid, tb))
+
+    def test_lost_lock_frees_local_waiter(self):
+        # A lock that vanished from Redis must not keep blocking this
+        # broker's own waiters: auto-renewal finds it lost (TTL 300).
+        a, w = self.connect(self.b), self.connect(self.b)
+        self.assertToken(a.req("ACQUIRE lw TTL 300"))
+        w.send("ACQUIRE lw WAIT 3000")
+        wait_until(lambda: self.stats(a)["waiters"] == "1", 2.0,
+                   what="waiters=1")
+        self.redis.cli("DEL", self.lock_key("lw"))
+        tw = self.assertToken(w.readline(3.5))
+        wid = w.hello()
+        self.assertEqual(self.redis.cli("GET", self.lock_key("lw")),
+                         "%s:%d" % (wid, tw))
+        self.assertErr(a.req("RELEASE lw"), "LOST")
+
+
+class TestShutdown(FaultCase):
+    def test_sigterm_releases_all_locks_and_exits_0(self):
+        b = self.start_broker()
+        a1, a2 = self.connect(b), self.connect(b)
+        keys = ["t1", "t2", "t3"]
+        self.assertToken(a1.req("ACQUIRE t1 TTL 60000"))
+        self.assertToken(a1.req("ACQUIRE t2 TTL 60000"))
+        self.assertToken(a1.req("ACQUIRE t2"))
+        self.assertToken(a2.req("ACQUIRE t3 TTL 60000"))
+        w = self.connect(b)
+        w.send("ACQUIRE t3 WAIT 10000")
+        wait_until(lambda: self.stats(a1)["waiters"] == "1", 2.0,
+                   what="waiters=1")
+        self.assertEqual(self.redis.cli("EXISTS", *map(self.lock_key, keys)),
+                         3)
+        t0 = time.monotonic()
+        self.assertEqual(b.stop(), 0)
+        self.assertLess(ms_since(t0), 3000)
+        self.assertEqual(self.redis.cli("EXISTS", *map(self.lock_key, keys)),
+                         0)
+        for c in (a1, a2):
+            self.assertTrue(c.closed_by_peer(1.0))
+        # The waiter is answered or just closed, never handed a lock that
+        # stays in Redis.
+        self.assertEqual(self.redis.cli("KEYS", self.prefix + ":lock:*"), [])
+
+    def test_sigterm_idle_exits_0_quickly(self):
+        b = self.start_broker()
+        c = self.connect(b)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        t0 = time.monotonic()
+        self.assertEqual(b.stop(), 0)
+        self.assertLess(ms_since(t0), 3000)
+
+
+if __name__ == "__main__":
+    unittest.main()
