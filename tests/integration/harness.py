@@ -426,6 +426,10 @@ class Broker:
         self.redis_addr = redis_addr
         self.prefix = prefix
         self.extra = [str(a) for a in extra_args]
+        # With --auth_token the readiness probe must AUTH before STATS.
+        self.auth = None
+        if "--auth_token" in self.extra[:-1]:
+            self.auth = self.extra[self.extra.index("--auth_token") + 1]
         self.dir = tempfile.mkdtemp(prefix="lbt-broker-")
         self.logpath = os.path.join(self.dir, "stderr.log")
         self.proc = None
@@ -476,6 +480,9 @@ class Broker:
                 return False
             try:
                 if c.req("PING") != "OK PONG":
+                    return False
+                if getattr(self, "auth", None) and \
+                        c.req("AUTH " + self.auth) != "OK":
                     return False
                 return "redis=up" in c.req("STATS").split(" ")
             except (OSError, EOFError):

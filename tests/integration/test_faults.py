@@ -251,6 +251,68 @@ class TestLost(FaultCase):
         self.assertErr(a.req("RELEASE lw"), "LOST")
 
 
+class TestEvents(FaultCase):
+    def setUp(self):
+        super().setUp()
+        self.b = self.start_broker()
+
+    def test_events_on_reports_lost_lock(self):
+        a = self.connect(self.b)
+        self.assertEqual(a.req("events on"), "OK")
+        tok = self.assertToken(a.req("ACQUIRE ev TTL 300"))
+        keep = self.assertToken(a.req("ACQUIRE keep TTL 300"))
+        self.redis.cli("DEL", self.lock_key("ev"))
+        t0 = time.monotonic()
+        self.assertEqual(a.readline(2.0), "EVENT LOST ev %d" % tok)
+        self.assertLess(ms_since(t0), 1000)
+        self.assertTrue(a.no_reply(0.4), "more than one event")
+        self.assertEqual(a.req("HELD"), "OK 1 keep")
+        self.assertErr(a.req("RELEASE ev"), "LOST")
+        self.assertErr(a.req("RELEASE ev"), "NOTHELD")
+        self.assertEqual(a.req("RELEASE keep"), "OK 0")
+        self.assertGreater(keep, tok)
+
+    def test_event_for_stolen_key(self):
+        a = self.connect(self.b)
+        self.assertEqual(a.req("EVENTS ON"), "OK")
+        tok = self.assertToken(a.req("ACQUIRE sk TTL 300"))
+        self.redis.cli("SET", self.lock_key("sk"),
+                       "00000000-0000-0000-0000-000000000000:999999")
+        self.assertEqual(a.readline(2.0), "EVENT LOST sk %d" % tok)
+        self.assertErr(a.req("RENEW sk"), "LOST")
+        self.assertEqual(self.redis.cli("GET", self.lock_key("sk")),
+                         "00000000-0000-0000-0000-000000000000:999999")
+
+    def test_no_events_unless_turned_on(self):
+        a, b = self.connect(self.b), self.connect(self.b)
+        self.assertEqual(b.req("EVENTS ON"), "OK")
+        self.assertEqual(b.req("EVENTS OFF"), "OK")
+        self.assertToken(a.req("ACQUIRE q1 TTL 300"))
+        self.assertToken(b.req("ACQUIRE q2 TTL 300"))
+        self.redis.cli("DEL", self.lock_key("q1"), self.lock_key("q2"))
+        self.assertTrue(a.no_reply(0.8), "event without EVENTS ON")
+        self.assertTrue(b.no_reply(0.1), "event after EVENTS OFF")
+        self.assertErr(a.req("RELEASE q1"), "LOST")
+        self.assertErr(b.req("RELEASE q2"), "LOST")
+
+    def test_event_arrives_while_acquire_waits(self):
+        a, b = self.connect(self.b), self.connect(self.b)
+        self.assertEqual(a.req("EVENTS ON"), "OK")
+        tok = self.assertToken(a.req("ACQUIRE mine TTL 300"))
+        self.assertToken(b.req("ACQUIRE theirs"))
+        a.send("ACQUIRE theirs WAIT 5000")
+        self.redis.cli("DEL", self.lock_key("mine"))
+        self.assertEqual(a.readline(2.0), "EVENT LOST mine %d" % tok)
+        self.assertEqual(b.req("RELEASE theirs"), "OK 0")
+        self.assertToken(a.readline())
+
+    def test_events_arguments(self):
+        a = self.connect(self.b)
+        for line in ("EVENTS", "EVENTS maybe", "EVENTS ON OFF", "EVENTS 1"):
+            self.assertErr(a.req(line), "BADARG")
+        self.assertEqual(a.req("Events Off"), "OK")
+
+
 class TestShutdown(FaultCase):
     def test_sigterm_releases_all_locks_and_exits_0(self):
         b = self.start_broker()

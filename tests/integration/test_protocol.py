@@ -259,6 +259,17 @@ class TestArguments(ProtoCase):
         self.assertTrue(0 < ttl <= 1000, ttl)
         self.assertEqual(self.c.req("HELD").split(" ")[1], "3")
 
+    def test_leading_zeros_are_allowed(self):
+        self.assertToken(self.c.req("ACQUIRE lz TTL 00000000000000005000"))
+        ttl = int(self.c.req("OWNER lz").split(" ")[2])
+        self.assertTrue(4000 < ttl <= 5000, ttl)
+        self.assertEqual(self.c.req("RENEW lz TTL 000000000000007000"),
+                         "OK 7000")
+        self.assertErr(self.c.req("ACQUIRE lz2 WAIT 0002147483648"),
+                       "BADARG")
+        self.assertErr(self.c.req("ACQUIRE lz2 TTL 0000"), "BADARG")
+        self.assertToken(self.c.req("ACQUIRE lz2 WAIT 0000"))
+
     def test_options_in_any_order(self):
         self.assertToken(self.c.req("ACQUIRE o1 TTL 4000 WAIT 10"))
         self.assertToken(self.c.req("ACQUIRE o2 WAIT 10 TTL 4000"))
@@ -303,6 +314,46 @@ class TestHello(ProtoCase):
                          "%s:%d" % (cid, tok))
         other = self.connect(self.b)
         self.assertEqual(other.req("OWNER idk").split(" ")[1], cid)
+
+
+class TestAuth(BrokerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.b = self.start_broker("--auth_token", "s3cret-Tok")
+
+    def test_commands_need_auth(self):
+        c = self.connect(self.b)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        for line in ("ACQUIRE k", "RELEASE k", "RENEW k", "OWNER k", "HELD",
+                     "STATS", "HELLO", "EVENTS ON"):
+            self.assertErr(c.req(line), "NOAUTH")
+        self.assertEqual(self.redis.cli("EXISTS", self.lock_key("k")), 0)
+        # A wrong token (case matters) does not close the session.
+        self.assertErr(c.req("AUTH s3cret-tok"), "NOAUTH")
+        self.assertErr(c.req("AUTH wrong"), "NOAUTH")
+        self.assertErr(c.req("ACQUIRE k"), "NOAUTH")
+        self.assertEqual(c.req("auth s3cret-Tok"), "OK")
+        self.assertToken(c.req("ACQUIRE k"))
+        self.assertEqual(c.req("HELD"), "OK 1 k")
+        st = self.stats(c)
+        self.assertEqual(int(st["auth_failures"]), 2)
+
+    def test_auth_is_per_session(self):
+        c1, c2 = self.connect(self.b), self.connect(self.b)
+        self.assertEqual(c1.req("AUTH s3cret-Tok"), "OK")
+        self.assertErr(c2.req("HELD"), "NOAUTH")
+        self.assertEqual(c1.req("HELD"), "OK 0")
+
+    def test_quit_works_before_auth(self):
+        c = self.connect(self.b)
+        self.assertEqual(c.req("QUIT"), "OK")
+        self.assertTrue(c.closed_by_peer(2.0))
+
+    def test_auth_without_configured_token_is_badarg(self):
+        b = self.start_broker()
+        c = self.connect(b)
+        self.assertErr(c.req("AUTH anything"), "BADARG")
+        self.assertToken(c.req("ACQUIRE k"))
 
 
 class TestSimpleCommands(ProtoCase):
