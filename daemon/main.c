@@ -32,12 +32,13 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: lockbrokerd [-c FILE] [-b ADDR] [-p PORT] [-r REDIS] "
-	    "[--prefix P]\n"
+	    "usage: lockbrokerd [-c FILE] [-b ADDR] [-p PORT] [-s PATH] "
+	    "[-r REDIS] [--prefix P]\n"
 	    "                   [--OPTION VALUE ...] [-t] [-v] [-h] [-V]\n"
 	    "  -c FILE    read options from FILE ('name value' lines)\n"
 	    "  -b ADDR    same as --bind ADDR\n"
 	    "  -p PORT    same as --port PORT\n"
+	    "  -s PATH    same as --unixsocket PATH\n"
 	    "  -r REDIS   same as --redis REDIS (host:port or unix:/path)\n"
 	    "  -t         check the configuration and exit (0 good, 2 bad)\n"
 	    "  -v         log at debug level\n"
