@@ -46,6 +46,7 @@ struct lock {
 	unsigned attempt:1;		/* an acquire attempt in flight */
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
+	unsigned release_unknown:1;	/* a RELEASE timed out: not renewed */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
 	char name[];
@@ -330,6 +331,7 @@ hold_end(struct lock *lk)
 	lk->lt->stats.locks_held--;
 	lk->holder = NULL;
 	lk->holds = 0;
+	lk->release_unknown = 0;
 }
 
 /* Redis no longer shows lk as its holder's: tell the holder, free it. */
@@ -562,11 +564,19 @@ release_done(void *arg, int ok, int released)
 		if (ok && released)
 			lk->lt->stats.releases++;
 	} else if (!ok) {
-		/* Nothing changed: still held, the client may retry. */
-		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; still held");
+		/* The release may or may not have reached Redis: keep the
+		 * hold (the client may retry) but stop renewing it, so it is
+		 * free in Redis within its TTL either way. */
+		lk->release_unknown = 1;
+		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; the release "
+		    "may have happened: RELEASE again or close the session");
 	} else {
+		int was_unknown = lk->release_unknown;
+
 		hold_end(lk);
-		if (released) {
+		if (released || was_unknown) {
+			/* not ours any more after a timed-out RELEASE: that
+			 * release did happen */
 			lk->lt->stats.releases++;
 			reply(cl, LK_OK, 0, NULL);
 		} else {
@@ -727,29 +737,30 @@ renew_tick(struct locks *lt, int all)
 	int64_t now = now_ms(), next = 0;
 	struct renew_batch *b = NULL;
 	struct lock *lk;
+	int up = lt->st != NULL && store_is_up(lt->st);
 
 	lt->renew_due = 0;
 	TAILQ_FOREACH(lk, &lt->held, alink) {
-		if (!lk->releasing &&
-		    (all || lk->renew_at - lk->ttl_ms / 6 <= now)) {
-			if (lt->st == NULL || !store_is_up(lt->st)) {
-				lk->renew_at = now + renew_period(lk->ttl_ms);
-			} else {
-				if (b == NULL) {
-					b = xmalloc(sizeof *b);
-					b->lt = lt;
-					b->n = 0;
-				}
-				b->lk[b->n] = lk;
-				b->token[b->n] = lk->token;
-				b->ttl[b->n] = lk->ttl_ms;
-				b->n++;
-				lk->refs++;
-				lk->renew_at = now + renew_period(lk->ttl_ms);
-				if (b->n == STORE_RENEW_BATCH) {
-					renew_send(lt, b);
-					b = NULL;
-				}
+		int due = all || lk->renew_at - lk->ttl_ms / 6 <= now;
+
+		if (due)
+			lk->renew_at = now + renew_period(lk->ttl_ms);
+		/* Not renewed: a release in flight or of unknown outcome, or
+		 * no Redis (the reconnect renews everything at once). */
+		if (due && !lk->releasing && !lk->release_unknown && up) {
+			if (b == NULL) {
+				b = xmalloc(sizeof *b);
+				b->lt = lt;
+				b->n = 0;
+			}
+			b->lk[b->n] = lk;
+			b->token[b->n] = lk->token;
+			b->ttl[b->n] = lk->ttl_ms;
+			b->n++;
+			lk->refs++;
+			if (b->n == STORE_RENEW_BATCH) {
+				renew_send(lt, b);
+				b = NULL;
 			}
 		}
 		if (next == 0 || lk->renew_at < next)

@@ -286,9 +286,18 @@ next_line(struct session *s)
 
 	eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
 	if (eol.pos < 0) {
+		struct evbuffer_ptr p;
+		char last;
+
 		have = evbuffer_get_length(in);
-		/* max bytes plus a CR may still be a valid line */
-		return have > max + 1 ? -2 : -1;
+		if (have <= max)
+			return -1;
+		/* max bytes and a CR may still be a valid line */
+		if (have == max + 1 &&
+		    evbuffer_ptr_set(in, &p, max, EVBUFFER_PTR_SET) == 0 &&
+		    evbuffer_copyout_from(in, &p, &last, 1) == 1 && last == '\r')
+			return -1;
+		return -2;
 	}
 	len = (size_t)eol.pos;
 	if (len > max + 1) {

@@ -140,10 +140,13 @@ class TestRedisStopped(FaultCase):
                    what="STATS redis=up after SIGCONT")
         self.assertToken(c.req("ACQUIRE k"))
 
-    def test_release_unavailable_changes_nothing(self):
+    def test_release_unavailable_keeps_the_hold_and_retry_succeeds(self):
+        # The timed-out RELEASE may still run in Redis once it resumes
+        # (the bytes were sent), so its outcome is unknown: the session
+        # keeps the hold, and RELEASE again answers OK 0 either way.
         c = self.connect(self.b)
-        cid = c.hello()
-        tok = self.assertToken(c.req("ACQUIRE keep TTL 60000"))
+        c.hello()
+        self.assertToken(c.req("ACQUIRE keep TTL 60000"))
         self.own.pause()
         self.addCleanup(self.own.resume)
         self.assertUnavailable(c, "RELEASE keep", within_ms=2500)
@@ -151,10 +154,27 @@ class TestRedisStopped(FaultCase):
         self.own.resume()
         wait_until(lambda: self.redis_state(c) == "up", 5.0,
                    what="STATS redis=up after SIGCONT")
-        self.assertEqual(self.own.cli("GET", self.lock_key("keep")),
-                         "%s:%d" % (cid, tok))
         self.assertEqual(c.req("RELEASE keep"), "OK 0")
+        self.assertEqual(c.req("HELD"), "OK 0")
         self.assertEqual(self.own.cli("EXISTS", self.lock_key("keep")), 0)
+
+    def test_release_refused_while_down_changes_nothing(self):
+        # Redis gone before the RELEASE: nothing was sent, the lock is
+        # still held in Redis, and a retry after Redis returns frees it.
+        c = self.connect(self.b)
+        cid = c.hello()
+        tok = self.assertToken(c.req("ACQUIRE keep2 TTL 60000"))
+        self.own.pause()
+        self.addCleanup(self.own.resume)
+        self.assertUnavailable(c, "OWNER keep2", within_ms=2500)
+        self.assertUnavailable(c, "RELEASE keep2", within_ms=500)
+        self.own.resume()
+        wait_until(lambda: self.redis_state(c) == "up", 5.0,
+                   what="STATS redis=up after SIGCONT")
+        self.assertEqual(self.own.cli("GET", self.lock_key("keep2")),
+                         "%s:%d" % (cid, tok))
+        self.assertEqual(c.req("RELEASE keep2"), "OK 0")
+        self.assertEqual(self.own.cli("EXISTS", self.lock_key("keep2")), 0)
 
 
 class TestScripts(FaultCase):
