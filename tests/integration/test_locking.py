@@ -494,6 +494,25 @@ class TestTwoBrokers(LockCase):
         ms = ms_since(t0)
         self.assertLess(ms, 50, "cross-broker wake-up took %.0f ms" % ms)
 
+    def test_release_racing_the_waiters_first_attempt_is_not_missed(self):
+        # The release lands while the waiter's first acquire attempt is in
+        # flight (it saw the key held): the pub/sub wake must not be lost,
+        # or the waiter sleeps until its WAIT (or the holder's TTL) ends.
+        a, w = self.connect(self.b), self.connect(self.b2)
+        obs = self.connect(self.b2)
+        for i in range(40):     # the race hits ~1 round in 10
+            self.assertToken(a.req("ACQUIRE race TTL 20000"))
+            w.send("ACQUIRE race WAIT 300")
+            self.waiters_are(obs, 1)
+            self.assertEqual(a.req("RELEASE race"), "OK 0")
+            t0 = time.monotonic()
+            r = w.readline()
+            ms = ms_since(t0)
+            self.assertTrue(r.startswith("OK ") and ms < 100,
+                            "round %d: waiter answered %r %.0f ms after the "
+                            "release" % (i, r, ms))
+            self.assertEqual(w.req("RELEASE race"), "OK 0")
+
     def test_remote_release_wakes_local_waiters_in_order(self):
         a = self.connect(self.b)
         w1, w2 = self.connect(self.b2), self.connect(self.b2)
