@@ -14,6 +14,9 @@
 /* One line per suite. */
 static Suite *(*const suites[])(void) = {
 	proto_suite,
+	keytab_suite,
+	config_suite,
+	locks_suite,
 };
 
 int

@@ -1,0 +1,304 @@
+/*
+ * fake_store.c - store.h answered by hand, for the lock table's unit tests.
+ *
+ * See fake_store.h.  Requests are copied (key and value bytes too: locks.c
+ * passes renew items built on its stack) into a singly linked FIFO; the
+ * test takes them out and completes them.  Never any I/O or timer, so
+ * the order of every callback is the order the test chose.
+ */
+#include "fake_store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+	struct fake_call *head, *tail;
+	int up;
+	int fail;
+	size_t calls[FAKE__COUNT];
+};
+
+static void *
+fs_alloc(size_t size)
+{
+	void *p = calloc(1, size ? size : 1);
+
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+static char *
+fs_copy(const char *p, size_t len)
+{
+	char *s = fs_alloc(len + 1);
+
+	if (len > 0)
+		memcpy(s, p, len);
+	return s;
+}
+
+static int
+fs_refuse(const struct store *st)
+{
+	return st == NULL || !st->up || st->fail;
+}
+
+static struct fake_call *
+fs_push(struct store *st, enum fake_kind kind, const char *key,
+    size_t keylen, const char *value, size_t valuelen, long ttl_ms,
+    void *arg)
+{
+	struct fake_call *c = fs_alloc(sizeof *c);
+
+	c->kind = kind;
+	c->key = fs_copy(key, keylen);
+	c->keylen = keylen;
+	c->value = value != NULL ? fs_copy(value, valuelen) : NULL;
+	c->valuelen = valuelen;
+	c->ttl_ms = ttl_ms;
+	c->arg = arg;
+	if (st->tail != NULL)
+		st->tail->next = c;
+	else
+		st->head = c;
+	st->tail = c;
+	st->calls[kind]++;
+	return c;
+}
+
+struct store *
+fake_store_new(void)
+{
+	struct store *st = fs_alloc(sizeof *st);
+
+	st->up = 1;
+	return st;
+}
+
+void
+fake_store_set_up(struct store *st, int up)
+{
+	st->up = up;
+}
+
+void
+fake_store_set_fail(struct store *st, int fail)
+{
+	st->fail = fail;
+}
+
+size_t
+fake_store_pending(const struct store *st, int kind)
+{
+	size_t n = 0;
+
+	for (const struct fake_call *c = st->head; c != NULL; c = c->next)
+		if (kind == FAKE_ANY || (int)c->kind == kind)
+			n++;
+	return n;
+}
+
+size_t
+fake_store_calls(const struct store *st, int kind)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < FAKE__COUNT; k++)
+		if (kind == FAKE_ANY || k == kind)
+			n += st->calls[k];
+	return n;
+}
+
+struct fake_call *
+fake_store_peek(const struct store *st, int kind, size_t i)
+{
+	for (struct fake_call *c = st->head; c != NULL; c = c->next)
+		if ((kind == FAKE_ANY || (int)c->kind == kind) && i-- == 0)
+			return c;
+	return NULL;
+}
+
+struct fake_call *
+fake_store_take(struct store *st, int kind)
+{
+	struct fake_call **pp, *prev = NULL;
+
+	for (pp = &st->head; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
+		struct fake_call *c = *pp;
+		if (kind == FAKE_ANY || (int)c->kind == kind) {
+			*pp = c->next;
+			if (st->tail == c)
+				st->tail = prev;
+			c->next = NULL;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+void
+fake_call_free(struct fake_call *c)
+{
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->items[i].key);
+		free(c->items[i].value);
+	}
+	free(c->items);
+	free(c->key);
+	free(c->value);
+	free(c);
+}
+
+void
+fake_acquire_done(struct fake_call *c, int ok, int granted, long long n)
+{
+	c->fn.acquire(c->arg, ok, granted, n);
+	fake_call_free(c);
+}
+
+void
+fake_release_done(struct fake_call *c, int ok, int released)
+{
+	c->fn.release(c->arg, ok, released);
+	fake_call_free(c);
+}
+
+void
+fake_renew_done(struct fake_call *c, int ok, const int *renewed, size_t n)
+{
+	c->fn.renew(c->arg, ok, renewed, n);
+	fake_call_free(c);
+}
+
+void
+fake_owner_done(struct fake_call *c, int ok, const char *value,
+    long long pttl)
+{
+	c->fn.owner(c->arg, ok, value, value ? strlen(value) : 0, pttl);
+	fake_call_free(c);
+}
+
+void
+fake_store_drain(struct store *st)
+{
+	struct fake_call *c;
+
+	st->up = 0;
+	while ((c = fake_store_take(st, FAKE_ANY)) != NULL) {
+		switch (c->kind) {
+		case FAKE_ACQUIRE:
+			fake_acquire_done(c, 0, 0, 0);
+			break;
+		case FAKE_RELEASE:
+			fake_release_done(c, 0, 0);
+			break;
+		case FAKE_RENEW:
+			fake_renew_done(c, 0, NULL, 0);
+			break;
+		case FAKE_OWNER:
+		default:
+			fake_owner_done(c, 0, NULL, 0);
+			break;
+		}
+	}
+}
+
+/* --- store.h ------------------------------------------------------------ */
+
+struct store *
+store_new(struct event_base *base, const struct store_cfg *cfg,
+    const struct store_hooks *hooks)
+{
+	(void)base;
+	(void)cfg;
+	(void)hooks;
+	return fake_store_new();
+}
+
+void
+store_free(struct store *st)
+{
+	if (st == NULL)
+		return;
+	fake_store_drain(st);
+	free(st);
+}
+
+int
+store_is_up(const struct store *st)
+{
+	return st != NULL && st->up;
+}
+
+size_t
+store_inflight(const struct store *st)
+{
+	return fake_store_pending(st, FAKE_ANY);
+}
+
+uint64_t
+store_reconnects(const struct store *st)
+{
+	(void)st;
+	return 0;
+}
+
+int
+store_acquire(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long ttl_ms, store_acquire_fn *fn,
+    void *arg)
+{
+	if (fs_refuse(st))
+		return -1;
+	fs_push(st, FAKE_ACQUIRE, key, keylen, owner, ownerlen, ttl_ms,
+	    arg)->fn.acquire = fn;
+	return 0;
+}
+
+int
+store_release(struct store *st, const char *key, size_t keylen,
+    const char *value, size_t valuelen, store_release_fn *fn, void *arg)
+{
+	if (fs_refuse(st))
+		return -1;
+	fs_push(st, FAKE_RELEASE, key, keylen, value, valuelen, 0,
+	    arg)->fn.release = fn;
+	return 0;
+}
+
+int
+store_renew(struct store *st, const struct store_renew_item *items,
+    size_t n, store_renew_fn *fn, void *arg)
+{
+	struct fake_call *c;
+
+	if (fs_refuse(st) || n == 0)
+		return -1;
+	c = fs_push(st, FAKE_RENEW, items[0].key, items[0].keylen,
+	    items[0].value, items[0].valuelen, items[0].ttl_ms, arg);
+	c->fn.renew = fn;
+	c->n = n;
+	c->items = fs_alloc(n * sizeof *c->items);
+	for (size_t i = 0; i < n; i++) {
+		c->items[i].key = fs_copy(items[i].key, items[i].keylen);
+		c->items[i].keylen = items[i].keylen;
+		c->items[i].value = fs_copy(items[i].value,
+		    items[i].valuelen);
+		c->items[i].valuelen = items[i].valuelen;
+		c->items[i].ttl_ms = items[i].ttl_ms;
+	}
+	return 0;
+}
+
+int
+store_owner(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg)
+{
+	if (fs_refuse(st))
+		return -1;
+	fs_push(st, FAKE_OWNER, key, keylen, NULL, 0, 0, arg)->fn.owner = fn;
+	return 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * fake_store.h - a hand-driven stand-in for daemon/store.c in unit tests.
+ *
+ * fake_store.c defines every function of store.h, so test_locks.c links
+ * daemon/locks.c against it instead of hiredis.  Each request is recorded
+ * (kind, key, owner or value, TTL, callback and its argument) in a FIFO
+ * the test inspects; nothing is answered until the test completes the
+ * call with one of the fake_*_done() functions, which run the callback
+ * exactly once -- later than the request, as the real store does -- and
+ * free the record.  Two switches reproduce the store's failure modes: the
+ * command connection down (store_is_up 0, requests -1) and requests
+ * refused while store_is_up still says 1.
+ */
+#ifndef LOCKBROKER_FAKE_STORE_H
+#define LOCKBROKER_FAKE_STORE_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
+    FAKE__COUNT };
+#define FAKE_ANY (-1)
+
+struct fake_item {
+	char *key;			/* NUL-terminated copies */
+	size_t keylen;
+	char *value;
+	size_t valuelen;
+	long ttl_ms;
+};
+
+struct fake_call {
+	struct fake_call *next;
+	enum fake_kind kind;
+	/* ACQUIRE: key, value = owner, ttl_ms.  RELEASE: key, value.
+	 * OWNER: key.  RENEW: n items; key, value, ttl_ms mirror items[0]. */
+	char *key;
+	size_t keylen;
+	char *value;
+	size_t valuelen;
+	long ttl_ms;
+	size_t n;
+	struct fake_item *items;
+	union {
+		store_acquire_fn *acquire;
+		store_release_fn *release;
+		store_renew_fn *renew;
+		store_owner_fn *owner;
+	} fn;
+	void *arg;
+};
+
+struct store *fake_store_new(void);
+/* up = 0: store_is_up() says 0 and every request returns -1. */
+void fake_store_set_up(struct store *st, int up);
+/* fail = 1: requests return -1 although store_is_up() says 1. */
+void fake_store_set_fail(struct store *st, int fail);
+/* Requests waiting for an answer, of one kind or FAKE_ANY. */
+size_t fake_store_pending(const struct store *st, int kind);
+/* Requests accepted since creation, of one kind or FAKE_ANY. */
+size_t fake_store_calls(const struct store *st, int kind);
+/* The i-th oldest pending request of kind (or FAKE_ANY), or NULL. */
+struct fake_call *fake_store_peek(const struct store *st, int kind,
+    size_t i);
+/* Unlink the oldest pending request of kind, or NULL; complete it with
+ * the matching fake_*_done(). */
+struct fake_call *fake_store_take(struct store *st, int kind);
+/* Answer every pending request with ok = 0 (the store's behaviour on
+ * disconnect), after setting the store down so no new one is queued. */
+void fake_store_drain(struct store *st);
+
+/* Run the call's callback once with these results, then free the call. */
+void fake_acquire_done(struct fake_call *c, int ok, int granted,
+    long long n);
+void fake_release_done(struct fake_call *c, int ok, int released);
+void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
+    size_t n);
+void fake_owner_done(struct fake_call *c, int ok, const char *value,
+    long long pttl);
+/* Free a taken call without answering it. */
+void fake_call_free(struct fake_call *c);
+
+#endif

@@ -1,0 +1,813 @@
+/*
+ * test_locks.c - the lock table of daemon/locks.c, against a fake store.
+ *
+ * locks.c is linked with fake_store.c instead of store.c: every Redis
+ * request it makes is queued, and the test answers it by hand (granted or
+ * not, a token, a PTTL, ok = 0), so each test controls the exact order of
+ * events and asserts what locks.c asked of Redis and what it answered its
+ * clients.  This is a unit test of the broker's semantics (serialization
+ * per key, FIFO waiters, wake-ups, orphans, renewal, limits); the real
+ * Redis scripts are covered by tests/integration.
+ *
+ * Each test builds its own event_base (Check forks per test) and runs it
+ * only where timers matter, with event_base_loopexit bounding the run.
+ * Reply callbacks record into one struct rec per client.  Immediate
+ * answers arrive before the locks_* call returns, so "no reply yet" is
+ * checked right after a call.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "fake_store.h"
+#include "locks.h"
+#include "log.h"
+#include "util.h"
+#include "suites.h"
+
+#define NCL 5			/* clients per test */
+#define HIST 32
+
+/* What one client was told. */
+struct rec {
+	int nreplies;
+	enum lk_status status;		/* of the last reply */
+	long long n;
+	int64_t at_ms;			/* when the last reply came */
+	int ok_seq;			/* global order of its last LK_OK */
+	enum lk_status hist[HIST];
+	int nlost;
+	char lostkey[64];
+	long long losttoken;
+};
+
+static int ok_seq;
+
+static void
+on_reply(void *arg, const struct lk_result *res)
+{
+	struct rec *r = arg;
+
+	if (r->nreplies < HIST)
+		r->hist[r->nreplies] = res->status;
+	r->nreplies++;
+	r->status = res->status;
+	r->n = res->n;
+	r->at_ms = now_ms();
+	if (res->status == LK_OK)
+		r->ok_seq = ++ok_seq;
+}
+
+static void
+on_lost(void *arg, const char *key, size_t keylen, long long token)
+{
+	struct rec *r = arg;
+
+	r->nlost++;
+	ck_assert_uint_lt(keylen, sizeof r->lostkey);
+	memcpy(r->lostkey, key, keylen);
+	r->lostkey[keylen] = '\0';
+	r->losttoken = token;
+}
+
+static const struct lk_client_ops ops = { on_reply, on_lost };
+
+/* 36-byte client-ids, as clientid.c makes them. */
+static const char *const ids[NCL] = {
+	"aaaaaaaa-0000-4000-8000-000000000001",
+	"bbbbbbbb-0000-4000-8000-000000000002",
+	"cccccccc-0000-4000-8000-000000000003",
+	"dddddddd-0000-4000-8000-000000000004",
+	"eeeeeeee-0000-4000-8000-000000000005",
+};
+
+static const struct locks_cfg base_cfg = {
+	.default_ttl_ms = 30000,
+	.max_ttl_ms = 600000,
+	.max_wait_ms = 60000,
+	.max_locks_per_session = 1000,
+	.max_waiters = 1000,
+};
+
+struct env {
+	struct event_base *base;
+	struct store *st;
+	struct locks *lt;
+	struct lclient *cl[NCL];
+	struct rec rec[NCL];
+};
+
+static void
+env_start(struct env *e, const struct locks_cfg *cfg)
+{
+	memset(e, 0, sizeof *e);
+	log_set_level(LOG_ERROR);	/* lost/limit lines are expected here */
+	e->base = event_base_new();
+	ck_assert_ptr_nonnull(e->base);
+	e->st = fake_store_new();
+	e->lt = locks_new(e->base, cfg != NULL ? cfg : &base_cfg);
+	locks_set_store(e->lt, e->st);
+	for (int i = 0; i < NCL; i++)
+		e->cl[i] = locks_client_new(e->lt, ids[i], &ops, &e->rec[i]);
+}
+
+/* The client is gone (tests that free one early call this). */
+static void
+env_free_client(struct env *e, int i)
+{
+	locks_client_free(e->cl[i]);
+	e->cl[i] = NULL;
+}
+
+/*
+ * Answer what is still pending with ok = 0, free every client, and check
+ * that the table is empty then: an entry left behind would be a leak in
+ * the daemon.
+ */
+static void
+env_end(struct env *e)
+{
+	struct locks_stats s;
+
+	fake_store_drain(e->st);
+	for (int i = 0; i < NCL; i++)
+		env_free_client(e, i);
+	ck_assert_uint_eq(fake_store_pending(e->st, FAKE_ANY), 0);
+	locks_get_stats(e->lt, &s);
+	ck_assert_msg(s.keys == 0, "%zu lock entries left behind", s.keys);
+	ck_assert_uint_eq(s.locks_held, 0);
+	ck_assert_uint_eq(s.waiters, 0);
+	locks_free(e->lt);
+	store_free(e->st);
+	event_base_free(e->base);
+}
+
+/* Run the event loop for ms milliseconds. */
+static void
+run_ms(struct env *e, long ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000,
+	    .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+
+	event_base_loopexit(e->base, &tv);
+	event_base_dispatch(e->base);
+}
+
+static void
+acquire(struct env *e, int c, const char *key, long wait_ms, long ttl_ms)
+{
+	locks_acquire(e->cl[c], key, strlen(key), wait_ms, ttl_ms);
+}
+
+static void
+release(struct env *e, int c, const char *key)
+{
+	locks_release(e->cl[c], key, strlen(key));
+}
+
+/* The oldest pending request of kind, which must exist. */
+static struct fake_call *
+take(struct env *e, enum fake_kind kind)
+{
+	struct fake_call *c = fake_store_take(e->st, kind);
+
+	ck_assert_msg(c != NULL, "no pending store request of kind %d", kind);
+	return c;
+}
+
+static size_t
+pending(const struct env *e, enum fake_kind kind)
+{
+	return fake_store_pending(e->st, kind);
+}
+
+static size_t
+calls(const struct env *e, enum fake_kind kind)
+{
+	return fake_store_calls(e->st, kind);
+}
+
+/* Client c acquires a free key: one attempt, granted with token. */
+static void
+hold(struct env *e, int c, const char *key, long ttl_ms, long long token)
+{
+	struct fake_call *fc;
+	int before = e->rec[c].nreplies;
+
+	acquire(e, c, key, 0, ttl_ms);
+	fc = take(e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->key, key);
+	fake_acquire_done(fc, 1, 1, token);
+	ck_assert_int_eq(e->rec[c].nreplies, before + 1);
+	ck_assert_int_eq(e->rec[c].status, LK_OK);
+	ck_assert_int_eq(e->rec[c].n, token);
+}
+
+/* "<client-id>:<token>", the value locks.c must store for a hold. */
+static const char *
+value_of(int c, long long token)
+{
+	static char buf[64];
+
+	snprintf(buf, sizeof buf, "%s:%lld", ids[c], token);
+	return buf;
+}
+
+struct held_list {
+	int n;
+	char keys[8][32];
+};
+
+static void
+held_add(void *arg, const char *key, size_t keylen)
+{
+	struct held_list *h = arg;
+
+	ck_assert_int_lt(h->n, 8);
+	ck_assert_uint_lt(keylen, sizeof h->keys[0]);
+	memcpy(h->keys[h->n], key, keylen);
+	h->keys[h->n][keylen] = '\0';
+	h->n++;
+}
+
+/* --- acquire and release --------------------------------------------- */
+
+START_TEST(test_acquire_free_key)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct held_list h = { 0 };
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 0, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);		/* Redis decides */
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->key, "k");
+	ck_assert_uint_eq(fc->keylen, 1);
+	ck_assert_uint_eq(fc->valuelen, 36);
+	ck_assert_str_eq(fc->value, ids[0]);		/* owner: client-id */
+	ck_assert_int_eq(fc->ttl_ms, 5000);
+	fake_acquire_done(fc, 1, 1, 42);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 42);
+	ck_assert_uint_eq(locks_held(e.cl[0], held_add, &h), 1);
+	ck_assert_int_eq(h.n, 1);
+	ck_assert_str_eq(h.keys[0], "k");
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);	/* nothing else */
+	env_end(&e);
+}
+END_TEST
+
+/* TTL 0 means the default; a TTL above max_ttl_ms is clamped. */
+START_TEST(test_acquire_ttl_default_and_clamp)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "a", 0, 0);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_int_eq(fc->ttl_ms, base_cfg.default_ttl_ms);
+	fake_acquire_done(fc, 1, 1, 1);
+	acquire(&e, 1, "b", 0, base_cfg.max_ttl_ms + 1);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_int_eq(fc->ttl_ms, base_cfg.max_ttl_ms);
+	fake_acquire_done(fc, 1, 1, 2);
+	env_end(&e);
+}
+END_TEST
+
+START_TEST(test_reentrant)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 7);
+	acquire(&e, 0, "k", 0, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 2);		/* at once */
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 7);		/* same token */
+	acquire(&e, 0, "k", 1000, 0);
+	ck_assert_int_eq(e.rec[0].nreplies, 3);
+	ck_assert_int_eq(e.rec[0].n, 7);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);	/* no store call */
+
+	release(&e, 0, "k");
+	ck_assert_int_eq(e.rec[0].nreplies, 4);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 2);		/* holds left */
+	release(&e, 0, "k");
+	ck_assert_int_eq(e.rec[0].nreplies, 5);
+	ck_assert_int_eq(e.rec[0].n, 1);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);
+
+	release(&e, 0, "k");				/* the last one */
+	ck_assert_int_eq(e.rec[0].nreplies, 5);		/* Redis decides */
+	ck_assert_uint_eq(calls(&e, FAKE_RELEASE), 1);
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->key, "k");
+	ck_assert_str_eq(fc->value, value_of(0, 7));
+	fake_release_done(fc, 1, 1);
+	ck_assert_int_eq(e.rec[0].nreplies, 6);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 0);
+	ck_assert_uint_eq(locks_held(e.cl[0], NULL, NULL), 0);
+	release(&e, 0, "k");
+	ck_assert_int_eq(e.rec[0].status, LK_NOTHELD);
+	env_end(&e);
+}
+END_TEST
+
+/*
+ * Three clients want one key with a WAIT: one attempt in flight at a
+ * time, the next only after the holder's release is confirmed, and the
+ * grants in arrival order (0, then 2, then 1: not client order).
+ */
+START_TEST(test_same_key_fifo)
+{
+	static const int order[3] = { 0, 2, 1 };
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	for (int i = 0; i < 3; i++) {
+		acquire(&e, order[i], "k", 10000, 5000);
+		ck_assert_int_eq(e.rec[order[i]].nreplies, 0);
+		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+	}
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+
+	for (int i = 0; i < 3; i++) {
+		int c = order[i];
+
+		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+		fc = take(&e, FAKE_ACQUIRE);
+		ck_assert_msg(strcmp(fc->value, ids[c]) == 0,
+		    "grant %d: attempt for %s, want client %d", i, fc->value,
+		    c);
+		fake_acquire_done(fc, 1, 1, 100 + i);
+		ck_assert_int_eq(e.rec[c].status, LK_OK);
+		ck_assert_int_eq(e.rec[c].n, 100 + i);
+		/* The holder is local: nobody else is tried meanwhile. */
+		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
+
+		release(&e, c, "k");
+		fc = take(&e, FAKE_RELEASE);
+		ck_assert_str_eq(fc->value, value_of(c, 100 + i));
+		/* Not before the release is confirmed. */
+		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
+		fake_release_done(fc, 1, 1);
+		ck_assert_int_eq(e.rec[c].status, LK_OK);
+		ck_assert_int_eq(e.rec[c].n, 0);
+	}
+	ck_assert_int_lt(e.rec[0].ok_seq, e.rec[2].ok_seq);
+	ck_assert_int_lt(e.rec[2].ok_seq, e.rec[1].ok_seq);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 3);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
+	env_end(&e);
+}
+END_TEST
+
+/* WAIT 0 (or none) on a key another local client holds: BUSY at once. */
+START_TEST(test_wait0_busy_local)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 1);
+	acquire(&e, 1, "k", 0, 5000);
+	ck_assert_int_eq(e.rec[1].nreplies, 1);
+	ck_assert_int_eq(e.rec[1].status, LK_BUSY);
+	acquire(&e, 1, "k", -1, 5000);			/* no WAIT given */
+	ck_assert_int_eq(e.rec[1].nreplies, 2);
+	ck_assert_int_eq(e.rec[1].status, LK_BUSY);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);	/* no store call */
+	env_end(&e);
+}
+END_TEST
+
+/* One try on a key held in Redis by another broker: BUSY on the reply. */
+START_TEST(test_wait0_busy_remote)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 0, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_BUSY);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
+	env_end(&e);
+}
+END_TEST
+
+/* --- waiting on a key held elsewhere ----------------------------------- */
+
+/* Refused with a PTTL: silent until the pub/sub wake, then one attempt. */
+START_TEST(test_remote_busy_waits_for_wake)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 10000, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);		/* still waiting */
+	run_ms(&e, 30);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);	/* no polling */
+
+	locks_store_released(e.lt, "other", 5);		/* another key */
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+	locks_store_released(e.lt, "k", 1);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 2);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+	locks_store_released(e.lt, "k", 1);		/* one in flight */
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 2);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 9);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 9);
+	env_end(&e);
+}
+END_TEST
+
+/* A holder that died without releasing: retried when its PTTL runs out. */
+START_TEST(test_remote_busy_retry_at_pttl)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 10000, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+	run_ms(&e, 100);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 2);	/* exactly one */
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 3);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	env_end(&e);
+}
+END_TEST
+
+/* WAIT 50 on a key held elsewhere: BUSY when the 50 ms are over. */
+START_TEST(test_wait_deadline)
+{
+	struct env e;
+	int64_t t0;
+
+	env_start(&e, NULL);
+	t0 = now_ms();
+	acquire(&e, 0, "k", 50, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	run_ms(&e, 200);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_BUSY);
+	ck_assert_msg(e.rec[0].at_ms - t0 >= 45 && e.rec[0].at_ms - t0 < 190,
+	    "BUSY after %lld ms, want ~50", (long long)(e.rec[0].at_ms - t0));
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+	env_end(&e);
+}
+END_TEST
+
+/*
+ * BUG (locks.c, lost wake-up): the pub/sub message of a release and the
+ * reply to our attempt come on different connections, so the message can
+ * be handled first: our attempt ran while the other broker still held the
+ * key, the holder then released and published.  locks_store_released()
+ * ignores the key (remote_busy is not set yet while the attempt is in
+ * flight), then the "not granted" reply sets remote_busy and arms the
+ * retry only at the old holder's PTTL -- or never, when PTTL is -1.  The
+ * waiter sleeps on a free key until its WAIT runs out.  Expected: a wake
+ * during an attempt makes a refused attempt retry at once.
+ */
+START_TEST(test_wake_during_attempt_not_lost)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 10000, 5000);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+	locks_store_released(e.lt, "k", 1);		/* message first */
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);	/* one in flight */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	run_ms(&e, 50);
+	ck_assert_msg(calls(&e, FAKE_ACQUIRE) == 2,
+	    "BUG: the wake that came while the attempt was in flight was "
+	    "lost; no new attempt until the old holder's PTTL (20 s)");
+	env_end(&e);
+}
+END_TEST
+
+/* --- clients that go away ----------------------------------------------- */
+
+/* Granted after the client left: released in Redis, nobody answered. */
+START_TEST(test_freed_during_attempt_orphan)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 0, 5000);
+	fc = take(&e, FAKE_ACQUIRE);
+	env_free_client(&e, 0);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);	/* nothing yet */
+	fake_acquire_done(fc, 1, 1, 77);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 1);
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->key, "k");
+	ck_assert_str_eq(fc->value, value_of(0, 77));
+	fake_release_done(fc, 1, 1);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.orphans, 1);
+	ck_assert_uint_eq(s.keys, 0);
+	env_end(&e);
+}
+END_TEST
+
+/* An orphan release comes before the next local waiter's attempt. */
+START_TEST(test_orphan_then_next_waiter)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 0, 5000);
+	acquire(&e, 1, "k", 10000, 5000);
+	fc = take(&e, FAKE_ACQUIRE);
+	env_free_client(&e, 0);
+	fake_acquire_done(fc, 1, 1, 5);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
+	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->value, ids[1]);
+	fake_acquire_done(fc, 1, 1, 6);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	env_end(&e);
+}
+END_TEST
+
+START_TEST(test_freed_while_holding_two)
+{
+	struct env e;
+	struct fake_call *fc;
+	int seen1 = 0, seen2 = 0;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k1", 5000, 11);
+	hold(&e, 0, "k2", 5000, 12);
+	ck_assert_uint_eq(calls(&e, FAKE_RELEASE), 0);
+	env_free_client(&e, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 2);
+	while ((fc = fake_store_take(e.st, FAKE_RELEASE)) != NULL) {
+		if (strcmp(fc->key, "k1") == 0) {
+			ck_assert_str_eq(fc->value, value_of(0, 11));
+			seen1++;
+		} else {
+			ck_assert_str_eq(fc->key, "k2");
+			ck_assert_str_eq(fc->value, value_of(0, 12));
+			seen2++;
+		}
+		fake_release_done(fc, 1, 1);
+	}
+	ck_assert_int_eq(seen1, 1);
+	ck_assert_int_eq(seen2, 1);
+	ck_assert_int_eq(e.rec[0].nreplies, 2);		/* the two grants */
+	env_end(&e);
+}
+END_TEST
+
+/* --- renewal ------------------------------------------------------------- */
+
+static int
+renew_has(const struct fake_call *fc, const char *key, const char *value,
+    long ttl)
+{
+	for (size_t i = 0; i < fc->n; i++)
+		if (strcmp(fc->items[i].key, key) == 0 &&
+		    strcmp(fc->items[i].value, value) == 0 &&
+		    fc->items[i].ttl_ms == ttl)
+			return 1;
+	return 0;
+}
+
+/* Three keys with one TTL are renewed by one store call carrying all. */
+START_TEST(test_renew_batch)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k1", 30, 1);
+	hold(&e, 0, "k2", 30, 2);
+	hold(&e, 0, "k3", 30, 3);
+	ck_assert_uint_eq(calls(&e, FAKE_RENEW), 0);	/* not at once */
+	run_ms(&e, 15);
+	ck_assert_uint_ge(calls(&e, FAKE_RENEW), 1);
+	for (size_t i = 0; (fc = fake_store_peek(e.st, FAKE_RENEW, i)); i++) {
+		ck_assert_uint_eq(fc->n, 3);
+		ck_assert(renew_has(fc, "k1", value_of(0, 1), 30));
+		ck_assert(renew_has(fc, "k2", value_of(0, 2), 30));
+		ck_assert(renew_has(fc, "k3", value_of(0, 3), 30));
+	}
+	ck_assert_int_eq(e.rec[0].nlost, 0);
+	env_end(&e);
+}
+END_TEST
+
+/* Renewal finds a key gone: lost() once, then RELEASE says LOST, NOTHELD. */
+START_TEST(test_renew_lost)
+{
+	struct env e;
+	struct fake_call *fc;
+	int renewed[3];
+	struct held_list h = { 0 };
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k1", 30, 1);
+	hold(&e, 0, "k2", 30, 2);
+	hold(&e, 0, "k3", 30, 3);
+	run_ms(&e, 15);
+	fc = take(&e, FAKE_RENEW);
+	ck_assert_uint_eq(fc->n, 3);
+	for (size_t i = 0; i < 3; i++)
+		renewed[i] = strcmp(fc->items[i].key, "k2") != 0;
+	fake_renew_done(fc, 1, renewed, 3);
+	ck_assert_int_eq(e.rec[0].nlost, 1);
+	ck_assert_str_eq(e.rec[0].lostkey, "k2");
+	ck_assert_int_eq(e.rec[0].losttoken, 2);
+	ck_assert_int_eq(e.rec[0].nreplies, 3);		/* no reply for it */
+	ck_assert_uint_eq(locks_held(e.cl[0], held_add, &h), 2);
+	ck_assert_str_eq(h.keys[0], "k1");
+	ck_assert_str_eq(h.keys[1], "k3");
+
+	release(&e, 0, "k2");
+	ck_assert_int_eq(e.rec[0].nreplies, 4);
+	ck_assert_int_eq(e.rec[0].status, LK_LOST);
+	release(&e, 0, "k2");
+	ck_assert_int_eq(e.rec[0].nreplies, 5);
+	ck_assert_int_eq(e.rec[0].status, LK_NOTHELD);
+	ck_assert_uint_eq(calls(&e, FAKE_RELEASE), 0);	/* never to Redis */
+	env_end(&e);
+}
+END_TEST
+
+/* --- Redis down, limits -------------------------------------------------- */
+
+START_TEST(test_store_down_fails_waiters)
+{
+	struct env e;
+	struct fake_call *inflight;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 1);
+	acquire(&e, 1, "k", 10000, 5000);		/* queued behind 0 */
+	acquire(&e, 4, "k3", 10000, 5000);		/* held elsewhere */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	acquire(&e, 2, "k2", 10000, 5000);		/* attempt in flight */
+	acquire(&e, 3, "k2", 10000, 5000);		/* queued behind 2 */
+	/* Now 1, 3, 4 wait with nothing in flight; 2's attempt is. */
+	for (int c = 1; c < NCL; c++)
+		ck_assert_int_eq(e.rec[c].nreplies, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+	inflight = fake_store_peek(e.st, FAKE_ACQUIRE, 0);
+	ck_assert_str_eq(inflight->key, "k2");
+	ck_assert_str_eq(inflight->value, ids[2]);
+
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);		/* holder: untouched */
+	ck_assert_uint_eq(locks_held(e.cl[0], NULL, NULL), 1);
+	ck_assert_int_eq(e.rec[1].status, LK_UNAVAILABLE);
+	ck_assert_int_eq(e.rec[1].nreplies, 1);
+	ck_assert_int_eq(e.rec[2].nreplies, 0);		/* its reply decides */
+	ck_assert_int_eq(e.rec[3].status, LK_UNAVAILABLE);
+	ck_assert_int_eq(e.rec[3].nreplies, 1);
+	ck_assert_int_eq(e.rec[4].status, LK_UNAVAILABLE);
+	ck_assert_int_eq(e.rec[4].nreplies, 1);
+
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);
+	ck_assert_int_eq(e.rec[2].nreplies, 1);
+	ck_assert_int_eq(e.rec[2].status, LK_UNAVAILABLE);
+	env_end(&e);
+}
+END_TEST
+
+START_TEST(test_limit_locks_per_session)
+{
+	struct locks_cfg cfg = base_cfg;
+	struct env e;
+
+	cfg.max_locks_per_session = 2;
+	env_start(&e, &cfg);
+	hold(&e, 0, "a", 5000, 1);
+	hold(&e, 0, "b", 5000, 2);
+	acquire(&e, 0, "c", 1000, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 3);
+	ck_assert_int_eq(e.rec[0].status, LK_LIMIT);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 2);
+	acquire(&e, 0, "a", 0, 5000);			/* reentrant: fine */
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 1);
+	acquire(&e, 1, "c", 0, 5000);			/* per session */
+	ck_assert_int_eq(e.rec[1].nreplies, 0);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 3);
+	env_end(&e);
+}
+END_TEST
+
+START_TEST(test_limit_waiters)
+{
+	struct locks_cfg cfg = base_cfg;
+	struct env e;
+
+	cfg.max_waiters = 1;
+	env_start(&e, &cfg);
+	hold(&e, 0, "k", 5000, 1);
+	acquire(&e, 1, "k", 10000, 5000);		/* the one waiter */
+	ck_assert_int_eq(e.rec[1].nreplies, 0);
+	acquire(&e, 2, "k", 10000, 5000);
+	ck_assert_int_eq(e.rec[2].nreplies, 1);
+	ck_assert_int_eq(e.rec[2].status, LK_LIMIT);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 1);
+	env_end(&e);
+}
+END_TEST
+
+START_TEST(test_store_not_up)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	fake_store_set_up(e.st, 0);
+	acquire(&e, 0, "k", 10000, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_UNAVAILABLE);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 0);
+	env_end(&e);
+}
+END_TEST
+
+/* store_is_up says yes but the request is refused: answered at once too. */
+START_TEST(test_store_refuses_request)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	fake_store_set_fail(e.st, 1);
+	acquire(&e, 0, "k", 10000, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_UNAVAILABLE);
+	env_end(&e);
+}
+END_TEST
+
+Suite *
+locks_suite(void)
+{
+	Suite *s = suite_create("locks");
+	TCase *tc;
+
+	tc = tcase_create("acquire-release");
+	tcase_add_test(tc, test_acquire_free_key);
+	tcase_add_test(tc, test_acquire_ttl_default_and_clamp);
+	tcase_add_test(tc, test_reentrant);
+	tcase_add_test(tc, test_same_key_fifo);
+	tcase_add_test(tc, test_wait0_busy_local);
+	tcase_add_test(tc, test_wait0_busy_remote);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("waiting");
+	tcase_add_test(tc, test_remote_busy_waits_for_wake);
+	tcase_add_test(tc, test_remote_busy_retry_at_pttl);
+	tcase_add_test(tc, test_wait_deadline);
+	tcase_add_test(tc, test_wake_during_attempt_not_lost);	/* BUG */
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("clients-gone");
+	tcase_add_test(tc, test_freed_during_attempt_orphan);
+	tcase_add_test(tc, test_orphan_then_next_waiter);
+	tcase_add_test(tc, test_freed_while_holding_two);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("renewal");
+	tcase_add_test(tc, test_renew_batch);
+	tcase_add_test(tc, test_renew_lost);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("down-and-limits");
+	tcase_add_test(tc, test_store_down_fails_waiters);
+	tcase_add_test(tc, test_limit_locks_per_session);
+	tcase_add_test(tc, test_limit_waiters);
+	tcase_add_test(tc, test_store_not_up);
+	tcase_add_test(tc, test_store_refuses_request);
+	suite_add_tcase(s, tc);
+	return s;
+}
