@@ -1,0 +1,1099 @@
+/*
+ * lbbench.c - load generator for lockbrokerd, and for Redis running the
+ * broker's own Lua scripts directly (the baseline the broker is compared
+ * with).  One process, one libevent loop, any number of connections; every
+ * mode stops by itself (bounded time, bounded count) and prints one line of
+ * name=value results on stdout for tests/bench/run.py to read.
+ *
+ *   lbbench pairs    --broker H:P | --redis H:P --scripts DIR
+ *                    --conns N --seconds S [--warmup S] [--max-pairs N]
+ *       Each connection loops ACQUIRE k / RELEASE k on its own key, one
+ *       request in flight (it waits for each reply).  Against Redis the
+ *       same pair is EVALSHA of scripts/acquire.lua and scripts/release.lua
+ *       (SCRIPT LOAD first), one hiredis connection per simulated client.
+ *
+ *   lbbench handoff  --broker H:P [--broker H:P] --contenders N --seconds S
+ *                    [--hold-ms 1] [--wait-ms 10000]
+ *       N contenders (spread round-robin over the brokers) fight for one
+ *       key: ACQUIRE k WAIT w, hold, RELEASE k, ACQUIRE again at once.
+ *       A handoff is the time from one holder's RELEASE being written to
+ *       the next holder's OK being read; it is filed as "same" or "cross"
+ *       by whether the two contenders use the same broker.
+ *
+ *   lbbench sessions --broker H:P --sessions N [--keys K] [--depth D]
+ *       Opens N sessions (each answers a PING), prints "ready sessions=N",
+ *       and waits on stdin.  With --keys, a line on stdin makes every
+ *       session acquire K distinct keys; then "ready locks=N".  EOF on
+ *       stdin ends the run (so does --limit).
+ *
+ * Timing is CLOCK_MONOTONIC, read in this process only, so RELEASE-sent
+ * and OK-read times of different connections are comparable.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+#include <hiredis/adapters/libevent.h>
+
+#include <event2/event.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IN_CAP 1024		/* a reply line is far shorter */
+#define OUT_CAP 512		/* one request line, or a few pipelined */
+#define MAX_BROKERS 2
+#define CONNECTS_AT_ONCE 256	/* below the broker's listen backlog */
+#define DRAIN_GRACE_S 3		/* after the end: let requests finish */
+#define TTL_MS "30000"		/* the broker's default_ttl_ms */
+
+enum mode { M_PAIRS, M_HANDOFF, M_SESSIONS };
+
+/* Per-connection protocol state. */
+enum cstate {
+	S_CONNECTING,
+	S_IDLE,
+	S_ACQUIRE,		/* ACQUIRE sent */
+	S_HOLD,			/* holding, hold timer armed */
+	S_RELEASE,		/* RELEASE sent */
+	S_PING,
+	S_CLOSED
+};
+
+/* A growable array of microsecond samples. */
+struct samples {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+/* One line-protocol connection to a broker. */
+struct lconn {
+	int fd;
+	int idx;
+	int broker;
+	enum cstate state;
+	struct event *rev, *wev, *hold_ev;
+	int64_t t_sent;			/* first request of the pair (ns) */
+	int64_t t_acq;			/* ACQUIRE sent (ns) */
+	long sent, done;		/* sessions mode: ACQUIREs */
+	size_t inlen, outlen;
+	char key[64];
+	char in[IN_CAP];
+	char out[OUT_CAP];		/* unsent remainder of a write */
+};
+
+/* One hiredis connection standing in for a client of the scripts. */
+struct rconn {
+	redisAsyncContext *ac;
+	int idx;
+	int closed;
+	int64_t t_sent;
+	char key[64], kname[32], owner[40], value[64];
+};
+
+static struct {
+	/* options */
+	enum mode mode;
+	struct sockaddr_in brokers[MAX_BROKERS];
+	int nbrokers;
+	char redis_host[64];
+	int redis_port;
+	const char *scripts;
+	const char *tag;
+	int conns;
+	double seconds, warmup, limit;
+	long max_pairs;
+	int hold_ms, wait_ms;
+	int keys, depth;
+
+	/* run */
+	struct event_base *base;
+	struct event *start_ev, *end_ev, *grace_ev, *limit_ev, *stdin_ev;
+	struct lconn **lc;
+	struct rconn **rc;
+	int opened, connected, open, ready;
+	int measuring, stopping, phase;
+	int64_t t_begin, t_measure, t_end;
+	long pairs_total, pairs_window, errors;
+	struct samples lat;
+
+	/* direct Redis */
+	char sha_acq[41], sha_rel[41];
+	char fence[64], channel[64];
+
+	/* handoff */
+	struct lconn *holder;		/* has OK, has not sent RELEASE */
+	struct lconn *last_rel;		/* the last contender to RELEASE */
+	int64_t t_last_rel;
+	long acquisitions, self_again, overlaps, timeouts;
+	int64_t max_wait;
+	struct samples same, cross;
+
+	/* sessions */
+	long acquired;
+} bn = {
+	.seconds = 4, .warmup = 0.5, .limit = 60, .max_pairs = 10000000,
+	.hold_ms = 1, .wait_ms = 10000, .conns = 1, .depth = 8,
+	.tag = "b",
+};
+
+static void lconn_send(struct lconn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* --- small pieces --------------------------------------------------- */
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("lbbench: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double
+secs(int64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static void
+samples_add(struct samples *s, int64_t ns)
+{
+	int64_t us = ns / 1000;
+
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 4096;
+		s->v = realloc(s->v, s->cap * sizeof *s->v);
+		if (s->v == NULL)
+			die("out of memory");
+	}
+	s->v[s->n++] = us < 0 ? 0 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile (q in 0..1) of a sorted array; 0 when empty. */
+static uint32_t
+pct(const struct samples *s, double q)
+{
+	size_t r;
+
+	if (s->n == 0)
+		return 0;
+	r = (size_t)(q * (double)s->n + 0.999999);
+	if (r < 1)
+		r = 1;
+	return s->v[(r > s->n ? s->n : r) - 1];
+}
+
+/* Print "<name>_n=.. <name>_p50_us=.. <name>_p99_us=.. <name>_max_us=..". */
+static void
+print_samples(const char *name, struct samples *s)
+{
+	qsort(s->v, s->n, sizeof *s->v, cmp_u32);
+	printf(" %s_n=%zu %s_p50_us=%u %s_p99_us=%u %s_max_us=%u", name, s->n,
+	    name, pct(s, 0.50), name, pct(s, 0.99), name, pct(s, 1.0));
+}
+
+static double
+cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static void
+timer_s(struct event *ev, double s)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)s;
+	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+	event_add(ev, &tv);
+}
+
+static void
+parse_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+
+	if (colon == NULL || (size_t)(colon - s) >= hostlen)
+		die("bad address '%s' (want numeric-ip:port)", s);
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	*port = atoi(colon + 1);
+	if (*port < 1 || *port > 65535)
+		die("bad port in '%s'", s);
+}
+
+/* Raise our own open-files limit: 10,000 sessions need 10,000 fds. */
+static void
+raise_nofile(long want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		die("getrlimit: %s", strerror(errno));
+	if (rl.rlim_cur >= (rlim_t)want)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < (rlim_t)want)
+		die("open files limit %llu is below the %ld needed (ulimit -Hn)",
+		    (unsigned long long)rl.rlim_cur, want);
+}
+
+/* --- the run's clock: start, warm-up, end, drain --------------------- */
+
+static void
+loop_exit(void)
+{
+	event_base_loopbreak(bn.base);
+}
+
+static void
+end_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (bn.stopping)
+		return;
+	bn.stopping = 1;
+	bn.t_end = now_ns();
+	/* Connections finish what is in flight, then close; whatever is
+	 * still out after the grace is abandoned. */
+	timer_s(bn.grace_ev, DRAIN_GRACE_S);
+	if (bn.open == 0)
+		loop_exit();
+}
+
+static void
+grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	loop_exit();
+}
+
+static void
+measure_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	bn.measuring = 1;
+	bn.t_measure = now_ns();
+	timer_s(bn.end_ev, bn.seconds);
+}
+
+static void
+limit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	die("time limit (%.0f s) reached; giving up", bn.limit);
+}
+
+/* Everything is connected: run warm-up, then the measured window. */
+static void
+run_begin(void)
+{
+	bn.t_begin = now_ns();
+	timer_s(bn.start_ev, bn.warmup);
+}
+
+/* A pair (or acquisition) finished at t: counts when inside the window. */
+static int
+in_window(int64_t t)
+{
+	return bn.measuring && (!bn.stopping || t <= bn.t_end);
+}
+
+/* --- line connections to a broker ----------------------------------- */
+
+static void lconn_connected(struct lconn *c);
+static void lconn_line(struct lconn *c, char *line, size_t len);
+static void lconn_open_next(void);
+
+static void
+lconn_close(struct lconn *c)
+{
+	if (c->state == S_CLOSED)
+		return;
+	event_del(c->rev);
+	event_del(c->wev);
+	if (c->hold_ev)
+		event_del(c->hold_ev);
+	close(c->fd);
+	c->state = S_CLOSED;
+	if (--bn.open == 0 && bn.stopping)
+		loop_exit();
+}
+
+static void
+lconn_flush(struct lconn *c)
+{
+	ssize_t n;
+
+	while (c->outlen > 0) {
+		n = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			event_add(c->wev, NULL);
+			return;
+		}
+		if (n < 0)
+			die("send to broker: %s", strerror(errno));
+		memmove(c->out, c->out + n, c->outlen - (size_t)n);
+		c->outlen -= (size_t)n;
+	}
+}
+
+/* Queue one request line (CRLF added) and write it at once. */
+static void
+lconn_send(struct lconn *c, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(c->out + c->outlen, OUT_CAP - c->outlen - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= OUT_CAP - c->outlen - 2)
+		die("request line too long for the output buffer");
+	c->outlen += (size_t)n;
+	c->out[c->outlen++] = '\r';
+	c->out[c->outlen++] = '\n';
+	lconn_flush(c);
+}
+
+static void
+lconn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lconn *c = arg;
+	ssize_t n;
+	size_t start = 0;
+
+	(void)what;
+	n = recv(fd, c->in + c->inlen, IN_CAP - c->inlen, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (bn.stopping) {
+			lconn_close(c);
+			return;
+		}
+		die("broker closed connection %d (%s)", c->idx,
+		    n == 0 ? "EOF" : strerror(errno));
+	}
+	c->inlen += (size_t)n;
+	for (size_t i = 0; i < c->inlen && c->state != S_CLOSED; i++) {
+		if (c->in[i] != '\n')
+			continue;
+		size_t len = i - start;
+		if (len > 0 && c->in[start + len - 1] == '\r')
+			len--;
+		c->in[start + len] = '\0';
+		lconn_line(c, c->in + start, len);
+		start = i + 1;
+	}
+	if (c->state == S_CLOSED)
+		return;
+	memmove(c->in, c->in + start, c->inlen - start);
+	c->inlen -= start;
+	if (c->inlen == IN_CAP)
+		die("reply line longer than %d bytes", IN_CAP);
+}
+
+static void
+lconn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lconn *c = arg;
+	int err = 0;
+	socklen_t len = sizeof err;
+
+	(void)what;
+	if (c->state != S_CONNECTING) {
+		lconn_flush(c);
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
+		die("connect to broker: %s", strerror(err ? err : errno));
+	c->state = S_IDLE;
+	event_add(c->rev, NULL);
+	bn.connected++;
+	lconn_connected(c);
+	lconn_open_next();
+}
+
+static void hold_cb(evutil_socket_t fd, short what, void *arg);
+
+static struct lconn *
+lconn_new(int idx, int broker)
+{
+	struct lconn *c = calloc(1, sizeof *c);
+	int one = 1, fd;
+
+	if (c == NULL)
+		die("out of memory");
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c->fd = fd;
+	c->idx = idx;
+	c->broker = broker;
+	c->state = S_CONNECTING;
+	c->rev = event_new(bn.base, fd, EV_READ | EV_PERSIST, lconn_read_cb, c);
+	c->wev = event_new(bn.base, fd, EV_WRITE, lconn_write_cb, c);
+	if (bn.mode == M_HANDOFF)
+		c->hold_ev = evtimer_new(bn.base, hold_cb, c);
+	if (c->rev == NULL || c->wev == NULL ||
+	    (bn.mode == M_HANDOFF && c->hold_ev == NULL))
+		die("cannot create events");
+	if (connect(fd, (struct sockaddr *)&bn.brokers[broker],
+	    sizeof bn.brokers[broker]) != 0 && errno != EINPROGRESS)
+		die("connect to broker: %s", strerror(errno));
+	event_add(c->wev, NULL);
+	bn.open++;
+	return c;
+}
+
+/* Keep at most CONNECTS_AT_ONCE connects in progress. */
+static void
+lconn_open_next(void)
+{
+	while (bn.opened < bn.conns &&
+	    bn.opened - bn.connected < CONNECTS_AT_ONCE) {
+		int i = bn.opened++;
+		bn.lc[i] = lconn_new(i, i % bn.nbrokers);
+	}
+}
+
+/* --- pairs through the broker ---------------------------------------- */
+
+static void
+pair_start(struct lconn *c)
+{
+	c->t_sent = now_ns();
+	c->state = S_ACQUIRE;
+	lconn_send(c, "ACQUIRE %s", c->key);
+}
+
+static void
+pairs_line(struct lconn *c, const char *line)
+{
+	int ok = strncmp(line, "OK", 2) == 0;
+
+	if (c->state == S_ACQUIRE && ok) {
+		c->state = S_RELEASE;
+		lconn_send(c, "RELEASE %s", c->key);
+		return;
+	}
+	if (c->state == S_RELEASE && ok) {
+		int64_t t = now_ns();
+
+		bn.pairs_total++;
+		if (in_window(t)) {
+			bn.pairs_window++;
+			samples_add(&bn.lat, t - c->t_sent);
+			if (bn.pairs_window >= bn.max_pairs)
+				end_cb(-1, 0, NULL);
+		}
+	} else {
+		if (bn.errors++ < 5)
+			fprintf(stderr, "lbbench: conn %d: unexpected reply "
+			    "'%s'\n", c->idx, line);
+		if (bn.errors > 1000)
+			die("too many unexpected replies");
+	}
+	if (bn.stopping)
+		lconn_close(c);
+	else
+		pair_start(c);
+}
+
+/* --- handoff --------------------------------------------------------- */
+
+static void
+handoff_acquire(struct lconn *c)
+{
+	c->t_acq = now_ns();
+	c->state = S_ACQUIRE;
+	lconn_send(c, "ACQUIRE %s WAIT %d", c->key, bn.wait_ms);
+}
+
+static void
+hold_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lconn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (bn.holder == c)
+		bn.holder = NULL;
+	bn.last_rel = c;
+	bn.t_last_rel = now_ns();
+	c->state = S_RELEASE;
+	lconn_send(c, "RELEASE %s", c->key);
+}
+
+static void
+handoff_line(struct lconn *c, const char *line)
+{
+	int64_t t = now_ns();
+	struct timeval hold = { bn.hold_ms / 1000, (bn.hold_ms % 1000) * 1000 };
+
+	if (c->state == S_ACQUIRE && strncmp(line, "OK ", 3) == 0) {
+		if (bn.holder != NULL)
+			bn.overlaps++;	/* two holders at once: a bug */
+		bn.holder = c;
+		if (in_window(t)) {
+			bn.acquisitions++;
+			if (t - c->t_acq > bn.max_wait)
+				bn.max_wait = t - c->t_acq;
+			if (bn.last_rel == c)
+				bn.self_again++;
+			if (bn.last_rel != NULL)
+				samples_add(bn.last_rel->broker == c->broker ?
+				    &bn.same : &bn.cross, t - bn.t_last_rel);
+		}
+		c->state = S_HOLD;
+		evtimer_add(c->hold_ev, &hold);
+		return;
+	}
+	if (c->state == S_ACQUIRE && strcmp(line, "BUSY") == 0) {
+		bn.timeouts++;		/* WAIT ran out */
+		handoff_acquire(c);
+		return;
+	}
+	if (c->state == S_RELEASE && strncmp(line, "OK", 2) == 0) {
+		if (bn.stopping)
+			lconn_close(c);
+		else
+			handoff_acquire(c);
+		return;
+	}
+	die("contender %d: unexpected reply '%s' in state %d", c->idx, line,
+	    (int)c->state);
+}
+
+/* --- sessions -------------------------------------------------------- */
+
+static void
+sessions_acquire_more(struct lconn *c)
+{
+	while (c->sent < bn.keys && c->sent - c->done < bn.depth) {
+		lconn_send(c, "ACQUIRE %s:%ld", c->key, c->sent);
+		c->sent++;
+	}
+}
+
+static void
+sessions_line(struct lconn *c, const char *line)
+{
+	if (c->state == S_PING) {
+		if (strcmp(line, "OK PONG") != 0)
+			die("session %d: PING answered '%s'", c->idx, line);
+		c->state = S_IDLE;
+		if (++bn.ready == bn.conns) {
+			printf("ready sessions=%d seconds=%.3f\n", bn.conns,
+			    secs(now_ns() - bn.t_begin));
+			fflush(stdout);
+			event_add(bn.stdin_ev, NULL);
+		}
+		return;
+	}
+	if (strncmp(line, "OK ", 3) != 0)
+		die("session %d: ACQUIRE answered '%s'", c->idx, line);
+	c->done++;
+	sessions_acquire_more(c);
+	if (++bn.acquired == (long)bn.conns * bn.keys) {
+		printf("ready locks=%ld seconds=%.3f\n", bn.acquired,
+		    secs(now_ns() - bn.t_measure));
+		fflush(stdout);
+	}
+}
+
+static void
+stdin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[256];
+	ssize_t n = read(fd, buf, sizeof buf);
+
+	(void)what;
+	(void)arg;
+	if (n < 0 && errno == EINTR)
+		return;
+	if (n <= 0) {
+		loop_exit();	/* EOF: the driver is done with us */
+		return;
+	}
+	if (bn.phase == 0 && bn.keys > 0) {
+		bn.phase = 1;
+		bn.t_measure = now_ns();
+		for (int i = 0; i < bn.conns; i++)
+			sessions_acquire_more(bn.lc[i]);
+	}
+}
+
+/* --- line-connection dispatch ---------------------------------------- */
+
+static void
+lconn_connected(struct lconn *c)
+{
+	switch (bn.mode) {
+	case M_PAIRS:
+		snprintf(c->key, sizeof c->key, "%s:p%d:%d", bn.tag, bn.conns,
+		    c->idx);
+		break;
+	case M_HANDOFF:
+		snprintf(c->key, sizeof c->key, "%s:hot", bn.tag);
+		break;
+	case M_SESSIONS:
+		snprintf(c->key, sizeof c->key, "%s:s%d", bn.tag, c->idx);
+		c->state = S_PING;
+		lconn_send(c, "PING");
+		return;
+	}
+	if (bn.connected < bn.conns)
+		return;
+	/* All connected: everyone starts together. */
+	for (int i = 0; i < bn.conns; i++) {
+		if (bn.mode == M_PAIRS)
+			pair_start(bn.lc[i]);
+		else
+			handoff_acquire(bn.lc[i]);
+	}
+	run_begin();
+}
+
+static void
+lconn_line(struct lconn *c, char *line, size_t len)
+{
+	if (len == 0)
+		return;
+	switch (bn.mode) {
+	case M_PAIRS:
+		pairs_line(c, line);
+		break;
+	case M_HANDOFF:
+		handoff_line(c, line);
+		break;
+	case M_SESSIONS:
+		sessions_line(c, line);
+		break;
+	}
+}
+
+/* --- pairs straight to Redis ----------------------------------------- */
+
+static void rpair_start(struct rconn *r);
+
+static void
+rconn_close(struct rconn *r)
+{
+	if (r->closed)
+		return;
+	r->closed = 1;
+	redisAsyncDisconnect(r->ac);
+	if (--bn.open == 0 && bn.stopping)
+		loop_exit();
+}
+
+static void
+rpair_next(struct rconn *r, int failed, const redisReply *rep)
+{
+	if (failed) {
+		if (bn.errors++ < 5)
+			fprintf(stderr, "lbbench: redis conn %d: %s\n", r->idx,
+			    rep && rep->type == REDIS_REPLY_ERROR ? rep->str :
+			    "unexpected reply");
+		if (bn.errors > 1000)
+			die("too many unexpected replies from Redis");
+	}
+	if (bn.stopping)
+		rconn_close(r);
+	else
+		rpair_start(r);
+}
+
+static void
+rrel_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct rconn *r = privdata;
+	redisReply *rep = reply;
+	int64_t t = now_ns();
+
+	(void)ac;
+	if (rep == NULL) {
+		if (bn.stopping)
+			return;
+		die("Redis connection %d lost", r->idx);
+	}
+	if (rep->type != REDIS_REPLY_INTEGER || rep->integer != 1) {
+		rpair_next(r, 1, rep);
+		return;
+	}
+	bn.pairs_total++;
+	if (in_window(t)) {
+		bn.pairs_window++;
+		samples_add(&bn.lat, t - r->t_sent);
+		if (bn.pairs_window >= bn.max_pairs)
+			end_cb(-1, 0, NULL);
+	}
+	rpair_next(r, 0, rep);
+}
+
+static void
+racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct rconn *r = privdata;
+	redisReply *rep = reply;
+	const char *argv[7];
+	size_t argvlen[7];
+
+	(void)ac;
+	if (rep == NULL) {
+		if (bn.stopping)
+			return;
+		die("Redis connection %d lost", r->idx);
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[0]->integer != 1) {
+		rpair_next(r, 1, rep);
+		return;
+	}
+	/* release.lua: KEYS[1] lock key; ARGV value, channel, lock name */
+	snprintf(r->value, sizeof r->value, "%s:%lld", r->owner,
+	    rep->element[1]->integer);
+	argv[0] = "EVALSHA";
+	argv[1] = bn.sha_rel;
+	argv[2] = "1";
+	argv[3] = r->key;
+	argv[4] = r->value;
+	argv[5] = bn.channel;
+	argv[6] = r->kname;
+	for (int i = 0; i < 7; i++)
+		argvlen[i] = strlen(argv[i]);
+	if (redisAsyncCommandArgv(r->ac, rrel_cb, r, 7, argv, argvlen) !=
+	    REDIS_OK)
+		die("cannot send to Redis");
+}
+
+static void
+rpair_start(struct rconn *r)
+{
+	/* acquire.lua: KEYS lock key, fence; ARGV owner, TTL */
+	const char *argv[7] = { "EVALSHA", bn.sha_acq, "2", r->key, bn.fence,
+	    r->owner, TTL_MS };
+	size_t argvlen[7];
+
+	for (int i = 0; i < 7; i++)
+		argvlen[i] = strlen(argv[i]);
+	r->t_sent = now_ns();
+	if (redisAsyncCommandArgv(r->ac, racq_cb, r, 7, argv, argvlen) !=
+	    REDIS_OK)
+		die("cannot send to Redis");
+}
+
+static void
+rconn_connect_cb(const redisAsyncContext *ac, int status)
+{
+	(void)ac;
+	if (status != REDIS_OK)
+		die("connect to Redis: %s", ac->errstr);
+	if (++bn.connected < bn.conns)
+		return;
+	for (int i = 0; i < bn.conns; i++)
+		rpair_start(bn.rc[i]);
+	run_begin();
+}
+
+static void
+rconn_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	(void)ac;
+	if (status != REDIS_OK && !bn.stopping)
+		die("Redis connection lost: %s", ac->errstr);
+}
+
+/* Read a script file and SCRIPT LOAD it; the SHA goes to sha (41 bytes). */
+static void
+load_script(redisContext *ctx, const char *name, char *sha)
+{
+	char path[512], *text;
+	FILE *f;
+	long len;
+	redisReply *rep;
+
+	snprintf(path, sizeof path, "%s/%s", bn.scripts, name);
+	if ((f = fopen(path, "rb")) == NULL)
+		die("%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	if (len <= 0 || (text = malloc((size_t)len + 1)) == NULL ||
+	    fread(text, 1, (size_t)len, f) != (size_t)len)
+		die("cannot read %s", path);
+	fclose(f);
+	text[len] = '\0';
+	rep = redisCommand(ctx, "SCRIPT LOAD %s", text);
+	if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40)
+		die("SCRIPT LOAD %s: %s", name, rep && rep->str ? rep->str :
+		    ctx->errstr);
+	memcpy(sha, rep->str, 41);
+	freeReplyObject(rep);
+	free(text);
+}
+
+static void
+redis_setup(void)
+{
+	redisContext *ctx = redisConnect(bn.redis_host, bn.redis_port);
+	const char *pfx = "lbbench";
+
+	if (ctx == NULL || ctx->err)
+		die("connect to Redis %s:%d: %s", bn.redis_host, bn.redis_port,
+		    ctx ? ctx->errstr : "out of memory");
+	load_script(ctx, "acquire.lua", bn.sha_acq);
+	load_script(ctx, "release.lua", bn.sha_rel);
+	redisFree(ctx);
+	/* Our own prefix: no broker is subscribed to this channel. */
+	snprintf(bn.fence, sizeof bn.fence, "%s:fence", pfx);
+	snprintf(bn.channel, sizeof bn.channel, "%s:released", pfx);
+	bn.rc = calloc((size_t)bn.conns, sizeof *bn.rc);
+	if (bn.rc == NULL)
+		die("out of memory");
+	for (int i = 0; i < bn.conns; i++) {
+		struct rconn *r = calloc(1, sizeof *r);
+
+		if (r == NULL)
+			die("out of memory");
+		r->idx = i;
+		snprintf(r->kname, sizeof r->kname, "%s:p%d:%d", bn.tag,
+		    bn.conns, i);
+		snprintf(r->key, sizeof r->key, "%s:lock:%s", pfx, r->kname);
+		/* the length of a broker client-id (a UUID) */
+		snprintf(r->owner, sizeof r->owner,
+		    "%08x-0000-4000-8000-%012x", (unsigned)getpid(),
+		    (unsigned)i);
+		r->ac = redisAsyncConnect(bn.redis_host, bn.redis_port);
+		if (r->ac == NULL || r->ac->err)
+			die("connect to Redis: %s", r->ac ? r->ac->errstr :
+			    "out of memory");
+		if (redisLibeventAttach(r->ac, bn.base) != REDIS_OK)
+			die("cannot attach hiredis to libevent");
+		redisAsyncSetConnectCallback(r->ac, rconn_connect_cb);
+		redisAsyncSetDisconnectCallback(r->ac, rconn_disconnect_cb);
+		bn.rc[i] = r;
+		bn.open++;
+	}
+}
+
+/* --- main ------------------------------------------------------------ */
+
+static void
+usage(void)
+{
+	fputs("usage: lbbench pairs    (--broker H:P | --redis H:P --scripts DIR)"
+	    " --conns N\n"
+	    "                         [--seconds S] [--warmup S] [--max-pairs N]\n"
+	    "       lbbench handoff  --broker H:P [--broker H:P] --conns N\n"
+	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
+	    "       lbbench sessions --broker H:P --conns N [--keys K] [--depth D]\n"
+	    "common: [--tag T] (key namespace) [--limit S] (hard time limit)\n",
+	    stderr);
+	exit(2);
+}
+
+static void
+parse_args(int argc, char **argv)
+{
+	if (argc < 2)
+		usage();
+	if (strcmp(argv[1], "pairs") == 0)
+		bn.mode = M_PAIRS;
+	else if (strcmp(argv[1], "handoff") == 0)
+		bn.mode = M_HANDOFF;
+	else if (strcmp(argv[1], "sessions") == 0)
+		bn.mode = M_SESSIONS;
+	else
+		usage();
+	for (int i = 2; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (v == NULL)
+			usage();
+		i++;
+		if (strcmp(o, "--broker") == 0) {
+			char host[64];
+			int port;
+			struct sockaddr_in *sa;
+
+			if (bn.nbrokers == MAX_BROKERS)
+				die("at most %d brokers", MAX_BROKERS);
+			parse_hostport(v, host, sizeof host, &port);
+			sa = &bn.brokers[bn.nbrokers++];
+			sa->sin_family = AF_INET;
+			sa->sin_port = htons((uint16_t)port);
+			if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+				die("bad IPv4 address '%s'", host);
+		} else if (strcmp(o, "--redis") == 0) {
+			parse_hostport(v, bn.redis_host, sizeof bn.redis_host,
+			    &bn.redis_port);
+		} else if (strcmp(o, "--scripts") == 0) {
+			bn.scripts = v;
+		} else if (strcmp(o, "--tag") == 0) {
+			bn.tag = v;
+		} else if (strcmp(o, "--conns") == 0 ||
+		    strcmp(o, "--contenders") == 0 ||
+		    strcmp(o, "--sessions") == 0) {
+			bn.conns = atoi(v);
+		} else if (strcmp(o, "--seconds") == 0) {
+			bn.seconds = atof(v);
+		} else if (strcmp(o, "--warmup") == 0) {
+			bn.warmup = atof(v);
+		} else if (strcmp(o, "--limit") == 0) {
+			bn.limit = atof(v);
+		} else if (strcmp(o, "--max-pairs") == 0) {
+			bn.max_pairs = atol(v);
+		} else if (strcmp(o, "--hold-ms") == 0) {
+			bn.hold_ms = atoi(v);
+		} else if (strcmp(o, "--wait-ms") == 0) {
+			bn.wait_ms = atoi(v);
+		} else if (strcmp(o, "--keys") == 0) {
+			bn.keys = atoi(v);
+		} else if (strcmp(o, "--depth") == 0) {
+			bn.depth = atoi(v);
+		} else {
+			usage();
+		}
+	}
+	if (bn.conns < 1 || bn.seconds <= 0 || bn.warmup < 0 ||
+	    bn.limit <= 0 || bn.max_pairs < 1 || bn.hold_ms < 0 ||
+	    bn.wait_ms < 0 || bn.keys < 0 || bn.depth < 1)
+		die("an option is out of range");
+	if (bn.mode == M_PAIRS && bn.nbrokers == 0 &&
+	    (bn.redis_port == 0 || bn.scripts == NULL))
+		die("pairs needs --broker, or --redis and --scripts");
+	if (bn.mode != M_PAIRS && bn.nbrokers == 0)
+		die("--broker is required");
+}
+
+int
+main(int argc, char **argv)
+{
+	struct event_config *ecfg;
+	int direct;
+
+	parse_args(argc, argv);
+	direct = bn.mode == M_PAIRS && bn.nbrokers == 0;
+	raise_nofile(bn.conns + 64L);
+	/* Precise timers: a 1 ms hold should be 1 ms, not 1-2. */
+	if ((ecfg = event_config_new()) == NULL ||
+	    event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER) != 0 ||
+	    (bn.base = event_base_new_with_config(ecfg)) == NULL)
+		die("cannot create the event loop");
+	event_config_free(ecfg);
+	bn.start_ev = evtimer_new(bn.base, measure_cb, NULL);
+	bn.end_ev = evtimer_new(bn.base, end_cb, NULL);
+	bn.grace_ev = evtimer_new(bn.base, grace_cb, NULL);
+	bn.limit_ev = evtimer_new(bn.base, limit_cb, NULL);
+	bn.stdin_ev = event_new(bn.base, 0, EV_READ | EV_PERSIST, stdin_cb,
+	    NULL);
+	if (!bn.start_ev || !bn.end_ev || !bn.grace_ev || !bn.limit_ev ||
+	    !bn.stdin_ev)
+		die("cannot create events");
+	timer_s(bn.limit_ev, bn.limit);
+
+	if (direct) {
+		redis_setup();
+	} else {
+		bn.lc = calloc((size_t)bn.conns, sizeof *bn.lc);
+		if (bn.lc == NULL)
+			die("out of memory");
+		if (bn.mode == M_SESSIONS)
+			bn.t_begin = now_ns();
+		lconn_open_next();
+	}
+	if (event_base_dispatch(bn.base) < 0)
+		die("event loop failed");
+
+	switch (bn.mode) {
+	case M_PAIRS: {
+		double win = secs((bn.stopping ? bn.t_end : now_ns()) -
+		    bn.t_measure);
+
+		printf("pairs=%ld seconds=%.3f rate=%.1f total=%ld errors=%ld "
+		    "conns=%d cpu_s=%.3f", bn.pairs_window, win,
+		    win > 0 ? (double)bn.pairs_window / win : 0.0,
+		    bn.pairs_total, bn.errors, bn.conns, cpu_seconds());
+		print_samples("pair", &bn.lat);
+		putchar('\n');
+		break;
+	}
+	case M_HANDOFF: {
+		double win = secs(bn.t_end - bn.t_measure);
+
+		printf("acquisitions=%ld seconds=%.3f rate=%.1f "
+		    "max_wait_us=%lld self_again=%ld overlaps=%ld timeouts=%ld",
+		    bn.acquisitions, win,
+		    win > 0 ? (double)bn.acquisitions / win : 0.0,
+		    (long long)(bn.max_wait / 1000), bn.self_again, bn.overlaps,
+		    bn.timeouts);
+		print_samples("same", &bn.same);
+		print_samples("cross", &bn.cross);
+		putchar('\n');
+		break;
+	}
+	case M_SESSIONS:
+		break;
+	}
+	fflush(stdout);
+	/* Sockets and contexts go with the process: the broker and Redis
+	 * see the connections close. */
+	return 0;
+}

@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""
+run.py - the lockbroker benchmark driver (make bench).
+
+Starts its own redis-server (--save '' --appendonly no) and brokers on
+free 127.0.0.1 ports, runs every measurement with the load generator
+(tests/bench/lbbench.c), and prints ONE table, also written to --out.
+Everything it starts it stops again, by pid.  About 1 minute.
+
+  python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
+      --scripts scripts --out build/bench/results.txt [--seconds 4]
+
+What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
+the machine is shared and the figures are indicative.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import harness  # noqa: E402  (redis-server on a free port, line client)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAIR_CONNS = (1, 50, 500)
+CPU_CONNS = 50                  # the pairs run CPU time is taken around
+IDLE_SESSIONS = 10000
+LOCK_SESSIONS, LOCKS_EACH = 100, 1000
+CONTENDERS = 8
+
+
+def stop(proc, sig=signal.SIGTERM):
+    """Stop a process we started (by its pid) and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(sig)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def cpu_ticks(pid):
+    """utime + stime of pid, in clock ticks (/proc/<pid>/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])    # fields 14 and 15
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS for pid %d" % pid)
+
+
+def kv(line):
+    """'a=1 b=2.5' -> {'a': 1, 'b': 2.5}."""
+    out = {}
+    for word in line.split():
+        k, _, v = word.partition("=")
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+class Broker:
+    """A lockbrokerd on a free port, logging at warn: harness.Broker runs
+    brokers with -v, and their debug logging would be measured too."""
+
+    def __init__(self, binary, redis, workdir, name, *extra):
+        self.port = harness.free_port()
+        self.log = open(os.path.join(workdir, name + ".log"), "wb")
+        self.proc = subprocess.Popen(
+            [binary, "-b", "127.0.0.1", "-p", str(self.port), "-r",
+             redis.addr, "--prefix", "bench", "--log_level", "warn"] +
+            [str(a) for a in extra],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+        harness.wait_until(self.ready, 10, what="broker %s ready" % name)
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("broker exited; see its log")
+        c = harness.Client(self.port, timeout=1.0)
+        try:
+            return "redis=up" in c.req("STATS").split(" ")
+        finally:
+            c.close()
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def close(self):
+        stop(self.proc)
+        self.log.close()
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.work = tempfile.mkdtemp(prefix="lockbroker-bench-")
+        self.procs = []
+        self.runs = 0
+
+    def tool(self, *argv, timeout=None):
+        """Run lbbench to completion; its one result line, parsed."""
+        self.runs += 1
+        argv = [self.args.tool] + [str(a) for a in argv] + [
+            "--tag", "r%d" % self.runs]
+        res = subprocess.run(argv, capture_output=True, text=True,
+                             timeout=timeout or 60)
+        if res.returncode != 0 or not res.stdout.strip():
+            raise RuntimeError("%s failed (%d): %s" % (
+                " ".join(argv), res.returncode, res.stderr.strip()))
+        if res.stderr.strip():
+            sys.stderr.write(res.stderr)
+        return kv(res.stdout.strip().splitlines()[-1])
+
+    def sessions(self, broker, n, keys=0):
+        """Open n sessions (then keys locks each); RSS at each stage."""
+        argv = [self.args.tool, "sessions", "--broker", broker.addr,
+                "--conns", n, "--keys", keys, "--limit", 60,
+                "--tag", "s%d" % n]
+        p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            out = {}
+            line = p.stdout.readline()
+            if not line.startswith("ready sessions="):
+                raise RuntimeError("lbbench sessions: %r" % line)
+            out["sessions"] = kv(line[6:])
+            time.sleep(0.3)
+            out["rss_sessions"] = rss_bytes(broker.pid)
+            if keys:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+                line = p.stdout.readline()
+                if not line.startswith("ready locks="):
+                    raise RuntimeError("lbbench sessions: %r" % line)
+                out["locks"] = kv(line[6:])
+                time.sleep(0.3)
+                out["rss_locks"] = rss_bytes(broker.pid)
+            p.stdin.close()
+            p.wait(timeout=10)
+            return out
+        finally:
+            stop(p, signal.SIGKILL)
+
+    def run(self):
+        a = self.args
+        r = {"started": datetime.datetime.now(datetime.timezone.utc),
+             "load_before": os.getloadavg()}
+        redis = harness.Redis()
+        self.procs.append(redis)
+        r["redis_version"] = subprocess.run(
+            ["redis-server", "--version"], capture_output=True,
+            text=True).stdout.split("v=")[-1].split()[0]
+        r["broker_version"] = subprocess.run(
+            [a.broker, "-V"], capture_output=True, text=True).stdout.strip()
+        r["commit"] = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True,
+            text=True, cwd=HERE).stdout.strip() or "?"
+        b1 = Broker(a.broker, redis, self.work, "broker1")
+        b2 = Broker(a.broker, redis, self.work, "broker2")
+        self.procs += [b1, b2]
+
+        # 1. pairs, broker and direct, and the CPU time around the 50 run
+        pairs = {}
+        for n in PAIR_CONNS:
+            common = ["--conns", n, "--seconds", a.seconds, "--warmup",
+                      a.warmup, "--limit", a.seconds + a.warmup + 30]
+            cb, cr = cpu_ticks(b1.pid), cpu_ticks(redis.pid)
+            pairs[("broker", n)] = res = self.tool(
+                "pairs", "--broker", b1.addr, *common)
+            if n == CPU_CONNS:
+                r["cpu_broker"] = (cpu_ticks(b1.pid) - cb, res["total"])
+                r["cpu_redis_b"] = (cpu_ticks(redis.pid) - cr,
+                                    res["total"])
+            cr = cpu_ticks(redis.pid)
+            pairs[("direct", n)] = res = self.tool(
+                "pairs", "--redis", redis.addr, "--scripts", a.scripts,
+                *common)
+            if n == CPU_CONNS:
+                r["cpu_redis_d"] = (cpu_ticks(redis.pid) - cr,
+                                    res["total"])
+        r["pairs"] = pairs
+
+        # 2. contended handoff: 8 on one broker; 4 + 4 on two
+        common = ["--conns", CONTENDERS, "--hold-ms", 1, "--wait-ms", 10000,
+                  "--seconds", a.seconds, "--warmup", a.warmup,
+                  "--limit", a.seconds + a.warmup + 30]
+        r["handoff1"] = self.tool("handoff", "--broker", b1.addr, *common)
+        r["handoff2"] = self.tool("handoff", "--broker", b1.addr,
+                                  "--broker", b2.addr, *common)
+        for b in (b1, b2):
+            b.close()
+            self.procs.remove(b)
+
+        # 3. memory: fresh brokers, so nothing earlier is in their heaps
+        b3 = Broker(a.broker, redis, self.work, "broker3",
+                    "--max_sessions", IDLE_SESSIONS + 100)
+        self.procs.append(b3)
+        time.sleep(0.3)
+        r["rss_base"] = rss_bytes(b3.pid)
+        r["idle"] = self.sessions(b3, IDLE_SESSIONS)
+        b3.close()
+        self.procs.remove(b3)
+        b4 = Broker(a.broker, redis, self.work, "broker4")
+        self.procs.append(b4)
+        time.sleep(0.3)
+        r["rss_base4"] = rss_bytes(b4.pid)
+        r["held"] = self.sessions(b4, LOCK_SESSIONS, LOCKS_EACH)
+        b4.close()
+        self.procs.remove(b4)
+        r["load_after"] = os.getloadavg()
+        r["finished"] = datetime.datetime.now(datetime.timezone.utc)
+        return r
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+# ------------------------------------------------------------- output --
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def ms(us):
+    return "%.2f" % (us / 1000.0)
+
+
+def n0(x):
+    return "{:,.0f}".format(x)
+
+
+def table(r, args):
+    p = r["pairs"]
+    rows = []
+
+    def row(what, broker="", direct="", ratio=""):
+        rows.append((what, broker, direct, ratio))
+
+    for n in PAIR_CONNS:
+        b, d = p[("broker", n)], p[("direct", n)]
+        row("acquire+release pairs/s, %d conn%s" % (n, "s" if n > 1 else ""),
+            n0(b["rate"]), n0(d["rate"]),
+            "%.2f" % (b["rate"] / d["rate"]) if d["rate"] else "-")
+    for n in PAIR_CONNS:
+        b, d = p[("broker", n)], p[("direct", n)]
+        row("pair latency p50 / p99 ms, %d conn%s" % (n, "s" if n > 1 else ""),
+            "%s / %s" % (ms(b["pair_p50_us"]), ms(b["pair_p99_us"])),
+            "%s / %s" % (ms(d["pair_p50_us"]), ms(d["pair_p99_us"])))
+
+    def per_k(t):
+        ticks, pairs = t
+        return "%.1f" % (ticks * 1000.0 / CLK_TCK / pairs * 1000.0) \
+            if pairs else "-"
+    row("CPU ms per 1,000 pairs (%d conns): lockbrokerd" % CPU_CONNS,
+        per_k(r["cpu_broker"]), "")
+    row("CPU ms per 1,000 pairs (%d conns): redis-server" % CPU_CONNS,
+        per_k(r["cpu_redis_b"]), per_k(r["cpu_redis_d"]))
+
+    h1, h2 = r["handoff1"], r["handoff2"]
+    row("handoff RELEASE->next OK ms p50 / p99 / max, 8 on one broker",
+        "%s / %s / %s" % (ms(h1["same_p50_us"]), ms(h1["same_p99_us"]),
+                          ms(h1["same_max_us"])))
+    row("handoff ms p50 / p99 / max, 4+4 on two brokers, to the other "
+        "broker (%d of %d)" % (h2["cross_n"], h2["acquisitions"]),
+        "%s / %s / %s" % (ms(h2["cross_p50_us"]), ms(h2["cross_p99_us"]),
+                          ms(h2["cross_max_us"])))
+    row("handoff ms p50 / p99 / max, 4+4 on two brokers, same broker",
+        "%s / %s / %s" % (ms(h2["same_p50_us"]), ms(h2["same_p99_us"]),
+                          ms(h2["same_max_us"])))
+    row("hot-key acquisitions/s, 8 on one broker / 4+4 on two",
+        "%s / %s" % (n0(h1["rate"]), n0(h2["rate"])))
+    row("longest ACQUIRE->OK wait ms, 8 on one broker / 4+4 on two",
+        "%s / %s" % (ms(h1["max_wait_us"]), ms(h2["max_wait_us"])))
+    row("releaser re-granted at once / two holders at once (both runs)",
+        "%d / %d" % (h1["self_again"] + h2["self_again"],
+                     h1["overlaps"] + h2["overlaps"]))
+
+    base, idle = r["rss_base"], r["idle"]["rss_sessions"]
+    row("broker RSS MiB: fresh / with %s idle sessions" % n0(IDLE_SESSIONS),
+        "%.1f / %.1f" % (base / 2**20, idle / 2**20))
+    row("  bytes per idle session over the fresh broker",
+        n0((idle - base) / IDLE_SESSIONS))
+    held = r["held"]
+    nlocks = LOCK_SESSIONS * LOCKS_EACH
+    row("broker RSS MiB: %d idle sessions / + %s locks held" % (
+        LOCK_SESSIONS, n0(nlocks)),
+        "%.1f / %.1f" % (held["rss_sessions"] / 2**20,
+                         held["rss_locks"] / 2**20))
+    row("  bytes per lock over the %d idle sessions" % LOCK_SESSIONS,
+        n0((held["rss_locks"] - held["rss_sessions"]) / nlocks))
+
+    head = ("measurement", "broker", "direct Redis", "broker/direct")
+    w = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
+
+    def fmt(x):
+        return "| " + " | ".join(
+            x[i].ljust(w[i]) if i == 0 else x[i].rjust(w[i])
+            for i in range(4)) + " |"
+    lines = [
+        "lockbroker benchmark, %s" % r["started"].strftime("%Y-%m-%d %H:%M UTC"),
+        "machine: nproc %d, %s, Linux %s; load average %.2f before, "
+        "%.2f after (1 min)" % (os.cpu_count(), cpu_model(), platform.release(),
+                                r["load_before"][0], r["load_after"][0]),
+        "%s, commit %s; redis-server %s (own, no persistence)" % (
+            r["broker_version"], r["commit"], r["redis_version"]),
+        "%.1f s per point after %.1f s warm-up; the run took %.0f s" % (
+            args.seconds, args.warmup,
+            (r["finished"] - r["started"]).total_seconds()),
+        "",
+        fmt(head),
+        "|" + "|".join("-" * (w[i] + 1) + (":" if i else "-")
+                       for i in range(4)) + "|",
+    ]
+    lines += [fmt(x) for x in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--broker", default="build/lockbrokerd")
+    ap.add_argument("--tool", default="build/lbbench")
+    ap.add_argument("--scripts", default="scripts")
+    ap.add_argument("--out", default="build/bench/results.txt")
+    ap.add_argument("--seconds", type=float, default=4.0,
+                    help="measured seconds per point (default 4)")
+    ap.add_argument("--warmup", type=float, default=0.5)
+    args = ap.parse_args()
+    for path in (args.broker, args.tool):
+        if not os.access(path, os.X_OK):
+            sys.exit("run.py: %s is not built (make bench)" % path)
+    if shutil.which("redis-server") is None:
+        sys.exit("run.py: redis-server not found (make deps)")
+
+    b = Bench(args)
+    try:
+        r = b.run()
+    finally:
+        b.close()
+    text = table(r, args)
+    sys.stdout.write(text)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print("(written to %s)" % args.out)
+
+
+if __name__ == "__main__":
+    main()
