@@ -143,3 +143,18 @@ fuzz: deps
 	  build/fuzz/corpus tests/fuzz/corpus >build/fuzz/fuzz.log 2>&1; \
 	  rc=$$?; if [ $$rc = 0 ]; then grep -E 'DONE|^Done' build/fuzz/fuzz.log; \
 	  else tail -30 build/fuzz/fuzz.log; fi; exit $$rc
+
+# make bench: the load generator (tests/bench/lbbench.c, libevent + hiredis)
+# and its driver, which starts its own redis-server and brokers on free
+# ports, runs every measurement (about a minute) and prints one table, also
+# written to build/bench/results.txt.  See docs/BENCHMARKS.md.
+BENCH_PKGS := hiredis libevent
+$(BUILD)/lbbench: $(wildcard tests/bench/*.c)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(shell pkg-config --cflags $(BENCH_PKGS)) \
+	  -o $@ $^ $(shell pkg-config --libs $(BENCH_PKGS)) $(LDFLAGS)
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/lbbench
+	$(PY) tests/bench/run.py --broker $(BUILD)/lockbrokerd --tool $(BUILD)/lbbench \
+	  --scripts scripts --out build/bench/results.txt
