@@ -47,6 +47,7 @@ struct lock {
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
 	unsigned release_unknown:1;	/* a RELEASE timed out: not renewed */
+	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
 	char name[];
@@ -405,6 +406,7 @@ lock_pump(struct lock *lk)
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    CLIENTID_LEN, w->wttl, attempt_done, op) == 0) {
 			lk->attempt = 1;
+			lk->woken = 0;
 			return;
 		}
 		op_done(op);
@@ -431,6 +433,8 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	free(op);
 	lk->attempt = 0;
 	lk->freed_us = 0;
+	if (!ok || granted)
+		lk->woken = 0;
 	if (!ok) {
 		if (w) {
 			waiter_remove(w);
@@ -455,6 +459,9 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		waiter_remove(w);
 		lt->stats.busy++;
 		reply(w, LK_BUSY, 0, NULL);
+	} else if (w != NULL && lk->woken) {
+		/* Released (pub/sub, on the other connection) after our
+		 * attempt ran: lock_pump below tries again at once. */
 	} else if (w != NULL) {
 		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
 		 * to run out if its holder died without releasing. */
@@ -522,7 +529,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 			return;
 		}
 	}
-	if ((long)lt->stats.waiters >= lt->cfg.max_waiters) {
+	if (wait_ms > 0 && (long)lt->stats.waiters >= lt->cfg.max_waiters) {
 		limit_hit(lt, "max_waiters");
 		lt->stats.acquire_errors++;
 		reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
@@ -880,12 +887,19 @@ locks_store_down(void *arg)
 	keytab_each(lt->keys, fail_waiters, NULL);
 }
 
-void
-locks_store_released(void *arg, const char *key, size_t keylen)
+/*
+ * The key may be free now (a release elsewhere, or messages possibly
+ * missed).  An attempt in flight may have run before that release: mark
+ * it, so a "held" answer to it is retried at once instead of slept on.
+ */
+static void
+lock_wake(struct lock *lk)
 {
-	struct lock *lk = lock_find(arg, key, keylen);
-
-	if (lk == NULL || !lk->remote_busy)
+	if (lk->attempt) {
+		lk->woken = 1;
+		return;
+	}
+	if (!lk->remote_busy)
 		return;
 	lk->freed_us = now_us();
 	lk->remote_busy = 0;
@@ -894,18 +908,22 @@ locks_store_released(void *arg, const char *key, size_t keylen)
 	lock_pump(lk);
 }
 
+void
+locks_store_released(void *arg, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(arg, key, keylen);
+
+	if (lk != NULL)
+		lock_wake(lk);
+}
+
 static int
 wake_waiting(struct keytab_entry *e, void *arg)
 {
 	struct lock *lk = (struct lock *)(void *)e;
 
 	(void)arg;
-	if (lk->remote_busy) {
-		lk->remote_busy = 0;
-		if (lk->retry_ev)
-			event_del(lk->retry_ev);
-		lock_pump(lk);	/* may free lk: keytab_each allows it */
-	}
+	lock_wake(lk);		/* may free lk: keytab_each allows it */
 	return 0;
 }
 
