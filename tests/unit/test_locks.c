@@ -475,15 +475,14 @@ START_TEST(test_wait_deadline)
 END_TEST
 
 /*
- * BUG (locks.c, lost wake-up): the pub/sub message of a release and the
- * reply to our attempt come on different connections, so the message can
- * be handled first: our attempt ran while the other broker still held the
- * key, the holder then released and published.  locks_store_released()
- * ignores the key (remote_busy is not set yet while the attempt is in
- * flight), then the "not granted" reply sets remote_busy and arms the
- * retry only at the old holder's PTTL -- or never, when PTTL is -1.  The
- * waiter sleeps on a free key until its WAIT runs out.  Expected: a wake
- * during an attempt makes a refused attempt retry at once.
+ * Lost wake-up (fixed in locks.c with the 'woken' bit): the pub/sub
+ * message of a release and the reply to our attempt come on different
+ * connections, so the message can be handled first: our attempt ran while
+ * the other broker still held the key, the holder then released and
+ * published.  Without the fix, the "not granted" reply armed the retry
+ * only at the old holder's PTTL -- or never, when PTTL is -1 -- and the
+ * waiter slept on a free key.  A wake during an attempt must make a
+ * refused attempt retry at once.
  */
 START_TEST(test_wake_during_attempt_not_lost)
 {
@@ -497,7 +496,7 @@ START_TEST(test_wake_during_attempt_not_lost)
 	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
 	run_ms(&e, 50);
 	ck_assert_msg(calls(&e, FAKE_ACQUIRE) == 2,
-	    "BUG: the wake that came while the attempt was in flight was "
+	    "the wake that came while the attempt was in flight was "
 	    "lost; no new attempt until the old holder's PTTL (20 s)");
 	env_end(&e);
 }
@@ -788,7 +787,7 @@ locks_suite(void)
 	tcase_add_test(tc, test_remote_busy_waits_for_wake);
 	tcase_add_test(tc, test_remote_busy_retry_at_pttl);
 	tcase_add_test(tc, test_wait_deadline);
-	tcase_add_test(tc, test_wake_during_attempt_not_lost);	/* BUG */
+	tcase_add_test(tc, test_wake_during_attempt_not_lost);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("clients-gone");
