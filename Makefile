@@ -71,12 +71,13 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 # Install missing build and test dependencies (Debian). As root this runs
 # apt-get; otherwise it prints the command to run.
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
-            check redis-server redis-tools python3
+            check redis-server redis-tools python3 mandoc
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
+	command -v mandoc >/dev/null 2>&1 || missing=1; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "deps: installing $(DEB_PKGS)"; \
@@ -128,6 +129,8 @@ install: all
 	install -m 644 conf/lockbrokerd.conf $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 644 systemd/lockbrokerd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/lockbrokerd.service
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 644 daemon/lockbrokerd.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockbrokerd.8
 
 # libFuzzer target for the protocol parser (clang + libfuzzer-14-dev).
 FUZZ_SECONDS ?= 60

@@ -30,6 +30,18 @@
 #define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
 #define RENEW_MIN_MS 1				/* floor of a renew period */
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
+/*
+ * Fairness between brokers.  A release with a local waiter hands the lock
+ * over in the same script call, which a waiter on another broker can never
+ * win.  So when another broker announced a waiter for the key (the
+ * "wanted" message, sent by its failed attempt) within WANTED_MS, and this
+ * broker has handed the key over HANDOFF_FAIR times in a row, the next
+ * release is a plain one (with its PUBLISH) and local waiters hold back
+ * YIELD_MS -- time for the remote waiter's attempt to land first.
+ */
+#define HANDOFF_FAIR 4
+#define WANTED_MS 1000
+#define YIELD_MS 5
 
 struct lock {
 	struct keytab_entry te;		/* te.key points at name */
@@ -50,6 +62,9 @@ struct lock {
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
+	int64_t wanted_ms;		/* a remote waiter announced, or 0 */
+	int64_t yield_until_ms;		/* local attempts wait until then */
+	unsigned handoffs;		/* local handoffs in a row */
 	char name[];
 };
 
@@ -84,6 +99,9 @@ struct op {
 	struct locks *lt;
 	struct lock *lk;		/* holds a ref; NULL for OWNER */
 	struct lclient *cl;		/* requester; NULL once it is gone */
+	struct lclient *next;		/* handoff: the waiter it goes to */
+	char next_id[CLIENTID_LEN + 1];
+	int64_t sent_us;
 	long long token;
 	long ttl_ms;
 	char value[VALUE_MAX];		/* "<id>:<token>" for release */
@@ -219,6 +237,8 @@ op_done(struct op *op)
 		op->lk->refs--;
 	if (cl)
 		cl->op = NULL;
+	if (op->next)
+		op->next->op = NULL;
 	return cl;
 }
 
@@ -389,7 +409,18 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lk->remote_busy = 0;
+	lk->yield_until_ms = 0;
 	lock_pump(lk);
+}
+
+/* Pump the key again at when (ms), e.g. when a dead holder's TTL ends. */
+static void
+lock_retry_at(struct lock *lk, int64_t when)
+{
+	if (lk->retry_ev == NULL &&
+	    (lk->retry_ev = evtimer_new(lk->lt->base, retry_cb, lk)) == NULL)
+		fatalx("cannot create retry timer");
+	timer_at(lk->retry_ev, when);
 }
 
 static void
@@ -400,11 +431,18 @@ lock_pump(struct lock *lk)
 	while (!lk->holder && !lk->attempt && !lk->releasing &&
 	    !lk->remote_busy && lk->whead != NULL) {
 		struct lclient *w = lk->whead;
-		struct op *op = op_new(lt, lk, w);
+		struct op *op;
 
+		if (lk->yield_until_ms > now_ms()) {
+			/* a remote waiter's turn: try after it had its go */
+			lock_retry_at(lk, lk->yield_until_ms);
+			return;
+		}
+		op = op_new(lt, lk, w);
 		memcpy(op->value, w->id, sizeof w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
-		    CLIENTID_LEN, w->wttl, attempt_done, op) == 0) {
+		    CLIENTID_LEN, w->wttl, w->deadline > now_ms(), attempt_done,
+		    op) == 0) {
 			lk->attempt = 1;
 			lk->woken = 0;
 			return;
@@ -452,6 +490,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		if (freed_us != 0)
 			histo_observe(&lt->stats.handoff, t - freed_us);
 		waiter_remove(w);
+		lk->handoffs = 0;
 		hold_start(lk, w, n, w->wttl);
 		lt->stats.acquires++;
 		reply(w, LK_OK, n, NULL);
@@ -466,13 +505,8 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
 		 * to run out if its holder died without releasing. */
 		lk->remote_busy = 1;
-		if (n >= 0) {
-			if (lk->retry_ev == NULL &&
-			    (lk->retry_ev = evtimer_new(lt->base, retry_cb,
-			    lk)) == NULL)
-				fatalx("cannot create retry timer");
-			timer_at(lk->retry_ev, now_ms() + n + 1);
-		}
+		if (n >= 0)
+			lock_retry_at(lk, now_ms() + n + 1);
 	}
 	lock_pump(lk);
 }
@@ -595,6 +629,95 @@ release_done(void *arg, int ok, int released)
 	lock_pump(lk);
 }
 
+/*
+ * The last hold of a lock with a local waiter: release it and grant it to
+ * that waiter in one script call.  Both sessions wait on the same op.
+ */
+static void
+handoff_done(void *arg, int ok, int granted, long long n)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct locks *lt = op->lt;
+	struct lclient *w = op->next;
+	struct lclient *cl = op_done(op);
+
+	lk->releasing = 0;
+	if (!ok) {
+		if (cl != NULL) {
+			/* as for a plain release whose reply never came */
+			lk->release_unknown = 1;
+			reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; the "
+			    "release may have happened: RELEASE again or close "
+			    "the session");
+		}
+		if (w != NULL) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
+		}
+	} else if (granted) {
+		int64_t t = now_us();
+
+		if (cl != NULL)
+			hold_end(lk);	/* else ended when the session went */
+		lt->stats.releases++;
+		lt->stats.handoffs++;
+		lk->handoffs++;
+		if (w != NULL) {
+			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
+			histo_observe(&lt->stats.handoff, t - op->sent_us);
+			waiter_remove(w);
+			hold_start(lk, w, n, w->wttl);
+			lt->stats.acquires++;
+			reply(w, LK_OK, n, NULL);
+		} else {
+			lt->stats.orphans++;
+			release_orphan(lk, op->next_id, n);
+		}
+		if (cl != NULL)
+			reply(cl, LK_OK, 0, NULL);
+	} else if (cl != NULL) {
+		/* The releasing hold was lost; the waiter tries normally. */
+		hold_end(lk);
+		lt->stats.lost++;
+		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+	}
+	free(op);
+	lock_pump(lk);
+}
+
+/* Hand over, or release plainly when a remote waiter is owed a turn. */
+static int
+release_send(struct lock *lk, struct op *op, const char *value, size_t vlen)
+{
+	struct locks *lt = lk->lt;
+	struct lclient *w = lk->whead;
+	int64_t now = now_ms();
+
+	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted_ms != 0 &&
+	    now - lk->wanted_ms < WANTED_MS) {
+		lk->handoffs = 0;
+		lk->wanted_ms = 0;
+		lk->yield_until_ms = now + YIELD_MS;
+		lt->stats.fair_yields++;
+		w = NULL;
+	}
+	if (w == NULL)
+		return store_release(lt->st, lk->name, lk->te.keylen, value,
+		    vlen, release_done, op);
+	op->next = w;
+	memcpy(op->next_id, w->id, sizeof op->next_id);
+	op->sent_us = now_us();
+	if (store_handoff(lt->st, lk->name, lk->te.keylen, value, vlen, w->id,
+	    CLIENTID_LEN, w->wttl, handoff_done, op) != 0) {
+		op->next = NULL;
+		return -1;
+	}
+	w->op = op;
+	return 0;
+}
+
 void
 locks_release(struct lclient *cl, const char *key, size_t keylen)
 {
@@ -615,8 +738,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 	op = op_new(lt, lk, cl);
 	vlen = make_value(op->value, cl->id, lk->token);
 	op->token = lk->token;
-	if (store_release(lt->st, lk->name, keylen, op->value, vlen,
-	    release_done, op) != 0) {
+	if (release_send(lk, op, op->value, vlen) != 0) {
 		op_done(op);
 		free(op);
 		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable; still held");
@@ -909,6 +1031,17 @@ lock_wake(struct lock *lk)
 }
 
 void
+locks_store_wanted(void *arg, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(arg, key, keylen);
+
+	/* Only news for a key this broker holds: its next releases owe the
+	 * remote waiter a turn. */
+	if (lk != NULL && lk->holder != NULL)
+		lk->wanted_ms = now_ms();
+}
+
+void
 locks_store_released(void *arg, const char *key, size_t keylen)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
@@ -965,8 +1098,13 @@ locks_client_free(struct lclient *cl)
 	if (cl == NULL)
 		return;
 	lt = cl->lt;
-	if (cl->op != NULL)
-		cl->op->cl = NULL;	/* its reply finds nobody */
+	if (cl->op != NULL) {
+		/* its reply finds nobody */
+		if (cl->op->cl == cl)
+			cl->op->cl = NULL;
+		if (cl->op->next == cl)
+			cl->op->next = NULL;
+	}
 	if ((lk = cl->wlock) != NULL) {
 		waiter_remove(cl);
 		lock_pump(lk);

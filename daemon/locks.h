@@ -64,6 +64,10 @@ struct locks_stats {
 	uint64_t renewals;		/* keys renewed in Redis */
 	uint64_t lost;			/* held locks found lost */
 	uint64_t orphans;		/* grants for gone sessions, released */
+	uint64_t handoffs;		/* releases that granted a local waiter
+					 * in the same script call */
+	uint64_t fair_yields;		/* releases that let a remote waiter
+					 * try first */
 	size_t locks_held;		/* keys held by local sessions now */
 	size_t waiters;			/* ACQUIREs waiting now */
 	size_t keys;			/* lock table entries */
@@ -82,6 +86,7 @@ void locks_get_stats(const struct locks *lt, struct locks_stats *out);
 void locks_store_up(void *arg);
 void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
+void locks_store_wanted(void *arg, const char *key, size_t keylen);
 void locks_store_subscribed(void *arg);
 
 struct lclient *locks_client_new(struct locks *lt, const char *id,

@@ -255,6 +255,12 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
+on_store_wanted(void *arg, const char *key, size_t keylen)
+{
+	locks_store_wanted(((struct broker *)arg)->locks, key, keylen);
+}
+
+static void
 on_store_subscribed(void *arg)
 {
 	locks_store_subscribed(((struct broker *)arg)->locks);
@@ -308,7 +314,7 @@ main(int argc, char **argv)
 		};
 		struct store_hooks hooks = {
 			on_store_up, on_store_down, on_store_released,
-			on_store_subscribed, &b
+			on_store_wanted, on_store_subscribed, &b
 		};
 
 		b.locks = locks_new(b.base, &lc);

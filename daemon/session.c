@@ -163,7 +163,7 @@ cmd_stats(struct session *s)
 	send_line(s, "OK version=%s uptime_s=%lld sessions=%zu "
 	    "locks_held=%zu waiters=%zu keys=%zu acquires=%llu busy=%llu "
 	    "acquire_errors=%llu releases=%llu renewals=%llu lost=%llu "
-	    "orphans=%llu accepted=%llu refused=%llu toolong=%llu "
+	    "orphans=%llu handoffs=%llu fair_yields=%llu accepted=%llu refused=%llu toolong=%llu "
 	    "auth_failures=%llu redis=%s redis_inflight=%zu "
 	    "redis_reconnects=%llu",
 	    LOCKBROKER_VERSION, (long long)((now_ms() - b->started_ms) / 1000),
@@ -172,6 +172,8 @@ cmd_stats(struct session *s)
 	    (unsigned long long)ls.acquire_errors,
 	    (unsigned long long)ls.releases, (unsigned long long)ls.renewals,
 	    (unsigned long long)ls.lost, (unsigned long long)ls.orphans,
+	    (unsigned long long)ls.handoffs,
+	    (unsigned long long)ls.fair_yields,
 	    (unsigned long long)b->stats.accepted,
 	    (unsigned long long)b->stats.refused,
 	    (unsigned long long)b->stats.toolong,

@@ -56,10 +56,13 @@ struct store {
 	size_t lockpfxlen;
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
+	char *wanted;			/* "<prefix>:wanted" */
 	struct store_hooks hooks;
 	struct conn cmd, sub;
 	struct event *watchdog_ev;	/* checks the oldest command's age */
 	size_t inflight;
+	struct cmd *qhead, *qtail;	/* waiting for a place in flight */
+	size_t queued;
 	int64_t last_progress_ms;
 	uint64_t reconnects;
 	char *host;			/* parsed addr */
@@ -80,6 +83,7 @@ enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER };
 /* A script call in flight.  Owned by hiredis's callback from send on. */
 struct cmd {
 	struct store *st;
+	struct cmd *qnext;		/* in the store's queue */
 	enum cmd_kind kind;
 	enum script_id script;
 	int retried;
@@ -98,6 +102,7 @@ struct cmd {
 
 static void conn_start(struct conn *c);
 static void conn_kill(struct conn *c, const char *why);
+static void queue_run(struct store *st);
 
 /* --- helpers -------------------------------------------------------- */
 
@@ -284,6 +289,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		free(c);
 		return;
 	}
+	queue_run(st);
 	if (r->type == REDIS_REPLY_ERROR && !c->retried &&
 	    strncmp(r->str, "NOSCRIPT", 8) == 0 && st->cmd.state == C_UP) {
 		/* Script cache flushed: send the text once; EVAL caches it. */
@@ -327,10 +333,56 @@ cmd_send(struct cmd *c)
 	return 0;
 }
 
-/* Send a new command; on failure it is freed and -1 returned. */
+/* Send queued commands while there is room in flight. */
+static void
+queue_run(struct store *st)
+{
+	while (st->qhead != NULL && st->inflight < STORE_MAX_INFLIGHT) {
+		struct cmd *c = st->qhead;
+
+		st->qhead = c->qnext;
+		if (st->qhead == NULL)
+			st->qtail = NULL;
+		st->queued--;
+		if (cmd_send(c) != 0) {
+			cmd_fail(c);
+			free(c);
+		}
+	}
+}
+
+/* Answer every queued command "unavailable" (the connection is gone). */
+static void
+queue_fail(struct store *st)
+{
+	struct cmd *c;
+
+	while ((c = st->qhead) != NULL) {
+		st->qhead = c->qnext;
+		st->queued--;
+		cmd_fail(c);
+		free(c);
+	}
+	st->qtail = NULL;
+}
+
+/* Send a new command, or queue it when STORE_MAX_INFLIGHT are in flight;
+ * on failure it is freed and -1 returned. */
 static int
 cmd_start(struct cmd *c)
 {
+	struct store *st = c->st;
+
+	if (st->cmd.state == C_UP && st->inflight >= STORE_MAX_INFLIGHT) {
+		c->qnext = NULL;
+		if (st->qtail)
+			st->qtail->qnext = c;
+		else
+			st->qhead = c;
+		st->qtail = c;
+		st->queued++;
+		return 0;
+	}
 	if (cmd_send(c) == 0)
 		return 0;
 	free(c);
@@ -339,22 +391,49 @@ cmd_start(struct cmd *c)
 
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, store_acquire_fn *fn,
-    void *arg)
+    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    store_acquire_fn *fn, void *arg)
 {
 	char ttl[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct piece p[4] = {
+	struct piece p[7] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), NULL, 0 },
 		{ owner, ownerlen, NULL, 0 },
+		{ ttl, (size_t)tl, NULL, 0 },
+		{ st->wanted, strlen(st->wanted), NULL, 0 },
+		{ key, keylen, NULL, 0 },
+		{ will_wait ? "1" : "0", 1, NULL, 0 },
+	};
+	struct cmd *c;
+
+	if (st->cmd.state != C_UP)
+		return -1;
+	c = cmd_new(st, K_ACQUIRE, SCRIPT_ACQUIRE, 2, p, 7);
+	c->fn.acquire = fn;
+	c->arg = arg;
+	return cmd_start(c);
+}
+
+int
+store_handoff(struct store *st, const char *key, size_t keylen,
+    const char *value, size_t valuelen, const char *next_owner,
+    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg)
+{
+	char ttl[24];
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+	struct piece p[5] = {
+		{ st->lockpfx, st->lockpfxlen, key, keylen },
+		{ st->fence, strlen(st->fence), NULL, 0 },
+		{ value, valuelen, NULL, 0 },
+		{ next_owner, next_ownerlen, NULL, 0 },
 		{ ttl, (size_t)tl, NULL, 0 },
 	};
 	struct cmd *c;
 
 	if (st->cmd.state != C_UP)
 		return -1;
-	c = cmd_new(st, K_ACQUIRE, SCRIPT_ACQUIRE, 2, p, 4);
+	c = cmd_new(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 5);
 	c->fn.acquire = fn;
 	c->arg = arg;
 	return cmd_start(c);
@@ -471,6 +550,8 @@ conn_lost(struct conn *c, const char *why)
 	timer_add_ms(c->retry_ev, c->backoff_ms);
 	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 	    c->backoff_ms * 2;
+	if (!c->subscriber)
+		queue_fail(st);
 	if (was_up && !c->subscriber) {
 		st->reconnects++;
 		if (st->hooks.down)
@@ -521,12 +602,21 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	kind = r->element[0];
 	if (strcmp(kind->str, "subscribe") == 0) {
-		conn_became_up(c);
+		/* the count of channels subscribed: up once both are */
+		if (r->element[2]->type == REDIS_REPLY_INTEGER &&
+		    r->element[2]->integer == 2)
+			conn_became_up(c);
 	} else if (strcmp(kind->str, "message") == 0 &&
+	    r->element[1]->type == REDIS_REPLY_STRING &&
 	    r->element[2]->type == REDIS_REPLY_STRING) {
-		if (st->hooks.released)
-			st->hooks.released(st->hooks.arg, r->element[2]->str,
-			    (size_t)r->element[2]->len);
+		const char *chan = r->element[1]->str;
+		const char *key = r->element[2]->str;
+		size_t keylen = (size_t)r->element[2]->len;
+
+		if (strcmp(chan, st->channel) == 0 && st->hooks.released)
+			st->hooks.released(st->hooks.arg, key, keylen);
+		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted)
+			st->hooks.wanted(st->hooks.arg, key, keylen);
 	}
 }
 
@@ -564,7 +654,8 @@ on_connect(const redisAsyncContext *cac, int status)
 	c->handshake_left = 0;
 	send_auth(c);
 	if (c->subscriber) {
-		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s", st->channel);
+		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s %s",
+		    st->channel, st->wanted);
 	} else {
 		for (int i = 0; i < SCRIPT__COUNT; i++) {
 			redisAsyncCommand(ac, handshake_reply, c,
@@ -714,6 +805,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->lockpfxlen = strlen(st->lockpfx);
 	st->fence = joinstr(cfg->prefix, ":fence");
 	st->channel = joinstr(cfg->prefix, ":released");
+	st->wanted = joinstr(cfg->prefix, ":wanted");
 	st->hooks = *hooks;
 	if (parse_addr(st) != 0) {
 		log_error("bad Redis address '%s' (want host:port or "
@@ -759,6 +851,7 @@ store_free(struct store *st)
 		return;
 	st->hooks.down = NULL;	/* shutting down: nobody to tell */
 	st->hooks.up = NULL;
+	queue_fail(st);
 	conn_close(&st->cmd);
 	conn_close(&st->sub);
 	if (st->watchdog_ev)
@@ -769,6 +862,7 @@ store_free(struct store *st)
 	free(st->lockpfx);
 	free(st->fence);
 	free(st->channel);
+	free(st->wanted);
 	free(st->host);
 	free(st);
 }
@@ -782,7 +876,7 @@ store_is_up(const struct store *st)
 size_t
 store_inflight(const struct store *st)
 {
-	return st->inflight;
+	return st->inflight + st->queued;
 }
 
 uint64_t

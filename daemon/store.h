@@ -34,6 +34,8 @@ struct store_hooks {
 	void (*down)(void *arg);	/* command connection lost */
 	/* A lock was released somewhere (pub/sub). */
 	void (*released)(void *arg, const char *key, size_t keylen);
+	/* A client of another broker waits for a key (pub/sub). */
+	void (*wanted)(void *arg, const char *key, size_t keylen);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
 	void (*subscribed)(void *arg);
 	void *arg;
@@ -57,6 +59,12 @@ struct store_renew_item {
 };
 
 #define STORE_RENEW_BATCH 256		/* most keys in one renew call */
+/*
+ * Most script calls in flight on the command connection; more wait in a
+ * queue.  One connection with ~256 in flight already reaches Redis's own
+ * ceiling (../shared/notes); past it only latency and memory grow.
+ */
+#define STORE_MAX_INFLIGHT 256
 
 struct store *store_new(struct event_base *base, const struct store_cfg *cfg,
     const struct store_hooks *hooks);
@@ -66,9 +74,18 @@ int store_is_up(const struct store *st);
 size_t store_inflight(const struct store *st);
 uint64_t store_reconnects(const struct store *st);
 
+/* will_wait: a BUSY answer makes the script announce the wait (wanted). */
 int store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, store_acquire_fn *fn,
-    void *arg);
+    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    store_acquire_fn *fn, void *arg);
+/*
+ * Release value's hold and give the key to next_owner in one script call:
+ * the callback gets granted = 1 and the new token, or granted = 0 when the
+ * releasing hold was already lost (the key is then left alone).
+ */
+int store_handoff(struct store *st, const char *key, size_t keylen,
+    const char *value, size_t valuelen, const char *next_owner,
+    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg);
 int store_release(struct store *st, const char *key, size_t keylen,
     const char *value, size_t valuelen, store_release_fn *fn, void *arg);
 int store_renew(struct store *st, const struct store_renew_item *items,

@@ -149,6 +149,7 @@ fake_call_free(struct fake_call *c)
 	free(c->items);
 	free(c->key);
 	free(c->value);
+	free(c->next_owner);
 	free(c);
 }
 
@@ -190,6 +191,7 @@ fake_store_drain(struct store *st)
 	while ((c = fake_store_take(st, FAKE_ANY)) != NULL) {
 		switch (c->kind) {
 		case FAKE_ACQUIRE:
+		case FAKE_HANDOFF:
 			fake_acquire_done(c, 0, 0, 0);
 			break;
 		case FAKE_RELEASE:
@@ -248,13 +250,34 @@ store_reconnects(const struct store *st)
 
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, store_acquire_fn *fn,
-    void *arg)
+    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    store_acquire_fn *fn, void *arg)
 {
+	struct fake_call *c;
+
 	if (fs_refuse(st))
 		return -1;
-	fs_push(st, FAKE_ACQUIRE, key, keylen, owner, ownerlen, ttl_ms,
-	    arg)->fn.acquire = fn;
+	c = fs_push(st, FAKE_ACQUIRE, key, keylen, owner, ownerlen, ttl_ms,
+	    arg);
+	c->fn.acquire = fn;
+	c->will_wait = will_wait;
+	return 0;
+}
+
+int
+store_handoff(struct store *st, const char *key, size_t keylen,
+    const char *value, size_t valuelen, const char *next_owner,
+    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg)
+{
+	struct fake_call *c;
+
+	if (fs_refuse(st))
+		return -1;
+	c = fs_push(st, FAKE_HANDOFF, key, keylen, value, valuelen, ttl_ms,
+	    arg);
+	c->fn.acquire = fn;
+	c->next_owner = fs_copy(next_owner, next_ownerlen);
+	c->next_ownerlen = next_ownerlen;
 	return 0;
 }
 

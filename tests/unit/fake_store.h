@@ -19,7 +19,7 @@
 #include "store.h"
 
 enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
-    FAKE__COUNT };
+    FAKE_HANDOFF, FAKE__COUNT };
 #define FAKE_ANY (-1)
 
 struct fake_item {
@@ -33,13 +33,18 @@ struct fake_item {
 struct fake_call {
 	struct fake_call *next;
 	enum fake_kind kind;
-	/* ACQUIRE: key, value = owner, ttl_ms.  RELEASE: key, value.
-	 * OWNER: key.  RENEW: n items; key, value, ttl_ms mirror items[0]. */
+	/* ACQUIRE: key, value = owner, ttl_ms, will_wait.  RELEASE: key,
+	 * value.  OWNER: key.  RENEW: n items; key, value, ttl_ms mirror
+	 * items[0].  HANDOFF: key, value (the releasing hold), next_owner = the
+	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done. */
 	char *key;
 	size_t keylen;
 	char *value;
 	size_t valuelen;
 	long ttl_ms;
+	int will_wait;
+	char *next_owner;
+	size_t next_ownerlen;
 	size_t n;
 	struct fake_item *items;
 	union {

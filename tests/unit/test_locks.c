@@ -343,32 +343,43 @@ START_TEST(test_same_key_fifo)
 	}
 	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
 
+	/* The first grant is an attempt; each later one a handoff: the
+	 * holder's release and the next waiter's grant in one call. */
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->value, ids[order[0]]);
+	fake_acquire_done(fc, 1, 1, 100);
+	ck_assert_int_eq(e.rec[order[0]].status, LK_OK);
+	ck_assert_int_eq(e.rec[order[0]].n, 100);
 	for (int i = 0; i < 3; i++) {
 		int c = order[i];
 
-		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
-		fc = take(&e, FAKE_ACQUIRE);
-		ck_assert_msg(strcmp(fc->value, ids[c]) == 0,
-		    "grant %d: attempt for %s, want client %d", i, fc->value,
-		    c);
-		fake_acquire_done(fc, 1, 1, 100 + i);
-		ck_assert_int_eq(e.rec[c].status, LK_OK);
-		ck_assert_int_eq(e.rec[c].n, 100 + i);
 		/* The holder is local: nobody else is tried meanwhile. */
 		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
-
 		release(&e, c, "k");
-		fc = take(&e, FAKE_RELEASE);
-		ck_assert_str_eq(fc->value, value_of(c, 100 + i));
-		/* Not before the release is confirmed. */
-		ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
-		fake_release_done(fc, 1, 1);
+		if (i == 2) {
+			fc = take(&e, FAKE_RELEASE);
+			ck_assert_str_eq(fc->value, value_of(c, 100 + i));
+			fake_release_done(fc, 1, 1);
+		} else {
+			int next = order[i + 1];
+
+			fc = take(&e, FAKE_HANDOFF);
+			ck_assert_str_eq(fc->value, value_of(c, 100 + i));
+			ck_assert_msg(strcmp(fc->next_owner, ids[next]) == 0,
+			    "handoff %d to %s, want client %d", i,
+			    fc->next_owner, next);
+			ck_assert_int_eq(e.rec[next].nreplies, 0);
+			fake_acquire_done(fc, 1, 1, 101 + i);
+			ck_assert_int_eq(e.rec[next].status, LK_OK);
+			ck_assert_int_eq(e.rec[next].n, 101 + i);
+		}
 		ck_assert_int_eq(e.rec[c].status, LK_OK);
 		ck_assert_int_eq(e.rec[c].n, 0);
 	}
 	ck_assert_int_lt(e.rec[0].ok_seq, e.rec[2].ok_seq);
 	ck_assert_int_lt(e.rec[2].ok_seq, e.rec[1].ok_seq);
-	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 3);
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 1);
+	ck_assert_uint_eq(calls(&e, FAKE_HANDOFF), 2);
 	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
 	env_end(&e);
 }
@@ -768,6 +779,118 @@ START_TEST(test_store_refuses_request)
 }
 END_TEST
 
+/*
+ * Handoff whose releasing hold was already lost in Redis: the releaser
+ * hears LOST and the waiter gets an ordinary attempt next.
+ */
+START_TEST(test_handoff_releaser_lost)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 7);
+	acquire(&e, 1, "k", 10000, 5000);
+	release(&e, 0, "k");
+	fake_acquire_done(take(&e, FAKE_HANDOFF), 1, 0, 0);
+	ck_assert_int_eq(e.rec[0].status, LK_LOST);
+	ck_assert_int_eq(e.rec[1].nreplies, 0);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->value, ids[1]);
+	fake_acquire_done(fc, 1, 1, 8);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	ck_assert_int_eq(e.rec[1].n, 8);
+	env_end(&e);
+}
+END_TEST
+
+/* The waiter leaves while the handoff is in flight: the grant it got in
+ * Redis is released at once, with its id and the new token. */
+START_TEST(test_handoff_to_gone_waiter)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 7);
+	acquire(&e, 1, "k", 10000, 5000);
+	release(&e, 0, "k");
+	fc = take(&e, FAKE_HANDOFF);
+	env_free_client(&e, 1);
+	fake_acquire_done(fc, 1, 1, 8);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(1, 8));
+	fake_release_done(fc, 1, 1);
+	env_end(&e);
+}
+END_TEST
+
+/*
+ * Fairness: another broker announced a waiter ("wanted"); after
+ * HANDOFF_FAIR (4) handoffs in a row the next release is plain (it
+ * publishes) and the local waiter holds back ~5 ms before its attempt.
+ */
+START_TEST(test_fair_release_after_handoffs)
+{
+	struct env e;
+	struct fake_call *fc;
+	long long token = 10;
+	int holder = 0;
+	int64_t t0;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, token);
+	for (int i = 0; i < 4; i++) {
+		int next = 1 - holder;
+
+		acquire(&e, next, "k", 10000, 5000);
+		locks_store_wanted(e.lt, "k", 1);
+		release(&e, holder, "k");
+		fc = take(&e, FAKE_HANDOFF);
+		fake_acquire_done(fc, 1, 1, ++token);
+		ck_assert_int_eq(e.rec[next].status, LK_OK);
+		holder = next;
+	}
+	acquire(&e, 1 - holder, "k", 10000, 5000);
+	locks_store_wanted(e.lt, "k", 1);
+	release(&e, holder, "k");
+	ck_assert_uint_eq(pending(&e, FAKE_HANDOFF), 0);
+	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
+	t0 = now_ms();
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);	/* yielding */
+	run_ms(&e, 30);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_msg(now_ms() - t0 >= 4, "local attempt did not yield");
+	fake_acquire_done(fc, 1, 1, ++token);
+	ck_assert_int_eq(e.rec[1 - holder].status, LK_OK);
+	env_end(&e);
+}
+END_TEST
+
+/* Without a remote waiter, handoffs go on however many there were. */
+START_TEST(test_no_wanted_keeps_handing_off)
+{
+	struct env e;
+	long long token = 10;
+	int holder = 0;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, token);
+	for (int i = 0; i < 12; i++) {
+		int next = 1 - holder;
+
+		acquire(&e, next, "k", 10000, 5000);
+		release(&e, holder, "k");
+		fake_acquire_done(take(&e, FAKE_HANDOFF), 1, 1, ++token);
+		ck_assert_int_eq(e.rec[next].status, LK_OK);
+		holder = next;
+	}
+	ck_assert_uint_eq(calls(&e, FAKE_RELEASE), 0);
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_suite(void)
 {
@@ -781,6 +904,13 @@ locks_suite(void)
 	tcase_add_test(tc, test_same_key_fifo);
 	tcase_add_test(tc, test_wait0_busy_local);
 	tcase_add_test(tc, test_wait0_busy_remote);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("handoff");
+	tcase_add_test(tc, test_handoff_releaser_lost);
+	tcase_add_test(tc, test_handoff_to_gone_waiter);
+	tcase_add_test(tc, test_fair_release_after_handoffs);
+	tcase_add_test(tc, test_no_wanted_keeps_handing_off);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("waiting");
