@@ -4,11 +4,17 @@
  * A session runs one request at a time: while a request waits (for a key or
  * for Redis) later lines stay in the input buffer, which is what keeps
  * replies in request order and makes a waiting ACQUIRE hold back the
- * session's later requests.  Input is bounded by the read high-watermark;
- * output by OUT_HIGH: past it the session stops taking requests until the
- * client reads (a client that pipelines without reading costs bounded
- * memory).  Replies from the lock table never run the next request
- * directly: they schedule it (process_ev), so nothing re-enters locks_*.
+ * session's later requests.  Input is bounded by IN_HIGH (reading stops
+ * past it); output by OUT_HIGH: past it the session stops taking requests
+ * and reading until the client reads (a client that pipelines without
+ * reading costs bounded memory).  Replies from the lock table never run
+ * the next request directly: they schedule it (process_ev), so nothing
+ * re-enters locks_*.
+ *
+ * I/O is done by hand on the socket rather than with a bufferevent: one
+ * read() per readable event and one writev() per batch of replies, with
+ * the write event registered only while output is stuck.  A bufferevent
+ * added an ioctl(FIONREAD) and two epoll_ctl calls per request.
  */
 #include "broker.h"
 #include "clientid.h"
@@ -19,20 +25,26 @@
 #include "util.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define OUT_HIGH (64 * 1024)		/* stop taking requests past this */
-#define CLOSE_GRACE_S 5			/* flush time before a forced close */
+#define READ_CHUNK 16384		/* bytes per read() */
+#define CLOSE_GRACE_MS 5000		/* flush time before a forced close */
 
 struct session {
 	struct broker *b;
-	struct bufferevent *bev;
+	int fd;
+	struct event *rev, *wev;	/* readable / writable */
+	struct evbuffer *in, *out;
+	size_t in_high;			/* stop reading past this */
+	int64_t close_at_ms;		/* closing: free by then at the latest */
 	struct lclient *cl;
 	struct event *process_ev;	/* run the next request, later */
 	TAILQ_ENTRY(session) link;
@@ -43,9 +55,13 @@ struct session {
 	unsigned closing:1;		/* close once output is flushed */
 	unsigned events:1;		/* EVENTS ON */
 	unsigned authed:1;		/* AUTH passed (or none needed) */
+	unsigned reading:1;		/* rev is added */
+	unsigned writing:1;		/* wev is added */
 };
 
 static void process_input(struct session *s);
+static int flush(struct session *s);
+static void session_release(struct session *s);
 
 static void
 send_line(struct session *s, const char *fmt, ...)
@@ -54,7 +70,7 @@ send_line(struct session *s, const char *fmt, ...)
 static void
 send_line(struct session *s, const char *fmt, ...)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
+	struct evbuffer *out = s->out;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -70,19 +86,27 @@ send_err(struct session *s, enum proto_err code, const char *why)
 	send_line(s, "ERR %s %s", proto_err_name(code), why);
 }
 
+static void
+reading(struct session *s, int on)
+{
+	if (on && !s->reading && event_add(s->rev, NULL) == 0)
+		s->reading = 1;
+	else if (!on && s->reading) {
+		event_del(s->rev);
+		s->reading = 0;
+	}
+}
+
 /* Stop reading; free the session once its output is flushed. */
 static void
 close_after_flush(struct session *s)
 {
-	struct timeval grace = { CLOSE_GRACE_S, 0 };
+	struct timeval grace = { CLOSE_GRACE_MS / 1000, 0 };
 
 	s->closing = 1;
-	bufferevent_disable(s->bev, EV_READ);
-	bufferevent_setwatermark(s->bev, EV_WRITE, 0, 0);
-	if (evbuffer_get_length(bufferevent_get_output(s->bev)) == 0) {
-		event_active(s->process_ev, EV_TIMEOUT, 0);
-		return;
-	}
+	s->close_at_ms = now_ms() + CLOSE_GRACE_MS;
+	reading(s, 0);
+	/* process_cb runs at the grace's end, or when output drained */
 	event_add(s->process_ev, &grace);
 }
 
@@ -126,8 +150,11 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 {
 	struct session *s = arg;
 
-	if (s->events)
+	if (s->events) {
 		send_line(s, "EVENT LOST %.*s %lld", (int)keylen, key, token);
+		if (!s->dispatching)
+			event_active(s->process_ev, EV_TIMEOUT, 0);
+	}
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost };
@@ -146,7 +173,7 @@ add_key(void *arg, const char *key, size_t keylen)
 static void
 cmd_held(struct session *s)
 {
-	struct evbuffer *out = bufferevent_get_output(s->bev);
+	struct evbuffer *out = s->out;
 
 	evbuffer_add_printf(out, "OK %zu", locks_held(s->cl, NULL, NULL));
 	locks_held(s->cl, add_key, out);
@@ -281,7 +308,7 @@ dispatch(struct session *s, const struct proto_req *req)
 static long
 next_line(struct session *s)
 {
-	struct evbuffer *in = bufferevent_get_input(s->bev);
+	struct evbuffer *in = s->in;
 	size_t max = (size_t)s->b->cfg->max_line, have, len;
 	struct evbuffer_ptr eol;
 	size_t eol_len;
@@ -319,7 +346,7 @@ process_input(struct session *s)
 {
 	struct broker *b = s->b;
 	struct proto_limits lim = { (size_t)b->cfg->max_key_len };
-	struct evbuffer *out = bufferevent_get_output(s->bev);
+	struct evbuffer *out = s->out;
 
 	s->dispatching = 1;
 	while (!s->busy && !s->closing) {
@@ -332,7 +359,7 @@ process_input(struct session *s)
 		if (evbuffer_get_length(out) > OUT_HIGH) {
 			/* The client is not reading: neither do we. */
 			b->stats.paused++;
-			bufferevent_disable(s->bev, EV_READ);
+			reading(s, 0);
 			break;
 		}
 		if ((len = next_line(s)) == -1)
@@ -352,42 +379,86 @@ process_input(struct session *s)
 			dispatch(s, &req);
 	}
 	s->dispatching = 0;
+	if (!s->closing && evbuffer_get_length(s->in) < s->in_high &&
+	    evbuffer_get_length(out) <= OUT_HIGH)
+		reading(s, 1);
 }
 
 /* --- libevent callbacks ---------------------------------------------- */
 
-static void
-read_cb(struct bufferevent *bev, void *arg)
+/*
+ * Write what is queued.  Returns 1 when the session was freed (closing and
+ * flushed, or the peer is gone): the caller must not touch it again.
+ */
+static int
+flush(struct session *s)
 {
-	(void)bev;
-	process_input(arg);
+	size_t left;
+
+	while ((left = evbuffer_get_length(s->out)) > 0) {
+		int n = evbuffer_write(s->out, s->fd);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+		    errno == EINTR))
+			break;
+		session_free(s);	/* reset, broken pipe */
+		return 1;
+	}
+	if (left > 0 && !s->writing && event_add(s->wev, NULL) == 0)
+		s->writing = 1;
+	else if (left == 0 && s->writing) {
+		event_del(s->wev);
+		s->writing = 0;
+	}
+	if (left == 0 && s->closing) {
+		session_free(s);
+		return 1;
+	}
+	return 0;
 }
 
 static void
-write_cb(struct bufferevent *bev, void *arg)
+read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
+	char buf[READ_CHUNK];
+	ssize_t n;
 
-	if (s->closing) {
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			session_free(s);
+	(void)what;
+	n = read(fd, buf, sizeof buf);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR)) {
+		session_free(s);	/* closed or reset: release its locks */
 		return;
 	}
-	/* Output drained below the low-watermark: take requests again. */
-	if (!(bufferevent_get_enabled(bev) & EV_READ))
-		bufferevent_enable(bev, EV_READ);
-	if (!s->busy)
-		process_input(s);
+	if (n > 0 && evbuffer_add(s->in, buf, (size_t)n) != 0) {
+		log_warn("client %s: out of memory for input; closing", s->id);
+		session_free(s);
+		return;
+	}
+	if (evbuffer_get_length(s->in) >= s->in_high)
+		reading(s, 0);		/* process_input resumes it */
+	process_input(s);
+	flush(s);
 }
 
 static void
-event_cb(struct bufferevent *bev, short what, void *arg)
+write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
 
-	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		session_free(s);
+	(void)fd;
+	(void)what;
+	if (flush(s))
+		return;
+	/* Output drained: take requests again. */
+	if (!s->closing && !s->busy &&
+	    evbuffer_get_length(s->out) <= OUT_HIGH / 2) {
+		process_input(s);
+		flush(s);
+	}
 }
 
 static void
@@ -398,11 +469,14 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (s->closing) {
-		/* flushed, or the grace ran out */
-		session_free(s);
+		if (now_ms() >= s->close_at_ms)
+			session_free(s);	/* the client never read it */
+		else
+			flush(s);
 		return;
 	}
 	process_input(s);
+	flush(s);
 }
 
 struct session *
@@ -413,30 +487,46 @@ session_new(struct broker *b, int fd)
 	s->b = b;
 	clientid_new(s->id);
 	s->authed = b->cfg->auth_token[0] == '\0';
-	s->process_ev = event_new(b->base, -1, 0, process_cb, s);
-	if (s->process_ev == NULL ||
-	    (s->bev = bufferevent_socket_new(b->base, fd,
-	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	s->fd = fd;
+	s->in_high = (size_t)b->cfg->max_line * 2 + 2 > READ_CHUNK ?
+	    (size_t)b->cfg->max_line * 2 + 2 : READ_CHUNK;
+	if (evutil_make_socket_nonblocking(fd) != 0 ||
+	    (s->process_ev = event_new(b->base, -1, 0, process_cb, s)) == NULL ||
+	    (s->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, read_cb,
+	    s)) == NULL ||
+	    (s->wev = event_new(b->base, fd, EV_WRITE | EV_PERSIST, write_cb,
+	    s)) == NULL ||
+	    (s->in = evbuffer_new()) == NULL ||
+	    (s->out = evbuffer_new()) == NULL) {
 		/* The caller closes fd. */
 		log_warn("cannot set up a session: out of memory");
-		if (s->process_ev)
-			event_free(s->process_ev);
-		free(s);
+		session_release(s);
 		return NULL;
 	}
 	s->cl = locks_client_new(b->locks, s->id, &client_ops, s);
-	bufferevent_setcb(s->bev, read_cb, write_cb, event_cb, s);
-	/* Input bounded: a full line plus slack; reading pauses past it. */
-	bufferevent_setwatermark(s->bev, EV_READ, 0,
-	    (size_t)b->cfg->max_line * 2 + 2 > 16384 ?
-	    (size_t)b->cfg->max_line * 2 + 2 : 16384);
-	bufferevent_setwatermark(s->bev, EV_WRITE, OUT_HIGH / 2, 0);
-	bufferevent_enable(s->bev, EV_READ | EV_WRITE);
+	reading(s, 1);
 	TAILQ_INSERT_TAIL(&b->sessions, s, link);
 	b->nsessions++;
 	b->stats.accepted++;
 	log_debug("client %s connected (fd %d)", s->id, fd);
 	return s;
+}
+
+/* Free what session_new made; safe on a half-built session. */
+static void
+session_release(struct session *s)
+{
+	if (s->process_ev)
+		event_free(s->process_ev);
+	if (s->rev)
+		event_free(s->rev);
+	if (s->wev)
+		event_free(s->wev);
+	if (s->in)
+		evbuffer_free(s->in);
+	if (s->out)
+		evbuffer_free(s->out);
+	free(s);
 }
 
 void
@@ -448,7 +538,7 @@ session_free(struct session *s)
 	TAILQ_REMOVE(&b->sessions, s, link);
 	b->nsessions--;
 	locks_client_free(s->cl);
-	event_free(s->process_ev);
-	bufferevent_free(s->bev);
-	free(s);
+	if (close(s->fd) != 0)
+		log_debug("close: %s", strerror(errno));
+	session_release(s);
 }
