@@ -1,0 +1,442 @@
+"""
+test_lockctl.py - the lockctl client against a real broker: runs under a
+lock serialize, exit statuses pass through, busy gives 75 (or -E), a lost
+lock (broker killed, key deleted in Redis) stops CMD with 70, signals reach
+CMD and the lock is released, owner/stats/ping, AUTH, unix socket, usage.
+
+lockctl is $LOCKCTL (make integration sets it), else build/lockctl.  CMDs
+are small Python scripts (WORKER below) that log what they see to a file,
+so every check reads like a transcript of what happened.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import harness
+from harness import UUID_RE, BrokerTestCase, wait_until
+
+LOCKCTL = os.environ.get("LOCKCTL") or os.path.join(
+    harness.REPO, "build", "lockctl")
+RUN_TIMEOUT = 20.0        # no lockctl run in this file should come close
+
+# The CMD most tests run: "worker.py LOG HOLD_S [ignore-term]".  It logs
+# "start <monotonic> <token>" and "end <monotonic>", sleeps HOLD_S in
+# between, and on SIGTERM logs "term" and exits 7 (or ignores SIGTERM).
+WORKER = r"""
+import os, signal, sys, time
+log, hold = sys.argv[1], float(sys.argv[2])
+def note(s):
+    with open(log, "a") as f:
+        f.write(s + "\n")
+def on_term(sig, frame):
+    note("term")
+    sys.exit(7)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore-term" in sys.argv
+              else on_term)
+note("start %.6f %s %s %d" % (time.monotonic(), os.environ["LOCKBROKER_KEY"],
+                              os.environ["LOCKBROKER_TOKEN"], os.getpid()))
+time.sleep(hold)
+note("end %.6f" % time.monotonic())
+"""
+
+
+def setUpModule():
+    harness.module_redis_start()
+
+
+def tearDownModule():
+    harness.module_redis_stop()
+
+
+class LockctlCase(BrokerTestCase):
+    broker_args = ()
+
+    def setUp(self):
+        super().setUp()
+        if not os.access(LOCKCTL, os.X_OK):
+            raise AssertionError("lockctl binary %s is missing (build it, "
+                                 "or set LOCKCTL)" % LOCKCTL)
+        self.dir = tempfile.mkdtemp(prefix="lbt-lockctl-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.b = self.start_broker(*self.broker_argv())
+        self.worker = os.path.join(self.dir, "worker.py")
+        with open(self.worker, "w") as f:
+            f.write(WORKER)
+
+    def broker_argv(self):
+        return self.broker_args
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env.pop("LOCKBROKER_HOST", None)
+        env["LOCKBROKER_PORT"] = str(self.b.port)
+        env.update(extra)
+        return env
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def work(self, log, hold, *more):
+        """argv of a worker CMD."""
+        return [sys.executable, self.worker, self.path(log), str(hold)] + \
+            list(more)
+
+    def lockctl(self, *args, env=None, timeout=RUN_TIMEOUT):
+        """Run lockctl to the end: (exit status, stdout, stderr)."""
+        p = subprocess.run([LOCKCTL] + [str(a) for a in args],
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, env=env or self.env(), timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def spawn(self, *args, env=None):
+        """Start lockctl in the background; killed at cleanup."""
+        p = subprocess.Popen([LOCKCTL] + [str(a) for a in args],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=env or self.env())
+        self.addCleanup(self._reap, p)
+        return p
+
+    @staticmethod
+    def _reap(p):
+        if p.poll() is None:
+            p.kill()
+        p.communicate(timeout=10)
+
+    def finish(self, p, timeout=RUN_TIMEOUT):
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out, err
+
+    def log(self, name):
+        try:
+            with open(self.path(name)) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def started(self, name, timeout=10.0):
+        """Wait for a worker's start line: (t, key, token, pid)."""
+        line = wait_until(lambda: [l for l in self.log(name)
+                                   if l.startswith("start ")], timeout,
+                          what="worker %s to start" % name)[0]
+        _, t, key, tok, pid = line.split(" ")
+        return float(t), key, int(tok), int(pid)
+
+    def ended(self, name):
+        ends = [l for l in self.log(name) if l.startswith("end ")]
+        self.assertEqual(len(ends), 1, self.log(name))
+        return float(ends[0].split(" ")[1])
+
+    def owner(self, key):
+        c = self.connect(self.b)
+        return c.req("OWNER " + key)
+
+
+class TestRun(LockctlCase):
+    def test_cmd_sees_key_and_token_and_holds_the_lock(self):
+        p = self.spawn("job", "--", *self.work("w", 30))
+        _, key, tok, _ = self.started("w")
+        self.assertEqual(key, "job")
+        r = self.owner("job")
+        self.assertRegex(r, r"\AOK %s [0-9]+ %d\Z" % (UUID_RE, tok))
+        self.assertEqual(self.redis.cli("GET", self.prefix + ":fence"),
+                         str(tok))
+        p.send_signal(signal.SIGTERM)
+        self.finish(p)
+
+    def test_exit_status_passes_through(self):
+        for code in (0, 3, 255):
+            rc, _, err = self.lockctl("k", "--", "sh", "-c", "exit %d" % code)
+            self.assertEqual(rc, code, err)
+        rc, _, _ = self.lockctl("k", "--", "sh", "-c", "kill -KILL $$")
+        self.assertEqual(rc, 128 + signal.SIGKILL)
+        self.assertEqual(self.owner("k"), "OK -")
+
+    def test_lock_released_when_cmd_exits(self):
+        rc, _, err = self.lockctl("k", "--", *self.work("w", 0))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err, "")
+        self.assertEqual(self.owner("k"), "OK -")
+        self.assertEqual(self.redis.cli("EXISTS", self.lock_key("k")), 0)
+
+    def test_two_runs_serialize_and_second_sees_higher_token(self):
+        a = self.spawn("-w", 10000, "k", "--", *self.work("a", 0.6))
+        a_start, _, a_tok, _ = self.started("a")
+        b = self.spawn("-w", 10000, "k", "--", *self.work("b", 0))
+        self.assertEqual(self.finish(a)[0], 0)
+        rc, _, err = self.finish(b)
+        self.assertEqual(rc, 0, err)
+        b_start, _, b_tok, _ = self.started("b")
+        a_end = self.ended("a")
+        self.assertGreaterEqual(b_start, a_end,
+                                "b started before a ended: no exclusion")
+        self.assertGreater(b_tok, a_tok)
+
+    def test_many_runs_never_overlap(self):
+        procs = [self.spawn("-w", 15000, "k", "--", *self.work("w%d" % i, 0.1))
+                 for i in range(4)]
+        for p in procs:
+            rc, _, err = self.finish(p)
+            self.assertEqual(rc, 0, err)
+        spans = sorted((self.started("w%d" % i)[0], self.ended("w%d" % i),
+                        self.started("w%d" % i)[2]) for i in range(4))
+        for (s1, e1, t1), (s2, e2, t2) in zip(spans, spans[1:]):
+            self.assertGreaterEqual(s2, e1, "runs overlap: %r" % spans)
+            self.assertGreater(t2, t1, "tokens not increasing: %r" % spans)
+
+    def test_cmd_not_found_is_127_and_releases(self):
+        rc, _, err = self.lockctl("k", "--", self.path("no-such-cmd"))
+        self.assertEqual(rc, 127)
+        self.assertIn("lockctl: ", err)
+        self.assertEqual(self.owner("k"), "OK -")
+
+    def test_ttl_option_sets_redis_ttl(self):
+        p = self.spawn("-t", 7000, "k", "--", *self.work("w", 30))
+        self.started("w")
+        pttl = self.redis.cli("PTTL", self.lock_key("k"))
+        self.assertTrue(0 < pttl <= 7000, pttl)
+        p.send_signal(signal.SIGTERM)
+        self.finish(p)
+
+
+class TestBusy(LockctlCase):
+    def hold(self, key):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE " + key))
+        return c
+
+    def test_busy_exits_75_without_running_cmd(self):
+        self.hold("k")
+        rc, _, err = self.lockctl("k", "--", *self.work("w", 0))
+        self.assertEqual(rc, 75)
+        self.assertRegex(err, r"\Alockctl: [^\n]*busy[^\n]*\n\Z")
+        self.assertEqual(self.log("w"), [])
+
+    def test_E_sets_the_busy_status(self):
+        self.hold("k")
+        for code in (0, 3, 200):
+            rc, _, _ = self.lockctl("-E", code, "k", "--", "true")
+            self.assertEqual(rc, code)
+
+    def test_wait_runs_out_then_busy(self):
+        self.hold("k")
+        t0 = time.monotonic()
+        rc, _, _ = self.lockctl("-w", 300, "k", "--", "true")
+        self.assertEqual(rc, 75)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.28)
+
+    def test_wait_gets_lock_when_holder_leaves(self):
+        c = self.hold("k")
+        p = self.spawn("-w", 10000, "k", "--", *self.work("w", 0))
+        wait_until(lambda: self.stats(c)["waiters"] == "1", 5.0,
+                   what="lockctl waiting")
+        c.close()
+        rc, _, err = self.finish(p)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(self.log("w")), 2)
+
+
+class TestLost(LockctlCase):
+    def test_broker_killed_stops_cmd_and_exits_70(self):
+        p = self.spawn("-k", 5, "k", "--", *self.work("w", 30))
+        self.started("w")
+        self.b.kill()
+        t0 = time.monotonic()
+        rc, _, err = self.finish(p)
+        self.assertEqual(rc, 70, err)
+        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertIn("term", self.log("w"))
+        self.assertIn("lost", err)
+
+    def test_cmd_ignoring_sigterm_gets_sigkill_after_grace(self):
+        p = self.spawn("-k", 1, "k", "--", *self.work("w", 30, "ignore-term"))
+        _, _, _, pid = self.started("w")
+        self.b.kill()
+        t0 = time.monotonic()
+        rc, _, err = self.finish(p)
+        took = time.monotonic() - t0
+        self.assertEqual(rc, 70, err)
+        self.assertGreaterEqual(took, 0.9)
+        self.assertLess(took, 4.0)
+        self.assertIn("SIGKILL", err)
+        self.assertFalse(os.path.exists("/proc/%d" % pid), "CMD survived")
+
+    def test_lock_deleted_in_redis_sends_event_and_exits_70(self):
+        # A short TTL makes the broker's renewal (every TTL/3) find the key
+        # gone within ~0.2 s and send EVENT LOST.
+        p = self.spawn("-t", 600, "k", "--", *self.work("w", 30))
+        _, _, tok, _ = self.started("w")
+        self.redis.cli("DEL", self.lock_key("k"))
+        rc, _, err = self.finish(p, timeout=10)
+        self.assertEqual(rc, 70, err)
+        self.assertIn("EVENT LOST k %d" % tok, err)
+        self.assertIn("term", self.log("w"))
+
+
+class TestSignals(LockctlCase):
+    def test_sigterm_reaches_cmd_and_lock_is_released(self):
+        p = self.spawn("k", "--", *self.work("w", 30))
+        self.started("w")
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = self.finish(p)
+        self.assertEqual(rc, 7, err)      # the worker's own TERM exit
+        self.assertIn("term", self.log("w"))
+        self.assertEqual(self.owner("k"), "OK -")
+
+    def test_other_signals_pass_through_as_128_plus_n(self):
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+            p = self.spawn("k", "--", "sh", "-c", "echo up; exec sleep 30")
+            self.assertEqual(p.stdout.readline(), "up\n")
+            p.send_signal(sig)
+            rc, _, err = self.finish(p)
+            self.assertEqual(rc, 128 + sig, err)
+            self.assertEqual(self.owner("k"), "OK -")
+
+    def test_signal_while_waiting_gives_up_without_running_cmd(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE k"))
+        p = self.spawn("-w", 30000, "k", "--", *self.work("w", 0))
+        wait_until(lambda: self.stats(c)["waiters"] == "1", 5.0,
+                   what="lockctl waiting")
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = self.finish(p, timeout=5)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err)
+        self.assertEqual(self.log("w"), [])
+        wait_until(lambda: self.stats(c)["waiters"] == "0", 5.0,
+                   what="waiter gone")
+
+
+class TestSubcommands(LockctlCase):
+    def test_ping(self):
+        self.assertEqual(self.lockctl("ping"), (0, "OK PONG\n", ""))
+
+    def test_stats(self):
+        rc, out, _ = self.lockctl("stats")
+        self.assertEqual(rc, 0)
+        self.assertEqual(harness.parse_stats(out.rstrip("\n"))["redis"], "up")
+
+    def test_owner_free_and_held(self):
+        self.assertEqual(self.lockctl("owner", "k"), (0, "OK -\n", ""))
+        c = self.connect(self.b)
+        cid = c.hello()
+        tok = self.assertToken(c.req("ACQUIRE k"))
+        rc, out, _ = self.lockctl("owner", "k")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"\AOK %s [0-9]+ %d\n\Z" % (cid, tok))
+
+    def test_error_reply_exits_1(self):
+        rc, out, err = self.lockctl("owner", "x" * 300)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertRegex(err, r"\Alockctl: ERR BADARG ")
+
+    def test_no_broker_exits_1(self):
+        env = self.env(LOCKBROKER_PORT=str(harness.free_port()))
+        for args in (("ping",), ("k", "--", "true")):
+            rc, _, err = self.lockctl(*args, env=env)
+            self.assertEqual(rc, 1)
+            self.assertRegex(err, r"\Alockctl: cannot connect")
+
+    def test_subcommand_word_before_dashes_is_a_key(self):
+        rc, out, err = self.lockctl("stats", "--", "sh", "-c",
+                                    'echo "$LOCKBROKER_KEY"')
+        self.assertEqual((rc, out), (0, "stats\n"), err)
+
+
+class TestAddress(LockctlCase):
+    def test_H_overrides_environment(self):
+        env = self.env(LOCKBROKER_HOST="127.0.0.1:%d" % harness.free_port())
+        self.assertEqual(self.lockctl("ping", env=env)[0], 1)
+        rc, out, _ = self.lockctl("-H", "127.0.0.1:%d" % self.b.port, "ping",
+                                  env=env)
+        self.assertEqual((rc, out), (0, "OK PONG\n"))
+
+    def test_host_with_port_in_environment(self):
+        env = self.env(LOCKBROKER_HOST="localhost:%d" % self.b.port,
+                       LOCKBROKER_PORT="1")
+        self.assertEqual(self.lockctl("ping", env=env)[:2], (0, "OK PONG\n"))
+
+
+class TestUnixSocket(LockctlCase):
+    def broker_argv(self):
+        self.sock = self.path("b.sock")
+        return ("-s", self.sock)
+
+    def test_run_and_owner_over_unix_socket(self):
+        rc, out, err = self.lockctl("-U", self.sock, "k", "--", "sh", "-c",
+                                    'lockctl_owner=$("$0" -U "$1" owner k);'
+                                    'echo "$lockctl_owner"', LOCKCTL,
+                                    self.sock)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\AOK %s [0-9]+ [0-9]+\n\Z" % UUID_RE)
+
+
+class TestAuth(LockctlCase):
+    broker_args = ("--auth_token", "s3cret-token")
+
+    def token_file(self, text):
+        path = self.path("token")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_good_token_runs_cmd(self):
+        good = self.token_file("s3cret-token\n")
+        rc, out, err = self.lockctl("-a", good, "k", "--", "sh", "-c",
+                                    'echo "$LOCKBROKER_TOKEN"')
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"\A[0-9]+\n\Z")
+        self.assertEqual(self.lockctl("-a", good, "owner", "k")[:2],
+                         (0, "OK -\n"))
+
+    def test_wrong_token_exits_1(self):
+        bad = self.token_file("nope\n")
+        rc, _, err = self.lockctl("-a", bad, "k", "--", *self.work("w", 0))
+        self.assertEqual(rc, 1)
+        self.assertRegex(err, r"\Alockctl: AUTH refused: ERR NOAUTH ")
+        self.assertEqual(self.log("w"), [])
+
+    def test_no_token_gets_noauth(self):
+        self.assertEqual(self.lockctl("ping")[0], 0)   # PING needs no AUTH
+        rc, _, err = self.lockctl("owner", "k")
+        self.assertEqual(rc, 1)
+        self.assertIn("ERR NOAUTH", err)
+        rc, _, err = self.lockctl("k", "--", "true")
+        self.assertEqual(rc, 1)
+        self.assertIn("ERR NOAUTH", err)
+
+    def test_missing_token_file_exits_1(self):
+        rc, _, err = self.lockctl("-a", self.path("absent"), "ping")
+        self.assertEqual(rc, 1)
+        self.assertIn("No such file", err)
+
+
+class TestUsage(LockctlCase):
+    def test_usage_errors_exit_64(self):
+        for args in ((), ("k",), ("k", "true"), ("k", "--"), ("-w", "soon",
+                     "k", "--", "true"), ("-t", "0", "k", "--", "true"),
+                     ("-E", "256", "k", "--", "true"), ("-q", "ping"),
+                     ("-w",), ("owner",), ("ping", "extra"),
+                     ("-H", "h:99999", "ping"), ("bad key", "--", "true")):
+            rc, out, err = self.lockctl(*args)
+            self.assertEqual(rc, 64, "lockctl %r: %r" % (args, err))
+            self.assertTrue(err.startswith("lockctl: "), err)
+            self.assertEqual(out, "")
+
+    def test_help_and_version(self):
+        rc, out, _ = self.lockctl("-h")
+        self.assertEqual(rc, 0)
+        self.assertIn("usage: lockctl", out)
+        self.assertIn("port %d" % self.b.port, out)   # live default
+        rc, out, _ = self.lockctl("-V")
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"\Alockctl [0-9]+\.[0-9]+\.[0-9]+\n\Z")
+
+
+if __name__ == "__main__":
+    unittest.main()
