@@ -439,6 +439,7 @@ lock_pump(struct lock *lk)
 			return;
 		}
 		op = op_new(lt, lk, w);
+		op->sent_us = now_us();
 		memcpy(op->value, w->id, sizeof w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    CLIENTID_LEN, w->wttl, w->deadline > now_ms(), attempt_done,
@@ -466,6 +467,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	char id[CLIENTID_LEN + 1];
 
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
+	int64_t sent_us = op->sent_us;
 
 	memcpy(id, op->value, sizeof id);	/* the requester's client-id */
 	free(op);
@@ -479,10 +481,18 @@ attempt_done(void *arg, int ok, int granted, long long n)
 			lt->stats.acquire_errors++;
 			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
 		}
-	} else if (granted && w == NULL) {
-		/* Its session left while the attempt was in flight. */
+	} else if (granted && (w == NULL ||
+	    now_us() - sent_us >= (int64_t)w->wttl * 1000)) {
+		/* Its session left while the attempt was in flight; or the
+		 * reply came so late (the broker was paused) that the lock
+		 * may have expired already: not a grant to pass on. */
 		lt->stats.orphans++;
 		release_orphan(lk, id, n);
+		if (w != NULL && now_ms() >= w->deadline) {
+			waiter_remove(w);
+			lt->stats.busy++;
+			reply(w, LK_BUSY, 0, NULL);
+		}
 	} else if (granted) {
 		int64_t t = now_us();
 
@@ -664,7 +674,11 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		lt->stats.releases++;
 		lt->stats.handoffs++;
 		lk->handoffs++;
-		if (w != NULL) {
+		if (w != NULL && t - op->sent_us >= (int64_t)w->wttl * 1000) {
+			/* a reply so late the grant may have expired */
+			lt->stats.orphans++;
+			release_orphan(lk, op->next_id, n);
+		} else if (w != NULL) {
 			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 			histo_observe(&lt->stats.handoff, t - op->sent_us);
 			waiter_remove(w);
