@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// lock.js - take a lockbroker lock, use its fencing token, release it.
+//
+// usage: lock.js [KEY [WAIT_MS]]   (defaults: example 5000)
+// The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
+// Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
+'use strict';
+const net = require('net');
+
+const key = process.argv[2] || 'example';
+const waitMs = Number(process.argv[3] || 5000);
+const host = process.env.LOCKBROKER_HOST || '127.0.0.1';
+const port = Number(process.env.LOCKBROKER_PORT || 7711);
+
+// One connection; every reply is one CRLF-terminated line, in request order.
+function connect() {
+  return new Promise((resolve, reject) => {
+    const sock = net.createConnection({ host, port });
+    const lines = [];
+    const waiting = [];
+    let buf = '';
+    let failed = null;
+    const fail = (err) => {
+      failed = err;
+      while (waiting.length) waiting.shift().reject(err);
+      reject(err);
+    };
+    sock.setEncoding('ascii');
+    sock.setTimeout(waitMs + 10000, () => sock.destroy(new Error('broker timed out')));
+    sock.on('error', fail);
+    sock.on('end', () => fail(new Error('broker closed the connection')));
+    sock.on('data', (chunk) => {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i).replace(/\r$/, '');
+        buf = buf.slice(i + 1);
+        if (waiting.length) waiting.shift().resolve(line);
+        else lines.push(line);
+      }
+    });
+    const next = () => {
+      if (lines.length) return Promise.resolve(lines.shift());
+      if (failed) return Promise.reject(failed);
+      return new Promise((res, rej) => waiting.push({ resolve: res, reject: rej }));
+    };
+    const call = (line) => { sock.write(line + '\n'); return next(); };
+    sock.on('connect', () => resolve({ sock, call }));
+  });
+}
+
+async function main() {
+  // The lock lives as long as this connection: keep it open while working.
+  const { sock, call } = await connect();
+  let reply = await call(`ACQUIRE ${key} WAIT ${waitMs}`);
+  if (reply === 'BUSY') {
+    console.error(`lock.js: ${key} is busy`);
+    sock.destroy();
+    return 75;
+  }
+  if (!reply.startsWith('OK ')) {
+    console.error(`lock.js: ACQUIRE: ${reply}`);
+    sock.destroy();
+    return 1;
+  }
+  const token = BigInt(reply.split(' ')[1]);
+  console.log(`acquired ${key} with fencing token ${token}`);
+  // Do the work here.  Send the token with every write, so that the
+  // resource can refuse a holder whose token is older than one seen.
+
+  reply = await call(`RELEASE ${key}`);
+  if (!reply.startsWith('OK')) {
+    console.error(`lock.js: RELEASE: ${reply}`);
+    sock.destroy();
+    return 1;
+  }
+  console.log(`released ${key}`);
+  await call('QUIT');
+  sock.end();
+  return 0;
+}
+
+main().then(
+  (code) => { process.exitCode = code; },
+  (err) => { console.error(`lock.js: ${err.message}`); process.exitCode = 1; },
+);

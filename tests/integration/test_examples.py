@@ -1,0 +1,177 @@
+"""
+test_examples.py - every client example in examples/ against a real
+broker: it waits for a lock another client holds briefly, prints the
+fencing token and exits 0; it exits 75 when the lock stays busy and 1 on an
+ERR reply or when no broker listens.
+
+An example whose runtime (python3, node, bash, a C compiler) is missing is
+skipped with a message saying which.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import harness
+from harness import BrokerTestCase, wait_until
+
+EXAMPLES = os.path.join(harness.REPO, "examples")
+RUN_TIMEOUT = 20.0
+TOKEN_RE = r"acquired %s with fencing token ([0-9]+)\nreleased %s\n"
+
+
+def setUpModule():
+    harness.module_redis_start()
+
+
+def tearDownModule():
+    harness.module_redis_stop()
+
+
+class ExampleTests:
+    """The tests every example must pass, mixed into one BrokerTestCase per
+    example; each subclass says how to run its example."""
+
+    missing = None         # why argv() is None
+
+    @classmethod
+    def argv(cls):
+        """The command that runs the example, or None (why in cls.missing)."""
+        raise NotImplementedError
+
+    def setUp(self):
+        if self.argv() is None:
+            self.skipTest(self.missing)
+        super().setUp()
+        self.b = self.start_broker()
+
+    def run_example(self, *args, port=None):
+        env = dict(os.environ)
+        env["LOCKBROKER_HOST"] = "127.0.0.1"
+        env["LOCKBROKER_PORT"] = str(port or self.b.port)
+        p = subprocess.run(self.argv() + [str(a) for a in args],
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, env=env, timeout=RUN_TIMEOUT)
+        return p.returncode, p.stdout, p.stderr
+
+    def start_example(self, *args):
+        env = dict(os.environ, LOCKBROKER_HOST="127.0.0.1",
+                   LOCKBROKER_PORT=str(self.b.port))
+        p = subprocess.Popen(self.argv() + [str(a) for a in args],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+
+        def reap():
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=10)
+        self.addCleanup(reap)
+        return p
+
+    def test_waits_for_holder_then_prints_token_and_releases(self):
+        holder = self.connect(self.b)
+        held = self.assertToken(holder.req("ACQUIRE job"))
+        p = self.start_example("job", 10000)
+        wait_until(lambda: self.stats(holder)["waiters"] == "1", 10.0,
+                   what="the example to wait for the lock")
+        self.assertEqual(holder.req("RELEASE job"), "OK 0")
+        out, err = p.communicate(timeout=RUN_TIMEOUT)
+        self.assertEqual(p.returncode, 0, err)
+        m = re.fullmatch(TOKEN_RE % ("job", "job"), out)
+        self.assertIsNotNone(m, out)
+        self.assertGreater(int(m.group(1)), held)
+        self.assertEqual(holder.req("OWNER job"), "OK -")
+
+    def test_free_lock_default_key(self):
+        rc, out, err = self.run_example()
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, TOKEN_RE % ("example", "example"))
+
+    def test_busy_exits_75(self):
+        holder = self.connect(self.b)
+        self.assertToken(holder.req("ACQUIRE job"))
+        rc, out, err = self.run_example("job", 200)
+        self.assertEqual(rc, 75, err)
+        self.assertEqual(out, "")
+        self.assertIn("busy", err)
+
+    def test_err_reply_exits_1(self):
+        rc, out, err = self.run_example("k" * 300, 0)   # key too long
+        self.assertEqual(rc, 1, err)
+        self.assertEqual(out, "")
+        self.assertIn("ERR BADARG", err)
+
+    def test_no_broker_exits_1(self):
+        rc, out, err = self.run_example("job", 0, port=harness.free_port())
+        self.assertEqual(rc, 1, err)
+        self.assertEqual(out, "")
+        self.assertNotEqual(err, "")
+
+
+class TestPython(ExampleTests, BrokerTestCase):
+    @classmethod
+    def argv(cls):
+        return [sys.executable, os.path.join(EXAMPLES, "lock.py")]
+
+
+class TestNode(ExampleTests, BrokerTestCase):
+    missing = "node is not installed"
+
+    @classmethod
+    def argv(cls):
+        node = shutil.which("node") or shutil.which("nodejs")
+        return None if node is None else [node,
+                                          os.path.join(EXAMPLES, "lock.js")]
+
+
+class TestBash(ExampleTests, BrokerTestCase):
+    missing = "bash is not installed"
+
+    @classmethod
+    def argv(cls):
+        bash = shutil.which("bash")
+        return None if bash is None else [bash,
+                                          os.path.join(EXAMPLES, "lock.sh")]
+
+
+class TestC(ExampleTests, BrokerTestCase):
+    """lock.c, built once with the project's warnings (any error fails)."""
+    missing = "no C compiler (cc, gcc or clang)"
+    binary = None
+
+    @classmethod
+    def setUpClass(cls):
+        cc = shutil.which(os.environ.get("CC") or "cc") or \
+            shutil.which("gcc") or shutil.which("clang")
+        if cc is None:
+            return
+        cls.tmp = tempfile.mkdtemp(prefix="lbt-example-c-")
+        out = os.path.join(cls.tmp, "lock")
+        p = subprocess.run(
+            [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra",
+             "-Werror", "-Wshadow", "-Wstrict-prototypes",
+             "-Wmissing-prototypes", "-Wformat=2", "-O2", "-o", out,
+             os.path.join(EXAMPLES, "lock.c")],
+            capture_output=True, text=True, timeout=120)
+        cls.build_error = None
+        if p.returncode != 0:
+            cls.build_error = p.stdout + p.stderr
+        cls.binary = out
+
+    @classmethod
+    def tearDownClass(cls):
+        if getattr(cls, "tmp", None):
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def argv(cls):
+        return None if cls.binary is None else [cls.binary]
+
+    def setUp(self):
+        super().setUp()
+        if self.build_error is not None:
+            self.fail("examples/lock.c does not build:\n" + self.build_error)
+
