@@ -1,0 +1,329 @@
+"""
+test_metrics.py - GET /metrics (conf metrics_port): the page is valid
+Prometheus text format (checked with `promtool check metrics`, Debian
+package prometheus; that one test is skipped when promtool is absent), and
+its values move with what the broker does: acquires by outcome, releases,
+sessions, held locks, waiters, lost locks, auth failures, Redis up/down and
+the acquire-wait and handoff histograms.  Only GET /metrics is served.
+"""
+
+import http.client
+import re
+import shutil
+import subprocess
+import threading
+import time
+import unittest
+
+import harness
+from harness import BrokerTestCase, free_port, wait_until
+
+PROMTOOL = shutil.which("promtool")
+
+# One sample line: name, optional {labels}, value (no timestamps here).
+SAMPLE_RE = re.compile(
+    r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? '
+    r'([-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\+Inf|-Inf|NaN))')
+
+
+def setUpModule():
+    harness.module_redis_start()
+
+
+def tearDownModule():
+    harness.module_redis_stop()
+
+
+def http_req(port, method="GET", path="/metrics", body=None, timeout=5.0):
+    """(status, headers dict lower-cased, body text)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body)
+        r = conn.getresponse()
+        data = r.read().decode("utf-8", "replace")
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def parse_metrics(text):
+    """{'name' or 'name{labels}': float} for every sample line."""
+    out = {}
+    for line in text.split("\n"):
+        if line == "" or line.startswith("#"):
+            continue
+        m = SAMPLE_RE.fullmatch(line)
+        if not m:
+            raise AssertionError("not a sample line: %r" % line)
+        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+class MetricsCase(BrokerTestCase):
+    def start_metrics_broker(self, *extra, redis=None):
+        """A broker serving /metrics on a free port; returns it, with the
+        port in .mport."""
+        for attempt in range(3):
+            mport = free_port()
+            try:
+                b = self.start_broker("--metrics_port", mport, *extra,
+                                      redis=redis)
+            except AssertionError as e:
+                if attempt < 2 and "metrics" in str(e):
+                    continue    # lost the port to someone else
+                raise
+            b.mport = mport
+            return b
+
+    def metrics(self, broker):
+        st, hdr, body = http_req(broker.mport)
+        self.assertEqual(st, 200, body)
+        self.assertTrue(hdr.get("content-type", "").startswith(
+            "text/plain; version=0.0.4"), hdr)
+        return parse_metrics(body)
+
+    def metric_is(self, broker, name, value, timeout=2.0):
+        wait_until(lambda: self.metrics(broker).get(name) == value, timeout,
+                   what="%s == %s" % (name, value))
+
+
+class TestFormat(MetricsCase):
+    def test_promtool_accepts_the_page(self):
+        if PROMTOOL is None:
+            self.skipTest("promtool not installed (Debian package "
+                          "prometheus): page not validated")
+        b = self.start_metrics_broker()
+        # Some activity so the histograms have non-zero buckets too.
+        a, w = self.connect(b), self.connect(b)
+        self.assertToken(a.req("ACQUIRE fmt"))
+        w.send("ACQUIRE fmt WAIT 5000")
+        wait_until(lambda: self.stats(a)["waiters"] == "1", 2.0,
+                   what="waiters=1")
+        self.assertEqual(a.req("RELEASE fmt"), "OK 0")
+        self.assertToken(w.readline())
+        st, _, body = http_req(b.mport)
+        self.assertEqual(st, 200)
+        p = subprocess.run([PROMTOOL, "check", "metrics"], input=body,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, "promtool check metrics: %s%s\n"
+                         "page:\n%s" % (p.stdout, p.stderr, body))
+        self.assertEqual((p.stdout + p.stderr).strip(), "",
+                         "promtool has lint remarks")
+
+    def test_every_family_is_there(self):
+        b = self.start_metrics_broker()
+        m = self.metrics(b)
+        for name in ("lockbroker_sessions", "lockbroker_locks_held",
+                     "lockbroker_waiters",
+                     'lockbroker_acquires_total{outcome="ok"}',
+                     'lockbroker_acquires_total{outcome="busy"}',
+                     'lockbroker_acquires_total{outcome="error"}',
+                     "lockbroker_releases_total",
+                     "lockbroker_renewals_total",
+                     "lockbroker_lost_locks_total",
+                     "lockbroker_sessions_accepted_total",
+                     "lockbroker_sessions_refused_total",
+                     "lockbroker_auth_failures_total",
+                     "lockbroker_redis_up",
+                     "lockbroker_redis_reconnects_total",
+                     'lockbroker_acquire_wait_seconds_bucket{le="+Inf"}',
+                     "lockbroker_acquire_wait_seconds_sum",
+                     "lockbroker_acquire_wait_seconds_count",
+                     'lockbroker_handoff_seconds_bucket{le="+Inf"}',
+                     "lockbroker_handoff_seconds_sum",
+                     "lockbroker_handoff_seconds_count"):
+            self.assertIn(name, m)
+        self.assertEqual(m["lockbroker_redis_up"], 1)
+
+    def test_histogram_buckets_are_cumulative(self):
+        b = self.start_metrics_broker()
+        a = self.connect(b)
+        for i in range(5):
+            self.assertToken(a.req("ACQUIRE h%d" % i))
+        st, _, body = http_req(b.mport)
+        for fam in ("lockbroker_acquire_wait_seconds",
+                    "lockbroker_handoff_seconds"):
+            les, counts = [], []
+            for line in body.split("\n"):
+                m = re.fullmatch(r'%s_bucket\{le="([^"]+)"\} ([0-9]+)' % fam,
+                                 line)
+                if m:
+                    les.append(float(m.group(1)))
+                    counts.append(int(m.group(2)))
+            self.assertGreater(len(les), 2, fam)
+            self.assertEqual(les[-1], float("inf"))
+            self.assertEqual(les, sorted(set(les)), fam + ": le not rising")
+            self.assertEqual(counts, sorted(counts), fam + ": not cumulative")
+            self.assertEqual(counts[-1], self.metrics(b)[fam + "_count"])
+        self.assertEqual(
+            self.metrics(b)["lockbroker_acquire_wait_seconds_count"], 5)
+
+    def test_other_paths_are_404(self):
+        b = self.start_metrics_broker()
+        for path in ("/other", "/", "/metrics/x"):
+            self.assertEqual(http_req(b.mport, "GET", path)[0], 404, path)
+        # The broker goes on serving, both HTTP and clients.
+        self.assertEqual(http_req(b.mport)[0], 200)
+        self.assertEqual(self.connect(b).req("PING"), "OK PONG")
+
+    # Broker bug: evhttp_set_allowed_methods(GET) in metrics_start makes
+    # libevent answer every other method 501 Not Implemented before
+    # metrics_cb (and its 405) runs.  Drop this decorator with the fix.
+    @unittest.expectedFailure
+    def test_non_get_is_405(self):
+        b = self.start_metrics_broker()
+        for method in ("POST", "PUT", "DELETE"):
+            st, _, _ = http_req(b.mport, method, body="x=1")
+            self.assertEqual(st, 405, method)
+        self.assertEqual(http_req(b.mport)[0], 200)
+
+    def test_metrics_bind_default_is_loopback(self):
+        b = self.start_metrics_broker()
+        self.assertIn("metrics on http://127.0.0.1:%d/metrics" % b.mport,
+                      b.log())
+
+
+class TestValuesMove(MetricsCase):
+    def test_counters_and_gauges(self):
+        b = self.start_metrics_broker("--max_locks_per_session", "2")
+        m0 = self.metrics(b)
+        for k in ('lockbroker_acquires_total{outcome="ok"}',
+                  'lockbroker_acquires_total{outcome="busy"}',
+                  'lockbroker_acquires_total{outcome="error"}',
+                  "lockbroker_releases_total", "lockbroker_locks_held",
+                  "lockbroker_waiters", "lockbroker_lost_locks_total",
+                  "lockbroker_acquire_wait_seconds_count",
+                  "lockbroker_handoff_seconds_count"):
+            self.assertEqual(m0[k], 0, k)
+
+        a, c = self.connect(b), self.connect(b)
+        wait_until(lambda: self.metrics(b)["lockbroker_sessions"] == 2, 2.0,
+                   what="lockbroker_sessions == 2")
+        self.assertToken(a.req("ACQUIRE m1"))
+        self.assertToken(a.req("ACQUIRE m2"))
+        self.assertErr(a.req("ACQUIRE m3"), "LIMIT")    # outcome=error
+        self.assertEqual(c.req("ACQUIRE m1"), "BUSY")   # outcome=busy
+        self.assertEqual(c.req("ACQUIRE m1 WAIT 50"), "BUSY")
+        m = self.metrics(b)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'], 2)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="busy"}'], 2)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="error"}'], 1)
+        self.assertEqual(m["lockbroker_locks_held"], 2)
+        self.assertEqual(m["lockbroker_waiters"], 0)
+        self.assertEqual(m["lockbroker_acquire_wait_seconds_count"], 2)
+        self.assertEqual(m["lockbroker_releases_total"], 0)
+
+        # A waiter shows in the gauge, then is woken by a release: a
+        # handoff, observed in both histograms.
+        c.send("ACQUIRE m1 WAIT 5000")
+        self.metric_is(b, "lockbroker_waiters", 1)
+        self.assertEqual(a.req("RELEASE m1"), "OK 0")
+        self.assertToken(c.readline())
+        m = self.metrics(b)
+        self.assertEqual(m["lockbroker_waiters"], 0)
+        self.assertEqual(m["lockbroker_releases_total"], 1)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'], 3)
+        self.assertEqual(m["lockbroker_locks_held"], 2)
+        self.assertEqual(m["lockbroker_acquire_wait_seconds_count"], 3)
+        self.assertEqual(m["lockbroker_handoff_seconds_count"], 1)
+        self.assertGreater(m["lockbroker_handoff_seconds_sum"], 0)
+
+        # A session's end releases its locks: counted as releases.
+        c.send("QUIT")
+        self.assertEqual(c.readline(), "OK")
+        self.metric_is(b, "lockbroker_sessions", 1)
+        self.metric_is(b, "lockbroker_locks_held", 1)
+        self.metric_is(b, "lockbroker_releases_total", 2)
+        self.assertEqual(a.req("RELEASE m2"), "OK 0")
+        m = self.metrics(b)
+        self.assertEqual(m["lockbroker_releases_total"], 3)
+        self.assertEqual(m["lockbroker_locks_held"], 0)
+        self.assertGreaterEqual(m["lockbroker_sessions_accepted_total"], 2)
+
+    def test_lost_lock(self):
+        b = self.start_metrics_broker()
+        a = self.connect(b)
+        self.assertToken(a.req("ACQUIRE gone"))
+        self.assertEqual(self.redis.cli("DEL", self.lock_key("gone")), 1)
+        self.assertErr(a.req("RELEASE gone"), "LOST")
+        m = self.metrics(b)
+        self.assertEqual(m["lockbroker_lost_locks_total"], 1)
+        self.assertEqual(m["lockbroker_locks_held"], 0)
+        self.assertEqual(m["lockbroker_releases_total"], 0)
+
+    def test_auth_failures(self):
+        b = self.start_metrics_broker("--auth_token", "s3cret")
+        a = self.connect(b)
+        base = self.metrics(b)["lockbroker_auth_failures_total"]
+        self.assertErr(a.req("AUTH wrong"), "NOAUTH")
+        self.assertErr(a.req("AUTH s3cre"), "NOAUTH")
+        self.assertEqual(self.metrics(b)["lockbroker_auth_failures_total"],
+                         base + 2)
+        self.assertEqual(a.req("AUTH s3cret"), "OK")
+        self.assertEqual(self.metrics(b)["lockbroker_auth_failures_total"],
+                         base + 2)
+        # /metrics itself needs no token.
+        self.assertToken(a.req("ACQUIRE au"))
+        self.assertEqual(self.metrics(b)["lockbroker_locks_held"], 1)
+
+    def test_redis_up_follows_redis(self):
+        r = self.start_redis()
+        b = self.start_metrics_broker(redis=r)
+        m = self.metrics(b)
+        self.assertEqual(m["lockbroker_redis_up"], 1)
+        reconnects = m["lockbroker_redis_reconnects_total"]
+        r.stop()
+        self.metric_is(b, "lockbroker_redis_up", 0, timeout=5.0)
+        # An ACQUIRE now is an error outcome.
+        a = self.connect(b)
+        self.assertErr(a.req("ACQUIRE down"), "UNAVAILABLE")
+        self.assertEqual(
+            self.metrics(b)['lockbroker_acquires_total{outcome="error"}'], 1)
+        r.restart()
+        self.metric_is(b, "lockbroker_redis_up", 1, timeout=10.0)
+        self.assertGreater(
+            self.metrics(b)["lockbroker_redis_reconnects_total"], reconnects)
+        self.assertToken(a.req("ACQUIRE down WAIT 2000"))
+
+    def test_scrapes_during_contention(self):
+        # Scraping while clients take turns neither blocks them nor shows
+        # impossible values.
+        b = self.start_metrics_broker()
+        cs = [self.connect(b, timeout=10) for _ in range(3)]
+        errors, stop = [], threading.Event()
+
+        def worker(c):
+            try:
+                while not stop.is_set():
+                    r = c.req("ACQUIRE hot WAIT 5000")
+                    if not r.startswith("OK "):
+                        raise AssertionError("ACQUIRE answered %r" % r)
+                    if c.req("RELEASE hot") != "OK 0":
+                        raise AssertionError("RELEASE failed")
+            except Exception as e:
+                errors.append(repr(e))
+
+        ts = [threading.Thread(target=worker, args=(c,)) for c in cs]
+        for t in ts:
+            t.start()
+        try:
+            deadline = time.monotonic() + 0.8
+            while time.monotonic() < deadline:
+                m = self.metrics(b)
+                self.assertLessEqual(m["lockbroker_locks_held"], 1)
+                # 3 clients: the one whose attempt is in flight still
+                # counts as waiting.
+                self.assertLessEqual(m["lockbroker_waiters"], 3)
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(10)
+        self.assertEqual(errors, [])
+        m = self.metrics(b)
+        self.assertGreater(m["lockbroker_handoff_seconds_count"], 0)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'],
+                         m["lockbroker_releases_total"])
+
+
+if __name__ == "__main__":
+    unittest.main()
