@@ -43,7 +43,7 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
-.PHONY: all deps run test unit integration asan clean install fuzz bench
+.PHONY: all deps run test unit integration asan clean install fuzz bench valgrind
 all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
@@ -71,13 +71,15 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 # Install missing build and test dependencies (Debian). As root this runs
 # apt-get; otherwise it prints the command to run.
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
-            check redis-server redis-tools python3 mandoc
+            check redis-server redis-tools python3 mandoc \
+            prometheus valgrind clang
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
-	command -v mandoc >/dev/null 2>&1 || missing=1; \
+	for c in mandoc promtool valgrind clang; do \
+	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "deps: installing $(DEB_PKGS)"; \
@@ -115,8 +117,12 @@ integration: all
 	  $(PY) tests/integration/run.py $(TESTS)
 
 test: deps
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory unit integration valgrind
 	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
+
+# One integration scenario under valgrind: no errors, no leaks.
+valgrind: all
+	bash tests/integration/valgrind.sh $(BUILD)/lockbrokerd
 
 clean:
 	rm -rf build

@@ -1049,9 +1049,9 @@ locks_store_wanted(void *arg, const char *key, size_t keylen)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
 
-	/* Only news for a key this broker holds: its next releases owe the
-	 * remote waiter a turn. */
-	if (lk != NULL && lk->holder != NULL)
+	/* News for any key this broker has (holds, is acquiring, or has
+	 * waiters for): its next releases owe the remote waiter a turn. */
+	if (lk != NULL)
 		lk->wanted_ms = now_ms();
 }
 

@@ -118,7 +118,10 @@ metrics_start(struct broker *b, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the metrics server");
 		return -1;
 	}
-	evhttp_set_allowed_methods(b->http, EVHTTP_REQ_GET);
+	/* every method reaches metrics_cb, which answers 405 but for GET */
+	evhttp_set_allowed_methods(b->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
 	if (evhttp_set_cb(b->http, "/metrics", metrics_cb, b) != 0 ||
 	    evhttp_bind_socket(b->http, b->cfg->metrics_bind,
 	    (uint16_t)b->cfg->metrics_port) != 0) {

@@ -176,15 +176,10 @@ class TestFairness(BrokerTestCase):
         for who in ("x0", "x1", "x2"):
             self.assertGreater(turns.rounds.get(who, 0), 0, turns.rounds)
 
-    # Broker bug: locks_store_wanted() keeps the "wanted" news only when
-    # a local session holds the key.  When it lands while this broker's own
-    # acquire attempt is in flight (holder not set yet), it is dropped: the
-    # remote waiter then waits for a PUBLISH that the local handoffs never
-    # send, and gets BUSY after its whole WAIT.  Fails most rounds today;
-    # run with LB_KNOWN_BUGS=1, and drop the skip with the fix.
-    @unittest.skipUnless(os.environ.get("LB_KNOWN_BUGS"),
-                         "known broker bug (wanted dropped during an "
-                         "attempt); LB_KNOWN_BUGS=1 runs it")
+    # Regression: locks_store_wanted() once kept the "wanted" news only
+    # when a local session held the key; landing while this broker's own
+    # acquire attempt was in flight it was dropped, and the remote waiter
+    # got BUSY after its whole WAIT while the key was handed over locally.
     def test_wanted_during_local_attempt_is_kept(self):
         r = self.start_redis()
         x = self.start_broker(redis=r)
