@@ -1004,8 +1004,10 @@ run_locked(struct conn *c, const struct opts *o, const char *key, char **cmd)
 	if (rv < 0)
 		die(1, "ACQUIRE %s: %s", key, c->err);
 	if (strcmp(reply, "BUSY") == 0) {
-		msg("lock %s is busy%s", key, o->wait_ms > 0 ?
-		    " (waited for it)" : "");
+		if (o->wait_ms > 0)
+			msg("lock %s is busy (waited %lld ms)", key, o->wait_ms);
+		else
+			msg("lock %s is busy", key);
 		return (int)o->busy_code;
 	}
 	if (!reply_ok(reply))

@@ -267,6 +267,23 @@ class TestLost(LockctlCase):
         self.assertIn("SIGKILL", err)
         self.assertFalse(os.path.exists("/proc/%d" % pid), "CMD survived")
 
+    def test_lockctl_killed_takes_cmd_and_lock_with_it(self):
+        p = self.spawn("k", "--", *self.work("w", 30))
+        _, _, _, pid = self.started("w")
+        p.kill()
+        p.communicate(timeout=10)
+
+        def cmd_gone():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    return f.read().split(") ")[1].startswith("Z")
+            except FileNotFoundError:
+                return True
+        if sys.platform.startswith("linux"):     # PR_SET_PDEATHSIG
+            wait_until(cmd_gone, 5.0, what="CMD to die with lockctl")
+        wait_until(lambda: self.owner("k") == "OK -", 5.0,
+                   what="the lock to be released")
+
     def test_lock_deleted_in_redis_sends_event_and_exits_70(self):
         # A short TTL makes the broker's renewal (every TTL/3) find the key
         # gone within ~0.2 s and send EVENT LOST.
@@ -436,6 +453,32 @@ class TestUsage(LockctlCase):
         rc, out, _ = self.lockctl("-V")
         self.assertEqual(rc, 0)
         self.assertRegex(out, r"\Alockctl [0-9]+\.[0-9]+\.[0-9]+\n\Z")
+
+
+class TestManPage(unittest.TestCase):
+    MAN = os.path.join(harness.REPO, "client", "lockctl.1")
+
+    def test_man_page_lints_clean(self):
+        mandoc = shutil.which("mandoc")
+        if mandoc is None:
+            self.skipTest("mandoc is not installed")
+        p = subprocess.run([mandoc, "-T", "lint", "-W", "warning", self.MAN],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout + p.stderr), (0, ""))
+
+    def test_every_option_in_help_and_man_page(self):
+        if not os.access(LOCKCTL, os.X_OK):
+            self.fail("lockctl binary %s is missing" % LOCKCTL)
+        help_text = subprocess.run([LOCKCTL, "-h"], capture_output=True,
+                                   text=True, timeout=10).stdout
+        with open(self.MAN) as f:
+            man = f.read()
+        for opt in "aEHhktUVw":
+            self.assertRegex(help_text, r"(?m)^  -%s\b" % opt)
+            self.assertRegex(man, r"(?m)^\.It Fl %s\b" % opt)
+        for sub in ("owner", "stats", "ping"):
+            self.assertIn(sub, help_text)
+            self.assertRegex(man, r"(?m)^\.It Cm %s\b" % sub)
 
 
 if __name__ == "__main__":
