@@ -267,6 +267,18 @@ class TestLost(LockctlCase):
         self.assertIn("SIGKILL", err)
         self.assertFalse(os.path.exists("/proc/%d" % pid), "CMD survived")
 
+    def test_redis_restart_without_data_loses_lock_and_exits_70(self):
+        own = self.start_redis()
+        b = self.start_broker(redis=own)
+        p = self.spawn("-t", 900, "k", "--", *self.work("w", 30),
+                       env=self.env(LOCKBROKER_PORT=str(b.port)))
+        _, _, tok, _ = self.started("w")
+        own.restart()
+        rc, _, err = self.finish(p, timeout=10)
+        self.assertEqual(rc, 70, err)
+        self.assertIn("EVENT LOST k %d" % tok, err)
+        self.assertIn("term", self.log("w"))
+
     def test_lockctl_killed_takes_cmd_and_lock_with_it(self):
         p = self.spawn("k", "--", *self.work("w", 30))
         _, _, _, pid = self.started("w")
