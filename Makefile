@@ -132,11 +132,16 @@ install: all
 	install -m 755 $(BUILD)/lockbrokerd $(DESTDIR)$(PREFIX)/sbin/lockbrokerd
 	$(if $(CLIENT_SRC),install -m 755 $(BUILD)/lockctl $(DESTDIR)$(PREFIX)/bin/lockctl)
 	install -d $(DESTDIR)$(PREFIX)/etc/lockbroker
-	install -m 644 conf/lockbrokerd.conf $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf
+	@# never overwrite a conf an operator may have edited
+	@if [ -e $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf ]; then \
+	  echo "install: keeping existing $(PREFIX)/etc/lockbroker/lockbrokerd.conf"; \
+	else install -m 644 conf/lockbrokerd.conf $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf; fi
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 644 systemd/lockbrokerd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/lockbrokerd.service
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 644 daemon/lockbrokerd.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockbrokerd.8
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 client/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockctl.1
 
 # libFuzzer target for the protocol parser (clang + libfuzzer-14-dev).
 FUZZ_SECONDS ?= 60
