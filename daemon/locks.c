@@ -30,6 +30,7 @@
 #define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
 #define RENEW_MIN_MS 1				/* floor of a renew period */
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
+#define WHY_LOST "the lock expired or was taken in Redis"
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
@@ -594,7 +595,7 @@ reply_not_held(struct lclient *cl, const char *key, size_t keylen)
 
 	lost_forget(cl, key, keylen, &found);
 	if (found)
-		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+		reply(cl, LK_LOST, 0, WHY_LOST);
 	else
 		reply(cl, LK_NOTHELD, 0, "this session does not hold the key");
 }
@@ -632,8 +633,7 @@ release_done(void *arg, int ok, int released)
 			reply(cl, LK_OK, 0, NULL);
 		} else {
 			lk->lt->stats.lost++;
-			reply(cl, LK_LOST, 0, "the lock expired or was taken "
-			    "in Redis");
+			reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
 	lock_pump(lk);
@@ -695,7 +695,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		/* The releasing hold was lost; the waiter tries normally. */
 		hold_end(lk);
 		lt->stats.lost++;
-		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	free(op);
 	lock_pump(lk);
@@ -790,7 +790,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		 * the news). */
 		hold_end(lk);
 		lk->lt->stats.lost++;
-		reply(cl, LK_LOST, 0, "the lock expired or was taken in Redis");
+		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	lock_pump(lk);
 }
