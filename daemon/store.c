@@ -46,6 +46,8 @@ struct conn {
 	long backoff_ms;
 	int handshake_left;		/* replies still awaited */
 	int failing;			/* failed since last up: log quietly */
+	int refused;			/* this context's handshake was refused */
+	char last_refusal[160];		/* logged once until it changes */
 };
 
 struct store {
@@ -517,6 +519,7 @@ conn_became_up(struct conn *c)
 	c->state = C_UP;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->failing = 0;
+	c->last_refusal[0] = '\0';
 	log_info("Redis %s connection up (%s)", c->name, st->addr);
 	if (!c->subscriber) {
 		st->last_progress_ms = now_ms();
@@ -545,7 +548,8 @@ conn_lost(struct conn *c, const char *why)
 		    c->name, was_up ? "lost" : "failed", st->addr, why,
 		    c->backoff_ms);
 	else
-		log_debug("Redis %s connection failed: %s", c->name, why);
+		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
+		    c->name, why, c->backoff_ms);
 	c->failing = 1;
 	timer_add_ms(c->retry_ev, c->backoff_ms);
 	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
@@ -568,6 +572,25 @@ on_connect(const redisAsyncContext *ac, int status);
 static void
 on_disconnect(const redisAsyncContext *ac, int status);
 
+/*
+ * Redis refused the handshake (wrong password, unknown user, ...).  The
+ * replies queued behind the refused AUTH fail too (NOAUTH): only the first
+ * counts, and the same refusal is logged once, not on every retry.
+ */
+static void
+handshake_refused(struct conn *c, const char *why)
+{
+	if (c->refused)
+		return;
+	c->refused = 1;
+	if (strncmp(c->last_refusal, why, sizeof c->last_refusal - 1) != 0) {
+		log_error("Redis %s handshake refused: %s (retrying with backoff)",
+		    c->name, why);
+		snprintf(c->last_refusal, sizeof c->last_refusal, "%s", why);
+	}
+	conn_kill(c, "handshake refused");
+}
+
 static void
 handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
@@ -577,9 +600,7 @@ handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	if (c->ac != ac || r == NULL)
 		return;		/* an old context tearing down */
 	if (r->type == REDIS_REPLY_ERROR) {
-		log_error("Redis %s handshake refused: %s", c->name, r->str);
-		c->failing = 0;	/* say it loudly each time it changes */
-		conn_kill(c, "handshake refused");
+		handshake_refused(c, r->str);
 		return;
 	}
 	if (--c->handshake_left == 0 && !c->subscriber)
@@ -595,6 +616,10 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 	if (c->ac != ac || r == NULL)
 		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		handshake_refused(c, r->str);
+		return;
+	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING) {
 		conn_kill(c, "unexpected reply on subscriber");
@@ -652,6 +677,7 @@ on_connect(const redisAsyncContext *cac, int status)
 	}
 	c->state = C_HANDSHAKE;
 	c->handshake_left = 0;
+	c->refused = 0;
 	send_auth(c);
 	if (c->subscriber) {
 		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s %s",
@@ -673,7 +699,10 @@ on_disconnect(const redisAsyncContext *cac, int status)
 
 	if (c->ac != ac)
 		return;		/* we started this teardown ourselves */
-	conn_lost(c, status == REDIS_OK ? "closed" :
+	/* hiredis drops a subscribed connection on any error reply, so a
+	 * refused handshake can end here before our own teardown runs */
+	conn_lost(c, c->refused ? "handshake refused" :
+	    status == REDIS_OK ? "closed" :
 	    (ac->errstr[0] ? ac->errstr : "error"));
 }
 
@@ -741,6 +770,9 @@ kill_cb(evutil_socket_t fd, short what, void *arg)
 static void
 conn_kill(struct conn *c, const char *why)
 {
+	/* Already going (the event is active): keep the first reason. */
+	if (event_pending(c->kill_ev, EV_TIMEOUT, NULL))
+		return;
 	c->kill_why = why;
 	event_active(c->kill_ev, EV_TIMEOUT, 0);
 }

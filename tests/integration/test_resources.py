@@ -242,12 +242,9 @@ class TestRedisAuth(ResourceCase):
         self.assertBrokerLoggedIn(r, "default")
 
 
-    # Broker bug: each refused attempt logs the WRONGPASS line, then one
+    # Regression: each refused attempt once logged the WRONGPASS line, one
     # "handshake refused: NOAUTH" line per SCRIPT LOAD queued behind the
-    # AUTH (5), then the "connection failed" line, for the command
-    # connection, and 2 more for the subscriber: 9 lines per attempt,
-    # about 54 in the first 3 s.  Remove expectedFailure once fixed.
-    @unittest.expectedFailure
+    # AUTH, and more for the subscriber: 9 lines per attempt.
     def test_wrong_password_logged_once_per_attempt(self):
         r = self.start_auth_redis("s3cret")
         b, c, t_start = self.start_wrong_password_broker(r)
