@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static enum log_level cur_level = LOG_INFO;
 
@@ -47,6 +49,25 @@ log_level_name(enum log_level level)
 	return level <= LOG_DEBUG ? level_names[level] : "?";
 }
 
+/*
+ * Whether stderr is the journal: systemd sets JOURNAL_STREAM to the
+ * "device:inode" of the stream it connected; a child that inherited the
+ * variable but writes elsewhere must not get journal prefixes.
+ */
+static int
+stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2 ||
+	    fstat(STDERR_FILENO, &st) != 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino;
+}
+
 static void
 log_vline(enum log_level level, const char *func, const char *fmt,
     va_list ap, const char *suffix) __attribute__((format(printf, 3, 0)));
@@ -61,7 +82,7 @@ log_vline(enum log_level level, const char *func, const char *fmt,
 	if (level > cur_level)
 		return;
 	if (journal == -1)
-		journal = getenv("JOURNAL_STREAM") != NULL;
+		journal = stderr_is_journal();
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	if (journal) {
 		fprintf(stderr, "<%d>%s: %s%s%s\n", syslog_prio[level], func,
