@@ -31,17 +31,19 @@
 #define RENEW_MIN_MS 1				/* floor of a renew period */
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
 #define WHY_LOST "the lock expired or was taken in Redis"
+#define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
- * win.  So when another broker announced a waiter for the key (the
- * "wanted" message, sent by its failed attempt) within WANTED_MS, and this
- * broker has handed the key over HANDOFF_FAIR times in a row, the next
- * release is a plain one (with its PUBLISH) and local waiters hold back
- * YIELD_MS -- time for the remote waiter's attempt to land first.
+ * win.  So once another broker announced a waiter for the key (the
+ * "wanted" message, sent by its failed attempt), and this broker has
+ * handed the key over HANDOFF_FAIR times in a row, the next release is a
+ * plain one (with its PUBLISH, which wakes the remote waiter) and local
+ * waiters hold back YIELD_MS -- time for the remote attempt to land first.
+ * The announcement stands until that plain release: a remote waiter that
+ * gave up meanwhile costs one needless yield, never a starved waiter.
  */
 #define HANDOFF_FAIR 4
-#define WANTED_MS 1000
 #define YIELD_MS 5
 
 struct lock {
@@ -63,7 +65,7 @@ struct lock {
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
-	int64_t wanted_ms;		/* a remote waiter announced, or 0 */
+	unsigned wanted:1;		/* a remote waiter announced itself */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
 	char name[];
@@ -173,7 +175,8 @@ timer_at(struct event *ev, int64_t when_ms)
 		d = 0;
 	tv.tv_sec = (time_t)(d / 1000);
 	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
-	event_add(ev, &tv);
+	if (event_add(ev, &tv) != 0)
+		fatalx("cannot arm a timer");
 }
 
 static struct lock *
@@ -324,7 +327,8 @@ lost_forget(struct lclient *cl, const char *key, size_t keylen, int *found)
 }
 
 static void
-hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl)
+hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
+    int64_t sent_us)
 {
 	struct locks *lt = lk->lt;
 	int found;
@@ -334,7 +338,8 @@ hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl)
 	lk->token = token;
 	lk->holds = 1;
 	lk->ttl_ms = ttl;
-	lk->renew_at = now_ms() + renew_period(ttl);
+	/* The TTL started in Redis at most when the request was sent. */
+	lk->renew_at = sent_us / 1000 + renew_period(ttl);
 	TAILQ_INSERT_TAIL(&cl->held, lk, hlink);
 	TAILQ_INSERT_TAIL(&lt->held, lk, alink);
 	cl->nheld++;
@@ -380,6 +385,17 @@ hold_lost(struct lock *lk, int remember)
 }
 
 /* --- acquire --------------------------------------------------------- */
+
+/*
+ * A grant whose reply took 2/3 of its TTL (a paused broker, a Redis stall
+ * shorter than the watchdog) may expire before its first renewal lands:
+ * it is released, not passed on.
+ */
+static int
+grant_too_late(int64_t sent_us, long ttl_ms)
+{
+	return (now_us() - sent_us) * 3 >= (int64_t)ttl_ms * 2000;
+}
 
 static void attempt_done(void *arg, int ok, int granted, long long n);
 static void release_done(void *arg, int ok, int released);
@@ -483,7 +499,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
 		}
 	} else if (granted && (w == NULL ||
-	    now_us() - sent_us >= (int64_t)w->wttl * 1000)) {
+	    grant_too_late(sent_us, w->wttl))) {
 		/* Its session left while the attempt was in flight; or the
 		 * reply came so late (the broker was paused) that the lock
 		 * may have expired already: not a grant to pass on. */
@@ -502,7 +518,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 			histo_observe(&lt->stats.handoff, t - freed_us);
 		waiter_remove(w);
 		lk->handoffs = 0;
-		hold_start(lk, w, n, w->wttl);
+		hold_start(lk, w, n, w->wttl, sent_us);
 		lt->stats.acquires++;
 		reply(w, LK_OK, n, NULL);
 	} else if (w != NULL && now_ms() >= w->deadline) {
@@ -516,7 +532,9 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
 		 * to run out if its holder died without releasing. */
 		lk->remote_busy = 1;
-		if (n >= 0)
+		/* A foreign key may carry any PTTL: past a day, the waiter's
+		 * own deadline (or a pub/sub wake) comes first anyway. */
+		if (n >= 0 && n < PTTL_RETRY_MAX)
 			lock_retry_at(lk, now_ms() + n + 1);
 	}
 	lock_pump(lk);
@@ -542,7 +560,12 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
 
-	if (lk != NULL && lk->holder == cl) {
+	if (lk != NULL && lk->holder == cl && lk->release_unknown) {
+		/* Its RELEASE timed out: Redis may have freed the key.  Drop
+		 * the local hold and ask Redis (acquire.lua answers the same
+		 * token if the key is still this session's). */
+		hold_end(lk);
+	} else if (lk != NULL && lk->holder == cl) {
 		lk->holds++;
 		lt->stats.acquires++;
 		reply(cl, LK_OK, lk->token, NULL);
@@ -674,7 +697,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		lt->stats.releases++;
 		lt->stats.handoffs++;
 		lk->handoffs++;
-		if (w != NULL && t - op->sent_us >= (int64_t)w->wttl * 1000) {
+		if (w != NULL && grant_too_late(op->sent_us, w->wttl)) {
 			/* a reply so late the grant may have expired */
 			lt->stats.orphans++;
 			release_orphan(lk, op->next_id, n);
@@ -682,7 +705,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 			histo_observe(&lt->stats.handoff, t - op->sent_us);
 			waiter_remove(w);
-			hold_start(lk, w, n, w->wttl);
+			hold_start(lk, w, n, w->wttl, op->sent_us);
 			lt->stats.acquires++;
 			reply(w, LK_OK, n, NULL);
 		} else {
@@ -692,10 +715,18 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		if (cl != NULL)
 			reply(cl, LK_OK, 0, NULL);
 	} else if (cl != NULL) {
-		/* The releasing hold was lost; the waiter tries normally. */
+		/* The releasing hold was gone; the waiter tries normally. */
+		int was_unknown = lk->release_unknown;
+
 		hold_end(lk);
-		lt->stats.lost++;
-		reply(cl, LK_LOST, 0, WHY_LOST);
+		if (was_unknown) {
+			/* the timed-out RELEASE before this one did happen */
+			lt->stats.releases++;
+			reply(cl, LK_OK, 0, NULL);
+		} else {
+			lt->stats.lost++;
+			reply(cl, LK_LOST, 0, WHY_LOST);
+		}
 	}
 	free(op);
 	lock_pump(lk);
@@ -709,17 +740,18 @@ release_send(struct lock *lk, struct op *op, const char *value, size_t vlen)
 	struct lclient *w = lk->whead;
 	int64_t now = now_ms();
 
-	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted_ms != 0 &&
-	    now - lk->wanted_ms < WANTED_MS) {
+	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
 		lk->handoffs = 0;
-		lk->wanted_ms = 0;
+		lk->wanted = 0;
 		lk->yield_until_ms = now + YIELD_MS;
 		lt->stats.fair_yields++;
 		w = NULL;
 	}
-	if (w == NULL)
+	if (w == NULL) {
+		lk->wanted = 0;		/* this release publishes */
 		return store_release(lt->st, lk->name, lk->te.keylen, value,
 		    vlen, release_done, op);
+	}
 	op->next = w;
 	memcpy(op->next_id, w->id, sizeof op->next_id);
 	op->sent_us = now_us();
@@ -935,6 +967,15 @@ renew_schedule(struct locks *lt, int64_t when)
 
 /* --- owner ----------------------------------------------------------- */
 
+static int
+printable(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
+			return 0;
+	return len > 0;
+}
+
 static void
 owner_done(void *arg, int ok, const char *value, size_t valuelen,
     long long pttl)
@@ -951,7 +992,12 @@ owner_done(void *arg, int ok, const char *value, size_t valuelen,
 		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
 		return;
 	}
-	if (value != NULL) {
+	if (value != NULL && !printable(value, valuelen)) {
+		/* A foreign value under our prefix: never echo raw bytes. */
+		r.owner = "?";
+		r.ownerlen = 1;
+		r.n = pttl;
+	} else if (value != NULL) {
 		colon = memrchr(value, ':', valuelen);
 		if (colon == NULL) {
 			/* Not ours: a foreign value under our prefix. */
@@ -1052,7 +1098,7 @@ locks_store_wanted(void *arg, const char *key, size_t keylen)
 	/* News for any key this broker has (holds, is acquiring, or has
 	 * waiters for): its next releases owe the remote waiter a turn. */
 	if (lk != NULL)
-		lk->wanted_ms = now_ms();
+		lk->wanted = 1;
 }
 
 void

@@ -8,6 +8,7 @@
  * those releases are answered.
  */
 #include "broker.h"
+#include "clientid.h"
 #include "config.h"
 #include "locks.h"
 #include "log.h"
@@ -273,6 +274,7 @@ main(int argc, char **argv)
 	struct broker b;
 	struct event *sigterm, *sigint, *sighup, *drain;
 	struct timeval tick = { 0, 20 * 1000 };
+	char broker_id[CLIENTID_LEN + 1];
 	int test_only = 0;
 	char err[512];
 
@@ -303,6 +305,7 @@ main(int argc, char **argv)
 
 	b.argc = argc;
 	b.argv = argv;
+	clientid_new(broker_id);	/* tells our own pub/sub messages apart */
 	{
 		struct locks_cfg lc = {
 			cfg.default_ttl_ms, cfg.max_ttl_ms, cfg.max_wait_ms,
@@ -310,7 +313,7 @@ main(int argc, char **argv)
 		};
 		struct store_cfg sc = {
 			cfg.redis, cfg.redis_password, cfg.redis_user,
-			cfg.prefix, cfg.redis_timeout_ms
+			cfg.prefix, cfg.redis_timeout_ms, broker_id
 		};
 		struct store_hooks hooks = {
 			on_store_up, on_store_down, on_store_released,

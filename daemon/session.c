@@ -56,6 +56,7 @@ struct session {
 	unsigned events:1;		/* EVENTS ON */
 	unsigned authed:1;		/* AUTH passed (or none needed) */
 	unsigned reading:1;		/* rev is added */
+	unsigned out_paused:1;		/* stopped for output past OUT_HIGH */
 	unsigned writing:1;		/* wev is added */
 };
 
@@ -357,8 +358,10 @@ process_input(struct session *s)
 		long len;
 
 		if (evbuffer_get_length(out) > OUT_HIGH) {
-			/* The client is not reading: neither do we. */
+			/* The client is not reading: neither do we, until
+			 * flush() sees the output drained. */
 			b->stats.paused++;
+			s->out_paused = 1;
 			reading(s, 0);
 			break;
 		}
@@ -416,6 +419,12 @@ flush(struct session *s)
 		session_free(s);
 		return 1;
 	}
+	if (s->out_paused && left <= OUT_HIGH / 2) {
+		/* Output drained (maybe all in this very writev, so the
+		 * write event never fires): take requests and read again. */
+		s->out_paused = 0;
+		event_active(s->process_ev, EV_TIMEOUT, 0);
+	}
 	return 0;
 }
 
@@ -447,18 +456,9 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 static void
 write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct session *s = arg;
-
 	(void)fd;
 	(void)what;
-	if (flush(s))
-		return;
-	/* Output drained: take requests again. */
-	if (!s->closing && !s->busy &&
-	    evbuffer_get_length(s->out) <= OUT_HIGH / 2) {
-		process_input(s);
-		flush(s);
-	}
+	flush(arg);		/* resumes a paused session once drained */
 }
 
 static void
@@ -469,10 +469,16 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (s->closing) {
-		if (now_ms() >= s->close_at_ms)
+		int64_t left = s->close_at_ms - now_ms();
+
+		if (left <= 0) {
 			session_free(s);	/* the client never read it */
-		else
-			flush(s);
+		} else if (!flush(s)) {
+			/* woken early (an EVENT line): keep the grace timer */
+			struct timeval tv = { (time_t)(left / 1000),
+			    (suseconds_t)(left % 1000) * 1000 };
+			event_add(s->process_ev, &tv);
+		}
 		return;
 	}
 	process_input(s);

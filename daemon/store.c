@@ -59,6 +59,7 @@ struct store {
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */
+	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages */
 	struct store_hooks hooks;
 	struct conn cmd, sub;
 	struct event *watchdog_ev;	/* checks the oldest command's age */
@@ -361,11 +362,12 @@ queue_fail(struct store *st)
 
 	while ((c = st->qhead) != NULL) {
 		st->qhead = c->qnext;
+		if (st->qhead == NULL)
+			st->qtail = NULL;
 		st->queued--;
 		cmd_fail(c);
 		free(c);
 	}
-	st->qtail = NULL;
 }
 
 /* Send a new command, or queue it when STORE_MAX_INFLIGHT are in flight;
@@ -404,7 +406,7 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		{ owner, ownerlen, NULL, 0 },
 		{ ttl, (size_t)tl, NULL, 0 },
 		{ st->wanted, strlen(st->wanted), NULL, 0 },
-		{ key, keylen, NULL, 0 },
+		{ st->idsp, STORE_ID_LEN + 1, key, keylen },
 		{ will_wait ? "1" : "0", 1, NULL, 0 },
 	};
 	struct cmd *c;
@@ -640,8 +642,12 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 		if (strcmp(chan, st->channel) == 0 && st->hooks.released)
 			st->hooks.released(st->hooks.arg, key, keylen);
-		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted)
-			st->hooks.wanted(st->hooks.arg, key, keylen);
+		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted &&
+		    keylen > STORE_ID_LEN + 1 &&
+		    memcmp(key, st->idsp, STORE_ID_LEN + 1) != 0)
+			/* "<broker-id> <key>"; our own announcements skipped */
+			st->hooks.wanted(st->hooks.arg, key + STORE_ID_LEN + 1,
+			    keylen - STORE_ID_LEN - 1);
 	}
 }
 
@@ -838,6 +844,11 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->fence = joinstr(cfg->prefix, ":fence");
 	st->channel = joinstr(cfg->prefix, ":released");
 	st->wanted = joinstr(cfg->prefix, ":wanted");
+	memset(st->idsp, '-', STORE_ID_LEN);
+	if (cfg->id != NULL)
+		memcpy(st->idsp, cfg->id, strnlen(cfg->id, STORE_ID_LEN));
+	st->idsp[STORE_ID_LEN] = ' ';
+	st->idsp[STORE_ID_LEN + 1] = '\0';
 	st->hooks = *hooks;
 	if (parse_addr(st) != 0) {
 		log_error("bad Redis address '%s' (want host:port or "
@@ -883,6 +894,7 @@ store_free(struct store *st)
 		return;
 	st->hooks.down = NULL;	/* shutting down: nobody to tell */
 	st->hooks.up = NULL;
+	st->cmd.state = C_DOWN;	/* callbacks below may not queue more */
 	queue_fail(st);
 	conn_close(&st->cmd);
 	conn_close(&st->sub);

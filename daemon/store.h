@@ -27,7 +27,10 @@ struct store_cfg {
 	const char *user;		/* "" = default user */
 	const char *prefix;
 	long timeout_ms;		/* connect / reply timeout */
+	const char *id;			/* this broker's id: STORE_ID_LEN bytes */
 };
+
+#define STORE_ID_LEN 36
 
 struct store_hooks {
 	void (*up)(void *arg);		/* command connection ready */

@@ -4,7 +4,7 @@
 -- ARGV[1]  the owner: the session's client-id
 -- ARGV[2]  TTL in ms (>= 1)
 -- ARGV[3]  the "wanted" channel (<prefix>:wanted)
--- ARGV[4]  the lock name
+-- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
 -- Returns {1, token} when the caller now holds the lock (a new token from
 -- the counter; or the token it already had if Redis shows it as the
