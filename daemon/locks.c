@@ -71,6 +71,18 @@ struct lock {
 	char name[];
 };
 
+/*
+ * An acquire (or handoff) whose reply was lost with the Redis connection:
+ * it may have taken the key for a client that was told ERR UNAVAILABLE.
+ * Freed by owner (forget.lua) as soon as Redis is back.
+ */
+struct unsure {
+	struct unsure *next;
+	char id[CLIENTID_LEN + 1];
+	size_t keylen;
+	char key[];
+};
+
 /* A lock this client held that was found lost: RELEASE/RENEW say LOST. */
 struct lostkey {
 	struct lostkey *next;
@@ -128,10 +140,23 @@ struct locks {
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
+	struct unsure *unsure;		/* grants to forget at reconnect */
 	struct locks_stats stats;
 };
 
 static void lock_pump(struct lock *lk);
+
+static void
+unsure_add(struct locks *lt, const struct lock *lk, const char *id)
+{
+	struct unsure *u = xmalloc(sizeof *u + lk->te.keylen);
+
+	memcpy(u->id, id, sizeof u->id);
+	u->keylen = lk->te.keylen;
+	memcpy(u->key, lk->name, lk->te.keylen);
+	u->next = lt->unsure;
+	lt->unsure = u;
+}
 
 /* --- small pieces ---------------------------------------------------- */
 
@@ -493,6 +518,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	if (!ok || granted)
 		lk->woken = 0;
 	if (!ok) {
+		unsure_add(lt, lk, id);
 		if (w) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
@@ -684,6 +710,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			    "release may have happened: RELEASE again or close "
 			    "the session");
 		}
+		unsure_add(lt, lk, op->next_id);
 		if (w != NULL) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
@@ -1028,12 +1055,37 @@ locks_owner(struct lclient *cl, const char *key, size_t keylen)
 
 /* --- store events ---------------------------------------------------- */
 
+static void
+forget_done(void *arg, int ok, int released)
+{
+	struct locks *lt = arg;
+
+	if (ok && released)
+		lt->stats.orphans++;
+}
+
 void
 locks_store_up(void *arg)
 {
+	struct locks *lt = arg;
+	struct unsure *u;
+
+	/* Grants that may have happened unanswered: free them first. */
+	while ((u = lt->unsure) != NULL) {
+		struct lock *lk = lock_find(lt, u->key, u->keylen);
+
+		lt->unsure = u->next;
+		if ((lk == NULL || lk->holder == NULL ||
+		    strcmp(lk->holder->id, u->id) != 0) &&
+		    store_forget(lt->st, u->key, u->keylen, u->id, CLIENTID_LEN,
+		    forget_done, lt) != 0)
+			log_debug("could not forget '%.*s'", (int)u->keylen,
+			    u->key);
+		free(u);
+	}
 	/* Held locks may have expired while Redis was away: renew them all
 	 * now, which also finds the lost ones. */
-	renew_tick(arg, 1);
+	renew_tick(lt, 1);
 }
 
 static int
@@ -1247,6 +1299,11 @@ locks_free(struct locks *lt)
 {
 	if (lt == NULL)
 		return;
+	while (lt->unsure != NULL) {
+		struct unsure *u = lt->unsure;
+		lt->unsure = u->next;
+		free(u);
+	}
 	keytab_each(lt->keys, free_entry, NULL);
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);

@@ -464,6 +464,26 @@ store_release(struct store *st, const char *key, size_t keylen,
 }
 
 int
+store_forget(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
+{
+	struct piece p[4] = {
+		{ st->lockpfx, st->lockpfxlen, key, keylen },
+		{ owner, ownerlen, NULL, 0 },
+		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ key, keylen, NULL, 0 },
+	};
+	struct cmd *c;
+
+	if (st->cmd.state != C_UP)
+		return -1;
+	c = cmd_new(st, K_RELEASE, SCRIPT_FORGET, 1, p, 4);
+	c->fn.release = fn;
+	c->arg = arg;
+	return cmd_start(c);
+}
+
+int
 store_renew(struct store *st, const struct store_renew_item *items, size_t n,
     store_renew_fn *fn, void *arg)
 {

@@ -91,6 +91,10 @@ int store_handoff(struct store *st, const char *key, size_t keylen,
     size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg);
 int store_release(struct store *st, const char *key, size_t keylen,
     const char *value, size_t valuelen, store_release_fn *fn, void *arg);
+/* Free key if Redis shows it held by owner (any token): for acquires
+ * whose reply was lost with a connection.  released: 1 when freed. */
+int store_forget(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, store_release_fn *fn, void *arg);
 int store_renew(struct store *st, const struct store_renew_item *items,
     size_t n, store_renew_fn *fn, void *arg);
 int store_owner(struct store *st, const char *key, size_t keylen,

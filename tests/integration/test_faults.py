@@ -125,6 +125,23 @@ class TestRedisStopped(FaultCase):
         self.own = self.start_redis()
         self.b = self.start_broker(redis=self.own)
 
+    def test_unanswered_acquire_does_not_keep_the_key(self):
+        # The ACQUIRE reaches the stopped Redis and runs once it resumes,
+        # but its client was told ERR UNAVAILABLE: the broker frees that
+        # grant as soon as Redis is back, not after the 60 s TTL.
+        c = self.connect(self.b)
+        self.own.pause()
+        self.addCleanup(self.own.resume)
+        self.assertUnavailable(c, "ACQUIRE orphan TTL 60000", within_ms=2500)
+        self.own.resume()
+        other = self.connect(self.b)
+        wait_until(lambda: self.redis_state(other) == "up", 5.0,
+                   what="STATS redis=up after SIGCONT")
+        wait_until(lambda: self.own.cli("EXISTS",
+                                        self.lock_key("orphan")) == 0,
+                   2.0, what="the unanswered grant freed")
+        self.assertToken(other.req("ACQUIRE orphan"))
+
     def test_sigstopped_redis_gives_unavailable(self):
         c = self.connect(self.b)
         self.assertToken(c.req("ACQUIRE held TTL 60000"))

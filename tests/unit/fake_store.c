@@ -265,6 +265,17 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 }
 
 int
+store_forget(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
+{
+	if (fs_refuse(st))
+		return -1;
+	fs_push(st, FAKE_RELEASE, key, keylen, owner, ownerlen, 0,
+	    arg)->fn.release = fn;
+	return 0;
+}
+
+int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *value, size_t valuelen, const char *next_owner,
     size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg)
