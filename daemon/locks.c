@@ -32,6 +32,7 @@
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
 #define WHY_LOST "the lock expired or was taken in Redis"
 #define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
+#define UNSURE_MAX 10000			/* grants remembered to forget */
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
@@ -141,6 +142,7 @@ struct locks {
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
 	struct unsure *unsure;		/* grants to forget at reconnect */
+	size_t nunsure;
 	struct locks_stats stats;
 };
 
@@ -149,7 +151,13 @@ static void lock_pump(struct lock *lk);
 static void
 unsure_add(struct locks *lt, const struct lock *lk, const char *id)
 {
-	struct unsure *u = xmalloc(sizeof *u + lk->te.keylen);
+	struct unsure *u;
+
+	/* Bounded: past it such grants just run out their TTL. */
+	if (lt->nunsure >= UNSURE_MAX)
+		return;
+	lt->nunsure++;
+	u = xmalloc(sizeof *u + lk->te.keylen);
 
 	memcpy(u->id, id, sizeof u->id);
 	u->keylen = lk->te.keylen;
@@ -1075,6 +1083,7 @@ locks_store_up(void *arg)
 		struct lock *lk = lock_find(lt, u->key, u->keylen);
 
 		lt->unsure = u->next;
+		lt->nunsure--;
 		if ((lk == NULL || lk->holder == NULL ||
 		    strcmp(lk->holder->id, u->id) != 0) &&
 		    store_forget(lt->st, u->key, u->keylen, u->id, CLIENTID_LEN,
