@@ -58,9 +58,13 @@ $(BUILD)/%.o: %.c $(wildcard proto/*.h daemon/*.h) $(BUILD)/scripts.h
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 # The Lua scripts are compiled into the binary with their SHA1 (for EVALSHA).
-$(BUILD)/scripts.c $(BUILD)/scripts.h: $(SCRIPTS) scripts/embed.sh
+$(BUILD)/scripts.c: $(SCRIPTS) scripts/embed.sh
 	@mkdir -p $(BUILD)
 	sh scripts/embed.sh $(BUILD) $(SCRIPTS)
+
+# Written together with scripts.c (one rule, so make -j runs it once).
+$(BUILD)/scripts.h: $(BUILD)/scripts.c
+	@test -f $@
 
 $(BUILD)/scripts.o: $(BUILD)/scripts.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<

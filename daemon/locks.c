@@ -1038,6 +1038,11 @@ owner_done(void *arg, int ok, const char *value, size_t valuelen,
 			/* Not ours: a foreign value under our prefix. */
 			r.owner = value;
 			r.ownerlen = valuelen;
+		} else if (colon == value) {
+			/* ":<token>": no owner word to show */
+			r.owner = "?";
+			r.ownerlen = 1;
+			r.token = strtoll(colon + 1, NULL, 10);
 		} else {
 			r.owner = value;
 			r.ownerlen = (size_t)(colon - value);

@@ -218,7 +218,7 @@ class TestOwnerForeignValue(RegressionCase):
     def test_owner_never_echoes_raw_bytes(self):
         b = self.start_broker()
         c = self.connect(b)
-        for value in ("a b\x01:5", "a b:5", "x\x7f\xff:7"):
+        for value in ("a b\x01:5", "a b:5", "x\x7f\xff:7", ":5", ":"):
             self.redis.cli("SET", self.lock_key("k"), value)
             r = c.req("OWNER k")   # Client fails on non-printable bytes
             self.assertRegex(r, r"\AOK [!-~]+ -?[0-9]+ [0-9]+\Z",
