@@ -93,7 +93,7 @@ struct cmd {
 	int argc;
 	const char **argv;
 	size_t *argvlen;
-	union {
+	union cmd_fn {
 		store_acquire_fn *acquire;
 		store_release_fn *release;
 		store_renew_fn *renew;
@@ -393,6 +393,21 @@ cmd_start(struct cmd *c)
 	return -1;
 }
 
+/* Build and start one script call; -1 (nothing started) when down. */
+static int
+script_call(struct store *st, enum cmd_kind kind, enum script_id script,
+    int nkeys, const struct piece *p, int np, union cmd_fn fn, void *arg)
+{
+	struct cmd *c;
+
+	if (st->cmd.state != C_UP)
+		return -1;
+	c = cmd_new(st, kind, script, nkeys, p, np);
+	c->fn = fn;
+	c->arg = arg;
+	return cmd_start(c);
+}
+
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
@@ -409,14 +424,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		{ st->idsp, STORE_ID_LEN + 1, key, keylen },
 		{ will_wait ? "1" : "0", 1, NULL, 0 },
 	};
-	struct cmd *c;
-
-	if (st->cmd.state != C_UP)
-		return -1;
-	c = cmd_new(st, K_ACQUIRE, SCRIPT_ACQUIRE, 2, p, 7);
-	c->fn.acquire = fn;
-	c->arg = arg;
-	return cmd_start(c);
+	return script_call(st, K_ACQUIRE, SCRIPT_ACQUIRE, 2, p, 7,
+	    (union cmd_fn){ .acquire = fn }, arg);
 }
 
 int
@@ -433,14 +442,8 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 		{ next_owner, next_ownerlen, NULL, 0 },
 		{ ttl, (size_t)tl, NULL, 0 },
 	};
-	struct cmd *c;
-
-	if (st->cmd.state != C_UP)
-		return -1;
-	c = cmd_new(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 5);
-	c->fn.acquire = fn;
-	c->arg = arg;
-	return cmd_start(c);
+	return script_call(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 5,
+	    (union cmd_fn){ .acquire = fn }, arg);
 }
 
 int
@@ -453,14 +456,8 @@ store_release(struct store *st, const char *key, size_t keylen,
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
 	};
-	struct cmd *c;
-
-	if (st->cmd.state != C_UP)
-		return -1;
-	c = cmd_new(st, K_RELEASE, SCRIPT_RELEASE, 1, p, 4);
-	c->fn.release = fn;
-	c->arg = arg;
-	return cmd_start(c);
+	return script_call(st, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
+	    (union cmd_fn){ .release = fn }, arg);
 }
 
 int
@@ -473,14 +470,8 @@ store_forget(struct store *st, const char *key, size_t keylen,
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
 	};
-	struct cmd *c;
-
-	if (st->cmd.state != C_UP)
-		return -1;
-	c = cmd_new(st, K_RELEASE, SCRIPT_FORGET, 1, p, 4);
-	c->fn.release = fn;
-	c->arg = arg;
-	return cmd_start(c);
+	return script_call(st, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
+	    (union cmd_fn){ .release = fn }, arg);
 }
 
 int
@@ -514,14 +505,8 @@ store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg)
 {
 	struct piece p[1] = { { st->lockpfx, st->lockpfxlen, key, keylen } };
-	struct cmd *c;
-
-	if (st->cmd.state != C_UP)
-		return -1;
-	c = cmd_new(st, K_OWNER, SCRIPT_OWNER, 1, p, 1);
-	c->fn.owner = fn;
-	c->arg = arg;
-	return cmd_start(c);
+	return script_call(st, K_OWNER, SCRIPT_OWNER, 1, p, 1,
+	    (union cmd_fn){ .owner = fn }, arg);
 }
 
 /* --- connections ---------------------------------------------------- */
