@@ -40,6 +40,7 @@ struct broker {
 	char *linebuf;			/* max_line + 2 bytes, one request */
 	struct broker_stats stats;
 	int64_t started_ms;
+	int64_t refused_logged_ms;	/* last "max_sessions reached" line */
 	int stopping;
 	int ready;			/* READY=1 sent */
 	int argc;			/* kept for SIGHUP: re-parse them */

@@ -3,6 +3,7 @@
  */
 #include "broker.h"
 #include "log.h"
+#include "util.h"
 
 #include <event2/event.h>
 #include <event2/listener.h>
@@ -17,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#define REFUSED_LOG_MS 10000	/* quiet time between "refusing" lines */
 #define REFUSED_LINE "ERR LIMIT too many sessions (max_sessions)\r\n"
 
 /* Keepalive so that a peer that vanished is found in ~3 x idle seconds. */
@@ -63,9 +65,15 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 		    MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("refusal not sent: %s", strerror(errno));
 		close(fd);
-		if (b->stats.refused++ == 0)
+		b->stats.refused++;
+		if (b->refused_logged_ms == 0 ||
+		    now_ms() - b->refused_logged_ms >= REFUSED_LOG_MS) {
+			b->refused_logged_ms = now_ms();
 			log_warn("max_sessions (%ld) reached: refusing "
-			    "connections", b->cfg->max_sessions);
+			    "connections (%llu refused so far)",
+			    b->cfg->max_sessions,
+			    (unsigned long long)b->stats.refused);
+		}
 		return;
 	}
 	if (sa->sa_family != AF_UNIX)
