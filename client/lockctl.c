@@ -84,6 +84,8 @@ static const int fwd_signals[] = {
 
 static int sig_rfd = -1, sig_wfd = -1;	/* the self-pipe */
 
+static void vmsg(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
 static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
@@ -92,27 +94,32 @@ static void conn_fail(struct conn *c, const char *fmt, ...)
 
 /* One line on stderr, prefixed "lockctl: ". */
 static void
-msg(const char *fmt, ...)
+vmsg(const char *fmt, va_list ap)
 {
 	char buf[1024];
+
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	fprintf(stderr, "lockctl: %s\n", buf);
+}
+
+static void
+msg(const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	vmsg(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "lockctl: %s\n", buf);
 }
 
 static void
 die(int code, const char *fmt, ...)
 {
-	char buf[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	vmsg(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "lockctl: %s\n", buf);
 	exit(code);
 }
 
@@ -155,18 +162,17 @@ static void usage_error(const char *fmt, ...)
 static void
 usage_error(const char *fmt, ...)
 {
-	char buf[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	vmsg(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "lockctl: %s\n"
+	fprintf(stderr,
 	    "usage: lockctl [-H host[:port] | -U path] [-w WAIT_MS] [-t TTL_MS]"
 	    " [-E N] [-k SECONDS]\n"
 	    "               [-a TOKEN_FILE] KEY -- CMD [ARGS...]\n"
 	    "       lockctl [-H host[:port] | -U path] owner KEY | stats | ping\n"
-	    "       lockctl -h | -V\n", buf);
+	    "       lockctl -h | -V\n");
 	exit(EX_USAGE);
 }
 
