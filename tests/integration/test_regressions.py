@@ -104,7 +104,9 @@ class TestOutputPauseResumes(RegressionCase):
         wait_until(lambda: self.redis.cli("EXISTS",
                                           self.lock_key(keys[0])) == 0,
                    2.0, what="the closed session's locks released in Redis")
-        self.assertToken(o.req("ACQUIRE " + keys[0]))
+        # The broker may not have read every release reply yet (the key
+        # counts as busy until it has): wait for it rather than one try.
+        self.assertToken(o.req("ACQUIRE %s WAIT 2000" % keys[0]))
 
 
 class TestAcquireAfterTimedOutRelease(RegressionCase):
