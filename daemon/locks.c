@@ -108,6 +108,7 @@ struct lclient {
 	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
+	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
 };
 
 /* One Redis operation for one key (or for OWNER, none). */
@@ -617,7 +618,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
 		return;
 	}
-	if (wait_ms < 0)
+	if (wait_ms < 0 || cl->no_wait)
 		wait_ms = 0;
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
@@ -1251,6 +1252,23 @@ locks_client_free(struct lclient *cl)
 	event_free(cl->deadline_ev);
 	free(cl);
 	(void)lt;
+}
+
+void
+locks_client_eof(struct lclient *cl)
+{
+	struct lock *lk = cl->wlock;
+
+	cl->no_wait = 1;
+	if (lk == NULL)
+		return;
+	cl->deadline = now_ms();
+	if (cl->op != NULL)
+		return;		/* its attempt's reply answers, BUSY or OK */
+	waiter_remove(cl);
+	cl->lt->stats.busy++;
+	reply(cl, LK_BUSY, 0, NULL);
+	lock_pump(lk);
 }
 
 size_t

@@ -93,6 +93,13 @@ struct lclient *locks_client_new(struct locks *lt, const char *id,
     const struct lk_client_ops *ops, void *arg);
 /* The session is gone: release what it holds, drop what it waits for. */
 void locks_client_free(struct lclient *cl);
+/*
+ * The client will send nothing more (EOF, e.g. a half-close): a waiting
+ * ACQUIRE is answered BUSY now (or by its attempt in flight, if it is not
+ * granted), and later ACQUIREs are one try each.  A gone client must not
+ * hold a place in a queue.
+ */
+void locks_client_eof(struct lclient *cl);
 
 /* wait_ms < 0: none given (one try); ttl_ms <= 0: the default. */
 void locks_acquire(struct lclient *cl, const char *key, size_t keylen,

@@ -321,6 +321,16 @@ main(int argc, char **argv)
 		};
 
 		b.locks = locks_new(b.base, &lc);
+		/* Handlers before listening: a SIGHUP sent as soon as the port
+		 * answers must reload, not kill (issue 9, defect 9). */
+		sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
+		sigint = evsignal_new(b.base, SIGINT, stop_cb, &b);
+		sighup = evsignal_new(b.base, SIGHUP, reload_cb, &b);
+		if (!sigterm || !sigint || !sighup ||
+		    event_add(sigterm, NULL) != 0 ||
+		    event_add(sigint, NULL) != 0 ||
+		    event_add(sighup, NULL) != 0)
+			fatalx("cannot install signal handlers");
 		if (server_listen(&b, err, sizeof err) != 0 ||
 		    server_listen_unix(&b, err, sizeof err) != 0 ||
 		    metrics_start(&b, err, sizeof err) != 0) {
@@ -332,12 +342,6 @@ main(int argc, char **argv)
 			return 2;
 		locks_set_store(b.locks, b.store);
 	}
-	sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
-	sigint = evsignal_new(b.base, SIGINT, stop_cb, &b);
-	sighup = evsignal_new(b.base, SIGHUP, reload_cb, &b);
-	if (!sigterm || !sigint || !sighup || event_add(sigterm, NULL) != 0 ||
-	    event_add(sigint, NULL) != 0 || event_add(sighup, NULL) != 0)
-		fatalx("cannot install signal handlers");
 	log_info("lockbrokerd %s started: redis %s, prefix '%s', default TTL "
 	    "%ld ms, max_sessions %ld", LOCKBROKER_VERSION, cfg.redis,
 	    cfg.prefix, cfg.default_ttl_ms, cfg.max_sessions);

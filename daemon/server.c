@@ -21,7 +21,14 @@
 #define REFUSED_LOG_MS 10000	/* quiet time between "refusing" lines */
 #define REFUSED_LINE "ERR LIMIT too many sessions (max_sessions)\r\n"
 
-/* Keepalive so that a peer that vanished is found in ~3 x idle seconds. */
+/*
+ * Keepalive so that a peer that vanished is found in ~3 x idle seconds.
+ * Keepalive probes only an idle connection: once a reply (a grant, say)
+ * sits unacknowledged in the send queue the kernel retransmits it for
+ * ~15 minutes instead, and the dead peer keeps its locks all that time
+ * (issue 9, defect 1).  TCP_USER_TIMEOUT bounds that case by the same
+ * budget: unacknowledged data older than it drops the connection.
+ */
 static void
 tune_socket(struct broker *b, int fd)
 {
@@ -34,6 +41,7 @@ tune_socket(struct broker *b, int fd)
 		return;
 	{
 		int intvl = idle / 2 > 0 ? idle / 2 : 1, cnt = 4;
+		unsigned int user_ms = (unsigned int)(idle + intvl * cnt) * 1000u;
 
 		if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one,
 		    sizeof one) != 0 ||
@@ -42,7 +50,9 @@ tune_socket(struct broker *b, int fd)
 		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
 		    sizeof intvl) != 0 ||
 		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt,
-		    sizeof cnt) != 0)
+		    sizeof cnt) != 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms,
+		    sizeof user_ms) != 0)
 			log_debug("keepalive: %s", strerror(errno));
 	}
 }
