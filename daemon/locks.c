@@ -30,9 +30,20 @@
 #define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
 #define RENEW_MIN_MS 1				/* floor of a renew period */
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
+/* The text after an ERR code, one place per reason. */
 #define WHY_LOST "the lock expired or was taken in Redis"
+#define WHY_RELEASED "RELEASE was answered ERR UNAVAILABLE; the broker " \
+	"frees the lock in Redis"
+#define WHY_RELEASE_LATER "Redis did not confirm the release; the broker " \
+	"frees the lock as soon as Redis answers (RELEASE again answers OK 0)"
+#define WHY_NO_ANSWER "Redis did not answer"
+#define WHY_UNREACHABLE "Redis is unreachable"
+#define WHY_TOO_SLOW "Redis answered too slowly for the TTL; the grant " \
+	"was given back"
+#define WHY_EXHAUSTED "the fencing counter reached 2^53-1; no token is " \
+	"left to grant with"
 #define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
-#define UNSURE_MAX 10000			/* grants remembered to forget */
+#define PENDING_MAX 10000		/* Redis clean-ups remembered */
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
@@ -62,7 +73,6 @@ struct lock {
 	unsigned attempt:1;		/* an acquire attempt in flight */
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
-	unsigned release_unknown:1;	/* a RELEASE timed out: not renewed */
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
@@ -73,21 +83,39 @@ struct lock {
 };
 
 /*
- * An acquire (or handoff) whose reply was lost with the Redis connection:
- * it may have taken the key for a client that was told ERR UNAVAILABLE.
- * Freed by owner (forget.lua) as soon as Redis is back.
+ * A clean-up Redis must run as soon as it answers again, before any new
+ * grant (they go first on the new connection):
+ *  - PEND_FORGET: an acquire (or handoff) whose reply was lost with the
+ *    connection may have taken the key for a client that was told ERR
+ *    UNAVAILABLE: free it if Redis shows it as that client's (forget.lua);
+ *  - PEND_RELEASE: a release that could not be sent, or whose reply was
+ *    lost (a session that ended, a RELEASE answered ERR UNAVAILABLE): free
+ *    it if Redis still shows that exact hold (release.lua).
+ * Without this list such keys stayed taken for their whole TTL although
+ * Redis was back at once (issue 9, defects 2 and 6).
  */
-struct unsure {
-	struct unsure *next;
+enum pend_kind { PEND_FORGET, PEND_RELEASE };
+
+struct pending {
+	struct pending *next;
+	struct locks *lt;
+	enum pend_kind kind;
 	char id[CLIENTID_LEN + 1];
+	long long token;		/* PEND_RELEASE */
 	size_t keylen;
 	char key[];
 };
 
-/* A lock this client held that was found lost: RELEASE/RENEW say LOST. */
+/*
+ * A lock this client held that it no longer does, and what RELEASE and
+ * RENEW of it answer once: ERR LOST when it was found lost; for RELEASE,
+ * OK 0 when the client's own RELEASE was answered ERR UNAVAILABLE and the
+ * broker took the release over (the client's goal is met either way).
+ */
 struct lostkey {
 	struct lostkey *next;
 	long long token;
+	unsigned released:1;		/* a RELEASE handed to the pending list */
 	size_t keylen;
 	char key[];
 };
@@ -142,29 +170,64 @@ struct locks {
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
-	struct unsure *unsure;		/* grants to forget at reconnect */
-	size_t nunsure;
+	struct pending *pending;	/* clean-ups for when Redis is back */
+	size_t npending;
 	struct locks_stats stats;
 };
 
 static void lock_pump(struct lock *lk);
 
 static void
-unsure_add(struct locks *lt, const struct lock *lk, const char *id)
+pending_push(struct locks *lt, struct pending *p)
 {
-	struct unsure *u;
-
-	/* Bounded: past it such grants just run out their TTL. */
-	if (lt->nunsure >= UNSURE_MAX)
+	/* Bounded: past it such keys just run out their TTL. */
+	if (lt->npending >= PENDING_MAX) {
+		log_warn("too many Redis clean-ups pending: '%.*s' is left to "
+		    "its TTL", (int)p->keylen, p->key);
+		free(p);
 		return;
-	lt->nunsure++;
-	u = xmalloc(sizeof *u + lk->te.keylen);
+	}
+	lt->npending++;
+	p->next = lt->pending;
+	lt->pending = p;
+}
 
-	memcpy(u->id, id, sizeof u->id);
-	u->keylen = lk->te.keylen;
-	memcpy(u->key, lk->name, lk->te.keylen);
-	u->next = lt->unsure;
-	lt->unsure = u;
+static void
+pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
+    const char *id, long long token)
+{
+	struct pending *p = xmalloc(sizeof *p + lk->te.keylen);
+
+	p->lt = lt;
+	p->kind = kind;
+	/* id may be an op's "<id>:<token>" value: the id is its start */
+	memcpy(p->id, id, CLIENTID_LEN);
+	p->id[CLIENTID_LEN] = '\0';
+	p->token = token;
+	p->keylen = lk->te.keylen;
+	memcpy(p->key, lk->name, lk->te.keylen);
+	pending_push(lt, p);
+}
+
+/* cl now holds key again (acquire.lua's reentrant path may have answered
+ * its old token): a queued release of its old hold must not free it. */
+static void
+pending_drop(struct locks *lt, const char *key, size_t keylen, const char *id)
+{
+	struct pending **pp = &lt->pending;
+
+	while (*pp != NULL) {
+		struct pending *p = *pp;
+
+		if (p->keylen == keylen && memcmp(p->key, key, keylen) == 0 &&
+		    strcmp(p->id, id) == 0) {
+			*pp = p->next;
+			lt->npending--;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
 }
 
 /* --- small pieces ---------------------------------------------------- */
@@ -185,11 +248,16 @@ make_value(char *buf, const char *id, long long token)
 	return n < 0 ? 0 : (size_t)n;
 }
 
+/* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
+ * key could expire in Redis before its first renewal lands (issue 9,
+ * defect 5). */
 static long
 clamp_ttl(const struct locks *lt, long ttl_ms)
 {
 	if (ttl_ms <= 0)
-		return lt->cfg.default_ttl_ms;
+		ttl_ms = lt->cfg.default_ttl_ms;
+	if (ttl_ms < lt->cfg.min_ttl_ms)
+		ttl_ms = lt->cfg.min_ttl_ms;
 	return ttl_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms : ttl_ms;
 }
 
@@ -320,6 +388,13 @@ waiter_remove(struct lclient *cl)
 	cl->wnext = NULL;
 	event_del(cl->deadline_ev);
 	cl->lt->stats.waiters--;
+	if (lk->whead == NULL) {
+		/* "held elsewhere" was news for these waiters only: the next
+		 * one to come asks Redis afresh */
+		lk->remote_busy = 0;
+		if (lk->retry_ev != NULL)
+			event_del(lk->retry_ev);
+	}
 }
 
 /* The wait of cl ran out while no attempt of its was in flight. */
@@ -343,6 +418,7 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 static void renew_schedule(struct locks *lt, int64_t when);
 
+/* *found: 0 not there, 1 lost, 2 released by the broker for the client. */
 static void
 lost_forget(struct lclient *cl, const char *key, size_t keylen, int *found)
 {
@@ -353,8 +429,8 @@ lost_forget(struct lclient *cl, const char *key, size_t keylen, int *found)
 		struct lostkey *k = *pp;
 		if (k->keylen == keylen && memcmp(k->key, key, keylen) == 0) {
 			*pp = k->next;
+			*found = k->released ? 2 : 1;
 			free(k);
-			*found = 1;
 			return;
 		}
 	}
@@ -368,6 +444,7 @@ hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
 	int found;
 
 	lost_forget(cl, lk->name, lk->te.keylen, &found);
+	pending_drop(lt, lk->name, lk->te.keylen, cl->id);
 	lk->holder = cl;
 	lk->token = token;
 	lk->holds = 1;
@@ -392,7 +469,27 @@ hold_end(struct lock *lk)
 	lk->lt->stats.locks_held--;
 	lk->holder = NULL;
 	lk->holds = 0;
-	lk->release_unknown = 0;
+}
+
+/* cl's RELEASE could not be confirmed: the broker frees the key in Redis
+ * as soon as Redis answers (pending list) and a RELEASE sent again answers
+ * OK 0.  The hold ends here, so the key is no longer renewed, and other
+ * sessions of this broker ask Redis again instead of waiting on a hold
+ * that may be gone (issue 9, defect 6). */
+static void
+hold_release_deferred(struct lock *lk)
+{
+	struct lclient *cl = lk->holder;
+	struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
+
+	pending_add(lk->lt, PEND_RELEASE, lk, cl->id, lk->token);
+	k->token = lk->token;
+	k->released = 1;
+	k->keylen = lk->te.keylen;
+	memcpy(k->key, lk->name, lk->te.keylen);
+	k->next = cl->lost;
+	cl->lost = k;
+	hold_end(lk);
 }
 
 /* Redis no longer shows lk as its holder's: tell the holder, free it. */
@@ -409,6 +506,7 @@ hold_lost(struct lock *lk, int remember)
 	if (remember) {
 		struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
 		k->token = token;
+		k->released = 0;
 		k->keylen = lk->te.keylen;
 		memcpy(k->key, lk->name, lk->te.keylen);
 		k->next = cl->lost;
@@ -442,9 +540,10 @@ release_orphan(struct lock *lk, const char *id, long long token)
 	size_t vlen = make_value(op->value, id, token);
 
 	op->token = token;
-	if (store_release(lk->lt->st, lk->name, lk->te.keylen, op->value,
-	    vlen, release_done, op) != 0) {
-		/* Redis is down: its TTL will free it. */
+	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
+	    lk->te.keylen, op->value, vlen, release_done, op) != 0) {
+		/* Redis is down: free it as soon as Redis is back. */
+		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
 		op_done(op);
 		free(op);
 		return;
@@ -527,23 +626,32 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	if (!ok || granted)
 		lk->woken = 0;
 	if (!ok) {
-		unsure_add(lt, lk, id);
+		pending_add(lt, PEND_FORGET, lk, id, 0);
 		if (w) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
+			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		}
+	} else if (granted < 0) {
+		if (w) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
 		}
 	} else if (granted && (w == NULL ||
 	    grant_too_late(sent_us, w->wttl))) {
 		/* Its session left while the attempt was in flight; or the
-		 * reply came so late (the broker was paused) that the lock
-		 * may have expired already: not a grant to pass on. */
+		 * reply came so late (a paused broker, a slow Redis) that the
+		 * lock may have expired already: not a grant to pass on.  The
+		 * key was free, so BUSY would be a lie: the waiter tries again
+		 * after the release if its wait allows, else hears that Redis
+		 * was too slow (issue 9, defect 4). */
 		lt->stats.orphans++;
 		release_orphan(lk, id, n);
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
-			lt->stats.busy++;
-			reply(w, LK_BUSY, 0, NULL);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
 		}
 	} else if (granted) {
 		int64_t t = now_us();
@@ -595,12 +703,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
 
-	if (lk != NULL && lk->holder == cl && lk->release_unknown) {
-		/* Its RELEASE timed out: Redis may have freed the key.  Drop
-		 * the local hold and ask Redis (acquire.lua answers the same
-		 * token if the key is still this session's). */
-		hold_end(lk);
-	} else if (lk != NULL && lk->holder == cl) {
+	if (lk != NULL && lk->holder == cl) {
 		lk->holds++;
 		lt->stats.acquires++;
 		reply(cl, LK_OK, lk->token, NULL);
@@ -615,22 +718,21 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	}
 	if (lt->st == NULL || !store_is_up(lt->st)) {
 		lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
 		return;
 	}
 	if (wait_ms < 0 || cl->no_wait)
 		wait_ms = 0;
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
-	if (lk != NULL && (lk->holder || lk->whead || lk->attempt ||
-	    lk->releasing)) {
+	if (lk != NULL && wait_ms == 0 &&
+	    (lk->holder || lk->whead || lk->attempt)) {
 		/* Someone is ahead: whatever happens next, the key will not
-		 * be free for a one-try request. */
-		if (wait_ms == 0) {
-			lt->stats.busy++;
-			reply(cl, LK_BUSY, 0, NULL);
-			return;
-		}
+		 * be free for a one-try request.  (A release alone in flight
+		 * is no one: the request queues behind it and asks Redis.) */
+		lt->stats.busy++;
+		reply(cl, LK_BUSY, 0, NULL);
+		return;
 	}
 	if (wait_ms > 0 && (long)lt->stats.waiters >= lt->cfg.max_waiters) {
 		limit_hit(lt, "max_waiters");
@@ -645,17 +747,23 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 
 /* --- release --------------------------------------------------------- */
 
-/* Not held by cl: was it lost (say so once, then forget), or never held? */
+/* Not held by cl: lost (say so once, then forget), released by the broker
+ * on cl's behalf after an ERR UNAVAILABLE, or never held? */
 static void
-reply_not_held(struct lclient *cl, const char *key, size_t keylen)
+reply_not_held(struct lclient *cl, const char *key, size_t keylen,
+    int releasing)
 {
 	int found;
 
 	lost_forget(cl, key, keylen, &found);
-	if (found)
-		reply(cl, LK_LOST, 0, WHY_LOST);
-	else
+	if (found == 2 && releasing) {
+		cl->lt->stats.releases++;
+		reply(cl, LK_OK, 0, NULL);
+	} else if (found != 0) {
+		reply(cl, LK_LOST, 0, found == 2 ? WHY_RELEASED : WHY_LOST);
+	} else {
 		reply(cl, LK_NOTHELD, 0, "this session does not hold the key");
+	}
 }
 
 static void
@@ -665,28 +773,21 @@ release_done(void *arg, int ok, int released)
 	struct lock *lk = op->lk;
 	struct lclient *cl = op_done(op);
 
-	free(op);
 	lk->releasing = 0;
-	if (ok && lk->whead != NULL)
-		lk->freed_us = now_us();
-	if (cl == NULL) {
-		/* A session's end or an orphan grant: nobody to answer. */
-		if (ok && released)
-			lk->lt->stats.releases++;
+	if (!ok && cl != NULL) {
+		/* It may or may not have reached Redis: run it again as soon
+		 * as Redis answers, and stop holding it here. */
+		hold_release_deferred(lk);
+		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
-		/* The release may or may not have reached Redis: keep the
-		 * hold (the client may retry) but stop renewing it, so it is
-		 * free in Redis within its TTL either way. */
-		lk->release_unknown = 1;
-		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; the release "
-		    "may have happened: RELEASE again or close the session");
+		/* A session's end or an orphan grant: the same, unanswered. */
+		pending_add(lk->lt, PEND_RELEASE, lk, op->value, op->token);
+	} else if (cl == NULL) {
+		if (released)
+			lk->lt->stats.releases++;
 	} else {
-		int was_unknown = lk->release_unknown;
-
 		hold_end(lk);
-		if (released || was_unknown) {
-			/* not ours any more after a timed-out RELEASE: that
-			 * release did happen */
+		if (released) {
 			lk->lt->stats.releases++;
 			reply(cl, LK_OK, 0, NULL);
 		} else {
@@ -694,6 +795,9 @@ release_done(void *arg, int ok, int released)
 			reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
+	if (ok && lk->whead != NULL)
+		lk->freed_us = now_us();
+	free(op);
 	lock_pump(lk);
 }
 
@@ -712,18 +816,19 @@ handoff_done(void *arg, int ok, int granted, long long n)
 
 	lk->releasing = 0;
 	if (!ok) {
+		/* Neither half is known: free whichever happened as soon as
+		 * Redis answers. */
 		if (cl != NULL) {
-			/* as for a plain release whose reply never came */
-			lk->release_unknown = 1;
-			reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer; the "
-			    "release may have happened: RELEASE again or close "
-			    "the session");
+			hold_release_deferred(lk);
+			reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+		} else {
+			pending_add(lt, PEND_RELEASE, lk, op->value, op->token);
 		}
-		unsure_add(lt, lk, op->next_id);
+		pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
 		if (w != NULL) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, "Redis did not answer");
+			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		}
 	} else if (granted) {
 		int64_t t = now_us();
@@ -731,13 +836,17 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		if (cl != NULL)
 			hold_end(lk);	/* else ended when the session went */
 		lt->stats.releases++;
-		lt->stats.handoffs++;
-		lk->handoffs++;
-		if (w != NULL && grant_too_late(op->sent_us, w->wttl)) {
-			/* a reply so late the grant may have expired */
-			lt->stats.orphans++;
-			release_orphan(lk, op->next_id, n);
-		} else if (w != NULL) {
+		if (granted < 0) {
+			/* released, but no token left to grant with */
+			if (w != NULL) {
+				waiter_remove(w);
+				lt->stats.acquire_errors++;
+				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+			}
+		} else if (w != NULL &&
+		    !grant_too_late(op->sent_us, w->wttl)) {
+			lt->stats.handoffs++;
+			lk->handoffs++;
 			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 			histo_observe(&lt->stats.handoff, t - op->sent_us);
 			waiter_remove(w);
@@ -745,6 +854,10 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			lt->stats.acquires++;
 			reply(w, LK_OK, n, NULL);
 		} else {
+			/* its session left, or a reply so late the grant may
+			 * have expired: the waiter (if any) tries again */
+			lt->stats.handoffs++;
+			lk->handoffs++;
 			lt->stats.orphans++;
 			release_orphan(lk, op->next_id, n);
 		}
@@ -752,17 +865,9 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			reply(cl, LK_OK, 0, NULL);
 	} else if (cl != NULL) {
 		/* The releasing hold was gone; the waiter tries normally. */
-		int was_unknown = lk->release_unknown;
-
 		hold_end(lk);
-		if (was_unknown) {
-			/* the timed-out RELEASE before this one did happen */
-			lt->stats.releases++;
-			reply(cl, LK_OK, 0, NULL);
-		} else {
-			lt->stats.lost++;
-			reply(cl, LK_LOST, 0, WHY_LOST);
-		}
+		lt->stats.lost++;
+		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	free(op);
 	lock_pump(lk);
@@ -776,6 +881,8 @@ release_send(struct lock *lk, struct op *op, const char *value, size_t vlen)
 	struct lclient *w = lk->whead;
 	int64_t now = now_ms();
 
+	if (lt->st == NULL)
+		return -1;
 	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
 		lk->handoffs = 0;
 		lk->wanted = 0;
@@ -809,7 +916,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 	size_t vlen;
 
 	if (lk == NULL || lk->holder != cl) {
-		reply_not_held(cl, key, keylen);
+		reply_not_held(cl, key, keylen, 1);
 		return;
 	}
 	if (lk->holds > 1) {
@@ -823,7 +930,9 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 	if (release_send(lk, op, op->value, vlen) != 0) {
 		op_done(op);
 		free(op);
-		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable; still held");
+		hold_release_deferred(lk);
+		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+		lock_pump(lk);
 		return;
 	}
 	lk->releasing = 1;
@@ -846,7 +955,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 	} else if (!ok || n != 1) {
 		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
 	} else if (lk->holder != cl || lk->token != token) {
-		reply_not_held(cl, lk->name, lk->te.keylen);
+		reply_not_held(cl, lk->name, lk->te.keylen, 0);
 	} else if (renewed[0]) {
 		lk->ttl_ms = ttl;
 		lk->renew_at = now_ms() + renew_period(ttl);
@@ -873,7 +982,7 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	struct op *op;
 
 	if (lk == NULL || lk->holder != cl) {
-		reply_not_held(cl, key, keylen);
+		reply_not_held(cl, key, keylen, 0);
 		return;
 	}
 	op = op_new(lt, lk, cl);
@@ -956,9 +1065,9 @@ renew_tick(struct locks *lt, int all)
 
 		if (due)
 			lk->renew_at = now + renew_period(lk->ttl_ms);
-		/* Not renewed: a release in flight or of unknown outcome, or
-		 * no Redis (the reconnect renews everything at once). */
-		if (due && !lk->releasing && !lk->release_unknown && up) {
+		/* Not renewed: a release in flight, or no Redis (the
+		 * reconnect renews everything at once). */
+		if (due && !lk->releasing && up) {
 			if (b == NULL) {
 				b = xmalloc(sizeof *b);
 				b->lt = lt;
@@ -1070,37 +1179,68 @@ locks_owner(struct lclient *cl, const char *key, size_t keylen)
 /* --- store events ---------------------------------------------------- */
 
 static void
-forget_done(void *arg, int ok, int released)
+pending_done(void *arg, int ok, int released)
 {
-	struct locks *lt = arg;
+	struct pending *p = arg;
+	struct locks *lt = p->lt;
 
-	if (ok && released)
+	if (!ok) {
+		pending_push(lt, p);	/* again at the next reconnect */
+		return;
+	}
+	if (released && p->kind == PEND_FORGET)
 		lt->stats.orphans++;
+	else if (released)
+		lt->stats.releases++;
+	free(p);
+}
+
+/* Send every pending clean-up; what cannot be sent stays for next time. */
+static void
+pending_flush(struct locks *lt)
+{
+	struct pending *list = lt->pending, *p;
+
+	lt->pending = NULL;
+	lt->npending = 0;
+	while ((p = list) != NULL) {
+		struct lock *lk = lock_find(lt, p->key, p->keylen);
+		char value[VALUE_MAX];
+		int rc;
+
+		list = p->next;
+		if (p->kind == PEND_FORGET && lk != NULL && lk->holder != NULL &&
+		    strcmp(lk->holder->id, p->id) == 0) {
+			free(p);	/* that client holds it now */
+			continue;
+		}
+		if (p->kind == PEND_FORGET)
+			rc = store_forget(lt->st, p->key, p->keylen, p->id,
+			    CLIENTID_LEN, pending_done, p);
+		else
+			rc = store_release(lt->st, p->key, p->keylen, value,
+			    make_value(value, p->id, p->token), pending_done, p);
+		if (rc != 0)
+			pending_push(lt, p);
+	}
 }
 
 void
 locks_store_up(void *arg)
 {
 	struct locks *lt = arg;
-	struct unsure *u;
 
-	/* Grants that may have happened unanswered: free them first. */
-	while ((u = lt->unsure) != NULL) {
-		struct lock *lk = lock_find(lt, u->key, u->keylen);
-
-		lt->unsure = u->next;
-		lt->nunsure--;
-		if ((lk == NULL || lk->holder == NULL ||
-		    strcmp(lk->holder->id, u->id) != 0) &&
-		    store_forget(lt->st, u->key, u->keylen, u->id, CLIENTID_LEN,
-		    forget_done, lt) != 0)
-			log_debug("could not forget '%.*s'", (int)u->keylen,
-			    u->key);
-		free(u);
-	}
+	/* Clean-ups first: they go ahead of any new grant on the pipe. */
+	pending_flush(lt);
 	/* Held locks may have expired while Redis was away: renew them all
 	 * now, which also finds the lost ones. */
 	renew_tick(lt, 1);
+}
+
+size_t
+locks_pending(const struct locks *lt)
+{
+	return lt->npending;
 }
 
 static int
@@ -1331,10 +1471,10 @@ locks_free(struct locks *lt)
 {
 	if (lt == NULL)
 		return;
-	while (lt->unsure != NULL) {
-		struct unsure *u = lt->unsure;
-		lt->unsure = u->next;
-		free(u);
+	while (lt->pending != NULL) {
+		struct pending *p = lt->pending;
+		lt->pending = p->next;
+		free(p);
 	}
 	keytab_each(lt->keys, free_entry, NULL);
 	keytab_free(lt->keys);

@@ -54,6 +54,7 @@ struct locks_cfg {
 	long max_wait_ms;
 	long max_locks_per_session;
 	long max_waiters;
+	long min_ttl_ms;		/* 0: no floor */
 };
 
 struct locks_stats {
@@ -88,6 +89,8 @@ void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
 void locks_store_wanted(void *arg, const char *key, size_t keylen);
 void locks_store_subscribed(void *arg);
+/* Clean-ups (releases, forgets) waiting for Redis to answer again. */
+size_t locks_pending(const struct locks *lt);
 
 struct lclient *locks_client_new(struct locks *lt, const char *id,
     const struct lk_client_ops *ops, void *arg);

@@ -2,10 +2,11 @@
  * main.c - lockbrokerd: options, wiring, signals, teardown.
  *
  * Start-up order: config (file, then command line), log level, open-files
- * limit, event loop, lock table, Redis store, listener.  Teardown runs in
- * reverse; on SIGTERM/SIGINT every session is ended first so its locks are
- * released in Redis, and the loop runs on (at most STOP_DRAIN_MS) until
- * those releases are answered.
+ * limit, event loop, lock table, signal handlers, listener, Redis store.
+ * Teardown runs in reverse; on SIGTERM/SIGINT every session is ended first
+ * so its locks are released in Redis, and the loop runs on (at most
+ * STOP_DRAIN_MS) until those releases are answered -- reconnecting first
+ * if the signal came while Redis was away (issue 9, defect 3).
  */
 #include "broker.h"
 #include "clientid.h"
@@ -99,7 +100,20 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	b->stopping = 1;
 }
 
-/* After the sessions ended: stop once their releases were answered. */
+/*
+ * After the sessions ended: stop once Redis answered their releases.  A
+ * release that could not be sent (Redis away) waits in the lock table's
+ * pending list, sent as soon as the store reconnects: wait for that too,
+ * within the same budget.
+ */
+static int
+drained(struct broker *b)
+{
+	if (store_inflight(b->store) != 0)
+		return 0;
+	return locks_pending(b->locks) == 0;
+}
+
 static void
 drain_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -110,8 +124,14 @@ drain_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (until == 0)
 		until = now_ms() + STOP_DRAIN_MS;
-	if (store_inflight(b->store) == 0 || now_ms() > until)
+	if (drained(b)) {
 		event_base_loopbreak(b->base);
+	} else if (now_ms() > until) {
+		log_warn("stopping with %zu lock releases not confirmed by "
+		    "Redis: they expire within their TTL",
+		    store_inflight(b->store) + locks_pending(b->locks));
+		event_base_loopbreak(b->base);
+	}
 }
 
 /*
@@ -187,13 +207,22 @@ note_restart(const char *name)
 }
 
 static void
+locks_cfg_from(const struct config *cfg, struct locks_cfg *lc)
+{
+	lc->default_ttl_ms = cfg->default_ttl_ms;
+	lc->max_ttl_ms = cfg->max_ttl_ms;
+	lc->min_ttl_ms = cfg->min_ttl_ms;
+	lc->max_wait_ms = cfg->max_wait_ms;
+	lc->max_locks_per_session = cfg->max_locks_per_session;
+	lc->max_waiters = cfg->max_waiters;
+}
+
+static void
 apply_limits(struct broker *b)
 {
-	struct locks_cfg lc = {
-		b->cfg->default_ttl_ms, b->cfg->max_ttl_ms, b->cfg->max_wait_ms,
-		b->cfg->max_locks_per_session, b->cfg->max_waiters
-	};
+	struct locks_cfg lc;
 
+	locks_cfg_from(b->cfg, &lc);
 	locks_set_cfg(b->locks, &lc);
 	log_set_level((enum log_level)b->cfg->log_level);
 }
@@ -307,10 +336,7 @@ main(int argc, char **argv)
 	b.argv = argv;
 	clientid_new(broker_id);	/* tells our own pub/sub messages apart */
 	{
-		struct locks_cfg lc = {
-			cfg.default_ttl_ms, cfg.max_ttl_ms, cfg.max_wait_ms,
-			cfg.max_locks_per_session, cfg.max_waiters
-		};
+		struct locks_cfg lc;
 		struct store_cfg sc = {
 			cfg.redis, cfg.redis_password, cfg.redis_user,
 			cfg.prefix, cfg.redis_timeout_ms, broker_id
@@ -320,6 +346,7 @@ main(int argc, char **argv)
 			on_store_wanted, on_store_subscribed, &b
 		};
 
+		locks_cfg_from(&cfg, &lc);
 		b.locks = locks_new(b.base, &lc);
 		/* Handlers before listening: a SIGHUP sent as soon as the port
 		 * answers must reload, not kill (issue 9, defect 9). */
@@ -355,8 +382,11 @@ main(int argc, char **argv)
 	metrics_stop(&b);
 	server_stop(&b);
 	drain = event_new(b.base, -1, EV_PERSIST, drain_cb, &b);
-	if (drain != NULL && store_is_up(b.store) && event_add(drain, &tick) == 0)
-		event_base_dispatch(b.base);
+	if (!drained(&b)) {
+		store_kick(b.store);
+		if (drain != NULL && event_add(drain, &tick) == 0)
+			event_base_dispatch(b.base);
+	}
 	if (drain)
 		event_free(drain);
 	event_free(sigterm);

@@ -236,7 +236,9 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    !is_int(r->element[0]) || !is_int(r->element[1]))
 			return -1;
-		c->fn.acquire(c->arg, 1, r->element[0]->integer == 1,
+		if (r->element[0]->integer < -1 || r->element[0]->integer > 1)
+			return -1;
+		c->fn.acquire(c->arg, 1, (int)r->element[0]->integer,
 		    r->element[1]->integer);
 		return 0;
 	case K_RELEASE:
@@ -435,14 +437,16 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 {
 	char ttl[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct piece p[5] = {
+	struct piece p[7] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), NULL, 0 },
 		{ value, valuelen, NULL, 0 },
 		{ next_owner, next_ownerlen, NULL, 0 },
 		{ ttl, (size_t)tl, NULL, 0 },
+		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ key, keylen, NULL, 0 },
 	};
-	return script_call(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 5,
+	return script_call(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 7,
 	    (union cmd_fn){ .acquire = fn }, arg);
 }
 
@@ -914,6 +918,21 @@ store_free(struct store *st)
 	free(st->wanted);
 	free(st->host);
 	free(st);
+}
+
+void
+store_kick(struct store *st)
+{
+	struct conn *c = &st->cmd;
+
+	/* Waiting out a backoff: try now, and quickly after (shutdown has
+	 * only a short budget). */
+	c->backoff_ms = BACKOFF_MIN_MS;
+	if (c->state == C_DOWN && c->retry_ev != NULL &&
+	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
+		event_del(c->retry_ev);
+		conn_start(c);
+	}
 }
 
 int

@@ -44,7 +44,9 @@ struct store_hooks {
 	void *arg;
 };
 
-/* granted: n is the token; else n is the holder's PTTL (-1: no expiry). */
+/* granted 1: n is the token; 0: held by another, n is the holder's PTTL
+ * (-1: no expiry); -1: the fencing counter is exhausted (2^53-1), nothing
+ * granted (for a handoff: the release happened, the grant did not). */
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
 typedef void store_release_fn(void *arg, int ok, int released);
 /* renewed[i] is 1 when item i was renewed, 0 when Redis no longer shows it. */
@@ -74,6 +76,9 @@ struct store *store_new(struct event_base *base, const struct store_cfg *cfg,
 /* Drop both connections (pending callbacks run with ok = 0) and free. */
 void store_free(struct store *st);
 int store_is_up(const struct store *st);
+/* Shutting down: if the command connection waits out a backoff, try to
+ * reconnect now, with the shortest backoff after. */
+void store_kick(struct store *st);
 size_t store_inflight(const struct store *st);
 uint64_t store_reconnects(const struct store *st);
 

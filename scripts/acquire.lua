@@ -8,8 +8,12 @@
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
 -- Returns {1, token} when the caller now holds the lock (a new token from
 -- the counter; or the token it already had if Redis shows it as the
--- caller's), or {0, pttl} when someone else holds it (pttl in ms, -1 if the
--- key has no expiry).  The value stored is "<client-id>:<token>".
+-- caller's), {0, pttl} when someone else holds it (pttl in ms, -1 if the
+-- key has no expiry), or {-1, 0} when the counter has passed 2^53-1, the
+-- largest integer a Lua number (a double) holds exactly: no token is left,
+-- and nothing was written.  The value stored is "<client-id>:<token>".
+-- Tokens are formatted with %d: Lua's default number format (%.14g) writes
+-- 1e+14 for 100000000000000 (issue 9, defect 7).
 -- A caller that will wait announces it on the wanted channel, so that the
 -- holder's broker stops handing the lock straight to its own waiters.
 local v = redis.call('GET', KEYS[1])
@@ -24,6 +28,11 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if last >= 9007199254740991 then
+  return {-1, 0}
+end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', token),
+  'PX', ARGV[2])
 return {1, token}

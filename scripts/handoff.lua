@@ -5,13 +5,24 @@
 -- ARGV[1]  the value the releasing holder set: "<client-id>:<token>"
 -- ARGV[2]  the next owner's client-id
 -- ARGV[3]  the next owner's TTL in ms
+-- ARGV[4]  the release channel (<prefix>:released)
+-- ARGV[5]  the lock name
 -- Returns {1, token} when the lock passed to the next owner with a new
 -- token, or {0, 0} when the releasing holder no longer held it (lost); the
--- key is then left as it was.  No PUBLISH: the lock is not free, so other
--- brokers' waiters have nothing to wake for.
+-- key is then left as it was.  No PUBLISH then: the lock is not free, so
+-- other brokers' waiters have nothing to wake for.  When the counter has
+-- passed 2^53-1 (see acquire.lua) the lock is released plainly, with its
+-- PUBLISH, and {-1, 0} returned: no token is left for the next owner.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0, 0}
 end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if last >= 9007199254740991 then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  return {-1, 0}
+end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
+redis.call('SET', KEYS[1], ARGV[2] .. ':' .. string.format('%d', token),
+  'PX', ARGV[3])
 return {1, token}
