@@ -261,7 +261,9 @@ on_store_up(void *arg)
 	struct broker *b = arg;
 
 	locks_store_up(b->locks);
-	if (!b->ready) {
+	if (b->stopping) {
+		/* reconnected during shutdown, only to free locks */
+	} else if (!b->ready) {
 		b->ready = 1;
 		notify("READY=1\nSTATUS=serving; Redis %s", b->cfg->redis);
 	} else {
