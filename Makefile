@@ -40,7 +40,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c)
+UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install fuzz bench valgrind
@@ -76,13 +76,13 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 # apt-get; otherwise it prints the command to run.
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             check redis-server redis-tools python3 mandoc \
-            prometheus valgrind clang netcat-openbsd
+            prometheus valgrind clang netcat-openbsd strace
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
-	for c in mandoc promtool valgrind clang nc; do \
+	for c in mandoc promtool valgrind clang nc strace; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

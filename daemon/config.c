@@ -6,6 +6,7 @@
  * never be something the parser would refuse.
  */
 #include "config.h"
+#include "addr.h"
 #include "log.h"
 #include "util.h"
 
@@ -14,14 +15,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum opt_type { T_INT, T_STR, T_LEVEL, T_OCTAL };
+/*
+ * Value types.  Each has one parser in opt_parse; an address type calls the
+ * parser of addr.c that the listener or the store uses on the same value,
+ * so "-t" cannot pass what start-up refuses (issue 9, defect 8).
+ */
+enum opt_type {
+	T_INT,				/* decimal, within min..max */
+	T_STR,				/* length within min..max */
+	T_LEVEL,			/* a log level name */
+	T_OCTAL,			/* file mode bits, within min..max */
+	T_LISTEN,			/* a numeric IP to listen on */
+	T_ENDPOINT			/* host:port, [IPv6]:port, unix:/path */
+};
 
 struct opt {
 	const char *name;
 	enum opt_type type;
 	size_t off;			/* offset in struct config */
 	const char *def;		/* default, as text */
-	long min, max;			/* bounds for T_INT; max length for T_STR */
+	long min, max;			/* bounds for T_INT and T_OCTAL; length
+					   bounds for T_STR */
 	int live;			/* SIGHUP applies it without a restart */
 	const char *help;
 };
@@ -29,55 +43,105 @@ struct opt {
 #define OFF(f) offsetof(struct config, f)
 
 static const struct opt opts[] = {
-	{ "bind", T_STR, OFF(bind), "127.0.0.1", 0, 255, 0,
-	  "address the TCP listener binds (numeric IPv4 or IPv6)" },
-	{ "port", T_INT, OFF(port), "7711", 1, 65535, 0,
-	  "TCP port for clients" },
-	{ "unixsocket", T_STR, OFF(unixsocket), "", 0, 107, 0,
-	  "path of a unix socket listener beside TCP (empty: none)" },
-	{ "unixsocketperm", T_OCTAL, OFF(unixsocketperm), "0660", 0, 0777, 0,
-	  "mode of the unix socket file, in octal" },
-	{ "tcp_keepalive_s", T_INT, OFF(tcp_keepalive_s), "10", 0, 7200, 1,
-	  "TCP keepalive idle time for clients (0: off); a dead peer is "
-	  "found after about 3x this" },
-	{ "auth_token", T_STR, OFF(auth_token), "", 0, 64, 1,
-	  "when set, sessions must send AUTH <token> before other commands "
-	  "(PING and QUIT aside)" },
-	{ "redis", T_STR, OFF(redis), "127.0.0.1:6379", 1, 255, 0,
-	  "Redis address: host:port (numeric host) or unix:/path" },
-	{ "redis_password", T_STR, OFF(redis_password), "", 0, 255, 0,
-	  "password sent with AUTH on every connect (empty: none)" },
-	{ "redis_user", T_STR, OFF(redis_user), "", 0, 255, 0,
-	  "ACL user for AUTH (empty: the default user)" },
-	{ "redis_timeout_ms", T_INT, OFF(redis_timeout_ms), "1000", 50, 60000,
-	  0, "a Redis connect or reply slower than this drops the connection" },
-	{ "prefix", T_STR, OFF(prefix), "lockbroker", 1, 64, 0,
-	  "prefix of every Redis key and channel the broker uses" },
-	{ "default_ttl_ms", T_INT, OFF(default_ttl_ms), "30000", 1, 2147483647,
-	  1, "TTL of a lock in Redis when ACQUIRE gives none" },
-	{ "max_ttl_ms", T_INT, OFF(max_ttl_ms), "600000", 1, 2147483647, 1,
-	  "largest TTL a client may ask for (larger ones are clamped)" },
-	{ "max_wait_ms", T_INT, OFF(max_wait_ms), "2147483647", 0, 2147483647,
-	  1, "longest WAIT honoured (larger ones are clamped)" },
-	{ "max_line", T_INT, OFF(max_line), "4096", 64, 1048576, 0,
-	  "longest request line in bytes; longer closes the connection" },
-	{ "max_key_len", T_INT, OFF(max_key_len), "256", 1, 4096, 1,
-	  "longest key in bytes" },
-	{ "max_sessions", T_INT, OFF(max_sessions), "10000", 1, 1000000, 1,
-	  "most client connections at once; more are refused with ERR LIMIT" },
-	{ "max_locks_per_session", T_INT, OFF(max_locks_per_session), "1000",
-	  1, 1000000, 1, "most distinct keys one session may hold" },
-	{ "max_waiters", T_INT, OFF(max_waiters), "100000", 1, 10000000, 1,
-	  "most ACQUIREs waiting at once across all sessions" },
-	{ "log_level", T_LEVEL, OFF(log_level), "info", 0, 0, 1,
-	  "error, warn, info or debug (-v raises it to debug)" },
-	{ "metrics_bind", T_STR, OFF(metrics_bind), "127.0.0.1", 1, 255, 0,
-	  "address of the Prometheus /metrics HTTP endpoint" },
-	{ "metrics_port", T_INT, OFF(metrics_port), "0", 0, 65535, 0,
-	  "port of the /metrics endpoint (0: off)" },
+	{ .name = "bind", .type = T_LISTEN, .off = OFF(bind),
+	  .def = "127.0.0.1",
+	  .help = "address the TCP listener binds (numeric IPv4 or IPv6)" },
+	{ .name = "port", .type = T_INT, .off = OFF(port), .def = "7711",
+	  .min = 1, .max = 65535,
+	  .help = "TCP port for clients" },
+	{ .name = "unixsocket", .type = T_STR, .off = OFF(unixsocket),
+	  .def = "", .min = 0, .max = 107,
+	  .help = "path of a unix socket listener beside TCP (empty: none)" },
+	{ .name = "unixsocketperm", .type = T_OCTAL, .off = OFF(unixsocketperm),
+	  .def = "0660", .min = 0, .max = 0777,
+	  .help = "mode of the unix socket file, in octal" },
+	{ .name = "tcp_keepalive_s", .type = T_INT, .off = OFF(tcp_keepalive_s),
+	  .def = "10", .min = 0, .max = 7200, .live = 1,
+	  .help = "TCP keepalive idle time for clients (0: off); a dead peer "
+	  "is found after about 3x this" },
+	{ .name = "auth_token", .type = T_STR, .off = OFF(auth_token),
+	  .def = "", .min = 0, .max = 64, .live = 1,
+	  .help = "when set, sessions must send AUTH <token> before other "
+	  "commands (PING and QUIT aside)" },
+	{ .name = "redis", .type = T_ENDPOINT, .off = OFF(redis),
+	  .def = "127.0.0.1:6379",
+	  .help = "Redis address: host:port (numeric IPv4 host), "
+	  "[IPv6]:port or unix:/path" },
+	{ .name = "redis_password", .type = T_STR, .off = OFF(redis_password),
+	  .def = "", .min = 0, .max = 255,
+	  .help = "password sent with AUTH on every connect (empty: none)" },
+	{ .name = "redis_user", .type = T_STR, .off = OFF(redis_user),
+	  .def = "", .min = 0, .max = 255,
+	  .help = "ACL user for AUTH (empty: the default user)" },
+	{ .name = "redis_timeout_ms", .type = T_INT,
+	  .off = OFF(redis_timeout_ms), .def = "1000", .min = 50, .max = 60000,
+	  .help = "a Redis connect or reply slower than this drops the "
+	  "connection" },
+	{ .name = "prefix", .type = T_STR, .off = OFF(prefix),
+	  .def = "lockbroker", .min = 1, .max = 64,
+	  .help = "prefix of every Redis key and channel the broker uses" },
+	{ .name = "default_ttl_ms", .type = T_INT, .off = OFF(default_ttl_ms),
+	  .def = "30000", .min = 1, .max = 2147483647, .live = 1,
+	  .help = "TTL of a lock in Redis when ACQUIRE gives none" },
+	{ .name = "min_ttl_ms", .type = T_INT, .off = OFF(min_ttl_ms),
+	  .def = "250", .min = 1, .max = 2147483647, .live = 1,
+	  .help = "smallest TTL a lock gets (smaller ones are raised to it)" },
+	{ .name = "max_ttl_ms", .type = T_INT, .off = OFF(max_ttl_ms),
+	  .def = "600000", .min = 1, .max = 2147483647, .live = 1,
+	  .help = "largest TTL a client may ask for (larger ones are "
+	  "clamped)" },
+	{ .name = "max_wait_ms", .type = T_INT, .off = OFF(max_wait_ms),
+	  .def = "2147483647", .min = 0, .max = 2147483647, .live = 1,
+	  .help = "longest WAIT honoured (larger ones are clamped)" },
+	{ .name = "max_line", .type = T_INT, .off = OFF(max_line),
+	  .def = "4096", .min = 64, .max = 1048576,
+	  .help = "longest request line in bytes; longer closes the "
+	  "connection" },
+	{ .name = "max_key_len", .type = T_INT, .off = OFF(max_key_len),
+	  .def = "256", .min = 1, .max = 4096, .live = 1,
+	  .help = "longest key in bytes" },
+	{ .name = "max_sessions", .type = T_INT, .off = OFF(max_sessions),
+	  .def = "10000", .min = 1, .max = 1000000, .live = 1,
+	  .help = "most client connections at once; more are refused with "
+	  "ERR LIMIT" },
+	{ .name = "max_locks_per_session", .type = T_INT,
+	  .off = OFF(max_locks_per_session), .def = "1000", .min = 1,
+	  .max = 1000000, .live = 1,
+	  .help = "most distinct keys one session may hold" },
+	{ .name = "max_waiters", .type = T_INT, .off = OFF(max_waiters),
+	  .def = "100000", .min = 1, .max = 10000000, .live = 1,
+	  .help = "most ACQUIREs waiting at once across all sessions" },
+	{ .name = "log_level", .type = T_LEVEL, .off = OFF(log_level),
+	  .def = "info", .live = 1,
+	  .help = "error, warn, info or debug (-v raises it to debug)" },
+	{ .name = "metrics_bind", .type = T_LISTEN, .off = OFF(metrics_bind),
+	  .def = "127.0.0.1",
+	  .help = "address of the Prometheus /metrics HTTP endpoint "
+	  "(numeric IPv4 or IPv6)" },
+	{ .name = "metrics_port", .type = T_INT, .off = OFF(metrics_port),
+	  .def = "0", .min = 0, .max = 65535,
+	  .help = "port of the /metrics endpoint (0: off)" },
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
+
+/* Whether the option's field is a char * (else a long). */
+static int
+opt_is_text(const struct opt *o)
+{
+	return o->type == T_STR || o->type == T_LISTEN ||
+	    o->type == T_ENDPOINT;
+}
+
+/* Replace the string at p with a copy of value. */
+static void
+text_set(char *p, const char *value)
+{
+	char **s = (char **)(void *)p;
+
+	free(*s);
+	*s = xstrndup(value, strlen(value));
+}
 
 static const struct opt *
 opt_find(const char *name)
@@ -121,7 +185,6 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 		return 0;
 	}
 	case T_STR: {
-		char **s = (char **)(void *)p;
 		size_t len = strlen(value);
 
 		if ((long)len < o->min || (long)len > o->max) {
@@ -129,8 +192,24 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 			    o->name, o->min, o->max);
 			return -1;
 		}
-		free(*s);
-		*s = xstrndup(value, len);
+		text_set(p, value);
+		return 0;
+	}
+	case T_LISTEN:
+	case T_ENDPOINT: {
+		/* Parsed here only to be checked: the listener and the store
+		 * parse the kept text again with the same function. */
+		struct addr a;
+		char msg[256];
+		int rc = o->type == T_LISTEN ?
+		    addr_parse_listen(value, &a, msg, sizeof msg) :
+		    addr_parse_endpoint(value, &a, msg, sizeof msg);
+
+		if (rc != 0) {
+			snprintf(err, errlen, "%s: %s", o->name, msg);
+			return -1;
+		}
+		text_set(p, value);
 		return 0;
 	}
 	case T_OCTAL: {
@@ -178,7 +257,7 @@ void
 config_free(struct config *cfg)
 {
 	for (size_t i = 0; i < NOPTS; i++) {
-		if (opts[i].type == T_STR) {
+		if (opt_is_text(&opts[i])) {
 			char **s = (char **)(void *)((char *)cfg + opts[i].off);
 			free(*s);
 			*s = NULL;
@@ -253,9 +332,19 @@ config_load_file(struct config *cfg, const char *path, char *err,
 	return rc;
 }
 
+/*
+ * min_ttl_ms <= default_ttl_ms <= max_ttl_ms: the lock table raises a TTL
+ * to the floor and clamps it to the ceiling, so bounds the wrong way round
+ * would make the default itself out of bounds.
+ */
 int
 config_validate(const struct config *cfg, char *err, size_t errlen)
 {
+	if (cfg->min_ttl_ms > cfg->default_ttl_ms) {
+		snprintf(err, errlen, "min_ttl_ms (%ld) exceeds default_ttl_ms "
+		    "(%ld)", cfg->min_ttl_ms, cfg->default_ttl_ms);
+		return -1;
+	}
 	if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
 		snprintf(err, errlen, "default_ttl_ms (%ld) exceeds max_ttl_ms "
 		    "(%ld)", cfg->default_ttl_ms, cfg->max_ttl_ms);
@@ -279,7 +368,7 @@ config_keep_static(const struct config *cur, struct config *next,
 
 		if (o->live)
 			continue;
-		if (o->type == T_STR) {
+		if (opt_is_text(o)) {
 			const char *sa = *(char *const *)(const void *)a;
 			char **sb = (char **)(void *)b;
 			if (strcmp(sa, *sb) == 0)

@@ -11,19 +11,21 @@
 #include <stdio.h>
 
 struct config {
-	char *bind;
+	char *bind;			/* numeric IP, checked by addr.c */
 	long port;
 	char *unixsocket;		/* "" = no unix socket listener */
 	long unixsocketperm;		/* mode bits of the socket file */
 	char *metrics_bind;
 	long metrics_port;		/* 0 = no metrics endpoint */
-	char *redis;			/* host:port or unix:/path */
+	char *redis;			/* host:port, [IPv6]:port or
+					   unix:/path, checked by addr.c */
 	char *redis_password;		/* "" = no AUTH */
 	char *redis_user;		/* "" = default user */
 	long redis_timeout_ms;
 	char *prefix;
 	long default_ttl_ms;
-	long max_ttl_ms;
+	long min_ttl_ms;		/* smaller TTLs are raised to it */
+	long max_ttl_ms;		/* larger TTLs are clamped to it */
 	long max_wait_ms;
 	long max_line;
 	long max_key_len;
@@ -53,7 +55,10 @@ int config_set(struct config *cfg, const char *name, const char *value,
 int config_load_file(struct config *cfg, const char *path, char *err,
     size_t errlen);
 
-/* Cross-option checks (e.g. default_ttl_ms <= max_ttl_ms). */
+/*
+ * Cross-option checks: min_ttl_ms <= default_ttl_ms <= max_ttl_ms, no
+ * space in prefix.  Returns 0, or -1 with a message naming the options.
+ */
 int config_validate(const struct config *cfg, char *err, size_t errlen);
 
 /* Print every option with its default and help, for -h. */

@@ -2,6 +2,7 @@
  * server.c - the TCP listener: accept, refuse over max_sessions, stop.
  */
 #include "broker.h"
+#include "addr.h"
 #include "log.h"
 #include "util.h"
 
@@ -117,75 +118,145 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 	}
 }
 
+/*
+ * The TCP listener.  The bind address was checked by config_set with the
+ * same parser, so a failure here is a run-time one (port in use, address
+ * not on this host): the caller exits 1, not 2.
+ */
 int
 server_listen(struct broker *b, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
-	int sslen = sizeof ss;
-	char addr[300];
+	socklen_t sslen;
+	struct addr a;
+	char msg[256], where[ADDR_HOST_LEN + 16];
 
-	snprintf(addr, sizeof addr, strchr(b->cfg->bind, ':') ? "[%s]:%ld" :
-	    "%s:%ld", b->cfg->bind, b->cfg->port);
-	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss,
-	    &sslen) != 0) {
-		snprintf(err, errlen, "bad bind address '%s' (numeric IPv4 or "
-		    "IPv6 wanted)", b->cfg->bind);
+	if (addr_parse_listen(b->cfg->bind, &a, msg, sizeof msg) != 0) {
+		snprintf(err, errlen, "bind: %s", msg);
 		return -1;
 	}
+	if (addr_sockaddr(&a, (int)b->cfg->port, &ss, &sslen) != 0) {
+		snprintf(err, errlen, "bind: no socket address for '%s'",
+		    b->cfg->bind);
+		return -1;
+	}
+	snprintf(where, sizeof where, a.family == AF_INET6 ? "[%s]:%ld" :
+	    "%s:%ld", a.host, b->cfg->port);
 	b->listener = evconnlistener_new_bind(b->base, accept_cb, b,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-	    511, (struct sockaddr *)&ss, sslen);
+	    511, (struct sockaddr *)&ss, (int)sslen);
 	if (b->listener == NULL) {
-		snprintf(err, errlen, "cannot listen on %s: %s", addr,
+		snprintf(err, errlen, "cannot listen on %s: %s", where,
 		    strerror(errno));
 		return -1;
 	}
 	evconnlistener_set_error_cb(b->listener, accept_error_cb);
-	log_info("listening on %s", addr);
+	log_info("listening on %s", where);
 	return 0;
 }
 
 /*
+ * Whether something accepts connections on the unix socket at sun: 1 yes,
+ * 0 no (nothing listens: a stale file, or no file at all), -1 cannot tell
+ * (err filled).  Non-blocking, so a live listener with a full backlog
+ * answers EAGAIN at once, which counts as live, instead of blocking us.
+ */
+static int
+unix_socket_live(const struct sockaddr_un *sun, char *err, size_t errlen)
+{
+	int fd, rc, e;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof *sun);
+	e = errno;
+	if (close(fd) != 0)
+		log_debug("close: %s", strerror(errno));
+	if (rc == 0 || e == EAGAIN || e == EINPROGRESS)
+		return 1;
+	if (e == ECONNREFUSED || e == ENOENT)
+		return 0;
+	snprintf(err, errlen, "cannot tell whether %s is in use: connect: %s",
+	    sun->sun_path, strerror(e));
+	return -1;
+}
+
+/*
  * The unix socket listener.  A socket file left by a broker that died is
- * removed first; any other kind of file at the path is an error.
+ * replaced; one that a live process answers on is not (issue 9, defect
+ * 13: a second broker given the same path used to take it over), and any
+ * other kind of file at the path is an error.
+ *
+ * The file is created with its final mode: the umask is set from
+ * unixsocketperm around bind, so there is no moment where the mode is the
+ * process umask's, e.g. 0777 under umask 0 (issue 9, defect 14).  The
+ * chmod after it still sets the exact bits, should a default ACL on the
+ * directory have overridden the umask.  The broker is single-threaded, so
+ * no other file is created while the umask is changed.
  */
 int
 server_listen_unix(struct broker *b, char *err, size_t errlen)
 {
 	const char *path = b->cfg->unixsocket;
+	mode_t perm = (mode_t)b->cfg->unixsocketperm, old_mask;
 	struct sockaddr_un sun;
 	struct stat st;
+	size_t len = strlen(path);
 
 	if (path[0] == '\0')
 		return 0;
-	if (strlen(path) >= sizeof sun.sun_path) {
+	if (len >= sizeof sun.sun_path) {
 		snprintf(err, errlen, "unixsocket path too long: %s", path);
 		return -1;
 	}
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	memcpy(sun.sun_path, path, len);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			snprintf(err, errlen, "unixsocket %s exists and is not "
 			    "a socket", path);
 			return -1;
 		}
-		if (unlink(path) != 0) {
+		switch (unix_socket_live(&sun, err, errlen)) {
+		case 1:
+			snprintf(err, errlen, "unixsocket %s is in use: "
+			    "another process (another lockbrokerd?) accepts "
+			    "connections on it", path);
+			return -1;
+		case 0:
+			break;
+		default:
+			return -1;
+		}
+		if (unlink(path) != 0 && errno != ENOENT) {
 			snprintf(err, errlen, "cannot remove stale %s: %s", path,
 			    strerror(errno));
 			return -1;
 		}
+		log_info("removed stale unix socket %s", path);
+	} else if (errno != ENOENT) {
+		snprintf(err, errlen, "unixsocket %s: %s", path,
+		    strerror(errno));
+		return -1;
 	}
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, path, strlen(path));
+	old_mask = umask((mode_t)(~perm & 0777));
 	b->ulistener = evconnlistener_new_bind(b->base, accept_cb, b,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 511,
 	    (struct sockaddr *)&sun, sizeof sun);
 	if (b->ulistener == NULL) {
+		int e = errno;
+
+		umask(old_mask);
 		snprintf(err, errlen, "cannot listen on %s: %s", path,
-		    strerror(errno));
+		    strerror(e));
 		return -1;
 	}
-	if (chmod(path, (mode_t)b->cfg->unixsocketperm) != 0) {
+	umask(old_mask);	/* umask() cannot fail */
+	if (chmod(path, perm) != 0) {
 		snprintf(err, errlen, "chmod %s: %s", path, strerror(errno));
 		return -1;
 	}

@@ -15,6 +15,7 @@
 static Suite *(*const suites[])(void) = {
 	proto_suite,
 	keytab_suite,
+	addr_suite,
 	config_suite,
 	locks_suite,
 };

@@ -11,6 +11,7 @@
 
 Suite *proto_suite(void);	/* test_proto.c: proto_parse() and its tables */
 Suite *keytab_suite(void);	/* test_keytab.c: the intrusive hash table */
+Suite *addr_suite(void);	/* test_addr.c: listen and Redis addresses */
 Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
 Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
 

@@ -3,6 +3,7 @@
  *
  * Defaults, the bounds of config_set, the conf file reader (comments,
  * blank lines, quotes, CRLF, "FILE:LINE: message" naming the bad line)
+ * the address types (checked by daemon/addr.c's parsers, issue 9 defect 8)
  * and the cross-option checks of config_validate.  Conf files are written
  * to mkstemp() files and removed at the end of each test.
  */
@@ -57,6 +58,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.redis_timeout_ms, 1000);
 	ck_assert_str_eq(cfg.prefix, "lockbroker");
 	ck_assert_int_eq(cfg.default_ttl_ms, 30000);
+	ck_assert_int_eq(cfg.min_ttl_ms, 250);
 	ck_assert_int_eq(cfg.max_ttl_ms, 600000);
 	ck_assert_int_eq(cfg.max_wait_ms, 2147483647);
 	ck_assert_int_eq(cfg.max_line, 4096);
@@ -67,6 +69,8 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.tcp_keepalive_s, 10);
 	ck_assert_str_eq(cfg.auth_token, "");
 	ck_assert_int_eq(cfg.log_level, LOG_INFO);
+	ck_assert_str_eq(cfg.metrics_bind, "127.0.0.1");
+	ck_assert_int_eq(cfg.metrics_port, 0);
 	/* The defaults pass the cross-option checks. */
 	ck_assert_int_eq(config_validate(&cfg, err, sizeof err), 0);
 	config_free(&cfg);
@@ -128,6 +132,12 @@ START_TEST(test_int_bounds)
 	ck_assert_int_eq(config_set(&cfg, "max_wait_ms", "2147483648", err,
 	    sizeof err), -1);
 	ck_assert_int_eq(cfg.max_wait_ms, 0);
+	ck_assert_int_eq(config_set(&cfg, "min_ttl_ms", "0", err, sizeof err),
+	    -1);
+	ck_assert_msg(strstr(err, "min_ttl_ms") != NULL, "err: %s", err);
+	ck_assert_int_eq(config_set(&cfg, "min_ttl_ms", "1", err, sizeof err),
+	    0);
+	ck_assert_int_eq(cfg.min_ttl_ms, 1);
 	config_free(&cfg);
 }
 END_TEST
@@ -158,9 +168,10 @@ START_TEST(test_string_lengths)
 	ck_assert_str_eq(cfg.prefix, xs(64));		/* unchanged */
 	ck_assert_int_eq(config_set(&cfg, "prefix", "", err, sizeof err), -1);
 
-	ck_assert_int_eq(config_set(&cfg, "bind", xs(255), err, sizeof err), 0);
-	ck_assert_int_eq(config_set(&cfg, "bind", xs(256), err, sizeof err),
+	/* Addresses are bounded by their parser, not a length. */
+	ck_assert_int_eq(config_set(&cfg, "bind", xs(255), err, sizeof err),
 	    -1);
+	ck_assert_str_eq(cfg.bind, "127.0.0.1");
 	ck_assert_int_eq(config_set(&cfg, "redis", "", err, sizeof err), -1);
 	ck_assert_int_eq(config_set(&cfg, "auth_token", xs(64), err,
 	    sizeof err), 0);
@@ -172,6 +183,99 @@ START_TEST(test_string_lengths)
 	ck_assert_int_eq(config_set(&cfg, "redis_password", xs(256), err,
 	    sizeof err), -1);
 	config_free(&cfg);
+}
+END_TEST
+
+/*
+ * The address options take exactly what the listeners and the store
+ * take: the first four redis rows and "bind localhost" passed "-t" and
+ * then failed at start-up (issue 9, defect 8).
+ */
+static const struct {
+	const char *name, *value;
+	int ok;
+} addr_rows[] = {
+	{ "bind", "127.0.0.1", 1 },
+	{ "bind", "0.0.0.0", 1 },
+	{ "bind", "::1", 1 },
+	{ "bind", "::", 1 },
+	{ "bind", "localhost", 0 },
+	{ "bind", "[::1]", 0 },
+	{ "bind", "127.0.0.1:7711", 0 },
+	{ "bind", "", 0 },
+	{ "metrics_bind", "::1", 1 },
+	{ "metrics_bind", "localhost", 0 },
+	{ "metrics_bind", "", 0 },
+	{ "redis", "127.0.0.1:6379", 1 },
+	{ "redis", "[::1]:6379", 1 },
+	{ "redis", "unix:/tmp/x.sock", 1 },
+	{ "redis", "127.0.0.1", 0 },
+	{ "redis", "127.0.0.1:0", 0 },
+	{ "redis", "127.0.0.1:70000", 0 },
+	{ "redis", "unix:", 0 },
+	{ "redis", "localhost:6379", 0 },
+	{ "redis", "::1:6379", 0 },
+};
+
+START_TEST(test_addresses)
+{
+	struct config cfg, def;
+	char err[512] = "", want[64];
+	const char *name = addr_rows[_i].name, *v = addr_rows[_i].value;
+	char **field;
+	int rc;
+
+	config_init(&cfg);
+	config_init(&def);
+	field = strcmp(name, "bind") == 0 ? &cfg.bind :
+	    strcmp(name, "metrics_bind") == 0 ? &cfg.metrics_bind : &cfg.redis;
+	rc = config_set(&cfg, name, v, err, sizeof err);
+	if (addr_rows[_i].ok) {
+		ck_assert_msg(rc == 0, "%s '%s' refused: %s", name, v, err);
+		ck_assert_str_eq(*field, v);
+	} else {
+		ck_assert_msg(rc == -1, "%s '%s' accepted", name, v);
+		/* "name: 'value' ..." -- which option, and what was wrong */
+		snprintf(want, sizeof want, "%s: '%s", name, v);
+		ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+		    "want prefix \"%s\", got \"%s\"", want, err);
+		ck_assert_str_eq(*field, strcmp(name, "redis") == 0 ?
+		    def.redis : def.bind);		/* unchanged */
+	}
+	config_free(&cfg);
+	config_free(&def);
+}
+END_TEST
+
+static const char *noted;
+static int nnoted;
+
+static void
+note(const char *name)
+{
+	noted = name;
+	nnoted++;
+}
+
+/* A reload keeps the running bind (an address option needs a restart). */
+START_TEST(test_keep_static_address)
+{
+	struct config cur, next;
+	char err[256];
+
+	config_init(&cur);
+	config_init(&next);
+	ck_assert_int_eq(config_set(&next, "bind", "::1", err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&next, "min_ttl_ms", "7", err, sizeof err),
+	    0);
+	nnoted = 0;
+	config_keep_static(&cur, &next, note);
+	ck_assert_int_eq(nnoted, 1);
+	ck_assert_str_eq(noted, "bind");
+	ck_assert_str_eq(next.bind, "127.0.0.1");
+	ck_assert_int_eq(next.min_ttl_ms, 7);		/* live */
+	config_free(&cur);
+	config_free(&next);
 }
 END_TEST
 
@@ -279,6 +383,8 @@ static const struct {
 	{ "# x\nprefix \"a\"\nmax_line 10\n", 3, "max_line" },
 	{ "port 1\r\nport 2\r\nport x\r\n", 3, "port" },
 	{ "log_level info\nlog_level shout\n", 2, "log_level" },
+	{ "port 7000\nbind localhost\n", 2, "bind" },
+	{ "redis 127.0.0.1:6379\n\nredis 127.0.0.1\n", 3, "redis" },
 };
 
 /* The error names the file and the line it is on. */
@@ -331,6 +437,47 @@ START_TEST(test_file_missing)
 }
 END_TEST
 
+/* Bounds of min_ttl_ms <= default_ttl_ms <= max_ttl_ms, each alone in
+ * range; err must name both options of the broken pair. */
+static const struct {
+	const char *min, *def, *max;
+	const char *word1, *word2;	/* NULL: valid */
+} ttl_rows[] = {
+	{ "250", "30000", "600000", NULL, NULL },
+	{ "1000", "1000", "1000", NULL, NULL },
+	{ "1", "1", "2147483647", NULL, NULL },
+	{ "1001", "1000", "600000", "min_ttl_ms", "default_ttl_ms" },
+	{ "250", "1001", "1000", "default_ttl_ms", "max_ttl_ms" },
+	{ "5000", "30000", "1000", "default_ttl_ms", "max_ttl_ms" },
+	{ "5000", "1000", "2000", "min_ttl_ms", "default_ttl_ms" },
+};
+
+START_TEST(test_validate_ttl_order)
+{
+	struct config cfg;
+	char err[256] = "";
+	int rc;
+
+	config_init(&cfg);
+	ck_assert_int_eq(config_set(&cfg, "min_ttl_ms", ttl_rows[_i].min, err,
+	    sizeof err), 0);
+	ck_assert_int_eq(config_set(&cfg, "default_ttl_ms", ttl_rows[_i].def,
+	    err, sizeof err), 0);
+	ck_assert_int_eq(config_set(&cfg, "max_ttl_ms", ttl_rows[_i].max, err,
+	    sizeof err), 0);
+	rc = config_validate(&cfg, err, sizeof err);
+	if (ttl_rows[_i].word1 == NULL) {
+		ck_assert_msg(rc == 0, "row %d refused: %s", _i, err);
+	} else {
+		ck_assert_msg(rc == -1, "row %d accepted", _i);
+		ck_assert_msg(strstr(err, ttl_rows[_i].word1) != NULL &&
+		    strstr(err, ttl_rows[_i].word2) != NULL, "row %d: %s", _i,
+		    err);
+	}
+	config_free(&cfg);
+}
+END_TEST
+
 START_TEST(test_validate_ttls)
 {
 	struct config cfg;
@@ -379,6 +526,9 @@ config_suite(void)
 	tcase_add_test(tc, test_int_bounds);
 	tcase_add_test(tc, test_string_lengths);
 	tcase_add_test(tc, test_unknown_option);
+	tcase_add_loop_test(tc, test_addresses, 0,
+	    (int)(sizeof addr_rows / sizeof addr_rows[0]));
+	tcase_add_test(tc, test_keep_static_address);
 	tcase_add_test(tc, test_log_level);
 	suite_add_tcase(s, tc);
 
@@ -393,6 +543,8 @@ config_suite(void)
 
 	tc = tcase_create("validate");
 	tcase_add_test(tc, test_validate_ttls);
+	tcase_add_loop_test(tc, test_validate_ttl_order, 0,
+	    (int)(sizeof ttl_rows / sizeof ttl_rows[0]));
 	tcase_add_test(tc, test_validate_prefix);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,0 +1,54 @@
+/*
+ * addr.h - the two kinds of address lockbrokerd is configured with, parsed
+ * in one place.
+ *
+ * The options table (config.c), the listeners (server.c) and the Redis
+ * store all call these parsers, so "lockbrokerd -t" can never accept a
+ * value that start-up then refuses (issue 9, defect 8).  Pure: libc only,
+ * no I/O, no allocation and no name resolution -- a host must be numeric,
+ * because resolving a name would block the event loop.
+ */
+#ifndef LOCKBROKER_ADDR_H
+#define LOCKBROKER_ADDR_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define ADDR_HOST_LEN 46	/* INET6_ADDRSTRLEN: a numeric host + NUL */
+#define ADDR_PATH_LEN 108	/* sizeof sun_path (checked in addr.c) */
+
+/* One parsed address.  Every field is set by a successful parse. */
+struct addr {
+	int family;			/* AF_INET, AF_INET6 or AF_UNIX */
+	int is_unix;			/* family == AF_UNIX */
+	char host[ADDR_HOST_LEN];	/* numeric host, no brackets; "" if unix */
+	int port;			/* 1..65535; 0 if unix or a listen address */
+	char path[ADDR_PATH_LEN];	/* absolute socket path; "" unless unix */
+};
+
+/*
+ * A listen address (bind, metrics_bind): a numeric IPv4 or IPv6 literal
+ * without brackets and without a port ("127.0.0.1", "::1", "0.0.0.0").
+ * Returns 0, or -1 with a message in err that quotes text but does not
+ * name the option (the caller knows which one it was).
+ */
+int addr_parse_listen(const char *text, struct addr *a, char *err,
+    size_t errlen);
+
+/*
+ * A Redis endpoint: "host:port" with a numeric IPv4 host, "[IPv6]:port",
+ * port 1..65535; or "unix:/absolute/path" where the path fits in
+ * sun_path.  Returns 0, or -1 with a message in err as above.
+ */
+int addr_parse_endpoint(const char *text, struct addr *a, char *err,
+    size_t errlen);
+
+/*
+ * The sockaddr for a parsed address; port (host order) replaces a->port
+ * when non-zero, as a listen address takes its port from another option.
+ * Returns 0, or -1 if a was not filled by a parser above.
+ */
+int addr_sockaddr(const struct addr *a, int port, struct sockaddr_storage *ss,
+    socklen_t *sslen);
+
+#endif
