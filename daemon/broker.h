@@ -1,7 +1,9 @@
 /*
- * broker.h - the state main wires together, shared by server.c and
- * session.c only.  Leaf modules (proto, keytab, store, locks, config) never
- * include this file.
+ * broker.h - the state main wires together, shared by server.c,
+ * session.c and the counters' readers (stats.c, metrics.c) only.  Leaf
+ * modules (proto, keytab, store, locks, config) never include this file.
+ * Every counter here is listed in stats.c's table, which STATS and
+ * /metrics both walk.
  */
 #ifndef LOCKBROKER_BROKER_H
 #define LOCKBROKER_BROKER_H
@@ -41,6 +43,8 @@ struct broker {
 	struct broker_stats stats;
 	int64_t started_ms;
 	int64_t refused_logged_ms;	/* last "max_sessions reached" line */
+	int64_t authfail_logged_ms;	/* last "wrong AUTH token" line */
+	uint64_t authfail_unlogged;	/* wrong tokens since, not logged */
 	int stopping;
 	int ready;			/* READY=1 sent */
 	int argc;			/* kept for SIGHUP: re-parse them */

@@ -1,92 +1,95 @@
 /*
  * metrics.c - GET /metrics in the Prometheus text format (libevent evhttp).
  *
- * Off unless metrics_port is set.  Rendering reads the same counters as
- * STATS; nothing here is on the request path of lock clients.
+ * Off unless metrics_port is set.  The counters come from the table in
+ * stats.c, the one STATS walks too; only the histograms are drawn here.
+ * Nothing here is on the request path of lock clients.
  */
 #include "broker.h"
 #include "locks.h"
 #include "log.h"
-#include "store.h"
+#include "stats.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
 
 #include <string.h>
 
-static void
-metric(struct evbuffer *out, const char *name, const char *type,
-    const char *help, unsigned long long v)
+/* "# HELP" and "# TYPE" lines for a family. */
+static int
+family(struct evbuffer *out, const char *name, const char *type,
+    const char *help)
 {
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
-	    name, help, name, type, name, v);
+	return evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name,
+	    help, name, type) < 0 ? -1 : 0;
 }
 
-static void
+static int
 histogram(struct evbuffer *out, const char *name, const char *help,
     const struct histo *h)
 {
 	uint64_t cum = 0;
 
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name,
-	    help, name);
+	if (family(out, name, "histogram", help) != 0)
+		return -1;
 	for (int i = 0; i < HISTO_NBUCKETS; i++) {
 		cum += h->count[i];
-		evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name,
-		    (double)histo_bounds_us[i] / 1e6, (unsigned long long)cum);
+		if (evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %llu\n",
+		    name, (double)histo_bounds_us[i] / 1e6,
+		    (unsigned long long)cum) < 0)
+			return -1;
 	}
 	cum += h->count[HISTO_NBUCKETS];
-	evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name,
-	    (unsigned long long)cum);
-	evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", name,
-	    (double)h->sum_us / 1e6, name, (unsigned long long)h->n);
+	if (evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+	    (unsigned long long)cum) < 0 ||
+	    evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", name,
+	    (double)h->sum_us / 1e6, name, (unsigned long long)h->n) < 0)
+		return -1;
+	return 0;
 }
 
-static void
-render(struct broker *b, struct evbuffer *out)
+/*
+ * The page: every row of the stats table that has a metric name (so the
+ * numbers are STATS's, read through the same getters), then the
+ * histograms.  Returns -1 when out of memory.
+ */
+static int
+render(const struct broker *b, struct evbuffer *out)
 {
-	struct locks_stats ls;
-	const char *a = "lockbroker_acquires_total";
+	struct stats_snap snap;
+	const char *fam = NULL;
 
-	locks_get_stats(b->locks, &ls);
-	metric(out, "lockbroker_sessions", "gauge",
-	    "Client sessions connected now.", b->nsessions);
-	metric(out, "lockbroker_locks_held", "gauge",
-	    "Keys held by this broker's sessions now.", ls.locks_held);
-	metric(out, "lockbroker_waiters", "gauge",
-	    "ACQUIRE requests waiting now.", ls.waiters);
-	evbuffer_add_printf(out, "# HELP %s ACQUIRE requests answered, by "
-	    "outcome.\n# TYPE %s counter\n", a, a);
-	evbuffer_add_printf(out, "%s{outcome=\"ok\"} %llu\n", a,
-	    (unsigned long long)ls.acquires);
-	evbuffer_add_printf(out, "%s{outcome=\"busy\"} %llu\n", a,
-	    (unsigned long long)ls.busy);
-	evbuffer_add_printf(out, "%s{outcome=\"error\"} %llu\n", a,
-	    (unsigned long long)ls.acquire_errors);
-	metric(out, "lockbroker_releases_total", "counter",
-	    "Locks freed in Redis by RELEASE or a session's end.", ls.releases);
-	metric(out, "lockbroker_renewals_total", "counter",
-	    "Keys renewed in Redis.", ls.renewals);
-	metric(out, "lockbroker_lost_locks_total", "counter",
-	    "Held locks found expired or taken in Redis.", ls.lost);
-	metric(out, "lockbroker_sessions_accepted_total", "counter",
-	    "Client connections accepted.", b->stats.accepted);
-	metric(out, "lockbroker_sessions_refused_total", "counter",
-	    "Client connections refused at max_sessions.", b->stats.refused);
-	metric(out, "lockbroker_auth_failures_total", "counter",
-	    "AUTH requests with a wrong token.", b->stats.auth_failures);
-	metric(out, "lockbroker_redis_up", "gauge",
-	    "1 when the Redis command connection is ready.",
-	    (unsigned long long)store_is_up(b->store));
-	metric(out, "lockbroker_redis_reconnects_total", "counter",
-	    "Times the Redis command connection was lost.",
-	    store_reconnects(b->store));
-	histogram(out, "lockbroker_acquire_wait_seconds",
+	stats_take(b, &snap);
+	for (size_t i = 0; i < stats_count; i++) {
+		const struct stat_def *d = &stats_table[i];
+		int rc;
+
+		if (d->metric == NULL)
+			continue;
+		if ((fam == NULL || strcmp(fam, d->metric) != 0) &&
+		    family(out, d->metric, d->type == STAT_COUNTER ?
+		    "counter" : "gauge", d->family_help != NULL ?
+		    d->family_help : d->help) != 0)
+			return -1;
+		fam = d->metric;
+		if (d->label != NULL)
+			rc = evbuffer_add_printf(out, "%s{%s} %llu\n",
+			    d->metric, d->label,
+			    (unsigned long long)d->get(&snap));
+		else
+			rc = evbuffer_add_printf(out, "%s %llu\n", d->metric,
+			    (unsigned long long)d->get(&snap));
+		if (rc < 0)
+			return -1;
+	}
+	if (histogram(out, "lockbroker_acquire_wait_seconds",
 	    "Time from ACQUIRE to OK for acquisitions that went to Redis.",
-	    &ls.acquire_wait);
-	histogram(out, "lockbroker_handoff_seconds",
+	    &snap.ls.acquire_wait) != 0 ||
+	    histogram(out, "lockbroker_handoff_seconds",
 	    "Time from a key seen released (locally or by pub/sub) to its "
-	    "grant to the next local waiter.", &ls.handoff);
+	    "grant to the next local waiter.", &snap.ls.handoff) != 0)
+		return -1;
+	return 0;
 }
 
 static void
@@ -102,9 +105,13 @@ metrics_cb(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, "out of memory");
 		return;
 	}
-	render(arg, out);
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	if (render(arg, out) != 0 ||
+	    evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8") != 0) {
+		evbuffer_free(out);
+		evhttp_send_error(req, 500, "out of memory");
+		return;
+	}
 	evhttp_send_reply(req, 200, "OK", out);
 	evbuffer_free(out);
 }

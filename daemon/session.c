@@ -15,13 +15,22 @@
  * read() per readable event and one writev() per batch of replies, with
  * the write event registered only while output is stuck.  A bufferevent
  * added an ioctl(FIONREAD) and two epoll_ctl calls per request.
+ *
+ * End of input (the client half-closed, e.g. `nc -N`) is not the end of
+ * the session: every line already received is answered, in order (a last
+ * line without LF counts as a line), then the session closes after
+ * flushing, which releases its locks.  The lock table is told at once
+ * (locks_client_eof), so a waiting ACQUIRE is answered BUSY instead of
+ * holding a queue place for a client that can no longer give up (issue 9,
+ * D15).  A read or write error (reset, broken pipe) still ends the session
+ * at once.
  */
 #include "broker.h"
 #include "clientid.h"
 #include "locks.h"
 #include "log.h"
 #include "proto.h"
-#include "store.h"
+#include "stats.h"
 #include "util.h"
 
 #include <event2/buffer.h>
@@ -32,11 +41,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define OUT_HIGH (64 * 1024)		/* stop taking requests past this */
 #define READ_CHUNK 16384		/* bytes per read() */
 #define CLOSE_GRACE_MS 5000		/* flush time before a forced close */
+#define AUTH_LOG_MS 10000		/* ms between "wrong AUTH" log lines */
 
 struct session {
 	struct broker *b;
@@ -58,6 +69,8 @@ struct session {
 	unsigned reading:1;		/* rev is added */
 	unsigned out_paused:1;		/* stopped for output past OUT_HIGH */
 	unsigned writing:1;		/* wev is added */
+	unsigned eof:1;			/* the client sends no more */
+	unsigned broken:1;		/* reply lost: free, send no more */
 };
 
 static void process_input(struct session *s);
@@ -69,25 +82,6 @@ send_line(struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
-send_line(struct session *s, const char *fmt, ...)
-{
-	struct evbuffer *out = s->out;
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (evbuffer_add_vprintf(out, fmt, ap) < 0 ||
-	    evbuffer_add(out, "\r\n", 2) != 0)
-		log_warn("client %s: reply dropped (out of memory)", s->id);
-	va_end(ap);
-}
-
-static void
-send_err(struct session *s, enum proto_err code, const char *why)
-{
-	send_line(s, "ERR %s %s", proto_err_name(code), why);
-}
-
-static void
 reading(struct session *s, int on)
 {
 	if (on && !s->reading && event_add(s->rev, NULL) == 0)
@@ -96,6 +90,44 @@ reading(struct session *s, int on)
 		event_del(s->rev);
 		s->reading = 0;
 	}
+}
+
+/*
+ * A reply could not be queued (out of memory).  One reply per request is
+ * the protocol's promise, so the session cannot go on: stop reading and
+ * free it on a later loop turn (this may run inside a locks_* callback),
+ * without sending what is queued (it may end in half a line).
+ */
+static void
+broken(struct session *s)
+{
+	if (s->broken)
+		return;
+	log_warn("client %s: out of memory for a reply; closing", s->id);
+	s->broken = 1;
+	s->closing = 1;
+	reading(s, 0);
+	event_active(s->process_ev, EV_TIMEOUT, 0);
+}
+
+static void
+send_line(struct session *s, const char *fmt, ...)
+{
+	struct evbuffer *out = s->out;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = evbuffer_add_vprintf(out, fmt, ap);
+	va_end(ap);
+	if (rc < 0 || evbuffer_add(out, "\r\n", 2) != 0)
+		broken(s);
+}
+
+static void
+send_err(struct session *s, enum proto_err code, const char *why)
+{
+	send_line(s, "ERR %s %s", proto_err_name(code), why);
 }
 
 /* Stop reading; free the session once its output is flushed. */
@@ -165,49 +197,24 @@ static const struct lk_client_ops client_ops = { on_reply, on_lost };
 static void
 add_key(void *arg, const char *key, size_t keylen)
 {
-	struct evbuffer *out = arg;
+	struct session *s = arg;
 
-	evbuffer_add(out, " ", 1);
-	evbuffer_add(out, key, keylen);
+	if (evbuffer_add(s->out, " ", 1) != 0 ||
+	    evbuffer_add(s->out, key, keylen) != 0)
+		broken(s);
 }
 
 static void
 cmd_held(struct session *s)
 {
-	struct evbuffer *out = s->out;
-
-	evbuffer_add_printf(out, "OK %zu", locks_held(s->cl, NULL, NULL));
-	locks_held(s->cl, add_key, out);
-	evbuffer_add(out, "\r\n", 2);
-}
-
-static void
-cmd_stats(struct session *s)
-{
-	struct broker *b = s->b;
-	struct locks_stats ls;
-
-	locks_get_stats(b->locks, &ls);
-	send_line(s, "OK version=%s uptime_s=%lld sessions=%zu "
-	    "locks_held=%zu waiters=%zu keys=%zu acquires=%llu busy=%llu "
-	    "acquire_errors=%llu releases=%llu renewals=%llu lost=%llu "
-	    "orphans=%llu handoffs=%llu fair_yields=%llu accepted=%llu refused=%llu toolong=%llu "
-	    "auth_failures=%llu redis=%s redis_inflight=%zu "
-	    "redis_reconnects=%llu",
-	    LOCKBROKER_VERSION, (long long)((now_ms() - b->started_ms) / 1000),
-	    b->nsessions, ls.locks_held, ls.waiters, ls.keys,
-	    (unsigned long long)ls.acquires, (unsigned long long)ls.busy,
-	    (unsigned long long)ls.acquire_errors,
-	    (unsigned long long)ls.releases, (unsigned long long)ls.renewals,
-	    (unsigned long long)ls.lost, (unsigned long long)ls.orphans,
-	    (unsigned long long)ls.handoffs,
-	    (unsigned long long)ls.fair_yields,
-	    (unsigned long long)b->stats.accepted,
-	    (unsigned long long)b->stats.refused,
-	    (unsigned long long)b->stats.toolong,
-	    (unsigned long long)b->stats.auth_failures,
-	    store_is_up(b->store) ? "up" : "down", store_inflight(b->store),
-	    (unsigned long long)store_reconnects(b->store));
+	if (evbuffer_add_printf(s->out, "OK %zu",
+	    locks_held(s->cl, NULL, NULL)) < 0) {
+		broken(s);
+		return;
+	}
+	locks_held(s->cl, add_key, s);
+	if (!s->broken && evbuffer_add(s->out, "\r\n", 2) != 0)
+		broken(s);
 }
 
 /* Compare in time independent of where the first difference is. */
@@ -222,6 +229,33 @@ token_equal(const char *a, size_t alen, const char *b)
 	return diff == 0;
 }
 
+/*
+ * Count every wrong token, but log at most one line per AUTH_LOG_MS: an
+ * unauthenticated client must not be able to flood the log (issue 9, D12).
+ * The line says how many went unlogged since the previous one.
+ */
+static void
+auth_failed(struct session *s)
+{
+	struct broker *b = s->b;
+	int64_t now = now_ms();
+
+	b->stats.auth_failures++;
+	if (b->authfail_logged_ms != 0 &&
+	    now - b->authfail_logged_ms < AUTH_LOG_MS) {
+		b->authfail_unlogged++;
+		return;
+	}
+	if (b->authfail_unlogged > 0)
+		log_info("client %s: wrong AUTH token (and %llu more not "
+		    "logged since the last such line)", s->id,
+		    (unsigned long long)b->authfail_unlogged);
+	else
+		log_info("client %s: wrong AUTH token", s->id);
+	b->authfail_logged_ms = now;
+	b->authfail_unlogged = 0;
+}
+
 static void
 cmd_auth(struct session *s, const struct proto_req *req)
 {
@@ -233,10 +267,39 @@ cmd_auth(struct session *s, const struct proto_req *req)
 		s->authed = 1;
 		send_line(s, "OK");
 	} else {
-		s->b->stats.auth_failures++;
-		log_info("client %s: wrong AUTH token", s->id);
+		auth_failed(s);
 		send_err(s, PERR_NOAUTH, "wrong token");
 	}
+}
+
+/*
+ * May this line be parsed before AUTH?  Only AUTH, PING and QUIT may (and
+ * blank lines, which get no reply): anything else gets ERR NOAUTH before
+ * the parser looks at its arguments, so an unauthenticated client learns
+ * nothing about limits such as max_key_len (issue 9, D11).  The verb is
+ * the first word, delimited as proto_parse delimits words.
+ */
+static int
+allowed_before_auth(const char *line, size_t len)
+{
+	static const enum proto_cmd open_cmds[] = { CMD_AUTH, CMD_PING,
+	    CMD_QUIT };
+	size_t i = 0, v;
+
+	while (i < len && (line[i] == ' ' || line[i] == '\t'))
+		i++;
+	for (v = i; v < len && line[v] != ' ' && line[v] != '\t'; v++)
+		;
+	if (v == i)
+		return 1;		/* blank: no reply either way */
+	for (size_t c = 0; c < sizeof open_cmds / sizeof open_cmds[0]; c++) {
+		const char *name = proto_cmd_name(open_cmds[c]);
+
+		if (strlen(name) == v - i &&
+		    strncasecmp(line + i, name, v - i) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 /* Run one parsed request.  Sets busy when the reply comes later. */
@@ -244,11 +307,6 @@ static void
 dispatch(struct session *s, const struct proto_req *req)
 {
 	s->cmd = req->cmd;
-	if (!s->authed && req->cmd != CMD_AUTH && req->cmd != CMD_PING &&
-	    req->cmd != CMD_QUIT) {
-		send_err(s, PERR_NOAUTH, "send AUTH <token> first");
-		return;
-	}
 	switch (req->cmd) {
 	case CMD_HELLO:
 		if (req->word)
@@ -267,7 +325,8 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_held(s);
 		return;
 	case CMD_STATS:
-		cmd_stats(s);
+		if (stats_line(s->b, s->out) != 0)
+			broken(s);
 		return;
 	case CMD_EVENTS:
 		s->events = (unsigned)req->on;
@@ -304,7 +363,9 @@ dispatch(struct session *s, const struct proto_req *req)
 /*
  * Take the next complete line out of the input, into b->linebuf.
  * Returns its length (CR/LF stripped), -1 when no full line is there yet,
- * -2 when the line is over max_line (the session must be closed).
+ * -2 when the line is over max_line (the session must be closed).  After
+ * EOF, bytes without an LF are the last line: a client that ends its
+ * input without a final LF still gets its answer.
  */
 static long
 next_line(struct session *s)
@@ -320,8 +381,17 @@ next_line(struct session *s)
 		char last;
 
 		have = evbuffer_get_length(in);
-		if (have <= max)
+		if (have == 0 || (have <= max && !s->eof))
 			return -1;
+		if (s->eof && have <= max + 1) {
+			if (evbuffer_remove(in, s->b->linebuf, have) !=
+			    (int)have)
+				return -2;
+			len = have;
+			if (s->b->linebuf[len - 1] == '\r')
+				len--;
+			return len > max ? -2 : (long)len;
+		}
 		/* max bytes and a CR may still be a valid line */
 		if (have == max + 1 &&
 		    evbuffer_ptr_set(in, &p, max, EVBUFFER_PTR_SET) == 0 &&
@@ -374,6 +444,11 @@ process_input(struct session *s)
 			close_after_flush(s);
 			break;
 		}
+		if (!s->authed &&
+		    !allowed_before_auth(b->linebuf, (size_t)len)) {
+			send_err(s, PERR_NOAUTH, "send AUTH <token> first");
+			continue;
+		}
 		err = proto_parse(b->linebuf, (size_t)len, &lim, &req, &empty,
 		    &why);
 		if (err != PERR_NONE)
@@ -382,7 +457,11 @@ process_input(struct session *s)
 			dispatch(s, &req);
 	}
 	s->dispatching = 0;
-	if (!s->closing && evbuffer_get_length(s->in) < s->in_high &&
+	if (s->eof && !s->busy && !s->closing && !s->out_paused &&
+	    evbuffer_get_length(s->in) == 0)
+		close_after_flush(s);	/* every line answered */
+	if (!s->closing && !s->eof &&
+	    evbuffer_get_length(s->in) < s->in_high &&
 	    evbuffer_get_length(out) <= OUT_HIGH)
 		reading(s, 1);
 }
@@ -398,6 +477,10 @@ flush(struct session *s)
 {
 	size_t left;
 
+	if (s->broken) {
+		session_free(s);
+		return 1;
+	}
 	while ((left = evbuffer_get_length(s->out)) > 0) {
 		int n = evbuffer_write(s->out, s->fd);
 
@@ -437,9 +520,18 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	n = read(fd, buf, sizeof buf);
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR)) {
-		session_free(s);	/* closed or reset: release its locks */
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		session_free(s);	/* reset: release its locks */
+		return;
+	}
+	if (n == 0) {
+		/* Half-closed (or closed): answer what came, then end. */
+		s->eof = 1;
+		reading(s, 0);	/* EOF stays readable: stop polling */
+		locks_client_eof(s->cl);	/* may answer (BUSY) now */
+		process_input(s);
+		flush(s);
 		return;
 	}
 	if (n > 0 && evbuffer_add(s->in, buf, (size_t)n) != 0) {
@@ -468,6 +560,10 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (s->broken) {
+		session_free(s);
+		return;
+	}
 	if (s->closing) {
 		int64_t left = s->close_at_ms - now_ms();
 

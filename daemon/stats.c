@@ -1,0 +1,267 @@
+/*
+ * stats.c - the table of counters, and the STATS line drawn from it.
+ *
+ * Adding a counter is one row here (and one in PROTOCOL.md's STATS table):
+ * STATS and /metrics both pick it up.  Names already in use stay as they
+ * are, even where the Prometheus name differs (lost / lockbroker_lost_
+ * locks_total): clients and dashboards rely on both.
+ */
+#include "stats.h"
+
+#include "broker.h"
+#include "store.h"
+#include "util.h"
+
+#include <event2/buffer.h>
+
+/* --- getters ----------------------------------------------------------- */
+
+static const char *
+t_version(const struct stats_snap *s)
+{
+	(void)s;
+	return LOCKBROKER_VERSION;
+}
+
+static uint64_t
+g_uptime(const struct stats_snap *s)
+{
+	return (uint64_t)((s->now_ms - s->b->started_ms) / 1000);
+}
+
+static uint64_t
+g_sessions(const struct stats_snap *s)
+{
+	return s->b->nsessions;
+}
+
+static uint64_t
+g_locks_held(const struct stats_snap *s)
+{
+	return s->ls.locks_held;
+}
+
+static uint64_t
+g_waiters(const struct stats_snap *s)
+{
+	return s->ls.waiters;
+}
+
+static uint64_t
+g_keys(const struct stats_snap *s)
+{
+	return s->ls.keys;
+}
+
+static uint64_t
+g_acquires(const struct stats_snap *s)
+{
+	return s->ls.acquires;
+}
+
+static uint64_t
+g_busy(const struct stats_snap *s)
+{
+	return s->ls.busy;
+}
+
+static uint64_t
+g_acquire_errors(const struct stats_snap *s)
+{
+	return s->ls.acquire_errors;
+}
+
+static uint64_t
+g_releases(const struct stats_snap *s)
+{
+	return s->ls.releases;
+}
+
+static uint64_t
+g_renewals(const struct stats_snap *s)
+{
+	return s->ls.renewals;
+}
+
+static uint64_t
+g_lost(const struct stats_snap *s)
+{
+	return s->ls.lost;
+}
+
+static uint64_t
+g_orphans(const struct stats_snap *s)
+{
+	return s->ls.orphans;
+}
+
+static uint64_t
+g_handoffs(const struct stats_snap *s)
+{
+	return s->ls.handoffs;
+}
+
+static uint64_t
+g_fair_yields(const struct stats_snap *s)
+{
+	return s->ls.fair_yields;
+}
+
+static uint64_t
+g_accepted(const struct stats_snap *s)
+{
+	return s->b->stats.accepted;
+}
+
+static uint64_t
+g_refused(const struct stats_snap *s)
+{
+	return s->b->stats.refused;
+}
+
+static uint64_t
+g_toolong(const struct stats_snap *s)
+{
+	return s->b->stats.toolong;
+}
+
+static uint64_t
+g_paused(const struct stats_snap *s)
+{
+	return s->b->stats.paused;
+}
+
+static uint64_t
+g_auth_failures(const struct stats_snap *s)
+{
+	return s->b->stats.auth_failures;
+}
+
+static uint64_t
+g_redis_up(const struct stats_snap *s)
+{
+	return (uint64_t)store_is_up(s->b->store);
+}
+
+static uint64_t
+g_redis_inflight(const struct stats_snap *s)
+{
+	return store_inflight(s->b->store);
+}
+
+static uint64_t
+g_redis_reconnects(const struct stats_snap *s)
+{
+	return store_reconnects(s->b->store);
+}
+
+static const char *
+t_redis(const struct stats_snap *s)
+{
+	return store_is_up(s->b->store) ? "up" : "down";
+}
+
+/* --- the table --------------------------------------------------------- */
+
+#define C STAT_COUNTER
+#define G STAT_GAUGE
+
+/* In STATS order: version stays first (clients match "OK version="). */
+const struct stat_def stats_table[] = {
+	{ "version", STAT_TEXT, "The broker's version.",
+	    NULL, NULL, NULL, NULL, t_version },
+	{ "uptime_s", G, "Seconds since the broker started.",
+	    "lockbroker_uptime_seconds", NULL, NULL, g_uptime, NULL },
+	{ "sessions", G, "Client sessions connected now.",
+	    "lockbroker_sessions", NULL, NULL, g_sessions, NULL },
+	{ "locks_held", G, "Keys held by this broker's sessions now.",
+	    "lockbroker_locks_held", NULL, NULL, g_locks_held, NULL },
+	{ "waiters", G, "ACQUIRE requests waiting now.",
+	    "lockbroker_waiters", NULL, NULL, g_waiters, NULL },
+	{ "keys", G, "Lock table entries now (held, waited for, or with a "
+	    "Redis call in flight).",
+	    "lockbroker_keys", NULL, NULL, g_keys, NULL },
+	{ "acquires", C, "ACQUIREs answered OK (new or reentrant).",
+	    "lockbroker_acquires_total", "outcome=\"ok\"",
+	    "ACQUIRE requests answered, by outcome.", g_acquires, NULL },
+	{ "busy", C, "ACQUIREs answered BUSY.",
+	    "lockbroker_acquires_total", "outcome=\"busy\"", NULL, g_busy,
+	    NULL },
+	{ "acquire_errors", C, "ACQUIREs answered ERR.",
+	    "lockbroker_acquires_total", "outcome=\"error\"", NULL,
+	    g_acquire_errors, NULL },
+	{ "releases", C, "Locks freed in Redis by RELEASE or a session's end.",
+	    "lockbroker_releases_total", NULL, NULL, g_releases, NULL },
+	{ "renewals", C, "Keys renewed in Redis.",
+	    "lockbroker_renewals_total", NULL, NULL, g_renewals, NULL },
+	{ "lost", C, "Held locks found expired or taken in Redis.",
+	    "lockbroker_lost_locks_total", NULL, NULL, g_lost, NULL },
+	{ "orphans", C, "Grants made for sessions already gone, released "
+	    "again.",
+	    "lockbroker_orphans_total", NULL, NULL, g_orphans, NULL },
+	{ "handoffs", C, "Releases that granted the key to a local waiter in "
+	    "the same Redis call.",
+	    "lockbroker_handoffs_total", NULL, NULL, g_handoffs, NULL },
+	{ "fair_yields", C, "Releases that let a waiter on another broker "
+	    "try first.",
+	    "lockbroker_fair_yields_total", NULL, NULL, g_fair_yields, NULL },
+	{ "accepted", C, "Client connections accepted.",
+	    "lockbroker_sessions_accepted_total", NULL, NULL, g_accepted,
+	    NULL },
+	{ "refused", C, "Client connections refused at max_sessions.",
+	    "lockbroker_sessions_refused_total", NULL, NULL, g_refused, NULL },
+	{ "toolong", C, "Sessions closed for a line longer than max_line.",
+	    "lockbroker_toolong_total", NULL, NULL, g_toolong, NULL },
+	{ "paused", C, "Times a session stopped taking requests because "
+	    "its client did not read its replies.",
+	    "lockbroker_paused_total", NULL, NULL, g_paused, NULL },
+	{ "auth_failures", C, "AUTH requests with a wrong token.",
+	    "lockbroker_auth_failures_total", NULL, NULL, g_auth_failures,
+	    NULL },
+	{ "redis", G, "Whether the Redis command connection is ready: "
+	    "STATS says up or down, /metrics 1 or 0.",
+	    "lockbroker_redis_up", NULL, NULL, g_redis_up, t_redis },
+	{ "redis_inflight", G, "Redis commands sent and not answered yet.",
+	    "lockbroker_redis_inflight", NULL, NULL, g_redis_inflight, NULL },
+	{ "redis_reconnects", C, "Times the Redis command connection was "
+	    "lost.",
+	    "lockbroker_redis_reconnects_total", NULL, NULL,
+	    g_redis_reconnects, NULL },
+};
+
+#undef C
+#undef G
+
+const size_t stats_count = sizeof stats_table / sizeof stats_table[0];
+
+void
+stats_take(const struct broker *b, struct stats_snap *out)
+{
+	out->b = b;
+	locks_get_stats(b->locks, &out->ls);
+	out->now_ms = now_ms();
+}
+
+int
+stats_line(const struct broker *b, struct evbuffer *out)
+{
+	struct stats_snap snap;
+
+	stats_take(b, &snap);
+	if (evbuffer_add(out, "OK", 2) != 0)
+		return -1;
+	for (size_t i = 0; i < stats_count; i++) {
+		const struct stat_def *d = &stats_table[i];
+		int rc;
+
+		if (d->text != NULL)
+			rc = evbuffer_add_printf(out, " %s=%s", d->name,
+			    d->text(&snap));
+		else
+			rc = evbuffer_add_printf(out, " %s=%llu", d->name,
+			    (unsigned long long)d->get(&snap));
+		if (rc < 0)
+			return -1;
+	}
+	return evbuffer_add(out, "\r\n", 2);
+}
