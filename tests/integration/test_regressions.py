@@ -204,16 +204,17 @@ class TestRetriedReleaseWithWaiter(RegressionCase):
         self.assertUnavailable(a, "RELEASE k")
         own.resume()
         self.wait_redis_up(a)
-        if not b.no_reply(0.2):
+        r = None if b.no_reply(0.2) else b.readline()
+        if r is not None and r.startswith("ERR"):
             # The outage failed the waiter (ERR UNAVAILABLE, as
-            # documented): queue it again; the broker still counts A as
-            # the holder, so B waits locally for A's retried RELEASE.
-            self.assertErr(b.readline(), "UNAVAILABLE")
+            # documented): queue it again.  The broker finishes A's
+            # unconfirmed release once Redis answers, so B gets the key
+            # either before or right after A's retried RELEASE.
+            self.assertErr(r, "UNAVAILABLE")
             b.send("ACQUIRE k WAIT 20000")
-            wait_until(lambda: self.stats(a)["waiters"] == "1", 2.0,
-                       what="waiters=1 again")
+            r = None
         self.assertEqual(a.req("RELEASE k"), "OK 0")
-        tok = self.assertToken(b.readline(5.0))
+        tok = self.assertToken(r if r is not None else b.readline(5.0))
         bid = b.hello()
         self.assertEqual(own.cli("GET", self.lock_key("k")),
                          "%s:%d" % (bid, tok))
