@@ -416,7 +416,8 @@ static void
 process_input(struct session *s)
 {
 	struct broker *b = s->b;
-	struct proto_limits lim = { (size_t)b->cfg->max_key_len };
+	struct proto_limits lim = { (size_t)b->cfg->max_key_len,
+	    PROTO_KEY_MAX };
 	struct evbuffer *out = s->out;
 
 	s->dispatching = 1;

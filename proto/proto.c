@@ -136,9 +136,13 @@ static enum proto_err
 parse_key(const struct word *w, const struct proto_limits *lim,
     struct proto_req *req, const char **why)
 {
+	size_t max = lim->max_key_len;
+
+	if (req->cmd != CMD_ACQUIRE && lim->max_held_key_len > max)
+		max = lim->max_held_key_len;
 	/* split() already refused bytes outside 0x20..0x7e and words hold
 	 * no blanks, so only the length is left to check. */
-	if (w->len > lim->max_key_len)
+	if (w->len > max)
 		return bad(why, "key too long");
 	req->key = w->p;
 	req->keylen = w->len;

@@ -46,8 +46,16 @@ enum proto_err {
 	PERR__COUNT
 };
 
+#define PROTO_KEY_MAX 4096		/* longest key any configuration allows */
+
+/*
+ * Key limits.  A lowered max_key_len (SIGHUP) applies to new keys only:
+ * a session must still be able to RELEASE, RENEW and ask OWNER of a longer
+ * key it took before (issue 9, defect 10).
+ */
 struct proto_limits {
-	size_t max_key_len;		/* longest key accepted, bytes */
+	size_t max_key_len;		/* ACQUIRE: longest new key, bytes */
+	size_t max_held_key_len;	/* RELEASE, RENEW, OWNER (0: as above) */
 };
 
 /*

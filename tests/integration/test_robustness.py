@@ -354,3 +354,34 @@ class TestSighupAtStart(RobustCase):
                             "(rc %s)" % (i, b.proc.poll()))
             self.assertEqual(b.client().req("PING"), "OK PONG")
             b.stop()
+
+
+class TestLoweredKeyLimit(RobustCase):
+    """D10: a lowered max_key_len applies to new keys only."""
+
+    def test_held_long_key_still_released_after_sighup(self):
+        conf = os.path.join(self.own_dir(), "lb.conf")
+        with open(conf, "w") as f:
+            f.write("max_key_len 300\n")
+        b = self.start_broker("-c", conf)
+        c = self.connect(b)
+        long_key = "L" * 300
+        self.assertToken(c.req("ACQUIRE " + long_key))
+        with open(conf, "w") as f:
+            f.write("max_key_len 100\n")
+        os.kill(b.pid, signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in b.log(), 3.0,
+                   what="the reload")
+        self.assertErr(c.req("ACQUIRE " + "N" * 101), "BADARG")
+        self.assertRegex(c.req("RENEW " + long_key), r"\AOK [0-9]+\Z")
+        self.assertRegex(c.req("OWNER " + long_key), r"\AOK ")
+        self.assertEqual(c.req("RELEASE " + long_key), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", self.lock_key(long_key)),
+                         0)
+
+    def own_dir(self):
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="lbt-conf-")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d

@@ -483,6 +483,38 @@ START_TEST(test_key_length)
 }
 END_TEST
 
+/* A lowered max_key_len binds new keys (ACQUIRE) only: RELEASE, RENEW and
+ * OWNER take keys up to max_held_key_len (issue 9, defect 10). */
+START_TEST(test_held_key_limit)
+{
+	static const struct {
+		const char *verb;
+		size_t keylen;
+		enum proto_err want;
+	} cases[] = {
+		{ "ACQUIRE", 4, PERR_NONE }, { "ACQUIRE", 5, PERR_BADARG },
+		{ "RELEASE", 5, PERR_NONE }, { "RELEASE", 100, PERR_NONE },
+		{ "RELEASE", 101, PERR_BADARG }, { "RENEW", 100, PERR_NONE },
+		{ "RENEW", 101, PERR_BADARG }, { "OWNER", 100, PERR_NONE },
+		{ "OWNER", 101, PERR_BADARG },
+	};
+	struct proto_limits lim = { .max_key_len = 4, .max_held_key_len = 100 };
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *line = make_line(cases[i].verb, cases[i].keylen, 'h', "");
+		struct proto_req req;
+		const char *why;
+		int empty;
+		enum proto_err e = proto_parse(line, strlen(line), &lim, &req,
+		    &empty, &why);
+
+		ck_assert_msg(e == cases[i].want, "%s key of %zu: %s",
+		    cases[i].verb, cases[i].keylen, errname(e));
+		free(line);
+	}
+}
+END_TEST
+
 /* The key limit is the caller's, not a constant inside the parser. */
 START_TEST(test_key_limit_from_caller)
 {
@@ -770,6 +802,7 @@ proto_suite(void)
 	tc = tcase_create("limits");
 	tcase_add_test(tc, test_key_length);
 	tcase_add_test(tc, test_key_limit_from_caller);
+	tcase_add_test(tc, test_held_key_limit);
 	tcase_add_test(tc, test_word_length);
 	tcase_add_test(tc, test_many_words);
 	tcase_add_test(tc, test_many_blanks);
