@@ -303,10 +303,11 @@ main(int argc, char **argv)
 {
 	struct config cfg;
 	struct broker b;
-	struct event *sigterm, *sigint, *sighup, *drain;
+	struct event *sigterm, *sigint, *sighup, *drain = NULL;
 	struct timeval tick = { 0, 20 * 1000 };
 	char broker_id[CLIENTID_LEN + 1];
-	int test_only = 0;
+	sigset_t stopsigs;
+	int test_only = 0, rc = 0;
 	char err[512];
 
 	config_init(&cfg);
@@ -364,11 +365,14 @@ main(int argc, char **argv)
 		    server_listen_unix(&b, err, sizeof err) != 0 ||
 		    metrics_start(&b, err, sizeof err) != 0) {
 			log_error("%s", err);
-			return 1;
+			rc = 1;
+			goto out;
 		}
 		notify("STATUS=waiting for Redis at %s", cfg.redis);
-		if ((b.store = store_new(b.base, &sc, &hooks)) == NULL)
-			return 2;
+		if ((b.store = store_new(b.base, &sc, &hooks)) == NULL) {
+			rc = 2;
+			goto out;
+		}
 		locks_set_store(b.locks, b.store);
 	}
 	log_info("lockbrokerd %s started: redis %s, prefix '%s', default TTL "
@@ -389,6 +393,19 @@ main(int argc, char **argv)
 		if (drain != NULL && event_add(drain, &tick) == 0)
 			event_base_dispatch(b.base);
 	}
+out:
+	/* Freeing the signal events puts back the default action: a second
+	 * SIGTERM from a supervisor must not kill the exit half-way.  The
+	 * process ends with them blocked; pending ones are discarded. */
+	sigemptyset(&stopsigs);
+	sigaddset(&stopsigs, SIGTERM);
+	sigaddset(&stopsigs, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &stopsigs, NULL) != 0)
+		log_warn("sigprocmask: %s", strerror(errno));
+	if (rc != 0) {
+		metrics_stop(&b);
+		server_stop(&b);
+	}
 	if (drain)
 		event_free(drain);
 	event_free(sigterm);
@@ -398,7 +415,8 @@ main(int argc, char **argv)
 	locks_free(b.locks);
 	event_base_free(b.base);
 	free(b.linebuf);
-	log_info("stopped");
+	if (rc == 0)
+		log_info("stopped");
 	config_free(&cfg);
-	return 0;
+	return rc;
 }

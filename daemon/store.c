@@ -16,6 +16,7 @@
  *    command is sent again once as EVAL (which also caches the script).
  */
 #include "store.h"
+#include "addr.h"
 #include "log.h"
 #include "util.h"
 #include "scripts.h"
@@ -109,26 +110,21 @@ static void queue_run(struct store *st);
 
 /* --- helpers -------------------------------------------------------- */
 
+/* The endpoint, by the parser config.c checked it with (addr.h). */
 static int
 parse_addr(struct store *st)
 {
-	char *colon;
+	struct addr a;
+	char err[160];
 
-	if (strncmp(st->addr, "unix:", 5) == 0) {
-		st->is_unix = 1;
-		st->host = xstrndup(st->addr + 5, strlen(st->addr + 5));
-		return st->host[0] == '/' ? 0 : -1;
+	if (addr_parse_endpoint(st->addr, &a, err, sizeof err) != 0) {
+		log_error("Redis address: %s", err);
+		return -1;
 	}
-	colon = strrchr(st->addr, ':');
-	if (colon == NULL || colon == st->addr)
-		return -1;
-	st->port = atoi(colon + 1);
-	if (st->port < 1 || st->port > 65535)
-		return -1;
-	if (st->addr[0] == '[' && colon[-1] == ']')
-		st->host = xstrndup(st->addr + 1, (size_t)(colon - st->addr - 2));
-	else
-		st->host = xstrndup(st->addr, (size_t)(colon - st->addr));
+	st->is_unix = a.is_unix;
+	st->port = a.port;
+	st->host = a.is_unix ? xstrndup(a.path, strlen(a.path)) :
+	    xstrndup(a.host, strlen(a.host));
 	return 0;
 }
 
@@ -860,8 +856,6 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->idsp[STORE_ID_LEN + 1] = '\0';
 	st->hooks = *hooks;
 	if (parse_addr(st) != 0) {
-		log_error("bad Redis address '%s' (want host:port or "
-		    "unix:/path)", cfg->addr);
 		store_free(st);
 		return NULL;
 	}
