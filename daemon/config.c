@@ -58,7 +58,7 @@ static const struct opt opts[] = {
 	{ .name = "tcp_keepalive_s", .type = T_INT, .off = OFF(tcp_keepalive_s),
 	  .def = "10", .min = 0, .max = 7200, .live = 1,
 	  .help = "TCP keepalive idle time for clients (0: off); a dead peer "
-	  "is found after about 3x this" },
+	  "is found after about 3x this, pending replies or not" },
 	{ .name = "auth_token", .type = T_STR, .off = OFF(auth_token),
 	  .def = "", .min = 0, .max = 64, .live = 1,
 	  .help = "when set, sessions must send AUTH <token> before other "
