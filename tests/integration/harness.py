@@ -397,6 +397,18 @@ class Client:
             pass
 
 
+class UnixClient(Client):
+    """A Client over AF_UNIX."""
+
+    def __init__(self, path, timeout=5.0):
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.eof = False
+
+
 def parse_stats(reply):
     """'OK a=1 b=x' -> {'a': '1', 'b': 'x'}."""
     words = reply.split(" ")

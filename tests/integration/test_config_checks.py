@@ -30,7 +30,7 @@ import unittest
 import uuid
 
 import harness
-from harness import BrokerTestCase, Client, wait_until
+from harness import BrokerTestCase, Client, UnixClient, wait_until
 
 # Values "-t" used to pass that start-up then refused (or that name a host
 # the broker would have to resolve), and their good neighbours.
@@ -110,18 +110,6 @@ def environ(**changes):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-class UnixClient(Client):
-    """A Client over AF_UNIX."""
-
-    def __init__(self, path, timeout=5.0):
-        self.timeout = timeout
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.buf = b""
-        self.eof = False
 
 
 class ChecksCase(BrokerTestCase):

@@ -24,7 +24,8 @@ import unittest
 import uuid
 
 import harness
-from harness import REPO, BrokerTestCase, Client, Redis, wait_until
+from harness import (REPO, BrokerTestCase, Client, Redis, UnixClient,
+                     wait_until)
 
 UNIT = os.path.join(REPO, "systemd", "lockbrokerd.service")
 MANPAGE = os.path.join(REPO, "daemon", "lockbrokerd.8")
@@ -641,18 +642,6 @@ class TestReload(OpsCase):
 
 
 # ---------------------------------------------------------- unix socket --
-
-class UnixClient(Client):
-    """A Client over AF_UNIX."""
-
-    def __init__(self, path, timeout=5.0):
-        self.timeout = timeout
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.buf = b""
-        self.eof = False
-
 
 class TestUnixSocket(OpsCase):
     def start_unix(self, *extra, **kw):
