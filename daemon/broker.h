@@ -45,6 +45,8 @@ struct broker {
 	int64_t refused_logged_ms;	/* last "max_sessions reached" line */
 	int64_t authfail_logged_ms;	/* last "wrong AUTH token" line */
 	uint64_t authfail_unlogged;	/* wrong tokens since, not logged */
+	long held_key_len;		/* largest max_key_len since start: the
+					 * keys RELEASE/RENEW/OWNER still take */
 	int stopping;
 	int ready;			/* READY=1 sent */
 	int argc;			/* kept for SIGHUP: re-parse them */

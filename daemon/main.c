@@ -248,6 +248,10 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		config_keep_static(b->cfg, &next, note_restart);
 		config_free(b->cfg);
 		*b->cfg = next;
+		/* A lowered max_key_len binds new keys only: keys taken under
+		 * the old one can still be released (issue 9, defect 10). */
+		if (b->cfg->max_key_len > b->held_key_len)
+			b->held_key_len = b->cfg->max_key_len;
 		apply_limits(b);
 		log_info("configuration reloaded");
 	}
@@ -331,6 +335,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&b.sessions);
 	b.cfg = &cfg;
 	b.started_ms = now_ms();
+	b.held_key_len = cfg.max_key_len;
 	b.linebuf = xmalloc((size_t)cfg.max_line + 2);
 	if ((b.base = event_base_new()) == NULL)
 		fatalx("cannot create the event loop");

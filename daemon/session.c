@@ -417,7 +417,7 @@ process_input(struct session *s)
 {
 	struct broker *b = s->b;
 	struct proto_limits lim = { (size_t)b->cfg->max_key_len,
-	    PROTO_KEY_MAX };
+	    (size_t)b->held_key_len };
 	struct evbuffer *out = s->out;
 
 	s->dispatching = 1;

@@ -46,8 +46,6 @@ enum proto_err {
 	PERR__COUNT
 };
 
-#define PROTO_KEY_MAX 4096		/* longest key any configuration allows */
-
 /*
  * Key limits.  A lowered max_key_len (SIGHUP) applies to new keys only:
  * a session must still be able to RELEASE, RENEW and ask OWNER of a longer
