@@ -9,6 +9,8 @@ way a client would: no mocks.
   Broker  a lockbrokerd ($LOCKBROKERD, else build/lockbrokerd) on a free
           port, pointed at a Redis with a unique key prefix; its stderr goes
           to a file that is scanned for sanitizer reports when it stops.
+          redis_addr=None starts it without -r (e.g. Sentinel mode, where
+          the Redis options come in extra_args).
   Client  one TCP connection to a broker: send lines, read CRLF replies
           with a timeout.
 
@@ -428,7 +430,7 @@ def parse_stats(reply):
 
 class Broker:
     """A lockbrokerd on a free port.  Ready when PING answers OK PONG and
-    STATS shows redis=up."""
+    STATS shows redis=up.  redis_addr None: no -r is passed."""
 
     def __init__(self, redis_addr, prefix, *extra_args, wait_ready=True,
                  ready_timeout=5.0):
@@ -469,9 +471,9 @@ class Broker:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:"
                        "abort_on_error=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-        argv = [BROKER_BIN, "-b", "127.0.0.1", "-p", str(self.port),
-                "-r", self.redis_addr, "--prefix", self.prefix,
-                "-v"] + self.extra
+        redis = [] if self.redis_addr is None else ["-r", self.redis_addr]
+        argv = ([BROKER_BIN, "-b", "127.0.0.1", "-p", str(self.port)] +
+                redis + ["--prefix", self.prefix, "-v"] + self.extra)
         with open(self.logpath, "ab") as log:
             log.write(("--- %s\n" % " ".join(argv)).encode())
             log.flush()
