@@ -342,7 +342,9 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 {
 	if (cfg->min_ttl_ms > cfg->default_ttl_ms) {
 		snprintf(err, errlen, "min_ttl_ms (%ld) exceeds default_ttl_ms "
-		    "(%ld)", cfg->min_ttl_ms, cfg->default_ttl_ms);
+		    "(%ld): raise default_ttl_ms, or lower min_ttl_ms knowing "
+		    "that so short a TTL can expire before its first renewal",
+		    cfg->min_ttl_ms, cfg->default_ttl_ms);
 		return -1;
 	}
 	if (cfg->default_ttl_ms > cfg->max_ttl_ms) {

@@ -44,6 +44,8 @@
 	"left to grant with"
 #define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
 #define PENDING_MAX 10000		/* Redis clean-ups remembered */
+#define PENDING_RETRY_MIN_MS 100	/* clean-ups refused while connected: */
+#define PENDING_RETRY_MAX_MS 2000	/* retried with backoff */
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
@@ -172,24 +174,56 @@ struct locks {
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
 	struct pending *pending;	/* clean-ups for when Redis is back */
 	size_t npending;
+	struct event *pending_ev;	/* flush them while connected */
+	long pending_retry_ms;
+	int64_t pending_logged_ms;	/* last "too many clean-ups" line */
+	uint64_t pending_dropped;
 	struct locks_stats stats;
 };
 
 static void lock_pump(struct lock *lk);
+
+/*
+ * Clean-ups are sent when the connection comes up; one that arises while
+ * connected (an error reply, not a lost connection) is sent on a short
+ * timer, so the key is not left to its TTL either.
+ */
+static void
+pending_arm(struct locks *lt)
+{
+	struct timeval tv;
+
+	if (lt->npending == 0 || lt->st == NULL || !store_is_up(lt->st) ||
+	    evtimer_pending(lt->pending_ev, NULL))
+		return;
+	tv.tv_sec = lt->pending_retry_ms / 1000;
+	tv.tv_usec = (suseconds_t)(lt->pending_retry_ms % 1000) * 1000;
+	if (event_add(lt->pending_ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
 
 static void
 pending_push(struct locks *lt, struct pending *p)
 {
 	/* Bounded: past it such keys just run out their TTL. */
 	if (lt->npending >= PENDING_MAX) {
-		log_warn("too many Redis clean-ups pending: '%.*s' is left to "
-		    "its TTL", (int)p->keylen, p->key);
+		int64_t now = now_ms();
+
+		lt->pending_dropped++;
+		if (lt->pending_logged_ms == 0 ||
+		    now - lt->pending_logged_ms >= LIMIT_LOG_MS) {
+			lt->pending_logged_ms = now;
+			log_warn("%d Redis clean-ups pending: more are left to "
+			    "their TTL (%llu so far)", PENDING_MAX,
+			    (unsigned long long)lt->pending_dropped);
+		}
 		free(p);
 		return;
 	}
 	lt->npending++;
 	p->next = lt->pending;
 	lt->pending = p;
+	pending_arm(lt);
 }
 
 static void
@@ -757,7 +791,7 @@ reply_not_held(struct lclient *cl, const char *key, size_t keylen,
 
 	lost_forget(cl, key, keylen, &found);
 	if (found == 2 && releasing) {
-		cl->lt->stats.releases++;
+		/* counted in releases when the broker's release runs */
 		reply(cl, LK_OK, 0, NULL);
 	} else if (found != 0) {
 		reply(cl, LK_LOST, 0, found == 2 ? WHY_RELEASED : WHY_LOST);
@@ -1185,9 +1219,14 @@ pending_done(void *arg, int ok, int released)
 	struct locks *lt = p->lt;
 
 	if (!ok) {
-		pending_push(lt, p);	/* again at the next reconnect */
+		/* connection lost: again at the reconnect; an error reply:
+		 * again later, and later each time */
+		if (lt->pending_retry_ms * 2 <= PENDING_RETRY_MAX_MS)
+			lt->pending_retry_ms *= 2;
+		pending_push(lt, p);
 		return;
 	}
+	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	if (released && p->kind == PEND_FORGET)
 		lt->stats.orphans++;
 	else if (released)
@@ -1195,7 +1234,12 @@ pending_done(void *arg, int ok, int released)
 	free(p);
 }
 
-/* Send every pending clean-up; what cannot be sent stays for next time. */
+/*
+ * Send every pending clean-up; what cannot be sent stays for next time.
+ * A key with a Redis operation in flight is left for later: a clean-up
+ * sent behind an acquire of the same client (acquire.lua may answer the
+ * old token) would free the grant that client is about to be told of.
+ */
 static void
 pending_flush(struct locks *lt)
 {
@@ -1214,6 +1258,10 @@ pending_flush(struct locks *lt)
 			free(p);	/* that client holds it now */
 			continue;
 		}
+		if (lk != NULL && (lk->attempt || lk->releasing || lk->refs)) {
+			pending_push(lt, p);
+			continue;
+		}
 		if (p->kind == PEND_FORGET)
 			rc = store_forget(lt->st, p->key, p->keylen, p->id,
 			    CLIENTID_LEN, pending_done, p);
@@ -1225,12 +1273,31 @@ pending_flush(struct locks *lt)
 	}
 }
 
+static void
+pending_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct locks *lt = arg;
+	size_t before = lt->npending;
+
+	(void)fd;
+	(void)what;
+	if (lt->st == NULL || !store_is_up(lt->st))
+		return;		/* the reconnect flushes them */
+	pending_flush(lt);
+	/* what stayed (its key busy) waits longer */
+	if (lt->npending >= before && lt->pending_retry_ms * 2 <=
+	    PENDING_RETRY_MAX_MS)
+		lt->pending_retry_ms *= 2;
+	pending_arm(lt);
+}
+
 void
 locks_store_up(void *arg)
 {
 	struct locks *lt = arg;
 
 	/* Clean-ups first: they go ahead of any new grant on the pipe. */
+	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	pending_flush(lt);
 	/* Held locks may have expired while Redis was away: renew them all
 	 * now, which also finds the lost ones. */
@@ -1435,8 +1502,10 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->keys = keytab_new();
 	TAILQ_INIT(&lt->held);
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
-	if (lt->renew_ev == NULL)
-		fatalx("cannot create renew timer");
+	lt->pending_ev = evtimer_new(base, pending_cb, lt);
+	if (lt->renew_ev == NULL || lt->pending_ev == NULL)
+		fatalx("cannot create renew timers");
+	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	return lt;
 }
 
@@ -1479,6 +1548,7 @@ locks_free(struct locks *lt)
 	keytab_each(lt->keys, free_entry, NULL);
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);
+	event_free(lt->pending_ev);
 	free(lt);
 }
 

@@ -143,6 +143,28 @@ close_after_flush(struct session *s)
 	event_add(s->process_ev, &grace);
 }
 
+/*
+ * A half-closed session stuck on output it never reads (paused past
+ * OUT_HIGH, with lines still to answer) would keep its locks for ever:
+ * it gets the same grace as a closing one, counted from the EOF.  Not
+ * from its last progress: a kernel takes more into a socket that is never
+ * read every few seconds, which would stretch the grace without end.
+ */
+static void
+eof_watch(struct session *s)
+{
+	int64_t left = s->close_at_ms - now_ms();
+	struct timeval tv;
+
+	if (!s->eof || s->closing || !s->out_paused)
+		return;
+	if (left < 0)
+		left = 0;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
+	event_add(s->process_ev, &tv);
+}
+
 /* --- replies from the lock table -------------------------------------- */
 
 static enum proto_err
@@ -529,10 +551,12 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	if (n == 0) {
 		/* Half-closed (or closed): answer what came, then end. */
 		s->eof = 1;
+		s->close_at_ms = now_ms() + CLOSE_GRACE_MS;
 		reading(s, 0);	/* EOF stays readable: stop polling */
 		locks_client_eof(s->cl);	/* may answer (BUSY) now */
 		process_input(s);
-		flush(s);
+		if (!flush(s))
+			eof_watch(s);
 		return;
 	}
 	if (n > 0 && evbuffer_add(s->in, buf, (size_t)n) != 0) {
@@ -578,8 +602,14 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		return;
 	}
+	if (s->eof && s->out_paused && now_ms() >= s->close_at_ms) {
+		/* half-closed, and no reply read for the whole grace */
+		session_free(s);
+		return;
+	}
 	process_input(s);
-	flush(s);
+	if (!flush(s))
+		eof_watch(s);
 }
 
 struct session *

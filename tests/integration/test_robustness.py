@@ -385,3 +385,23 @@ class TestLoweredKeyLimit(RobustCase):
         d = tempfile.mkdtemp(prefix="lbt-conf-")
         self.addCleanup(shutil.rmtree, d, True)
         return d
+
+
+class TestCleanupWhileConnected(RobustCase):
+    """Review of issue 9: a release Redis refused (an error reply, the
+    connection still up) was sent again only on a reconnect, so the key
+    stayed taken for its whole TTL."""
+
+    def test_refused_release_is_retried_without_a_reconnect(self):
+        own = self.start_redis()
+        b = self.start_broker(redis=own)
+        a, d = self.connect(b), self.connect(b)
+        self.assertToken(a.req("ACQUIRE rr TTL 60000"))
+        own.cli("CONFIG", "SET", "min-replicas-to-write", "1")
+        self.assertErr(a.req("RELEASE rr"), "UNAVAILABLE")
+        own.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+        wait_until(lambda: own.cli("EXISTS", self.lock_key("rr")) == 0,
+                   5.0, what="the refused release sent again (TTL 60 s)")
+        self.assertToken(d.req("ACQUIRE rr"))
+        self.assertEqual(a.req("RELEASE rr"), "OK 0")
+        self.assertEqual(self.stats(d)["redis_reconnects"], "0")
