@@ -26,7 +26,8 @@ enum opt_type {
 	T_LEVEL,			/* a log level name */
 	T_OCTAL,			/* file mode bits, within min..max */
 	T_LISTEN,			/* a numeric IP to listen on */
-	T_ENDPOINT			/* host:port, [IPv6]:port, unix:/path */
+	T_ENDPOINT,			/* host:port, [IPv6]:port, unix:/path */
+	T_ENDPOINTS			/* host:port,... (no unix); "" = none */
 };
 
 struct opt {
@@ -73,6 +74,35 @@ static const struct opt opts[] = {
 	{ .name = "redis_user", .type = T_STR, .off = OFF(redis_user),
 	  .def = "", .min = 0, .max = 255,
 	  .help = "ACL user for AUTH (empty: the default user)" },
+	{ .name = "redis_sentinels", .type = T_ENDPOINTS,
+	  .off = OFF(redis_sentinels), .def = "",
+	  .help = "Sentinel mode: sentinel addresses, host:port,host:port,... "
+	  "(numeric hosts); the broker follows the master they name "
+	  "(exclusive with redis)" },
+	{ .name = "redis_master_name", .type = T_STR,
+	  .off = OFF(redis_master_name), .def = "", .min = 0, .max = 255,
+	  .help = "Sentinel mode: the monitored master's name" },
+	{ .name = "redis_sentinel_password", .type = T_STR,
+	  .off = OFF(redis_sentinel_password), .def = "", .min = 0, .max = 255,
+	  .help = "password sent with AUTH to the sentinels (empty: none)" },
+	{ .name = "redis_sentinel_user", .type = T_STR,
+	  .off = OFF(redis_sentinel_user), .def = "", .min = 0, .max = 255,
+	  .help = "ACL user for AUTH to the sentinels (empty: default)" },
+	{ .name = "failover_lock_delay_ms", .type = T_INT,
+	  .off = OFF(failover_lock_delay_ms), .def = "5000", .min = 0,
+	  .max = 600000,
+	  .help = "after Redis changes master (a failover, or any restart) no "
+	  "broker grants a key that is absent for this long, so brokers first "
+	  "reclaim the locks they held" },
+	{ .name = "redis_replica_acks", .type = T_INT,
+	  .off = OFF(redis_replica_acks), .def = "0", .min = 0, .max = 16,
+	  .help = "a grant is answered OK only once WAIT says this many "
+	  "replicas have it (0: no WAIT)" },
+	{ .name = "redis_replica_ack_timeout_ms", .type = T_INT,
+	  .off = OFF(redis_replica_ack_timeout_ms), .def = "500", .min = 1,
+	  .max = 60000,
+	  .help = "how long WAIT may take; a grant not acknowledged by then "
+	  "is undone and answered ERR UNAVAILABLE" },
 	{ .name = "redis_timeout_ms", .type = T_INT,
 	  .off = OFF(redis_timeout_ms), .def = "1000", .min = 50, .max = 60000,
 	  .help = "a Redis connect or reply slower than this drops the "
@@ -130,7 +160,7 @@ static int
 opt_is_text(const struct opt *o)
 {
 	return o->type == T_STR || o->type == T_LISTEN ||
-	    o->type == T_ENDPOINT;
+	    o->type == T_ENDPOINT || o->type == T_ENDPOINTS;
 }
 
 /* Replace the string at p with a copy of value. */
@@ -212,6 +242,38 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 		text_set(p, value);
 		return 0;
 	}
+	case T_ENDPOINTS: {
+		/* each item by the parser the sentinel code uses on it */
+		char item[300], msg[256];
+		const char *v = value;
+		struct addr a;
+
+		while (*v != '\0') {
+			size_t n = strcspn(v, ",");
+
+			if (n == 0 || n >= sizeof item) {
+				snprintf(err, errlen, "%s: empty or overlong item "
+				    "in '%s'", o->name, value);
+				return -1;
+			}
+			memcpy(item, v, n);
+			item[n] = '\0';
+			if (addr_parse_endpoint(item, &a, msg, sizeof msg) != 0 ||
+			    a.is_unix) {
+				snprintf(err, errlen, "%s: %s", o->name, a.is_unix ?
+				    "unix sockets are not supported here" : msg);
+				return -1;
+			}
+			v += n;
+			if (*v == ',' && *++v == '\0') {
+				snprintf(err, errlen, "%s: trailing comma in '%s'",
+				    o->name, value);
+				return -1;
+			}
+		}
+		text_set(p, value);
+		return 0;
+	}
 	case T_OCTAL: {
 		char *end;
 		long v;
@@ -275,6 +337,8 @@ config_set(struct config *cfg, const char *name, const char *value,
 		snprintf(err, errlen, "unknown option '%s'", name);
 		return -1;
 	}
+	if (o->off == OFF(redis))
+		cfg->redis_given = 1;	/* exclusive with redis_sentinels */
 	return opt_parse(cfg, o, value, err, errlen);
 }
 
@@ -352,6 +416,30 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "(%ld)", cfg->default_ttl_ms, cfg->max_ttl_ms);
 		return -1;
 	}
+	if (cfg->redis_sentinels[0] != '\0' && cfg->redis_given) {
+		snprintf(err, errlen, "redis and redis_sentinels are exclusive: "
+		    "in Sentinel mode the sentinels name the master (remove the "
+		    "redis line or option)");
+		return -1;
+	}
+	if (cfg->redis_sentinels[0] != '\0' &&
+	    cfg->redis_master_name[0] == '\0') {
+		snprintf(err, errlen, "redis_sentinels needs redis_master_name");
+		return -1;
+	}
+	if (cfg->redis_sentinels[0] == '\0' &&
+	    cfg->redis_master_name[0] != '\0') {
+		snprintf(err, errlen, "redis_master_name needs redis_sentinels");
+		return -1;
+	}
+	if (cfg->redis_replica_acks > 0 &&
+	    cfg->redis_replica_ack_timeout_ms >= cfg->redis_timeout_ms) {
+		snprintf(err, errlen, "redis_replica_ack_timeout_ms (%ld) must be "
+		    "below redis_timeout_ms (%ld): a WAIT holds its connection "
+		    "that long", cfg->redis_replica_ack_timeout_ms,
+		    cfg->redis_timeout_ms);
+		return -1;
+	}
 	if (strchr(cfg->prefix, ' ') != NULL) {
 		snprintf(err, errlen, "prefix must not contain spaces");
 		return -1;
@@ -393,7 +481,7 @@ config_usage(FILE *out)
 	fprintf(out, "options (conf file: 'name value'; command line: "
 	    "--name value):\n");
 	for (size_t i = 0; i < NOPTS; i++)
-		fprintf(out, "  --%-22s %s (default: %s%s)\n", opts[i].name,
+		fprintf(out, "  --%-29s %s (default: %s%s)\n", opts[i].name,
 		    opts[i].help, opts[i].def[0] ? opts[i].def : "\"\"",
 		    opts[i].live ? "; SIGHUP applies it" : "");
 }

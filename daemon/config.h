@@ -21,6 +21,15 @@ struct config {
 					   unix:/path, checked by addr.c */
 	char *redis_password;		/* "" = no AUTH */
 	char *redis_user;		/* "" = default user */
+	int redis_given;		/* redis was set (conf or argv) */
+	char *redis_sentinels;		/* "" = single-address mode */
+	char *redis_master_name;
+	char *redis_sentinel_password;
+	char *redis_sentinel_user;
+	long failover_lock_delay_ms;	/* absent keys not granted after a new
+					   master tenure for this long */
+	long redis_replica_acks;	/* 0 = grants need no WAIT */
+	long redis_replica_ack_timeout_ms;
 	long redis_timeout_ms;
 	char *prefix;
 	long default_ttl_ms;

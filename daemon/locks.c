@@ -42,6 +42,11 @@
 	"was given back"
 #define WHY_EXHAUSTED "the fencing counter reached 2^53-1; no token is " \
 	"left to grant with"
+#define WHY_DELAY "Redis changed master: keys that look free are granted " \
+	"again once the lock delay ends"
+#define WHY_NOT_ACKED "the grant did not reach redis_replica_acks " \
+	"replicas in time and was undone"
+#define WHY_WAIT_DOWN "Redis was unreachable when the WAIT ran out"
 #define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
 #define PENDING_MAX 10000		/* Redis clean-ups remembered */
 #define PENDING_RETRY_MIN_MS 100	/* clean-ups refused while connected: */
@@ -75,6 +80,7 @@ struct lock {
 	unsigned attempt:1;		/* an acquire attempt in flight */
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
+	unsigned in_delay:1;		/* free, but a failover lock delay runs */
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
@@ -157,6 +163,7 @@ struct op {
 /* A batch of renewals: one script call for many keys. */
 struct renew_batch {
 	struct locks *lt;
+	int reassert;			/* after a reconnect: reassert.lua */
 	size_t n;
 	struct lock *lk[STORE_RENEW_BATCH];
 	long long token[STORE_RENEW_BATCH];
@@ -443,8 +450,17 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (lk == NULL || cl->op != NULL)
 		return;	/* its attempt's reply decides */
 	waiter_remove(cl);
-	cl->lt->stats.busy++;
-	reply(cl, LK_BUSY, 0, NULL);
+	if (cl->lt->st == NULL || !store_is_up(cl->lt->st)) {
+		/* BUSY would claim the key is held: we cannot know */
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+	} else if (lk->in_delay) {
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
+	} else {
+		cl->lt->stats.busy++;
+		reply(cl, LK_BUSY, 0, NULL);
+	}
 	lock_pump(lk);
 }
 
@@ -612,6 +628,11 @@ lock_pump(struct lock *lk)
 {
 	struct locks *lt = lk->lt;
 
+	if (lt->st != NULL && !store_is_up(lt->st)) {
+		/* waiters wait out the reconnect (locks_store_up pumps) */
+		lock_gc(lk);
+		return;
+	}
 	while (!lk->holder && !lk->attempt && !lk->releasing &&
 	    !lk->remote_busy && lk->whead != NULL) {
 		struct lclient *w = lk->whead;
@@ -657,21 +678,38 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	free(op);
 	lk->attempt = 0;
 	lk->freed_us = 0;
+	lk->in_delay = 0;
 	if (!ok || granted)
 		lk->woken = 0;
 	if (!ok) {
 		pending_add(lt, PEND_FORGET, lk, id, 0);
-		if (w) {
+		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
 			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		}
-	} else if (granted < 0) {
+		/* else it stays queued: the reconnect pumps it, after the
+		 * forget above (a failover must not cost a waiter its turn) */
+	} else if (granted == -1 || granted == -2) {
 		if (w) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+			if (granted == -1)
+				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+			else
+				reply(w, LK_UNAVAILABLE, 0, WHY_NOT_ACKED);
 		}
+	} else if (granted == 2 && w != NULL && now_ms() >= w->deadline) {
+		/* free, but a lock delay runs: nobody may have it yet */
+		waiter_remove(w);
+		lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
+	} else if (granted == 2 && w != NULL) {
+		lk->remote_busy = 1;	/* try again when the delay ends */
+		lk->in_delay = 1;
+		lock_retry_at(lk, now_ms() + (n < PTTL_RETRY_MAX ? n : 0) + 1);
+	} else if (granted == 2) {
+		/* its session left meanwhile */
 	} else if (granted && (w == NULL ||
 	    grant_too_late(sent_us, w->wttl))) {
 		/* Its session left while the attempt was in flight; or the
@@ -871,11 +909,16 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			hold_end(lk);	/* else ended when the session went */
 		lt->stats.releases++;
 		if (granted < 0) {
-			/* released, but no token left to grant with */
+			/* released, but no token left to grant with, or the
+			 * grant did not reach the replicas (undone) */
 			if (w != NULL) {
 				waiter_remove(w);
 				lt->stats.acquire_errors++;
-				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+				if (granted == -1)
+					reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+				else
+					reply(w, LK_UNAVAILABLE, 0,
+					    WHY_NOT_ACKED);
 			}
 		} else if (w != NULL &&
 		    !grant_too_late(op->sent_us, w->wttl)) {
@@ -1027,7 +1070,7 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	item.value = value;
 	item.valuelen = make_value(value, cl->id, lk->token);
 	item.ttl_ms = op->ttl_ms;
-	if (store_renew(lt->st, &item, 1, renew_one_done, op) != 0) {
+	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
 		op_done(op);
 		free(op);
 		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
@@ -1052,6 +1095,12 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		lk->refs--;
 		if (ok && i < n && renewed[i]) {
 			lt->stats.renewals++;
+			if (renewed[i] == 2) {
+				lt->stats.reclaimed++;
+				log_info("lock '%s' (token %lld) set again in "
+				    "Redis after a master change", lk->name,
+				    b->token[i]);
+			}
 		} else if (ok && i < n && lk->holder &&
 		    lk->token == b->token[i] && !lk->releasing) {
 			hold_lost(lk, 1);
@@ -1077,7 +1126,8 @@ renew_send(struct locks *lt, struct renew_batch *b)
 		    lk->token);
 		items[i].ttl_ms = b->ttl[i];
 	}
-	if (store_renew(lt->st, items, b->n, renew_batch_done, b) != 0) {
+	if (store_renew(lt->st, items, b->n, b->reassert, renew_batch_done,
+	    b) != 0) {
 		/* Redis is down: the reconnect renews everything at once. */
 		for (size_t i = 0; i < b->n; i++)
 			b->lk[i]->refs--;
@@ -1105,6 +1155,7 @@ renew_tick(struct locks *lt, int all)
 			if (b == NULL) {
 				b = xmalloc(sizeof *b);
 				b->lt = lt;
+				b->reassert = all;
 				b->n = 0;
 			}
 			b->lk[b->n] = lk;
@@ -1124,6 +1175,19 @@ renew_tick(struct locks *lt, int all)
 		renew_send(lt, b);
 	if (next != 0)
 		renew_schedule(lt, next);
+}
+
+/* After a reconnect: every queued waiter asks Redis again (behind the
+ * clean-ups and the reassert on the pipe). */
+static int
+pump_waiting(struct keytab_entry *e, void *arg)
+{
+	struct lock *lk = (struct lock *)(void *)e;
+
+	(void)arg;
+	if (lk->whead != NULL)
+		lock_pump(lk);	/* may free lk: keytab_each allows it */
+	return 0;
 }
 
 static void
@@ -1299,9 +1363,11 @@ locks_store_up(void *arg)
 	/* Clean-ups first: they go ahead of any new grant on the pipe. */
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	pending_flush(lt);
-	/* Held locks may have expired while Redis was away: renew them all
-	 * now, which also finds the lost ones. */
+	/* Held locks may have expired while Redis was away, or been lost
+	 * with a failed master's writes: reassert them all now, which also
+	 * finds the lost ones.  Then the waiters, behind them on the pipe. */
 	renew_tick(lt, 1);
+	keytab_each(lt->keys, pump_waiting, NULL);
 }
 
 size_t
@@ -1311,25 +1377,15 @@ locks_pending(const struct locks *lt)
 }
 
 static int
-fail_waiters(struct keytab_entry *e, void *arg)
+hold_waiters(struct keytab_entry *e, void *arg)
 {
 	struct lock *lk = (struct lock *)(void *)e;
-	struct lclient *w, *next;
 
 	(void)arg;
+	/* "held elsewhere" is stale news once the connection is gone */
 	lk->remote_busy = 0;
 	if (lk->retry_ev)
 		event_del(lk->retry_ev);
-	/* A waiter whose attempt is in flight is answered by its reply. */
-	for (w = lk->whead; w != NULL; w = next) {
-		next = w->wnext;
-		if (w->op != NULL)
-			continue;
-		waiter_remove(w);
-		w->lt->stats.acquire_errors++;
-		reply(w, LK_UNAVAILABLE, 0, "lost the connection to Redis");
-	}
-	lock_gc(lk);
 	return 0;
 }
 
@@ -1338,9 +1394,10 @@ locks_store_down(void *arg)
 {
 	struct locks *lt = arg;
 
-	/* Wake-ups cannot be promised without Redis: answer every waiter
-	 * now rather than let it hang until its WAIT runs out. */
-	keytab_each(lt->keys, fail_waiters, NULL);
+	/* Waiters stay queued through a reconnect (a failover must not
+	 * cost them their turn); one whose WAIT runs out meanwhile is
+	 * answered ERR UNAVAILABLE, and locks_store_up retries the rest. */
+	keytab_each(lt->keys, hold_waiters, NULL);
 }
 
 /*

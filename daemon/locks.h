@@ -64,6 +64,8 @@ struct locks_stats {
 	uint64_t releases;		/* locks freed by RELEASE or session end */
 	uint64_t renewals;		/* keys renewed in Redis */
 	uint64_t lost;			/* held locks found lost */
+	uint64_t reclaimed;		/* held locks set again in Redis after
+					 * a master change lost them */
 	uint64_t orphans;		/* grants for gone sessions, released */
 	uint64_t handoffs;		/* releases that granted a local waiter
 					 * in the same script call */

@@ -346,8 +346,20 @@ main(int argc, char **argv)
 	{
 		struct locks_cfg lc;
 		struct store_cfg sc = {
-			cfg.redis, cfg.redis_password, cfg.redis_user,
-			cfg.prefix, cfg.redis_timeout_ms, broker_id
+			.addr = cfg.redis_sentinels[0] ? cfg.redis_master_name :
+			    cfg.redis,
+			.password = cfg.redis_password,
+			.user = cfg.redis_user,
+			.prefix = cfg.prefix,
+			.timeout_ms = cfg.redis_timeout_ms,
+			.id = broker_id,
+			.sentinels = cfg.redis_sentinels,
+			.master_name = cfg.redis_master_name,
+			.sentinel_password = cfg.redis_sentinel_password,
+			.sentinel_user = cfg.redis_sentinel_user,
+			.lock_delay_ms = cfg.failover_lock_delay_ms,
+			.acks = cfg.redis_replica_acks,
+			.ack_timeout_ms = cfg.redis_replica_ack_timeout_ms,
 		};
 		struct store_hooks hooks = {
 			on_store_up, on_store_down, on_store_released,
@@ -380,9 +392,16 @@ main(int argc, char **argv)
 		}
 		locks_set_store(b.locks, b.store);
 	}
-	log_info("lockbrokerd %s started: redis %s, prefix '%s', default TTL "
-	    "%ld ms, max_sessions %ld", LOCKBROKER_VERSION, cfg.redis,
-	    cfg.prefix, cfg.default_ttl_ms, cfg.max_sessions);
+	if (cfg.redis_sentinels[0] != '\0')
+		log_info("lockbrokerd %s started: master '%s' of sentinels %s, "
+		    "prefix '%s', default TTL %ld ms, max_sessions %ld",
+		    LOCKBROKER_VERSION, cfg.redis_master_name,
+		    cfg.redis_sentinels, cfg.prefix, cfg.default_ttl_ms,
+		    cfg.max_sessions);
+	else
+		log_info("lockbrokerd %s started: redis %s, prefix '%s', "
+		    "default TTL %ld ms, max_sessions %ld", LOCKBROKER_VERSION,
+		    cfg.redis, cfg.prefix, cfg.default_ttl_ms, cfg.max_sessions);
 
 	if (event_base_dispatch(b.base) < 0)
 		log_error("event loop failed");

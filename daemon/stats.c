@@ -155,6 +155,30 @@ g_redis_reconnects(const struct stats_snap *s)
 	return store_reconnects(s->b->store);
 }
 
+static uint64_t
+g_redis_tenures(const struct stats_snap *s)
+{
+	return store_tenures(s->b->store);
+}
+
+static uint64_t
+g_acks_missed(const struct stats_snap *s)
+{
+	return store_acks_missed(s->b->store);
+}
+
+static uint64_t
+g_reclaimed(const struct stats_snap *s)
+{
+	return s->ls.reclaimed;
+}
+
+static const char *
+t_redis_master(const struct stats_snap *s)
+{
+	return store_master(s->b->store);
+}
+
 static const char *
 t_redis(const struct stats_snap *s)
 {
@@ -196,6 +220,9 @@ const struct stat_def stats_table[] = {
 	    "lockbroker_renewals_total", NULL, NULL, g_renewals, NULL },
 	{ "lost", C, "Held locks found expired or taken in Redis.",
 	    "lockbroker_lost_locks_total", NULL, NULL, g_lost, NULL },
+	{ "reclaimed", C, "Held locks set again in Redis after a master "
+	    "change lost them.",
+	    "lockbroker_reclaimed_locks_total", NULL, NULL, g_reclaimed, NULL },
 	{ "orphans", C, "Grants made for sessions already gone, released "
 	    "again.",
 	    "lockbroker_orphans_total", NULL, NULL, g_orphans, NULL },
@@ -227,6 +254,16 @@ const struct stat_def stats_table[] = {
 	    "lost.",
 	    "lockbroker_redis_reconnects_total", NULL, NULL,
 	    g_redis_reconnects, NULL },
+	{ "redis_master", STAT_TEXT, "The Redis master in use (ip:port), or "
+	    "- when none.", NULL, NULL, NULL, NULL, t_redis_master },
+	{ "redis_tenures", C, "Redis master tenures (replication ids) seen: "
+	    "1 + failovers and Redis restarts.",
+	    "lockbroker_redis_tenures_total", NULL, NULL, g_redis_tenures,
+	    NULL },
+	{ "replica_acks_missed", C, "Grants undone because WAIT did not "
+	    "confirm redis_replica_acks replicas in time.",
+	    "lockbroker_replica_acks_missed_total", NULL, NULL, g_acks_missed,
+	    NULL },
 };
 
 #undef C

@@ -18,6 +18,7 @@
 #include "store.h"
 #include "addr.h"
 #include "log.h"
+#include "sentinel.h"
 #include "util.h"
 #include "scripts.h"
 
@@ -29,6 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Grant scripts (acquire, handoff) put the new owner at this argv index
+ * (EVALSHA sha numkeys + 3 pieces): a grant WAIT did not confirm is undone
+ * by that owner's value. */
+#define OWNER_ARG 6
+#define ROLE_CHECK_MS 1000		/* is the master still one? */
+#define ERROR_LOG_MS 10000		/* quiet time between error logs */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 
@@ -48,7 +55,24 @@ struct conn {
 	int handshake_left;		/* replies still awaited */
 	int failing;			/* failed since last up: log quietly */
 	int refused;			/* this context's handshake was refused */
+	int resolving;			/* Sentinel mode: asking for the master */
 	char last_refusal[160];		/* logged once until it changes */
+	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
+	char replid[64];		/* INFO's master_replid, handshake */
+};
+
+/*
+ * Replica acknowledgement as a group commit: every grant script sent in
+ * one event-loop turn joins the open group, and one WAIT sent at the end
+ * of the turn (ack_ev) covers them all.  A grant's reply is parked until
+ * that WAIT answers.  refs: the WAIT (until its reply, or until it turns
+ * out it cannot be sent) plus each member whose reply has not come.
+ */
+struct ackgroup {
+	struct store *st;
+	struct cmd *parked;		/* granted, waiting for the WAIT */
+	unsigned refs;
+	int sent;			/* the WAIT is on the wire */
 };
 
 struct store {
@@ -60,6 +84,18 @@ struct store {
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */
+	char *tenure;			/* "<prefix>:tenure" */
+	char *delay;			/* "<prefix>:lockdelay" */
+	struct sentinel *sent;		/* Sentinel mode; NULL: one address */
+	char replid[64];		/* the master's replication id now */
+	uint64_t tenures;		/* replication ids seen */
+	struct event *role_ev;		/* is it still the master? */
+	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
+	struct event *ack_ev;
+	uint64_t acks_missed;		/* grants undone: WAIT fell short */
+	int64_t errlog_ms;		/* last error reply logged */
+	uint64_t errlog_quiet;		/* error replies not logged since */
+	int freeing;
 	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages */
 	struct store_hooks hooks;
 	struct conn cmd, sub;
@@ -82,7 +118,7 @@ struct piece {
 	size_t l2;
 };
 
-enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER };
+enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO };
 
 /* A script call in flight.  Owned by hiredis's callback from send on. */
 struct cmd {
@@ -102,11 +138,17 @@ struct cmd {
 	} fn;
 	void *arg;
 	size_t nrenew;
+	struct ackgroup *group;		/* a grant waiting for replica acks */
+	struct cmd *gnext;		/* parked in group */
+	int owner_arg;			/* argv index of the owner (grants) */
+	long long token;		/* parked: the token granted */
 };
 
 static void conn_start(struct conn *c);
 static void conn_kill(struct conn *c, const char *why);
 static void queue_run(struct store *st);
+static int cmd_start(struct cmd *c);
+static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* --- helpers -------------------------------------------------------- */
 
@@ -206,6 +248,7 @@ cmd_fail(struct cmd *c)
 		c->fn.acquire(c->arg, 0, 0, 0);
 		break;
 	case K_RELEASE:
+	case K_UNDO:
 		c->fn.release(c->arg, 0, 0);
 		break;
 	case K_RENEW:
@@ -223,7 +266,10 @@ is_int(const redisReply *r)
 	return r != NULL && r->type == REDIS_REPLY_INTEGER;
 }
 
-/* Decode a script's reply for the caller; -1 when its shape is wrong. */
+/*
+ * Decode a script's reply for the caller: 0 delivered, 1 parked (a grant
+ * waiting for its group's WAIT), -1 when its shape is wrong.
+ */
 static int
 cmd_deliver(struct cmd *c, redisReply *r)
 {
@@ -232,12 +278,19 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    !is_int(r->element[0]) || !is_int(r->element[1]))
 			return -1;
-		if (r->element[0]->integer < -1 || r->element[0]->integer > 1)
+		if (r->element[0]->integer < -1 || r->element[0]->integer > 2)
 			return -1;
+		if (c->group != NULL && r->element[0]->integer == 1) {
+			c->token = r->element[1]->integer;
+			c->gnext = c->group->parked;
+			c->group->parked = c;
+			return 1;
+		}
 		c->fn.acquire(c->arg, 1, (int)r->element[0]->integer,
 		    r->element[1]->integer);
 		return 0;
 	case K_RELEASE:
+	case K_UNDO:
 		if (r->type != REDIS_REPLY_INTEGER)
 			return -1;
 		c->fn.release(c->arg, 1, r->integer == 1);
@@ -250,7 +303,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		for (size_t i = 0; i < r->elements; i++) {
 			if (!is_int(r->element[i]))
 				return -1;
-			done[i] = r->element[i]->integer == 1;
+			done[i] = (int)r->element[i]->integer;
 		}
 		c->fn.renew(c->arg, 1, done, c->nrenew);
 		return 0;
@@ -275,17 +328,186 @@ cmd_deliver(struct cmd *c, redisReply *r)
 
 static int cmd_send(struct cmd *c);
 
+/* --- replica acknowledgement (group commit) -------------------------- */
+
+static void
+group_unref(struct ackgroup *g)
+{
+	if (--g->refs == 0)
+		free(g);
+}
+
+/* c's reply came (or never will): it no longer holds its group open. */
+static void
+group_left(struct cmd *c)
+{
+	if (c->group != NULL) {
+		group_unref(c->group);
+		c->group = NULL;
+	}
+}
+
+/* A grant sent this turn: the turn's WAIT must cover it. */
+static void
+group_join(struct cmd *c)
+{
+	struct store *st = c->st;
+	struct ackgroup *g = st->agroup;
+
+	if (g == NULL) {
+		g = xcalloc(1, sizeof *g);
+		g->st = st;
+		g->refs = 1;		/* the WAIT */
+		st->agroup = g;
+		event_active(st->ack_ev, EV_TIMEOUT, 0);
+	}
+	g->refs++;
+	c->group = g;
+}
+
+static void
+undo_done(void *arg, int ok, int released)
+{
+	(void)arg;
+	if (!ok)
+		log_warn("could not undo a grant replicas did not acknowledge; "
+		    "it expires with its TTL");
+	else if (!released)
+		log_debug("undone grant was already gone");
+}
+
+/*
+ * A grant WAIT did not confirm: free it again (release.lua by its value),
+ * so no one holds a lock a failover could hand to another.  -1 when the
+ * release cannot even be sent.
+ */
+static int
+group_undo(struct cmd *c)
+{
+	struct store *st = c->st;
+	char token[24];
+	int tl = snprintf(token, sizeof token, ":%lld", c->token);
+	struct piece p[4] = {
+		{ c->argv[3], c->argvlen[3], NULL, 0 },
+		/* the value: "<owner>" ":<token>" */
+		{ c->argv[c->owner_arg], c->argvlen[c->owner_arg], token,
+		  (size_t)tl },
+		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ c->argv[3] + st->lockpfxlen, c->argvlen[3] - st->lockpfxlen,
+		  NULL, 0 },
+	};
+	struct cmd *u;
+
+	if (st->cmd.state != C_UP)
+		return -1;
+	u = cmd_new(st, K_UNDO, SCRIPT_RELEASE, 1, p, 4);
+	u->fn.release = undo_done;
+	u->arg = st;
+	return cmd_start(u);
+}
+
+/* The turn is over: one WAIT for every grant it sent. */
+static void
+ack_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+	struct ackgroup *g = st->agroup;
+
+	(void)fd;
+	(void)what;
+	if (g == NULL)
+		return;
+	st->agroup = NULL;
+	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
+	    redisAsyncCommand(st->cmd.ac, wait_reply, g, "WAIT %ld %ld",
+	    st->cfg.acks, st->cfg.ack_timeout_ms) == REDIS_OK) {
+		g->sent = 1;
+		if (st->inflight++ == 0)
+			st->last_progress_ms = now_ms();
+		return;
+	}
+	/* The connection went first: its members fail with it (their
+	 * callbacks run with NULL replies, nothing is parked yet). */
+	group_unref(g);
+}
+
+static void
+wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct ackgroup *g = privdata;
+	struct store *st = g->st;
+	redisReply *r = reply;
+	long long acked = -1;
+	size_t undone = 0;
+	struct cmd *c;
+
+	(void)ac;
+	st->inflight--;
+	st->last_progress_ms = now_ms();
+	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+		acked = r->integer;
+	while ((c = g->parked) != NULL) {
+		g->parked = c->gnext;
+		if (r == NULL) {
+			cmd_fail(c);	/* unknown: the caller forgets it */
+		} else if (acked >= st->cfg.acks) {
+			c->fn.acquire(c->arg, 1, 1, c->token);
+		} else if (group_undo(c) == 0) {
+			undone++;
+			c->fn.acquire(c->arg, 1, -2, 0);
+		} else {
+			cmd_fail(c);
+		}
+		free(c);
+	}
+	if (undone > 0) {
+		st->acks_missed += undone;
+		log_warn("WAIT: %lld of %ld replicas acknowledged; %zu grants "
+		    "undone", acked, st->cfg.acks, undone);
+	}
+	if (r != NULL && r->type == REDIS_REPLY_ERROR)
+		/* e.g. "WAIT cannot be used with replica instances" */
+		conn_kill(&st->cmd, "WAIT refused: no longer the master?");
+	group_unref(g);
+}
+
+/*
+ * A Redis error reply (NOREPLICAS, MISCONF, BUSY, OOM...) comes back for
+ * every script while it lasts: log the first, then at most one line per
+ * ERROR_LOG_MS saying how many were not logged.
+ */
+static void
+error_logged(struct store *st, const char *script, const char *err)
+{
+	int64_t now = now_ms();
+
+	if (st->errlog_ms != 0 && now - st->errlog_ms < ERROR_LOG_MS) {
+		st->errlog_quiet++;
+		return;
+	}
+	if (st->errlog_quiet > 0)
+		log_warn("Redis error from %s: %s (and %llu more errors not "
+		    "logged)", script, err,
+		    (unsigned long long)st->errlog_quiet);
+	else
+		log_warn("Redis error from %s: %s", script, err);
+	st->errlog_ms = now;
+	st->errlog_quiet = 0;
+}
+
 static void
 cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct cmd *c = privdata;
 	struct store *st = c->st;
 	redisReply *r = reply;
+	int rc;
 
 	(void)ac;
 	st->inflight--;
 	st->last_progress_ms = now_ms();
 	if (r == NULL) {
+		group_left(c);
 		cmd_fail(c);
 		free(c);
 		return;
@@ -293,6 +515,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	queue_run(st);
 	if (r->type == REDIS_REPLY_ERROR && !c->retried &&
 	    strncmp(r->str, "NOSCRIPT", 8) == 0 && st->cmd.state == C_UP) {
+		group_left(c);	/* the resend joins the group of its turn */
 		/* Script cache flushed: send the text once; EVAL caches it. */
 		c->retried = 1;
 		c->argv[0] = "EVAL";
@@ -308,14 +531,26 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		return;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
-		log_warn("Redis error from %s: %s", scripts[c->script].name,
-		    r->str);
+		error_logged(st, scripts[c->script].name, r->str);
+		group_left(c);
 		cmd_fail(c);
-	} else if (cmd_deliver(c, r) != 0) {
+		free(c);
+		if (strncmp(r->str, "READONLY", 8) == 0)
+			conn_kill(&st->cmd, "Redis is a replica now");
+		return;
+	}
+	if ((rc = cmd_deliver(c, r)) == 1) {
+		/* parked in its group (which the WAIT keeps alive) */
+		group_unref(c->group);
+		c->group = NULL;
+		return;
+	}
+	if (rc != 0) {
 		log_error("unexpected reply shape from %s (type %d)",
 		    scripts[c->script].name, r->type);
 		cmd_fail(c);
 	}
+	group_left(c);
 	free(c);
 }
 
@@ -331,6 +566,8 @@ cmd_send(struct cmd *c)
 		return -1;
 	if (st->inflight++ == 0)
 		st->last_progress_ms = now_ms();
+	if (c->kind == K_ACQUIRE && st->cfg.acks > 0)
+		group_join(c);
 	return 0;
 }
 
@@ -403,6 +640,7 @@ script_call(struct store *st, enum cmd_kind kind, enum script_id script,
 	c = cmd_new(st, kind, script, nkeys, p, np);
 	c->fn = fn;
 	c->arg = arg;
+	c->owner_arg = OWNER_ARG;
 	return cmd_start(c);
 }
 
@@ -413,16 +651,17 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 {
 	char ttl[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct piece p[7] = {
+	struct piece p[8] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), NULL, 0 },
-		{ owner, ownerlen, NULL, 0 },
+		{ st->delay, strlen(st->delay), NULL, 0 },
+		{ owner, ownerlen, NULL, 0 },		/* argv[OWNER_ARG] */
 		{ ttl, (size_t)tl, NULL, 0 },
 		{ st->wanted, strlen(st->wanted), NULL, 0 },
 		{ st->idsp, STORE_ID_LEN + 1, key, keylen },
 		{ will_wait ? "1" : "0", 1, NULL, 0 },
 	};
-	return script_call(st, K_ACQUIRE, SCRIPT_ACQUIRE, 2, p, 7,
+	return script_call(st, K_ACQUIRE, SCRIPT_ACQUIRE, 3, p, 8,
 	    (union cmd_fn){ .acquire = fn }, arg);
 }
 
@@ -437,7 +676,7 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), NULL, 0 },
 		{ value, valuelen, NULL, 0 },
-		{ next_owner, next_ownerlen, NULL, 0 },
+		{ next_owner, next_ownerlen, NULL, 0 },	/* argv[OWNER_ARG] */
 		{ ttl, (size_t)tl, NULL, 0 },
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
@@ -476,10 +715,11 @@ store_forget(struct store *st, const char *key, size_t keylen,
 
 int
 store_renew(struct store *st, const struct store_renew_item *items, size_t n,
-    store_renew_fn *fn, void *arg)
+    int reassert, store_renew_fn *fn, void *arg)
 {
-	struct piece p[3 * STORE_RENEW_BATCH];
+	struct piece p[3 * STORE_RENEW_BATCH + 1];
 	char ttls[STORE_RENEW_BATCH][24];
+	size_t nk = reassert ? n + 1 : n;	/* reassert: + the lock delay */
 	struct cmd *c;
 
 	if (st->cmd.state != C_UP || n == 0 || n > STORE_RENEW_BATCH)
@@ -489,11 +729,14 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 		    items[i].ttl_ms);
 		p[i] = (struct piece){ st->lockpfx, st->lockpfxlen,
 		    items[i].key, items[i].keylen };
-		p[n + i] = (struct piece){ items[i].value, items[i].valuelen,
+		p[nk + i] = (struct piece){ items[i].value, items[i].valuelen,
 		    NULL, 0 };
-		p[2 * n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
+		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
 	}
-	c = cmd_new(st, K_RENEW, SCRIPT_RENEW, (int)n, p, (int)(3 * n));
+	if (reassert)
+		p[n] = (struct piece){ st->delay, strlen(st->delay), NULL, 0 };
+	c = cmd_new(st, K_RENEW, reassert ? SCRIPT_REASSERT : SCRIPT_RENEW,
+	    (int)nk, p, (int)(nk + 2 * n));
 	c->fn.renew = fn;
 	c->arg = arg;
 	c->nrenew = n;
@@ -527,7 +770,7 @@ conn_became_up(struct conn *c)
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->failing = 0;
 	c->last_refusal[0] = '\0';
-	log_info("Redis %s connection up (%s)", c->name, st->addr);
+	log_info("Redis %s connection up (%s)", c->name, c->addrstr);
 	if (!c->subscriber) {
 		st->last_progress_ms = now_ms();
 		if (st->hooks.up)
@@ -552,8 +795,8 @@ conn_lost(struct conn *c, const char *why)
 	event_del(c->timeout_ev);
 	if (was_up || !c->failing)
 		log_warn("Redis %s connection %s (%s): %s; retrying in %ld ms",
-		    c->name, was_up ? "lost" : "failed", st->addr, why,
-		    c->backoff_ms);
+		    c->name, was_up ? "lost" : "failed",
+		    c->addrstr[0] ? c->addrstr : st->addr, why, c->backoff_ms);
 	else
 		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
 		    c->name, why, c->backoff_ms);
@@ -612,6 +855,135 @@ handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (--c->handshake_left == 0 && !c->subscriber)
 		conn_became_up(c);
+}
+
+/* Copy the value of "name:value" from an INFO text into out ("" if none). */
+static void
+info_field(const char *info, const char *name, char *out, size_t outlen)
+{
+	size_t nl = strlen(name);
+	const char *p = info;
+
+	out[0] = '\0';
+	while (p != NULL && *p != '\0') {
+		if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
+			size_t vl = strcspn(p + nl + 1, "\r\n");
+
+			if (vl >= outlen)
+				vl = outlen - 1;
+			memcpy(out, p + nl + 1, vl);
+			out[vl] = '\0';
+			return;
+		}
+		if ((p = strchr(p, '\n')) != NULL)
+			p++;
+	}
+}
+
+/*
+ * The tenure is joined (tenure.lua ran): the connection is up.  A new
+ * replication id means a failover or a Redis back without its data: the
+ * lock table reclaims its locks (reassert.lua) before new grants.
+ */
+static void
+tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	struct store *st = c->st;
+	redisReply *r = reply;
+	long long started, delay;
+
+	if (c->ac != ac || r == NULL)
+		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		handshake_refused(c, r->str);
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    !is_int(r->element[0]) || !is_int(r->element[1])) {
+		handshake_refused(c, "unexpected reply from tenure.lua");
+		return;
+	}
+	started = r->element[0]->integer;
+	delay = r->element[1]->integer;
+	if (strcmp(c->replid, st->replid) != 0) {
+		if (st->replid[0] != '\0')
+			log_warn("Redis %s is a new master tenure (replication id "
+			    "%.8s, was %.8s): reclaiming held locks%s; free keys "
+			    "wait %lld ms", c->addrstr, c->replid, st->replid,
+			    started ? ", counter raised" : "", delay);
+		else if (started)
+			log_info("Redis %s: tenure %.8s started", c->addrstr,
+			    c->replid);
+		st->tenures++;
+		memcpy(st->replid, c->replid, sizeof st->replid);
+	}
+	if (--c->handshake_left == 0)
+		conn_became_up(c);
+}
+
+/* INFO replication: only a master is used; its replication id names the
+ * tenure (tenure.lua). */
+static void
+info_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	struct store *st = c->st;
+	redisReply *r = reply;
+	char role[32], why[80];
+
+	if (c->ac != ac || r == NULL)
+		return;
+	if (r->type != REDIS_REPLY_STRING) {
+		handshake_refused(c, r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply to INFO");
+		return;
+	}
+	info_field(r->str, "role", role, sizeof role);
+	if (strcmp(role, "master") != 0) {
+		snprintf(why, sizeof why, "not a master (role:%s)", role);
+		handshake_refused(c, why);
+		return;
+	}
+	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
+	if (redisAsyncCommand(ac, tenure_reply, c,
+	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
+	    st->fence, st->tenure, st->delay, c->replid, st->replid,
+	    st->cfg.lock_delay_ms) != REDIS_OK) {
+		conn_kill(c, "cannot send tenure.lua");
+		return;
+	}
+	/* +1 for tenure.lua before -1 for INFO: not up yet */
+	c->handshake_left++;
+	c->handshake_left--;
+}
+
+/* Every ROLE_CHECK_MS: a master demoted while we stay connected (a frozen
+ * old master that woke up, REPLICAOF) must not take grants. */
+static void
+role_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store *st = privdata;
+	redisReply *r = reply;
+
+	if (r == NULL || st->cmd.ac != ac || st->cmd.state != C_UP)
+		return;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "master") != 0)
+		conn_kill(&st->cmd, "Redis is no longer a master (ROLE)");
+}
+
+static void
+role_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+
+	(void)fd;
+	(void)what;
+	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
+	    redisAsyncCommand(st->cmd.ac, role_reply, st, "ROLE") != REDIS_OK)
+		log_debug("ROLE not sent");
 }
 
 static void
@@ -699,6 +1071,9 @@ on_connect(const redisAsyncContext *cac, int status)
 			    "SCRIPT LOAD %s", scripts[i].text);
 			c->handshake_left++;
 		}
+		/* then: is it the master, and of which tenure? */
+		redisAsyncCommand(ac, info_reply, c, "INFO replication");
+		c->handshake_left++;
 	}
 }
 
@@ -717,16 +1092,22 @@ on_disconnect(const redisAsyncContext *cac, int status)
 	    (ac->errstr[0] ? ac->errstr : "error"));
 }
 
+/* Open a context to host:port (or the unix socket at host). */
 static void
-conn_start(struct conn *c)
+conn_connect(struct conn *c, const char *host, int port, int is_unix)
 {
 	struct store *st = c->st;
 	redisAsyncContext *ac;
 
-	if (st->is_unix)
-		ac = redisAsyncConnectUnix(st->host);
+	if (is_unix)
+		snprintf(c->addrstr, sizeof c->addrstr, "unix:%s", host);
 	else
-		ac = redisAsyncConnect(st->host, st->port);
+		snprintf(c->addrstr, sizeof c->addrstr, strchr(host, ':') ?
+		    "[%s]:%d" : "%s:%d", host, port);
+	if (is_unix)
+		ac = redisAsyncConnectUnix(host);
+	else
+		ac = redisAsyncConnect(host, port);
 	if (ac == NULL || ac->err) {
 		const char *why = ac ? ac->errstr : "out of memory";
 		c->ac = NULL;
@@ -747,10 +1128,69 @@ conn_start(struct conn *c)
 	}
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	if (!st->is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK)
+	if (!is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK)
 		log_debug("keepalive not enabled on Redis %s connection",
 		    c->name);
 	timer_add_ms(c->timeout_ev, st->cfg.timeout_ms);
+}
+
+/* Sentinel mode: the sentinels named a master (or none, why says). */
+static void
+resolved(void *arg, const struct addr *master, const char *why)
+{
+	struct conn *c = arg;
+
+	c->resolving = 0;
+	if (c->st->freeing)
+		return;
+	if (master == NULL) {
+		conn_lost(c, why != NULL ? why : "the sentinels named no master");
+		return;
+	}
+	conn_connect(c, master->host, master->port, 0);
+}
+
+/*
+ * (Re)connect.  In Sentinel mode every connect asks the sentinels first:
+ * after any loss the master may have moved (the address is checked by
+ * the handshake's INFO, as a sentinel's answer may be stale).
+ */
+static void
+conn_start(struct conn *c)
+{
+	struct store *st = c->st;
+
+	if (st->sent == NULL) {
+		conn_connect(c, st->host, st->port, st->is_unix);
+		return;
+	}
+	if (c->resolving)
+		return;
+	c->resolving = 1;
+	c->state = C_CONNECTING;
+	c->addrstr[0] = '\0';
+	sentinel_resolve(st->sent, resolved, c);
+}
+
+/* The sentinels say the master moved: follow it now. */
+static void
+on_switched(void *arg, const struct addr *from, const struct addr *to)
+{
+	struct store *st = arg;
+	char a[ADDR_HOST_LEN + 16], b[ADDR_HOST_LEN + 16];
+
+	snprintf(b, sizeof b, strchr(to->host, ':') ? "[%s]:%d" : "%s:%d",
+	    to->host, to->port);
+	if (from != NULL)
+		snprintf(a, sizeof a, strchr(from->host, ':') ? "[%s]:%d" :
+		    "%s:%d", from->host, from->port);
+	else
+		snprintf(a, sizeof a, "-");
+	log_warn("Redis master switched from %s to %s", a, b);
+	if (st->cmd.ac != NULL && strcmp(st->cmd.addrstr, b) != 0)
+		conn_kill(&st->cmd, "the master moved");
+	if (st->sub.ac != NULL && strcmp(st->sub.addrstr, b) != 0)
+		conn_kill(&st->sub, "the master moved");
 }
 
 static void
@@ -849,24 +1289,51 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->fence = joinstr(cfg->prefix, ":fence");
 	st->channel = joinstr(cfg->prefix, ":released");
 	st->wanted = joinstr(cfg->prefix, ":wanted");
+	st->tenure = joinstr(cfg->prefix, ":tenure");
+	st->delay = joinstr(cfg->prefix, ":lockdelay");
 	memset(st->idsp, '-', STORE_ID_LEN);
 	if (cfg->id != NULL)
 		memcpy(st->idsp, cfg->id, strnlen(cfg->id, STORE_ID_LEN));
 	st->idsp[STORE_ID_LEN] = ' ';
 	st->idsp[STORE_ID_LEN + 1] = '\0';
 	st->hooks = *hooks;
-	if (parse_addr(st) != 0) {
+	if (cfg->sentinels != NULL && cfg->sentinels[0] != '\0') {
+		struct sentinel_cfg sc = {
+			.sentinels = cfg->sentinels,
+			.master_name = cfg->master_name,
+			.password = cfg->sentinel_password,
+			.user = cfg->sentinel_user,
+			/* "a few hundred ms" per sentinel (sentinel-clients) */
+			.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
+		};
+		struct sentinel_hooks sh = { on_switched, st };
+		char err[256];
+
+		st->sent = sentinel_new(base, &sc, &sh, err, sizeof err);
+		if (st->sent == NULL) {
+			log_error("Sentinel mode: %s", err);
+			store_free(st);
+			return NULL;
+		}
+	} else if (parse_addr(st) != 0) {
 		store_free(st);
 		return NULL;
 	}
+	st->cfg.sentinels = st->cfg.master_name = NULL;	/* not kept */
+	st->cfg.sentinel_password = st->cfg.sentinel_user = NULL;
 	conn_init(st, &st->cmd, "command", 0);
 	conn_init(st, &st->sub, "subscriber", 1);
 	st->watchdog_ev = event_new(base, -1, EV_PERSIST, watchdog_cb, st);
-	if (st->watchdog_ev == NULL)
-		fatalx("cannot create Redis watchdog");
+	st->role_ev = event_new(base, -1, EV_PERSIST, role_cb, st);
+	st->ack_ev = event_new(base, -1, 0, ack_cb, st);
+	if (st->watchdog_ev == NULL || st->role_ev == NULL || st->ack_ev == NULL)
+		fatalx("cannot create Redis timers");
 	tick.tv_sec = cfg->timeout_ms / 4 / 1000;
 	tick.tv_usec = (cfg->timeout_ms / 4 % 1000) * 1000;
 	event_add(st->watchdog_ev, &tick);
+	tick.tv_sec = ROLE_CHECK_MS / 1000;
+	tick.tv_usec = (ROLE_CHECK_MS % 1000) * 1000;
+	event_add(st->role_ev, &tick);
 	conn_start(&st->cmd);
 	conn_start(&st->sub);
 	return st;
@@ -895,14 +1362,29 @@ store_free(struct store *st)
 {
 	if (st == NULL)
 		return;
+	st->freeing = 1;
 	st->hooks.down = NULL;	/* shutting down: nobody to tell */
 	st->hooks.up = NULL;
+	if (st->sent != NULL)
+		sentinel_free(st->sent);	/* resolves answer, ignored */
+	st->sent = NULL;
+	if (st->agroup != NULL) {
+		/* its WAIT will never be sent; members fail below */
+		group_unref(st->agroup);
+		st->agroup = NULL;
+	}
 	st->cmd.state = C_DOWN;	/* callbacks below may not queue more */
 	queue_fail(st);
 	conn_close(&st->cmd);
 	conn_close(&st->sub);
 	if (st->watchdog_ev)
 		event_free(st->watchdog_ev);
+	if (st->role_ev)
+		event_free(st->role_ev);
+	if (st->ack_ev)
+		event_free(st->ack_ev);
+	free(st->tenure);
+	free(st->delay);
 	free(st->addr);
 	free(st->password);
 	free(st->user);
@@ -945,4 +1427,22 @@ uint64_t
 store_reconnects(const struct store *st)
 {
 	return st->reconnects;
+}
+
+const char *
+store_master(const struct store *st)
+{
+	return st->cmd.state == C_UP ? st->cmd.addrstr : "-";
+}
+
+uint64_t
+store_tenures(const struct store *st)
+{
+	return st->tenures;
+}
+
+uint64_t
+store_acks_missed(const struct store *st)
+{
+	return st->acks_missed;
 }

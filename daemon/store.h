@@ -28,6 +28,15 @@ struct store_cfg {
 	const char *prefix;
 	long timeout_ms;		/* connect / reply timeout */
 	const char *id;			/* this broker's id: STORE_ID_LEN bytes */
+	/* Sentinel mode when sentinels is non-empty (addr is then only a
+	 * name for logs). */
+	const char *sentinels;		/* "ip:port,..." */
+	const char *master_name;
+	const char *sentinel_password;
+	const char *sentinel_user;
+	long lock_delay_ms;		/* tenure.lua: after a new tenure */
+	long acks;			/* replicas a grant must reach (WAIT) */
+	long ack_timeout_ms;
 };
 
 #define STORE_ID_LEN 36
@@ -45,11 +54,14 @@ struct store_hooks {
 };
 
 /* granted 1: n is the token; 0: held by another, n is the holder's PTTL
- * (-1: no expiry); -1: the fencing counter is exhausted (2^53-1), nothing
- * granted (for a handoff: the release happened, the grant did not). */
+ * (-1: no expiry); 2: free, but a lock delay runs n ms more (a new master
+ * tenure); -1: the fencing counter is exhausted (2^53-1); -2: granted, but
+ * WAIT did not confirm it reached the replicas, so it was undone.  For a
+ * handoff, -1 and -2 mean the release happened and the grant did not. */
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
 typedef void store_release_fn(void *arg, int ok, int released);
-/* renewed[i] is 1 when item i was renewed, 0 when Redis no longer shows it. */
+/* renewed[i]: 1 renewed; 2 (reassert only) absent and set again during a
+ * lock delay; 0 Redis no longer shows it (lost). */
 typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
 /* value NULL when the key is free; else "<client-id>:<token>". */
 typedef void store_owner_fn(void *arg, int ok, const char *value,
@@ -81,6 +93,12 @@ int store_is_up(const struct store *st);
 void store_kick(struct store *st);
 size_t store_inflight(const struct store *st);
 uint64_t store_reconnects(const struct store *st);
+/* The master the command connection is up on ("ip:port"), or "-". */
+const char *store_master(const struct store *st);
+/* Master tenures (replication ids) seen, the first connection included. */
+uint64_t store_tenures(const struct store *st);
+/* Grants undone because WAIT did not confirm them. */
+uint64_t store_acks_missed(const struct store *st);
 
 /* will_wait: a BUSY answer makes the script announce the wait (wanted). */
 int store_acquire(struct store *st, const char *key, size_t keylen,
@@ -100,8 +118,10 @@ int store_release(struct store *st, const char *key, size_t keylen,
  * whose reply was lost with a connection.  released: 1 when freed. */
 int store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg);
+/* reassert: on a new connection, also set again keys found absent while
+ * a lock delay runs (reassert.lua). */
 int store_renew(struct store *st, const struct store_renew_item *items,
-    size_t n, store_renew_fn *fn, void *arg);
+    size_t n, int reassert, store_renew_fn *fn, void *arg);
 int store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
 

@@ -1,6 +1,7 @@
 -- acquire.lua - take a lock if it is free.
 -- KEYS[1]  the lock key (<prefix>:lock:<name>)
 -- KEYS[2]  the fencing counter (<prefix>:fence), one per prefix
+-- KEYS[3]  the lock delay (<prefix>:lockdelay, see tenure.lua)
 -- ARGV[1]  the owner: the session's client-id
 -- ARGV[2]  TTL in ms (>= 1)
 -- ARGV[3]  the "wanted" channel (<prefix>:wanted)
@@ -11,7 +12,9 @@
 -- caller's), {0, pttl} when someone else holds it (pttl in ms, -1 if the
 -- key has no expiry), or {-1, 0} when the counter has passed 2^53-1, the
 -- largest integer a Lua number (a double) holds exactly: no token is left,
--- and nothing was written.  The value stored is "<client-id>:<token>".
+-- and nothing was written; or {2, ms} when the key is free but a lock delay
+-- runs for ms more (a new master tenure: its holder's broker may still be
+-- reclaiming it).  The value stored is "<client-id>:<token>".
 -- Tokens are formatted with %d: Lua's default number format (%.14g) writes
 -- 1e+14 for 100000000000000 (issue 9, defect 7).
 -- A caller that will wait announces it on the wanted channel, so that the
@@ -27,6 +30,10 @@ if v then
     redis.call('PUBLISH', ARGV[3], ARGV[4])
   end
   return {0, redis.call('PTTL', KEYS[1])}
+end
+local delay = redis.call('PTTL', KEYS[3])
+if delay > 0 then
+  return {2, delay}
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last >= 9007199254740991 then

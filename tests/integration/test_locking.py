@@ -467,8 +467,13 @@ class TestTwoBrokers(LockCase):
     def test_different_prefixes_do_not_collide(self):
         b3 = self.start_broker(prefix=self.prefix + "other")
         a, c = self.connect(self.b), self.connect(b3)
-        self.assertToken(a.req("ACQUIRE x"))
-        self.assertEqual(self.assertToken(c.req("ACQUIRE x")), 1)
+        ta = self.assertToken(a.req("ACQUIRE x"))
+        tc = self.assertToken(c.req("ACQUIRE x"))
+        # two counters: the other prefix's is not moved by this grant
+        self.assertEqual(int(self.redis.cli(
+            "GET", "%s:fence" % self.prefix)), ta)
+        self.assertEqual(int(self.redis.cli(
+            "GET", "%sother:fence" % self.prefix)), tc)
 
     def test_waiter_on_other_broker_woken_by_release(self):
         a, b = self.connect(self.b), self.connect(self.b2)

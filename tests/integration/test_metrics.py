@@ -281,7 +281,9 @@ class TestValuesMove(MetricsCase):
         self.metric_is(b, "lockbroker_redis_up", 1, timeout=10.0)
         self.assertGreater(
             self.metrics(b)["lockbroker_redis_reconnects_total"], reconnects)
-        self.assertToken(a.req("ACQUIRE down WAIT 2000"))
+        # (a Redis back without its data: free keys wait out the
+        # failover lock delay, 5 s by default)
+        self.assertToken(a.req("ACQUIRE down WAIT 10000", timeout=12))
 
     def test_scrapes_during_contention(self):
         # Scraping while clients take turns neither blocks them nor shows

@@ -305,10 +305,11 @@ store_release(struct store *st, const char *key, size_t keylen,
 
 int
 store_renew(struct store *st, const struct store_renew_item *items,
-    size_t n, store_renew_fn *fn, void *arg)
+    size_t n, int reassert, store_renew_fn *fn, void *arg)
 {
 	struct fake_call *c;
 
+	(void)reassert;
 	if (fs_refuse(st) || n == 0)
 		return -1;
 	c = fs_push(st, FAKE_RENEW, items[0].key, items[0].keylen,

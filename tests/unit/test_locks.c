@@ -671,7 +671,13 @@ END_TEST
 
 /* --- Redis down, limits -------------------------------------------------- */
 
-START_TEST(test_store_down_fails_waiters)
+/*
+ * Issue 10: a failover must not cost a waiter its turn.  Waiters stay
+ * queued while Redis is away (an attempt that died with the connection
+ * too); when Redis is back the clean-ups go first, then the reassert of
+ * held locks, then every queued waiter asks again.
+ */
+START_TEST(test_store_down_keeps_waiters_queued)
 {
 	struct env e;
 	struct fake_call *inflight;
@@ -683,29 +689,51 @@ START_TEST(test_store_down_fails_waiters)
 	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
 	acquire(&e, 2, "k2", 10000, 5000);		/* attempt in flight */
 	acquire(&e, 3, "k2", 10000, 5000);		/* queued behind 2 */
-	/* Now 1, 3, 4 wait with nothing in flight; 2's attempt is. */
-	for (int c = 1; c < NCL; c++)
-		ck_assert_int_eq(e.rec[c].nreplies, 0);
 	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
 	inflight = fake_store_peek(e.st, FAKE_ACQUIRE, 0);
 	ck_assert_str_eq(inflight->key, "k2");
-	ck_assert_str_eq(inflight->value, ids[2]);
 
 	fake_store_set_up(e.st, 0);
 	locks_store_down(e.lt);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);	/* no answer */
+	for (int c = 1; c < NCL; c++)
+		ck_assert_int_eq(e.rec[c].nreplies, 0);
 	ck_assert_int_eq(e.rec[0].nreplies, 1);		/* holder: untouched */
 	ck_assert_uint_eq(locks_held(e.cl[0], NULL, NULL), 1);
-	ck_assert_int_eq(e.rec[1].status, LK_UNAVAILABLE);
-	ck_assert_int_eq(e.rec[1].nreplies, 1);
-	ck_assert_int_eq(e.rec[2].nreplies, 0);		/* its reply decides */
-	ck_assert_int_eq(e.rec[3].status, LK_UNAVAILABLE);
-	ck_assert_int_eq(e.rec[3].nreplies, 1);
-	ck_assert_int_eq(e.rec[4].status, LK_UNAVAILABLE);
-	ck_assert_int_eq(e.rec[4].nreplies, 1);
 
-	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);
-	ck_assert_int_eq(e.rec[2].nreplies, 1);
-	ck_assert_int_eq(e.rec[2].status, LK_UNAVAILABLE);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	/* first the forget of 2's unanswered attempt, then k's reassert,
+	 * then the waiters at the heads of k2 and k3 */
+	inflight = fake_store_peek(e.st, FAKE_ANY, 0);
+	ck_assert_int_eq(inflight->kind, FAKE_RELEASE);
+	ck_assert_str_eq(inflight->key, "k2");
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ANY, 1)->kind, FAKE_RENEW);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 2);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 77);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 78);
+	ck_assert_int_eq(e.rec[2].status, LK_OK);
+	ck_assert_int_eq(e.rec[4].status, LK_OK);
+	ck_assert_int_eq(e.rec[1].nreplies, 0);		/* still behind 0 */
+	ck_assert_int_eq(e.rec[3].nreplies, 0);		/* behind 2 */
+	fake_store_drain(e.st);
+	env_end(&e);
+}
+END_TEST
+
+/* A wait that runs out while Redis is away is not BUSY: nobody knows. */
+START_TEST(test_wait_runs_out_while_down)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 50, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	run_ms(&e, 200);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_UNAVAILABLE);
 	env_end(&e);
 }
 END_TEST
@@ -932,7 +960,8 @@ locks_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("down-and-limits");
-	tcase_add_test(tc, test_store_down_fails_waiters);
+	tcase_add_test(tc, test_store_down_keeps_waiters_queued);
+	tcase_add_test(tc, test_wait_runs_out_while_down);
 	tcase_add_test(tc, test_limit_locks_per_session);
 	tcase_add_test(tc, test_limit_waiters);
 	tcase_add_test(tc, test_store_not_up);
