@@ -1,32 +1,18 @@
 /*
- * store.c - Redis connections, Lua scripts, reconnects, pub/sub.
+ * store.c - the broker's Redis in lock terms: the Lua script calls.
  *
- * Facts this file is built around (../shared/notes, hiredis 0.14.1):
- *  - every pending callback runs once with reply == NULL on teardown;
- *  - hiredis frees the context right after onDisconnect, and right after
- *    onConnect reports an error; onDisconnect never fires for a context
- *    that never connected; so our pointer is cleared in both, and every
- *    teardown we start ourselves runs from our own libevent callback,
- *    never from inside a hiredis callback;
- *  - there are no async timeouts: libevent timers bound the connect, the
- *    handshake and the oldest command in flight;
- *  - "connected" is not "alive": a connection is up only after the
- *    replies to its handshake (AUTH, SCRIPT LOAD) arrived;
- *  - after SCRIPT FLUSH or a Redis restart EVALSHA answers NOSCRIPT: the
- *    command is sent again once as EVAL (which also caches the script).
+ * Every call is one EVALSHA on the pipelined command connection (at most
+ * STORE_MAX_INFLIGHT in flight, the rest queued), sent again once as EVAL
+ * after NOSCRIPT (a SCRIPT FLUSH, a restart or a failover empties the
+ * script cache).  With redis_replica_acks, grants wait for one WAIT per
+ * event-loop turn (group commit).  The connections themselves live in
+ * store_conn.c; facts about hiredis 0.14 this relies on are listed there.
  */
-#include "store.h"
-#include "addr.h"
+#include "store_int.h"
 #include "log.h"
 #include "sentinel.h"
 #include "util.h"
-#include "scripts.h"
 
-#include <hiredis/hiredis.h>
-#include <hiredis/async.h>
-#include <hiredis/adapters/libevent.h>
-
-#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,141 +20,12 @@
  * (EVALSHA sha numkeys + 3 pieces): a grant WAIT did not confirm is undone
  * by that owner's value. */
 #define OWNER_ARG 6
-#define ROLE_CHECK_MS 1000		/* is the master still one? */
-#define ERROR_LOG_MS 10000		/* quiet time between error logs */
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
 
-enum conn_state { C_DOWN, C_CONNECTING, C_HANDSHAKE, C_UP };
-
-struct conn {
-	struct store *st;
-	const char *name;		/* "command" / "subscriber" */
-	int subscriber;
-	enum conn_state state;
-	redisAsyncContext *ac;
-	struct event *retry_ev;		/* reconnect after backoff */
-	struct event *timeout_ev;	/* connect/handshake deadline */
-	struct event *kill_ev;		/* deferred teardown */
-	const char *kill_why;
-	long backoff_ms;
-	int handshake_left;		/* replies still awaited */
-	int failing;			/* failed since last up: log quietly */
-	int refused;			/* this context's handshake was refused */
-	int resolving;			/* Sentinel mode: asking for the master */
-	char last_refusal[160];		/* logged once until it changes */
-	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
-	char replid[64];		/* INFO's master_replid, handshake */
-};
-
-/*
- * Replica acknowledgement as a group commit: every grant script sent in
- * one event-loop turn joins the open group, and one WAIT sent at the end
- * of the turn (ack_ev) covers them all.  A grant's reply is parked until
- * that WAIT answers.  refs: the WAIT (until its reply, or until it turns
- * out it cannot be sent) plus each member whose reply has not come.
- */
-struct ackgroup {
-	struct store *st;
-	struct cmd *parked;		/* granted, waiting for the WAIT */
-	unsigned refs;
-	int sent;			/* the WAIT is on the wire */
-};
-
-struct store {
-	struct event_base *base;
-	struct store_cfg cfg;		/* strings owned below */
-	char *addr, *password, *user;
-	char *lockpfx;			/* "<prefix>:lock:" */
-	size_t lockpfxlen;
-	char *fence;			/* "<prefix>:fence" */
-	char *channel;			/* "<prefix>:released" */
-	char *wanted;			/* "<prefix>:wanted" */
-	char *tenure;			/* "<prefix>:tenure" */
-	char *delay;			/* "<prefix>:lockdelay" */
-	struct sentinel *sent;		/* Sentinel mode; NULL: one address */
-	char replid[64];		/* the master's replication id now */
-	uint64_t tenures;		/* replication ids seen */
-	struct event *role_ev;		/* is it still the master? */
-	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
-	struct event *ack_ev;
-	uint64_t acks_missed;		/* grants undone: WAIT fell short */
-	int64_t errlog_ms;		/* last error reply logged */
-	uint64_t errlog_quiet;		/* error replies not logged since */
-	int freeing;
-	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages */
-	struct store_hooks hooks;
-	struct conn cmd, sub;
-	struct event *watchdog_ev;	/* checks the oldest command's age */
-	size_t inflight;
-	struct cmd *qhead, *qtail;	/* waiting for a place in flight */
-	size_t queued;
-	int64_t last_progress_ms;
-	uint64_t reconnects;
-	char *host;			/* parsed addr */
-	int port;
-	int is_unix;
-};
-
-/* One piece of an argument: p1 followed by p2 (either may be empty). */
-struct piece {
-	const char *p1;
-	size_t l1;
-	const char *p2;
-	size_t l2;
-};
-
-enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO };
-
-/* A script call in flight.  Owned by hiredis's callback from send on. */
-struct cmd {
-	struct store *st;
-	struct cmd *qnext;		/* in the store's queue */
-	enum cmd_kind kind;
-	enum script_id script;
-	int retried;
-	int argc;
-	const char **argv;
-	size_t *argvlen;
-	union cmd_fn {
-		store_acquire_fn *acquire;
-		store_release_fn *release;
-		store_renew_fn *renew;
-		store_owner_fn *owner;
-	} fn;
-	void *arg;
-	size_t nrenew;
-	struct ackgroup *group;		/* a grant waiting for replica acks */
-	struct cmd *gnext;		/* parked in group */
-	int owner_arg;			/* argv index of the owner (grants) */
-	long long token;		/* parked: the token granted */
-};
-
-static void conn_start(struct conn *c);
-static void conn_kill(struct conn *c, const char *why);
-static void queue_run(struct store *st);
 static int cmd_start(struct cmd *c);
+static void queue_run(struct store *st);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* --- helpers -------------------------------------------------------- */
-
-/* The endpoint, by the parser config.c checked it with (addr.h). */
-static int
-parse_addr(struct store *st)
-{
-	struct addr a;
-	char err[160];
-
-	if (addr_parse_endpoint(st->addr, &a, err, sizeof err) != 0) {
-		log_error("Redis address: %s", err);
-		return -1;
-	}
-	st->is_unix = a.is_unix;
-	st->port = a.port;
-	st->host = a.is_unix ? xstrndup(a.path, strlen(a.path)) :
-	    xstrndup(a.host, strlen(a.host));
-	return 0;
-}
 
 static char *
 joinstr(const char *a, const char *b)
@@ -179,14 +36,6 @@ joinstr(const char *a, const char *b)
 	memcpy(s, a, la);
 	memcpy(s + la, b, lb + 1);
 	return s;
-}
-
-static int
-timer_add_ms(struct event *ev, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	return event_add(ev, &tv);
 }
 
 /* --- commands ------------------------------------------------------- */
@@ -260,8 +109,8 @@ cmd_fail(struct cmd *c)
 	}
 }
 
-static int
-is_int(const redisReply *r)
+int
+store_is_int(const redisReply *r)
 {
 	return r != NULL && r->type == REDIS_REPLY_INTEGER;
 }
@@ -276,7 +125,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 	switch (c->kind) {
 	case K_ACQUIRE:
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		    !is_int(r->element[0]) || !is_int(r->element[1]))
+		    !store_is_int(r->element[0]) || !store_is_int(r->element[1]))
 			return -1;
 		if (r->element[0]->integer < -1 || r->element[0]->integer > 2)
 			return -1;
@@ -301,7 +150,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != c->nrenew)
 			return -1;
 		for (size_t i = 0; i < r->elements; i++) {
-			if (!is_int(r->element[i]))
+			if (!store_is_int(r->element[i]))
 				return -1;
 			done[i] = (int)r->element[i]->integer;
 		}
@@ -317,7 +166,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		}
 		if (r->elements != 2 ||
 		    r->element[0]->type != REDIS_REPLY_STRING ||
-		    !is_int(r->element[1]))
+		    !store_is_int(r->element[1]))
 			return -1;
 		c->fn.owner(c->arg, 1, r->element[0]->str,
 		    (size_t)r->element[0]->len, r->element[1]->integer);
@@ -467,7 +316,7 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (r != NULL && r->type == REDIS_REPLY_ERROR)
 		/* e.g. "WAIT cannot be used with replica instances" */
-		conn_kill(&st->cmd, "WAIT refused: no longer the master?");
+		sconn_kill(&st->cmd, "WAIT refused: no longer the master?");
 	group_unref(g);
 }
 
@@ -536,7 +385,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		cmd_fail(c);
 		free(c);
 		if (strncmp(r->str, "READONLY", 8) == 0)
-			conn_kill(&st->cmd, "Redis is a replica now");
+			sconn_kill(&st->cmd, "Redis is a replica now");
 		return;
 	}
 	if ((rc = cmd_deliver(c, r)) == 1) {
@@ -590,8 +439,8 @@ queue_run(struct store *st)
 }
 
 /* Answer every queued command "unavailable" (the connection is gone). */
-static void
-queue_fail(struct store *st)
+void
+store_queue_fail(struct store *st)
 {
 	struct cmd *c;
 
@@ -752,522 +601,6 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	    (union cmd_fn){ .owner = fn }, arg);
 }
 
-/* --- connections ---------------------------------------------------- */
-
-static struct conn *
-conn_of(redisAsyncContext *ac)
-{
-	return ac->data;
-}
-
-static void
-conn_became_up(struct conn *c)
-{
-	struct store *st = c->st;
-
-	event_del(c->timeout_ev);
-	c->state = C_UP;
-	c->backoff_ms = BACKOFF_MIN_MS;
-	c->failing = 0;
-	c->last_refusal[0] = '\0';
-	log_info("Redis %s connection up (%s)", c->name, c->addrstr);
-	if (!c->subscriber) {
-		st->last_progress_ms = now_ms();
-		if (st->hooks.up)
-			st->hooks.up(st->hooks.arg);
-	} else if (st->hooks.subscribed) {
-		st->hooks.subscribed(st->hooks.arg);
-	}
-}
-
-/*
- * The connection is gone (ac already freed or being freed by hiredis):
- * forget it, schedule the next attempt, tell the owner.
- */
-static void
-conn_lost(struct conn *c, const char *why)
-{
-	struct store *st = c->st;
-	int was_up = c->state == C_UP;
-
-	c->ac = NULL;
-	c->state = C_DOWN;
-	event_del(c->timeout_ev);
-	if (was_up || !c->failing)
-		log_warn("Redis %s connection %s (%s): %s; retrying in %ld ms",
-		    c->name, was_up ? "lost" : "failed",
-		    c->addrstr[0] ? c->addrstr : st->addr, why, c->backoff_ms);
-	else
-		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
-		    c->name, why, c->backoff_ms);
-	c->failing = 1;
-	timer_add_ms(c->retry_ev, c->backoff_ms);
-	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    c->backoff_ms * 2;
-	if (!c->subscriber)
-		queue_fail(st);
-	if (was_up && !c->subscriber) {
-		st->reconnects++;
-		if (st->hooks.down)
-			st->hooks.down(st->hooks.arg);
-		/* A subscriber on a Redis we can no longer reach is as
-		 * suspect; resubscribing later retries every waiter. */
-		if (st->sub.ac != NULL)
-			conn_kill(&st->sub, "command connection lost");
-	}
-}
-
-static void
-on_connect(const redisAsyncContext *ac, int status);
-static void
-on_disconnect(const redisAsyncContext *ac, int status);
-
-/*
- * Redis refused the handshake (wrong password, unknown user, ...).  The
- * replies queued behind the refused AUTH fail too (NOAUTH): only the first
- * counts, and the same refusal is logged once, not on every retry.
- */
-static void
-handshake_refused(struct conn *c, const char *why)
-{
-	if (c->refused)
-		return;
-	c->refused = 1;
-	if (strncmp(c->last_refusal, why, sizeof c->last_refusal - 1) != 0) {
-		log_error("Redis %s handshake refused: %s (retrying with backoff)",
-		    c->name, why);
-		snprintf(c->last_refusal, sizeof c->last_refusal, "%s", why);
-	}
-	conn_kill(c, "handshake refused");
-}
-
-static void
-handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct conn *c = privdata;
-	redisReply *r = reply;
-
-	if (c->ac != ac || r == NULL)
-		return;		/* an old context tearing down */
-	if (r->type == REDIS_REPLY_ERROR) {
-		handshake_refused(c, r->str);
-		return;
-	}
-	if (--c->handshake_left == 0 && !c->subscriber)
-		conn_became_up(c);
-}
-
-/* Copy the value of "name:value" from an INFO text into out ("" if none). */
-static void
-info_field(const char *info, const char *name, char *out, size_t outlen)
-{
-	size_t nl = strlen(name);
-	const char *p = info;
-
-	out[0] = '\0';
-	while (p != NULL && *p != '\0') {
-		if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
-			size_t vl = strcspn(p + nl + 1, "\r\n");
-
-			if (vl >= outlen)
-				vl = outlen - 1;
-			memcpy(out, p + nl + 1, vl);
-			out[vl] = '\0';
-			return;
-		}
-		if ((p = strchr(p, '\n')) != NULL)
-			p++;
-	}
-}
-
-/*
- * The tenure is joined (tenure.lua ran): the connection is up.  A new
- * replication id means a failover or a Redis back without its data: the
- * lock table reclaims its locks (reassert.lua) before new grants.
- */
-static void
-tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct conn *c = privdata;
-	struct store *st = c->st;
-	redisReply *r = reply;
-	long long started, delay;
-
-	if (c->ac != ac || r == NULL)
-		return;
-	if (r->type == REDIS_REPLY_ERROR) {
-		handshake_refused(c, r->str);
-		return;
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    !is_int(r->element[0]) || !is_int(r->element[1])) {
-		handshake_refused(c, "unexpected reply from tenure.lua");
-		return;
-	}
-	started = r->element[0]->integer;
-	delay = r->element[1]->integer;
-	if (strcmp(c->replid, st->replid) != 0) {
-		if (st->replid[0] != '\0')
-			log_warn("Redis %s is a new master tenure (replication id "
-			    "%.8s, was %.8s): reclaiming held locks%s; free keys "
-			    "wait %lld ms", c->addrstr, c->replid, st->replid,
-			    started ? ", counter raised" : "", delay);
-		else if (started)
-			log_info("Redis %s: tenure %.8s started", c->addrstr,
-			    c->replid);
-		st->tenures++;
-		memcpy(st->replid, c->replid, sizeof st->replid);
-	}
-	if (--c->handshake_left == 0)
-		conn_became_up(c);
-}
-
-/* INFO replication: only a master is used; its replication id names the
- * tenure (tenure.lua). */
-static void
-info_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct conn *c = privdata;
-	struct store *st = c->st;
-	redisReply *r = reply;
-	char role[32], why[80];
-
-	if (c->ac != ac || r == NULL)
-		return;
-	if (r->type != REDIS_REPLY_STRING) {
-		handshake_refused(c, r->type == REDIS_REPLY_ERROR ? r->str :
-		    "unexpected reply to INFO");
-		return;
-	}
-	info_field(r->str, "role", role, sizeof role);
-	if (strcmp(role, "master") != 0) {
-		snprintf(why, sizeof why, "not a master (role:%s)", role);
-		handshake_refused(c, why);
-		return;
-	}
-	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
-	if (redisAsyncCommand(ac, tenure_reply, c,
-	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
-	    st->fence, st->tenure, st->delay, c->replid, st->replid,
-	    st->cfg.lock_delay_ms) != REDIS_OK) {
-		conn_kill(c, "cannot send tenure.lua");
-		return;
-	}
-	/* +1 for tenure.lua before -1 for INFO: not up yet */
-	c->handshake_left++;
-	c->handshake_left--;
-}
-
-/* Every ROLE_CHECK_MS: a master demoted while we stay connected (a frozen
- * old master that woke up, REPLICAOF) must not take grants. */
-static void
-role_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct store *st = privdata;
-	redisReply *r = reply;
-
-	if (r == NULL || st->cmd.ac != ac || st->cmd.state != C_UP)
-		return;
-	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-	    r->element[0]->type == REDIS_REPLY_STRING &&
-	    strcmp(r->element[0]->str, "master") != 0)
-		conn_kill(&st->cmd, "Redis is no longer a master (ROLE)");
-}
-
-static void
-role_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct store *st = arg;
-
-	(void)fd;
-	(void)what;
-	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
-	    redisAsyncCommand(st->cmd.ac, role_reply, st, "ROLE") != REDIS_OK)
-		log_debug("ROLE not sent");
-}
-
-static void
-sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct conn *c = privdata;
-	struct store *st = c->st;
-	redisReply *r = reply, *kind;
-
-	if (c->ac != ac || r == NULL)
-		return;
-	if (r->type == REDIS_REPLY_ERROR) {
-		handshake_refused(c, r->str);
-		return;
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-	    r->element[0]->type != REDIS_REPLY_STRING) {
-		conn_kill(c, "unexpected reply on subscriber");
-		return;
-	}
-	kind = r->element[0];
-	if (strcmp(kind->str, "subscribe") == 0) {
-		/* the count of channels subscribed: up once both are */
-		if (r->element[2]->type == REDIS_REPLY_INTEGER &&
-		    r->element[2]->integer == 2)
-			conn_became_up(c);
-	} else if (strcmp(kind->str, "message") == 0 &&
-	    r->element[1]->type == REDIS_REPLY_STRING &&
-	    r->element[2]->type == REDIS_REPLY_STRING) {
-		const char *chan = r->element[1]->str;
-		const char *key = r->element[2]->str;
-		size_t keylen = (size_t)r->element[2]->len;
-
-		if (strcmp(chan, st->channel) == 0 && st->hooks.released)
-			st->hooks.released(st->hooks.arg, key, keylen);
-		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted &&
-		    keylen > STORE_ID_LEN + 1 &&
-		    memcmp(key, st->idsp, STORE_ID_LEN + 1) != 0)
-			/* "<broker-id> <key>"; our own announcements skipped */
-			st->hooks.wanted(st->hooks.arg, key + STORE_ID_LEN + 1,
-			    keylen - STORE_ID_LEN - 1);
-	}
-}
-
-static void
-send_auth(struct conn *c)
-{
-	struct store *st = c->st;
-
-	if (st->password[0] == '\0')
-		return;
-	if (st->user[0] != '\0')
-		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s %s",
-		    st->user, st->password);
-	else
-		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s",
-		    st->password);
-	c->handshake_left++;
-}
-
-static void
-on_connect(const redisAsyncContext *cac, int status)
-{
-	redisAsyncContext *ac = (redisAsyncContext *)cac;
-	struct conn *c = conn_of(ac);
-	struct store *st = c->st;
-
-	if (c->ac != ac)
-		return;
-	if (status != REDIS_OK) {
-		/* hiredis frees ac when we return; no onDisconnect follows. */
-		conn_lost(c, ac->errstr[0] ? ac->errstr : ac->c.errstr);
-		return;
-	}
-	c->state = C_HANDSHAKE;
-	c->handshake_left = 0;
-	c->refused = 0;
-	send_auth(c);
-	if (c->subscriber) {
-		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s %s",
-		    st->channel, st->wanted);
-	} else {
-		for (int i = 0; i < SCRIPT__COUNT; i++) {
-			redisAsyncCommand(ac, handshake_reply, c,
-			    "SCRIPT LOAD %s", scripts[i].text);
-			c->handshake_left++;
-		}
-		/* then: is it the master, and of which tenure? */
-		redisAsyncCommand(ac, info_reply, c, "INFO replication");
-		c->handshake_left++;
-	}
-}
-
-static void
-on_disconnect(const redisAsyncContext *cac, int status)
-{
-	redisAsyncContext *ac = (redisAsyncContext *)cac;
-	struct conn *c = conn_of(ac);
-
-	if (c->ac != ac)
-		return;		/* we started this teardown ourselves */
-	/* hiredis drops a subscribed connection on any error reply, so a
-	 * refused handshake can end here before our own teardown runs */
-	conn_lost(c, c->refused ? "handshake refused" :
-	    status == REDIS_OK ? "closed" :
-	    (ac->errstr[0] ? ac->errstr : "error"));
-}
-
-/* Open a context to host:port (or the unix socket at host). */
-static void
-conn_connect(struct conn *c, const char *host, int port, int is_unix)
-{
-	struct store *st = c->st;
-	redisAsyncContext *ac;
-
-	if (is_unix)
-		snprintf(c->addrstr, sizeof c->addrstr, "unix:%s", host);
-	else
-		snprintf(c->addrstr, sizeof c->addrstr, strchr(host, ':') ?
-		    "[%s]:%d" : "%s:%d", host, port);
-	if (is_unix)
-		ac = redisAsyncConnectUnix(host);
-	else
-		ac = redisAsyncConnect(host, port);
-	if (ac == NULL || ac->err) {
-		const char *why = ac ? ac->errstr : "out of memory";
-		c->ac = NULL;
-		c->state = C_CONNECTING;
-		conn_lost(c, why);
-		if (ac)
-			redisAsyncFree(ac);
-		return;
-	}
-	ac->data = c;
-	c->ac = ac;
-	c->state = C_CONNECTING;
-	if (redisLibeventAttach(ac, st->base) != REDIS_OK) {
-		c->ac = NULL;
-		conn_lost(c, "cannot attach to event loop");
-		redisAsyncFree(ac);
-		return;
-	}
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	if (!is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK)
-		log_debug("keepalive not enabled on Redis %s connection",
-		    c->name);
-	timer_add_ms(c->timeout_ev, st->cfg.timeout_ms);
-}
-
-/* Sentinel mode: the sentinels named a master (or none, why says). */
-static void
-resolved(void *arg, const struct addr *master, const char *why)
-{
-	struct conn *c = arg;
-
-	c->resolving = 0;
-	if (c->st->freeing)
-		return;
-	if (master == NULL) {
-		conn_lost(c, why != NULL ? why : "the sentinels named no master");
-		return;
-	}
-	conn_connect(c, master->host, master->port, 0);
-}
-
-/*
- * (Re)connect.  In Sentinel mode every connect asks the sentinels first:
- * after any loss the master may have moved (the address is checked by
- * the handshake's INFO, as a sentinel's answer may be stale).
- */
-static void
-conn_start(struct conn *c)
-{
-	struct store *st = c->st;
-
-	if (st->sent == NULL) {
-		conn_connect(c, st->host, st->port, st->is_unix);
-		return;
-	}
-	if (c->resolving)
-		return;
-	c->resolving = 1;
-	c->state = C_CONNECTING;
-	c->addrstr[0] = '\0';
-	sentinel_resolve(st->sent, resolved, c);
-}
-
-/* The sentinels say the master moved: follow it now. */
-static void
-on_switched(void *arg, const struct addr *from, const struct addr *to)
-{
-	struct store *st = arg;
-	char a[ADDR_HOST_LEN + 16], b[ADDR_HOST_LEN + 16];
-
-	snprintf(b, sizeof b, strchr(to->host, ':') ? "[%s]:%d" : "%s:%d",
-	    to->host, to->port);
-	if (from != NULL)
-		snprintf(a, sizeof a, strchr(from->host, ':') ? "[%s]:%d" :
-		    "%s:%d", from->host, from->port);
-	else
-		snprintf(a, sizeof a, "-");
-	log_warn("Redis master switched from %s to %s", a, b);
-	if (st->cmd.ac != NULL && strcmp(st->cmd.addrstr, b) != 0)
-		conn_kill(&st->cmd, "the master moved");
-	if (st->sub.ac != NULL && strcmp(st->sub.addrstr, b) != 0)
-		conn_kill(&st->sub, "the master moved");
-}
-
-static void
-retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	conn_start(arg);
-}
-
-/* Deferred teardown: runs from libevent, never inside hiredis. */
-static void
-kill_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-	redisAsyncContext *ac = c->ac;
-
-	(void)fd;
-	(void)what;
-	if (ac == NULL)
-		return;
-	/* Mark it gone first: the NULL callbacks redisAsyncFree runs, and
-	 * its onDisconnect, must see a connection that is already down. */
-	conn_lost(c, c->kill_why);
-	redisAsyncFree(ac);
-}
-
-static void
-conn_kill(struct conn *c, const char *why)
-{
-	/* Already going (the event is active): keep the first reason. */
-	if (event_pending(c->kill_ev, EV_TIMEOUT, NULL))
-		return;
-	c->kill_why = why;
-	event_active(c->kill_ev, EV_TIMEOUT, 0);
-}
-
-static void
-timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-
-	(void)fd;
-	(void)what;
-	if (c->state == C_CONNECTING || c->state == C_HANDSHAKE)
-		conn_kill(c, c->state == C_CONNECTING ? "connect timed out" :
-		    "no answer to handshake");
-}
-
-/* The oldest command in flight waited too long: Redis is not answering. */
-static void
-watchdog_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct store *st = arg;
-
-	(void)fd;
-	(void)what;
-	if (st->cmd.state == C_UP && st->inflight > 0 &&
-	    now_ms() - st->last_progress_ms > st->cfg.timeout_ms)
-		conn_kill(&st->cmd, "Redis stopped answering");
-}
-
-static void
-conn_init(struct store *st, struct conn *c, const char *name, int subscriber)
-{
-	c->st = st;
-	c->name = name;
-	c->subscriber = subscriber;
-	c->state = C_DOWN;
-	c->backoff_ms = BACKOFF_MIN_MS;
-	c->retry_ev = evtimer_new(st->base, retry_cb, c);
-	c->timeout_ev = evtimer_new(st->base, timeout_cb, c);
-	c->kill_ev = evtimer_new(st->base, kill_cb, c);
-	if (!c->retry_ev || !c->timeout_ev || !c->kill_ev)
-		fatalx("cannot create Redis timers");
-}
-
 struct store *
 store_new(struct event_base *base, const struct store_cfg *cfg,
     const struct store_hooks *hooks)
@@ -1306,7 +639,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 			/* "a few hundred ms" per sentinel (sentinel-clients) */
 			.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
 		};
-		struct sentinel_hooks sh = { on_switched, st };
+		struct sentinel_hooks sh = { sconn_switched, st };
 		char err[256];
 
 		st->sent = sentinel_new(base, &sc, &sh, err, sizeof err);
@@ -1315,16 +648,16 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 			store_free(st);
 			return NULL;
 		}
-	} else if (parse_addr(st) != 0) {
+	} else if (sconn_parse_addr(st) != 0) {
 		store_free(st);
 		return NULL;
 	}
 	st->cfg.sentinels = st->cfg.master_name = NULL;	/* not kept */
 	st->cfg.sentinel_password = st->cfg.sentinel_user = NULL;
-	conn_init(st, &st->cmd, "command", 0);
-	conn_init(st, &st->sub, "subscriber", 1);
-	st->watchdog_ev = event_new(base, -1, EV_PERSIST, watchdog_cb, st);
-	st->role_ev = event_new(base, -1, EV_PERSIST, role_cb, st);
+	sconn_init(st, &st->cmd, "command", 0);
+	sconn_init(st, &st->sub, "subscriber", 1);
+	st->watchdog_ev = event_new(base, -1, EV_PERSIST, sconn_watchdog_cb, st);
+	st->role_ev = event_new(base, -1, EV_PERSIST, sconn_role_cb, st);
 	st->ack_ev = event_new(base, -1, 0, ack_cb, st);
 	if (st->watchdog_ev == NULL || st->role_ev == NULL || st->ack_ev == NULL)
 		fatalx("cannot create Redis timers");
@@ -1334,27 +667,9 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	tick.tv_sec = ROLE_CHECK_MS / 1000;
 	tick.tv_usec = (ROLE_CHECK_MS % 1000) * 1000;
 	event_add(st->role_ev, &tick);
-	conn_start(&st->cmd);
-	conn_start(&st->sub);
+	sconn_start(&st->cmd);
+	sconn_start(&st->sub);
 	return st;
-}
-
-static void
-conn_close(struct conn *c)
-{
-	redisAsyncContext *ac = c->ac;
-
-	c->ac = NULL;
-	c->state = C_DOWN;
-	if (ac != NULL)
-		redisAsyncFree(ac);
-	if (c->retry_ev)
-		event_free(c->retry_ev);
-	if (c->timeout_ev)
-		event_free(c->timeout_ev);
-	if (c->kill_ev)
-		event_free(c->kill_ev);
-	c->retry_ev = c->timeout_ev = c->kill_ev = NULL;
 }
 
 void
@@ -1374,9 +689,9 @@ store_free(struct store *st)
 		st->agroup = NULL;
 	}
 	st->cmd.state = C_DOWN;	/* callbacks below may not queue more */
-	queue_fail(st);
-	conn_close(&st->cmd);
-	conn_close(&st->sub);
+	store_queue_fail(st);
+	sconn_close(&st->cmd);
+	sconn_close(&st->sub);
 	if (st->watchdog_ev)
 		event_free(st->watchdog_ev);
 	if (st->role_ev)
@@ -1394,21 +709,6 @@ store_free(struct store *st)
 	free(st->wanted);
 	free(st->host);
 	free(st);
-}
-
-void
-store_kick(struct store *st)
-{
-	struct conn *c = &st->cmd;
-
-	/* Waiting out a backoff: try now, and quickly after (shutdown has
-	 * only a short budget). */
-	c->backoff_ms = BACKOFF_MIN_MS;
-	if (c->state == C_DOWN && c->retry_ev != NULL &&
-	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
-		event_del(c->retry_ev);
-		conn_start(c);
-	}
 }
 
 int

@@ -1,0 +1,605 @@
+/*
+ * store_conn.c - the store's two Redis connections: commands, and the
+ * subscriber on <prefix>:released and <prefix>:wanted.
+ *
+ * Facts this file is built around (../shared/notes, hiredis 0.14.1):
+ *  - every pending callback runs once with reply == NULL on teardown;
+ *  - hiredis frees the context right after onDisconnect, and right after
+ *    onConnect reports an error; onDisconnect never fires for a context
+ *    that never connected; so our pointer is cleared in both, and every
+ *    teardown we start ourselves runs from our own libevent callback,
+ *    never from inside a hiredis callback;
+ *  - there are no async timeouts: libevent timers bound the connect, the
+ *    handshake and the oldest command in flight;
+ *  - "connected" is not "alive": a connection is up only after the
+ *    replies to its handshake (AUTH, SCRIPT LOAD, INFO, tenure.lua)
+ *    arrived.
+ * A connect in Sentinel mode first asks sentinel.c where the master is;
+ * the handshake then checks INFO's role (a sentinel's answer may be
+ * stale) and joins the master's tenure (tenure.lua) before it is up.
+ */
+#include "store_int.h"
+#include "log.h"
+#include "sentinel.h"
+#include "util.h"
+
+#include <hiredis/adapters/libevent.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+
+/* The endpoint, by the parser config.c checked it with (addr.h). */
+int
+sconn_parse_addr(struct store *st)
+{
+	struct addr a;
+	char err[160];
+
+	if (addr_parse_endpoint(st->addr, &a, err, sizeof err) != 0) {
+		log_error("Redis address: %s", err);
+		return -1;
+	}
+	st->is_unix = a.is_unix;
+	st->port = a.port;
+	st->host = a.is_unix ? xstrndup(a.path, strlen(a.path)) :
+	    xstrndup(a.host, strlen(a.host));
+	return 0;
+}
+
+int
+sconn_timer_add_ms(struct event *ev, long ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	return event_add(ev, &tv);
+}
+
+/* --- connections ---------------------------------------------------- */
+
+static struct conn *
+conn_of(redisAsyncContext *ac)
+{
+	return ac->data;
+}
+
+static void
+conn_became_up(struct conn *c)
+{
+	struct store *st = c->st;
+
+	event_del(c->timeout_ev);
+	c->state = C_UP;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	c->failing = 0;
+	c->last_refusal[0] = '\0';
+	log_info("Redis %s connection up (%s)", c->name, c->addrstr);
+	if (!c->subscriber) {
+		st->last_progress_ms = now_ms();
+		if (st->hooks.up)
+			st->hooks.up(st->hooks.arg);
+	} else if (st->hooks.subscribed) {
+		st->hooks.subscribed(st->hooks.arg);
+	}
+}
+
+/*
+ * The connection is gone (ac already freed or being freed by hiredis):
+ * forget it, schedule the next attempt, tell the owner.
+ */
+static void
+conn_lost(struct conn *c, const char *why)
+{
+	struct store *st = c->st;
+	int was_up = c->state == C_UP;
+
+	c->ac = NULL;
+	c->state = C_DOWN;
+	event_del(c->timeout_ev);
+	if (was_up || !c->failing)
+		log_warn("Redis %s connection %s (%s): %s; retrying in %ld ms",
+		    c->name, was_up ? "lost" : "failed",
+		    c->addrstr[0] ? c->addrstr : st->addr, why, c->backoff_ms);
+	else
+		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
+		    c->name, why, c->backoff_ms);
+	c->failing = 1;
+	sconn_timer_add_ms(c->retry_ev, c->backoff_ms);
+	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+	    c->backoff_ms * 2;
+	if (!c->subscriber)
+		store_queue_fail(st);
+	if (was_up && !c->subscriber) {
+		st->reconnects++;
+		if (st->hooks.down)
+			st->hooks.down(st->hooks.arg);
+		/* A subscriber on a Redis we can no longer reach is as
+		 * suspect; resubscribing later retries every waiter. */
+		if (st->sub.ac != NULL)
+			sconn_kill(&st->sub, "command connection lost");
+	}
+}
+
+static void
+on_connect(const redisAsyncContext *ac, int status);
+static void
+on_disconnect(const redisAsyncContext *ac, int status);
+
+/*
+ * Redis refused the handshake (wrong password, unknown user, ...).  The
+ * replies queued behind the refused AUTH fail too (NOAUTH): only the first
+ * counts, and the same refusal is logged once, not on every retry.
+ */
+static void
+handshake_refused(struct conn *c, const char *why)
+{
+	if (c->refused)
+		return;
+	c->refused = 1;
+	if (strncmp(c->last_refusal, why, sizeof c->last_refusal - 1) != 0) {
+		log_error("Redis %s handshake refused: %s (retrying with backoff)",
+		    c->name, why);
+		snprintf(c->last_refusal, sizeof c->last_refusal, "%s", why);
+	}
+	sconn_kill(c, "handshake refused");
+}
+
+static void
+handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	redisReply *r = reply;
+
+	if (c->ac != ac || r == NULL)
+		return;		/* an old context tearing down */
+	if (r->type == REDIS_REPLY_ERROR) {
+		handshake_refused(c, r->str);
+		return;
+	}
+	if (--c->handshake_left == 0 && !c->subscriber)
+		conn_became_up(c);
+}
+
+/* Copy the value of "name:value" from an INFO text into out ("" if none). */
+static void
+info_field(const char *info, const char *name, char *out, size_t outlen)
+{
+	size_t nl = strlen(name);
+	const char *p = info;
+
+	out[0] = '\0';
+	while (p != NULL && *p != '\0') {
+		if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
+			size_t vl = strcspn(p + nl + 1, "\r\n");
+
+			if (vl >= outlen)
+				vl = outlen - 1;
+			memcpy(out, p + nl + 1, vl);
+			out[vl] = '\0';
+			return;
+		}
+		if ((p = strchr(p, '\n')) != NULL)
+			p++;
+	}
+}
+
+/*
+ * The tenure is joined (tenure.lua ran): the connection is up.  A new
+ * replication id means a failover or a Redis back without its data: the
+ * lock table reclaims its locks (reassert.lua) before new grants.
+ */
+static void
+tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	struct store *st = c->st;
+	redisReply *r = reply;
+	long long started, delay;
+
+	if (c->ac != ac || r == NULL)
+		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		handshake_refused(c, r->str);
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    !store_is_int(r->element[0]) || !store_is_int(r->element[1])) {
+		handshake_refused(c, "unexpected reply from tenure.lua");
+		return;
+	}
+	started = r->element[0]->integer;
+	delay = r->element[1]->integer;
+	if (strcmp(c->replid, st->replid) != 0) {
+		if (st->replid[0] != '\0')
+			log_warn("Redis %s is a new master tenure (replication id "
+			    "%.8s, was %.8s): reclaiming held locks%s; free keys "
+			    "wait %lld ms", c->addrstr, c->replid, st->replid,
+			    started ? ", counter raised" : "", delay);
+		else if (started)
+			log_info("Redis %s: tenure %.8s started", c->addrstr,
+			    c->replid);
+		st->tenures++;
+		memcpy(st->replid, c->replid, sizeof st->replid);
+	}
+	if (--c->handshake_left == 0)
+		conn_became_up(c);
+}
+
+/* INFO replication: only a master is used; its replication id names the
+ * tenure (tenure.lua). */
+static void
+info_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	struct store *st = c->st;
+	redisReply *r = reply;
+	char role[32], why[80];
+
+	if (c->ac != ac || r == NULL)
+		return;
+	if (r->type != REDIS_REPLY_STRING) {
+		handshake_refused(c, r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply to INFO");
+		return;
+	}
+	info_field(r->str, "role", role, sizeof role);
+	if (strcmp(role, "master") != 0) {
+		snprintf(why, sizeof why, "not a master (role:%s)", role);
+		handshake_refused(c, why);
+		return;
+	}
+	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
+	if (redisAsyncCommand(ac, tenure_reply, c,
+	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
+	    st->fence, st->tenure, st->delay, c->replid, st->replid,
+	    st->cfg.lock_delay_ms) != REDIS_OK) {
+		sconn_kill(c, "cannot send tenure.lua");
+		return;
+	}
+	/* +1 for tenure.lua before -1 for INFO: not up yet */
+	c->handshake_left++;
+	c->handshake_left--;
+}
+
+/* Every ROLE_CHECK_MS: a master demoted while we stay connected (a frozen
+ * old master that woke up, REPLICAOF) must not take grants. */
+static void
+role_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store *st = privdata;
+	redisReply *r = reply;
+
+	if (r == NULL || st->cmd.ac != ac || st->cmd.state != C_UP)
+		return;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "master") != 0)
+		sconn_kill(&st->cmd, "Redis is no longer a master (ROLE)");
+}
+
+void
+sconn_role_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+
+	(void)fd;
+	(void)what;
+	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
+	    redisAsyncCommand(st->cmd.ac, role_reply, st, "ROLE") != REDIS_OK)
+		log_debug("ROLE not sent");
+}
+
+static void
+sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct conn *c = privdata;
+	struct store *st = c->st;
+	redisReply *r = reply, *kind;
+
+	if (c->ac != ac || r == NULL)
+		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		handshake_refused(c, r->str);
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING) {
+		sconn_kill(c, "unexpected reply on subscriber");
+		return;
+	}
+	kind = r->element[0];
+	if (strcmp(kind->str, "subscribe") == 0) {
+		/* the count of channels subscribed: up once both are */
+		if (r->element[2]->type == REDIS_REPLY_INTEGER &&
+		    r->element[2]->integer == 2)
+			conn_became_up(c);
+	} else if (strcmp(kind->str, "message") == 0 &&
+	    r->element[1]->type == REDIS_REPLY_STRING &&
+	    r->element[2]->type == REDIS_REPLY_STRING) {
+		const char *chan = r->element[1]->str;
+		const char *key = r->element[2]->str;
+		size_t keylen = (size_t)r->element[2]->len;
+
+		if (strcmp(chan, st->channel) == 0 && st->hooks.released)
+			st->hooks.released(st->hooks.arg, key, keylen);
+		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted &&
+		    keylen > STORE_ID_LEN + 1 &&
+		    memcmp(key, st->idsp, STORE_ID_LEN + 1) != 0)
+			/* "<broker-id> <key>"; our own announcements skipped */
+			st->hooks.wanted(st->hooks.arg, key + STORE_ID_LEN + 1,
+			    keylen - STORE_ID_LEN - 1);
+	}
+}
+
+static void
+send_auth(struct conn *c)
+{
+	struct store *st = c->st;
+
+	if (st->password[0] == '\0')
+		return;
+	if (st->user[0] != '\0')
+		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s %s",
+		    st->user, st->password);
+	else
+		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s",
+		    st->password);
+	c->handshake_left++;
+}
+
+static void
+on_connect(const redisAsyncContext *cac, int status)
+{
+	redisAsyncContext *ac = (redisAsyncContext *)cac;
+	struct conn *c = conn_of(ac);
+	struct store *st = c->st;
+
+	if (c->ac != ac)
+		return;
+	if (status != REDIS_OK) {
+		/* hiredis frees ac when we return; no onDisconnect follows. */
+		conn_lost(c, ac->errstr[0] ? ac->errstr : ac->c.errstr);
+		return;
+	}
+	c->state = C_HANDSHAKE;
+	c->handshake_left = 0;
+	c->refused = 0;
+	send_auth(c);
+	if (c->subscriber) {
+		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s %s",
+		    st->channel, st->wanted);
+	} else {
+		for (int i = 0; i < SCRIPT__COUNT; i++) {
+			redisAsyncCommand(ac, handshake_reply, c,
+			    "SCRIPT LOAD %s", scripts[i].text);
+			c->handshake_left++;
+		}
+		/* then: is it the master, and of which tenure? */
+		redisAsyncCommand(ac, info_reply, c, "INFO replication");
+		c->handshake_left++;
+	}
+}
+
+static void
+on_disconnect(const redisAsyncContext *cac, int status)
+{
+	redisAsyncContext *ac = (redisAsyncContext *)cac;
+	struct conn *c = conn_of(ac);
+
+	if (c->ac != ac)
+		return;		/* we started this teardown ourselves */
+	/* hiredis drops a subscribed connection on any error reply, so a
+	 * refused handshake can end here before our own teardown runs */
+	conn_lost(c, c->refused ? "handshake refused" :
+	    status == REDIS_OK ? "closed" :
+	    (ac->errstr[0] ? ac->errstr : "error"));
+}
+
+/* Open a context to host:port (or the unix socket at host). */
+static void
+conn_connect(struct conn *c, const char *host, int port, int is_unix)
+{
+	struct store *st = c->st;
+	redisAsyncContext *ac;
+
+	if (is_unix)
+		snprintf(c->addrstr, sizeof c->addrstr, "unix:%s", host);
+	else
+		snprintf(c->addrstr, sizeof c->addrstr, strchr(host, ':') ?
+		    "[%s]:%d" : "%s:%d", host, port);
+	if (is_unix)
+		ac = redisAsyncConnectUnix(host);
+	else
+		ac = redisAsyncConnect(host, port);
+	if (ac == NULL || ac->err) {
+		const char *why = ac ? ac->errstr : "out of memory";
+		c->ac = NULL;
+		c->state = C_CONNECTING;
+		conn_lost(c, why);
+		if (ac)
+			redisAsyncFree(ac);
+		return;
+	}
+	ac->data = c;
+	c->ac = ac;
+	c->state = C_CONNECTING;
+	if (redisLibeventAttach(ac, st->base) != REDIS_OK) {
+		c->ac = NULL;
+		conn_lost(c, "cannot attach to event loop");
+		redisAsyncFree(ac);
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	if (!is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK)
+		log_debug("keepalive not enabled on Redis %s connection",
+		    c->name);
+	sconn_timer_add_ms(c->timeout_ev, st->cfg.timeout_ms);
+}
+
+/* Sentinel mode: the sentinels named a master (or none, why says). */
+static void
+resolved(void *arg, const struct addr *master, const char *why)
+{
+	struct conn *c = arg;
+
+	c->resolving = 0;
+	if (c->st->freeing)
+		return;
+	if (master == NULL) {
+		conn_lost(c, why != NULL ? why : "the sentinels named no master");
+		return;
+	}
+	conn_connect(c, master->host, master->port, 0);
+}
+
+/*
+ * (Re)connect.  In Sentinel mode every connect asks the sentinels first:
+ * after any loss the master may have moved (the address is checked by
+ * the handshake's INFO, as a sentinel's answer may be stale).
+ */
+void
+sconn_start(struct conn *c)
+{
+	struct store *st = c->st;
+
+	if (st->sent == NULL) {
+		conn_connect(c, st->host, st->port, st->is_unix);
+		return;
+	}
+	if (c->resolving)
+		return;
+	c->resolving = 1;
+	c->state = C_CONNECTING;
+	c->addrstr[0] = '\0';
+	sentinel_resolve(st->sent, resolved, c);
+}
+
+/* The sentinels say the master moved: follow it now. */
+void
+sconn_switched(void *arg, const struct addr *from, const struct addr *to)
+{
+	struct store *st = arg;
+	char a[ADDR_HOST_LEN + 16], b[ADDR_HOST_LEN + 16];
+
+	snprintf(b, sizeof b, strchr(to->host, ':') ? "[%s]:%d" : "%s:%d",
+	    to->host, to->port);
+	if (from != NULL)
+		snprintf(a, sizeof a, strchr(from->host, ':') ? "[%s]:%d" :
+		    "%s:%d", from->host, from->port);
+	else
+		snprintf(a, sizeof a, "-");
+	log_warn("Redis master switched from %s to %s", a, b);
+	if (st->cmd.ac != NULL && strcmp(st->cmd.addrstr, b) != 0)
+		sconn_kill(&st->cmd, "the master moved");
+	if (st->sub.ac != NULL && strcmp(st->sub.addrstr, b) != 0)
+		sconn_kill(&st->sub, "the master moved");
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sconn_start(arg);
+}
+
+/* Deferred teardown: runs from libevent, never inside hiredis. */
+static void
+kill_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	redisAsyncContext *ac = c->ac;
+
+	(void)fd;
+	(void)what;
+	if (ac == NULL)
+		return;
+	/* Mark it gone first: the NULL callbacks redisAsyncFree runs, and
+	 * its onDisconnect, must see a connection that is already down. */
+	conn_lost(c, c->kill_why);
+	redisAsyncFree(ac);
+}
+
+void
+sconn_kill(struct conn *c, const char *why)
+{
+	/* Already going (the event is active): keep the first reason. */
+	if (event_pending(c->kill_ev, EV_TIMEOUT, NULL))
+		return;
+	c->kill_why = why;
+	event_active(c->kill_ev, EV_TIMEOUT, 0);
+}
+
+static void
+timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->state == C_CONNECTING || c->state == C_HANDSHAKE)
+		sconn_kill(c, c->state == C_CONNECTING ? "connect timed out" :
+		    "no answer to handshake");
+}
+
+/* The oldest command in flight waited too long: Redis is not answering. */
+void
+sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+
+	(void)fd;
+	(void)what;
+	if (st->cmd.state == C_UP && st->inflight > 0 &&
+	    now_ms() - st->last_progress_ms > st->cfg.timeout_ms)
+		sconn_kill(&st->cmd, "Redis stopped answering");
+}
+
+void
+sconn_init(struct store *st, struct conn *c, const char *name, int subscriber)
+{
+	c->st = st;
+	c->name = name;
+	c->subscriber = subscriber;
+	c->state = C_DOWN;
+	c->backoff_ms = BACKOFF_MIN_MS;
+	c->retry_ev = evtimer_new(st->base, retry_cb, c);
+	c->timeout_ev = evtimer_new(st->base, timeout_cb, c);
+	c->kill_ev = evtimer_new(st->base, kill_cb, c);
+	if (!c->retry_ev || !c->timeout_ev || !c->kill_ev)
+		fatalx("cannot create Redis timers");
+}
+
+void
+sconn_close(struct conn *c)
+{
+	redisAsyncContext *ac = c->ac;
+
+	c->ac = NULL;
+	c->state = C_DOWN;
+	if (ac != NULL)
+		redisAsyncFree(ac);
+	if (c->retry_ev)
+		event_free(c->retry_ev);
+	if (c->timeout_ev)
+		event_free(c->timeout_ev);
+	if (c->kill_ev)
+		event_free(c->kill_ev);
+	c->retry_ev = c->timeout_ev = c->kill_ev = NULL;
+}
+
+void
+store_kick(struct store *st)
+{
+	struct conn *c = &st->cmd;
+
+	/* Waiting out a backoff: try now, and quickly after (shutdown has
+	 * only a short budget). */
+	c->backoff_ms = BACKOFF_MIN_MS;
+	if (c->state == C_DOWN && c->retry_ev != NULL &&
+	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
+		event_del(c->retry_ev);
+		sconn_start(c);
+	}
+}
