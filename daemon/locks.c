@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VALUE_MAX (CLIENTID_LEN + 1 + 20 + 1)	/* "<id>:<token>" + NUL */
 #define RENEW_MIN_MS 1				/* floor of a renew period */
 #define LIMIT_LOG_MS 10000			/* quiet time between limit logs */
 /* The text after an ERR code, one place per reason. */
@@ -157,7 +156,7 @@ struct op {
 	int64_t sent_us;
 	long long token;
 	long ttl_ms;
-	char value[VALUE_MAX];		/* "<id>:<token>" for release */
+	char id[CLIENTID_LEN + 1];	/* the hold's (or requester's) owner */
 };
 
 /* A batch of renewals: one script call for many keys. */
@@ -279,14 +278,6 @@ reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 	struct lk_result r = { .status = status, .n = n, .why = why };
 
 	cl->ops->reply(cl->arg, &r);
-}
-
-static size_t
-make_value(char *buf, const char *id, long long token)
-{
-	int n = snprintf(buf, VALUE_MAX, "%s:%lld", id, token);
-
-	return n < 0 ? 0 : (size_t)n;
 }
 
 /* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
@@ -587,11 +578,12 @@ static void
 release_orphan(struct lock *lk, const char *id, long long token)
 {
 	struct op *op = op_new(lk->lt, lk, NULL);
-	size_t vlen = make_value(op->value, id, token);
 
+	memcpy(op->id, id, CLIENTID_LEN);
 	op->token = token;
 	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
-	    lk->te.keylen, op->value, vlen, release_done, op) != 0) {
+	    lk->te.keylen, op->id, CLIENTID_LEN, token, release_done,
+	    op) != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
 		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
 		op_done(op);
@@ -645,7 +637,7 @@ lock_pump(struct lock *lk)
 		}
 		op = op_new(lt, lk, w);
 		op->sent_us = now_us();
-		memcpy(op->value, w->id, sizeof w->id);
+		memcpy(op->id, w->id, sizeof op->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    CLIENTID_LEN, w->wttl, w->deadline > now_ms(), attempt_done,
 		    op) == 0) {
@@ -674,7 +666,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
 	int64_t sent_us = op->sent_us;
 
-	memcpy(id, op->value, sizeof id);	/* the requester's client-id */
+	memcpy(id, op->id, sizeof id);		/* the requester's client-id */
 	free(op);
 	lk->attempt = 0;
 	lk->freed_us = 0;
@@ -853,7 +845,7 @@ release_done(void *arg, int ok, int released)
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
 		/* A session's end or an orphan grant: the same, unanswered. */
-		pending_add(lk->lt, PEND_RELEASE, lk, op->value, op->token);
+		pending_add(lk->lt, PEND_RELEASE, lk, op->id, op->token);
 	} else if (cl == NULL) {
 		if (released)
 			lk->lt->stats.releases++;
@@ -894,7 +886,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			hold_release_deferred(lk);
 			reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		} else {
-			pending_add(lt, PEND_RELEASE, lk, op->value, op->token);
+			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
 		}
 		pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
 		if (w != NULL) {
@@ -952,7 +944,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 
 /* Hand over, or release plainly when a remote waiter is owed a turn. */
 static int
-release_send(struct lock *lk, struct op *op, const char *value, size_t vlen)
+release_send(struct lock *lk, struct op *op)
 {
 	struct locks *lt = lk->lt;
 	struct lclient *w = lk->whead;
@@ -969,14 +961,15 @@ release_send(struct lock *lk, struct op *op, const char *value, size_t vlen)
 	}
 	if (w == NULL) {
 		lk->wanted = 0;		/* this release publishes */
-		return store_release(lt->st, lk->name, lk->te.keylen, value,
-		    vlen, release_done, op);
+		return store_release(lt->st, lk->name, lk->te.keylen, op->id,
+		    CLIENTID_LEN, op->token, release_done, op);
 	}
 	op->next = w;
 	memcpy(op->next_id, w->id, sizeof op->next_id);
 	op->sent_us = now_us();
-	if (store_handoff(lt->st, lk->name, lk->te.keylen, value, vlen, w->id,
-	    CLIENTID_LEN, w->wttl, handoff_done, op) != 0) {
+	if (store_handoff(lt->st, lk->name, lk->te.keylen, op->id,
+	    CLIENTID_LEN, op->token, w->id, CLIENTID_LEN, w->wttl, handoff_done,
+	    op) != 0) {
 		op->next = NULL;
 		return -1;
 	}
@@ -990,7 +983,6 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
 	struct op *op;
-	size_t vlen;
 
 	if (lk == NULL || lk->holder != cl) {
 		reply_not_held(cl, key, keylen, 1);
@@ -1002,9 +994,9 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 		return;
 	}
 	op = op_new(lt, lk, cl);
-	vlen = make_value(op->value, cl->id, lk->token);
+	memcpy(op->id, cl->id, sizeof op->id);
 	op->token = lk->token;
-	if (release_send(lk, op, op->value, vlen) != 0) {
+	if (release_send(lk, op) != 0) {
 		op_done(op);
 		free(op);
 		hold_release_deferred(lk);
@@ -1055,7 +1047,6 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
 	struct store_renew_item item;
-	char value[VALUE_MAX];
 	struct op *op;
 
 	if (lk == NULL || lk->holder != cl) {
@@ -1067,8 +1058,9 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : lk->ttl_ms;
 	item.key = lk->name;
 	item.keylen = keylen;
-	item.value = value;
-	item.valuelen = make_value(value, cl->id, lk->token);
+	item.owner = cl->id;
+	item.ownerlen = CLIENTID_LEN;
+	item.token = lk->token;
 	item.ttl_ms = op->ttl_ms;
 	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
 		op_done(op);
@@ -1115,15 +1107,14 @@ static void
 renew_send(struct locks *lt, struct renew_batch *b)
 {
 	struct store_renew_item items[STORE_RENEW_BATCH];
-	char values[STORE_RENEW_BATCH][VALUE_MAX];
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct lock *lk = b->lk[i];
 		items[i].key = lk->name;
 		items[i].keylen = lk->te.keylen;
-		items[i].value = values[i];
-		items[i].valuelen = make_value(values[i], lk->holder->id,
-		    lk->token);
+		items[i].owner = lk->holder->id;
+		items[i].ownerlen = CLIENTID_LEN;
+		items[i].token = b->token[i];
 		items[i].ttl_ms = b->ttl[i];
 	}
 	if (store_renew(lt->st, items, b->n, b->reassert, renew_batch_done,
@@ -1210,53 +1201,21 @@ renew_schedule(struct locks *lt, int64_t when)
 
 /* --- owner ----------------------------------------------------------- */
 
-static int
-printable(const char *p, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
-			return 0;
-	return len > 0;
-}
-
 static void
-owner_done(void *arg, int ok, const char *value, size_t valuelen,
-    long long pttl)
+owner_done(void *arg, int ok, const char *owner, size_t ownerlen,
+    long long token, long long pttl)
 {
 	struct op *op = arg;
 	struct lclient *cl = op_done(op);
-	struct lk_result r = { .status = LK_OK };
-	const char *colon;
+	struct lk_result r = { .status = LK_OK, .owner = owner,
+	    .ownerlen = ownerlen, .token = token, .n = pttl };
 
 	free(op);
 	if (cl == NULL)
 		return;
 	if (!ok) {
-		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+		reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		return;
-	}
-	if (value != NULL && !printable(value, valuelen)) {
-		/* A foreign value under our prefix: never echo raw bytes. */
-		r.owner = "?";
-		r.ownerlen = 1;
-		r.n = pttl;
-	} else if (value != NULL) {
-		colon = memrchr(value, ':', valuelen);
-		if (colon == NULL) {
-			/* Not ours: a foreign value under our prefix. */
-			r.owner = value;
-			r.ownerlen = valuelen;
-		} else if (colon == value) {
-			/* ":<token>": no owner word to show */
-			r.owner = "?";
-			r.ownerlen = 1;
-			r.token = strtoll(colon + 1, NULL, 10);
-		} else {
-			r.owner = value;
-			r.ownerlen = (size_t)(colon - value);
-			r.token = strtoll(colon + 1, NULL, 10);
-		}
-		r.n = pttl;
 	}
 	cl->ops->reply(cl->arg, &r);
 }
@@ -1313,7 +1272,6 @@ pending_flush(struct locks *lt)
 	lt->npending = 0;
 	while ((p = list) != NULL) {
 		struct lock *lk = lock_find(lt, p->key, p->keylen);
-		char value[VALUE_MAX];
 		int rc;
 
 		list = p->next;
@@ -1330,8 +1288,8 @@ pending_flush(struct locks *lt)
 			rc = store_forget(lt->st, p->key, p->keylen, p->id,
 			    CLIENTID_LEN, pending_done, p);
 		else
-			rc = store_release(lt->st, p->key, p->keylen, value,
-			    make_value(value, p->id, p->token), pending_done, p);
+			rc = store_release(lt->st, p->key, p->keylen, p->id,
+			    CLIENTID_LEN, p->token, pending_done, p);
 		if (rc != 0)
 			pending_push(lt, p);
 	}

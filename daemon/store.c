@@ -104,7 +104,7 @@ cmd_fail(struct cmd *c)
 		c->fn.renew(c->arg, 0, NULL, c->nrenew);
 		break;
 	case K_OWNER:
-		c->fn.owner(c->arg, 0, NULL, 0, 0);
+		c->fn.owner(c->arg, 0, NULL, 0, 0, 0);
 		break;
 	}
 }
@@ -113,6 +113,46 @@ int
 store_is_int(const redisReply *r)
 {
 	return r != NULL && r->type == REDIS_REPLY_INTEGER;
+}
+
+/* The value format, "<client-id>:<token>", is known here only. */
+static int
+value_piece(struct piece *p, const char *owner, size_t ownerlen,
+    long long token, char *buf, size_t buflen)
+{
+	int tl = snprintf(buf, buflen, ":%lld", token);
+
+	*p = (struct piece){ owner, ownerlen, buf, (size_t)tl };
+	return tl;
+}
+
+static int
+printable(const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
+			return 0;
+	return len > 0;
+}
+
+/* OWNER: split the stored value for the caller; a value no broker wrote
+ * (foreign bytes under our prefix) shows as "?", never echoed raw. */
+static void
+owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
+{
+	const char *colon = printable(value, len) ?
+	    memrchr(value, ':', len) : NULL;
+
+	if (!printable(value, len))
+		c->fn.owner(c->arg, 1, "?", 1, 0, pttl);
+	else if (colon == NULL)
+		c->fn.owner(c->arg, 1, value, len, 0, pttl);
+	else if (colon == value)
+		c->fn.owner(c->arg, 1, "?", 1, strtoll(colon + 1, NULL, 10),
+		    pttl);
+	else
+		c->fn.owner(c->arg, 1, value, (size_t)(colon - value),
+		    strtoll(colon + 1, NULL, 10), pttl);
 }
 
 /*
@@ -161,14 +201,14 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY)
 			return -1;
 		if (r->elements == 0) {
-			c->fn.owner(c->arg, 1, NULL, 0, 0);
+			c->fn.owner(c->arg, 1, NULL, 0, 0, 0);
 			return 0;
 		}
 		if (r->elements != 2 ||
 		    r->element[0]->type != REDIS_REPLY_STRING ||
 		    !store_is_int(r->element[1]))
 			return -1;
-		c->fn.owner(c->arg, 1, r->element[0]->str,
+		owner_deliver(c, r->element[0]->str,
 		    (size_t)r->element[0]->len, r->element[1]->integer);
 		return 0;
 	}
@@ -235,18 +275,17 @@ group_undo(struct cmd *c)
 {
 	struct store *st = c->st;
 	char token[24];
-	int tl = snprintf(token, sizeof token, ":%lld", c->token);
 	struct piece p[4] = {
 		{ c->argv[3], c->argvlen[3], NULL, 0 },
-		/* the value: "<owner>" ":<token>" */
-		{ c->argv[c->owner_arg], c->argvlen[c->owner_arg], token,
-		  (size_t)tl },
+		{ NULL, 0, NULL, 0 },			/* the value, below */
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ c->argv[3] + st->lockpfxlen, c->argvlen[3] - st->lockpfxlen,
 		  NULL, 0 },
 	};
 	struct cmd *u;
 
+	value_piece(&p[1], c->argv[c->owner_arg], c->argvlen[c->owner_arg],
+	    c->token, token, sizeof token);
 	if (st->cmd.state != C_UP)
 		return -1;
 	u = cmd_new(st, K_UNDO, SCRIPT_RELEASE, 1, p, 4);
@@ -516,34 +555,41 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 
 int
 store_handoff(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, const char *next_owner,
-    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg)
+    const char *owner, size_t ownerlen, long long token,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    store_acquire_fn *fn, void *arg)
 {
-	char ttl[24];
+	char ttl[24], tok[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
 	struct piece p[7] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), NULL, 0 },
-		{ value, valuelen, NULL, 0 },
+		{ NULL, 0, NULL, 0 },			/* the value, below */
 		{ next_owner, next_ownerlen, NULL, 0 },	/* argv[OWNER_ARG] */
 		{ ttl, (size_t)tl, NULL, 0 },
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
 	};
+
+	value_piece(&p[2], owner, ownerlen, token, tok, sizeof tok);
 	return script_call(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 7,
 	    (union cmd_fn){ .acquire = fn }, arg);
 }
 
 int
 store_release(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, store_release_fn *fn, void *arg)
+    const char *owner, size_t ownerlen, long long token,
+    store_release_fn *fn, void *arg)
 {
+	char tok[24];
 	struct piece p[4] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ value, valuelen, NULL, 0 },
+		{ NULL, 0, NULL, 0 },			/* the value, below */
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
 	};
+
+	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
 	return script_call(st, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
 	    (union cmd_fn){ .release = fn }, arg);
 }
@@ -567,7 +613,7 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
     int reassert, store_renew_fn *fn, void *arg)
 {
 	struct piece p[3 * STORE_RENEW_BATCH + 1];
-	char ttls[STORE_RENEW_BATCH][24];
+	char ttls[STORE_RENEW_BATCH][24], toks[STORE_RENEW_BATCH][24];
 	size_t nk = reassert ? n + 1 : n;	/* reassert: + the lock delay */
 	struct cmd *c;
 
@@ -578,8 +624,8 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 		    items[i].ttl_ms);
 		p[i] = (struct piece){ st->lockpfx, st->lockpfxlen,
 		    items[i].key, items[i].keylen };
-		p[nk + i] = (struct piece){ items[i].value, items[i].valuelen,
-		    NULL, 0 };
+		value_piece(&p[nk + i], items[i].owner, items[i].ownerlen,
+		    items[i].token, toks[i], sizeof toks[i]);
 		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
 	}
 	if (reassert)

@@ -63,15 +63,22 @@ typedef void store_release_fn(void *arg, int ok, int released);
 /* renewed[i]: 1 renewed; 2 (reassert only) absent and set again during a
  * lock delay; 0 Redis no longer shows it (lost). */
 typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
-/* value NULL when the key is free; else "<client-id>:<token>". */
-typedef void store_owner_fn(void *arg, int ok, const char *value,
-    size_t valuelen, long long pttl);
+/*
+ * owner NULL when the key is free; else the holder's client-id and token,
+ * with owner "?" (token 0) for a value no broker wrote (foreign bytes are
+ * never passed on).
+ */
+typedef void store_owner_fn(void *arg, int ok, const char *owner,
+    size_t ownerlen, long long token, long long pttl);
 
+/* A hold, as Redis stores it: the store alone knows the value format
+ * ("<client-id>:<token>"); callers speak owners and tokens. */
 struct store_renew_item {
 	const char *key;
 	size_t keylen;
-	const char *value;		/* "<client-id>:<token>" */
-	size_t valuelen;
+	const char *owner;		/* client-id */
+	size_t ownerlen;
+	long long token;
 	long ttl_ms;
 };
 
@@ -105,15 +112,18 @@ int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg);
 /*
- * Release value's hold and give the key to next_owner in one script call:
+ * Release owner's hold (token) and give the key to next_owner in one call:
  * the callback gets granted = 1 and the new token, or granted = 0 when the
  * releasing hold was already lost (the key is then left alone).
  */
 int store_handoff(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, const char *next_owner,
-    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg);
+    const char *owner, size_t ownerlen, long long token,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    store_acquire_fn *fn, void *arg);
+/* Free key if Redis still shows owner's hold with token. */
 int store_release(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, store_release_fn *fn, void *arg);
+    const char *owner, size_t ownerlen, long long token,
+    store_release_fn *fn, void *arg);
 /* Free key if Redis shows it held by owner (any token): for acquires
  * whose reply was lost with a connection.  released: 1 when freed. */
 int store_forget(struct store *st, const char *key, size_t keylen,

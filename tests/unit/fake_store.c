@@ -8,6 +8,7 @@
  */
 #include "fake_store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,11 +176,23 @@ fake_renew_done(struct fake_call *c, int ok, const int *renewed, size_t n)
 }
 
 void
-fake_owner_done(struct fake_call *c, int ok, const char *value,
-    long long pttl)
+fake_owner_done(struct fake_call *c, int ok, const char *owner,
+    long long token, long long pttl)
 {
-	c->fn.owner(c->arg, ok, value, value ? strlen(value) : 0, pttl);
+	c->fn.owner(c->arg, ok, owner, owner ? strlen(owner) : 0, token, pttl);
 	fake_call_free(c);
+}
+
+/* The tests compare values as Redis stores them: "<owner>:<token>". */
+static char *
+fs_value(const char *owner, size_t ownerlen, long long token, size_t *len)
+{
+	char buf[128];
+	int n = snprintf(buf, sizeof buf, "%.*s:%lld", (int)ownerlen, owner,
+	    token);
+
+	*len = (size_t)n;
+	return fs_copy(buf, (size_t)n);
 }
 
 void
@@ -202,7 +215,7 @@ fake_store_drain(struct store *st)
 			break;
 		case FAKE_OWNER:
 		default:
-			fake_owner_done(c, 0, NULL, 0);
+			fake_owner_done(c, 0, NULL, 0, 0);
 			break;
 		}
 	}
@@ -277,15 +290,20 @@ store_forget(struct store *st, const char *key, size_t keylen,
 
 int
 store_handoff(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, const char *next_owner,
-    size_t next_ownerlen, long ttl_ms, store_acquire_fn *fn, void *arg)
+    const char *owner, size_t ownerlen, long long token,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    store_acquire_fn *fn, void *arg)
 {
 	struct fake_call *c;
+	size_t valuelen;
+	char *value;
 
 	if (fs_refuse(st))
 		return -1;
+	value = fs_value(owner, ownerlen, token, &valuelen);
 	c = fs_push(st, FAKE_HANDOFF, key, keylen, value, valuelen, ttl_ms,
 	    arg);
+	free(value);
 	c->fn.acquire = fn;
 	c->next_owner = fs_copy(next_owner, next_ownerlen);
 	c->next_ownerlen = next_ownerlen;
@@ -294,12 +312,18 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 
 int
 store_release(struct store *st, const char *key, size_t keylen,
-    const char *value, size_t valuelen, store_release_fn *fn, void *arg)
+    const char *owner, size_t ownerlen, long long token,
+    store_release_fn *fn, void *arg)
 {
+	size_t valuelen;
+	char *value;
+
 	if (fs_refuse(st))
 		return -1;
+	value = fs_value(owner, ownerlen, token, &valuelen);
 	fs_push(st, FAKE_RELEASE, key, keylen, value, valuelen, 0,
 	    arg)->fn.release = fn;
+	free(value);
 	return 0;
 }
 
@@ -312,17 +336,23 @@ store_renew(struct store *st, const struct store_renew_item *items,
 	(void)reassert;
 	if (fs_refuse(st) || n == 0)
 		return -1;
-	c = fs_push(st, FAKE_RENEW, items[0].key, items[0].keylen,
-	    items[0].value, items[0].valuelen, items[0].ttl_ms, arg);
+	{
+		size_t vl;
+		char *v = fs_value(items[0].owner, items[0].ownerlen,
+		    items[0].token, &vl);
+
+		c = fs_push(st, FAKE_RENEW, items[0].key, items[0].keylen, v,
+		    vl, items[0].ttl_ms, arg);
+		free(v);
+	}
 	c->fn.renew = fn;
 	c->n = n;
 	c->items = fs_alloc(n * sizeof *c->items);
 	for (size_t i = 0; i < n; i++) {
 		c->items[i].key = fs_copy(items[i].key, items[i].keylen);
 		c->items[i].keylen = items[i].keylen;
-		c->items[i].value = fs_copy(items[i].value,
-		    items[i].valuelen);
-		c->items[i].valuelen = items[i].valuelen;
+		c->items[i].value = fs_value(items[i].owner,
+		    items[i].ownerlen, items[i].token, &c->items[i].valuelen);
 		c->items[i].ttl_ms = items[i].ttl_ms;
 	}
 	return 0;

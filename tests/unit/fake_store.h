@@ -81,7 +81,8 @@ void fake_acquire_done(struct fake_call *c, int ok, int granted,
 void fake_release_done(struct fake_call *c, int ok, int released);
 void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
     size_t n);
-void fake_owner_done(struct fake_call *c, int ok, const char *value,
+void fake_owner_done(struct fake_call *c, int ok, const char *owner,
+    long long token,
     long long pttl);
 /* Free a taken call without answering it. */
 void fake_call_free(struct fake_call *c);
