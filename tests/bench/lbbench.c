@@ -133,7 +133,7 @@ static struct {
 
 	/* direct Redis */
 	char sha_acq[41], sha_rel[41];
-	char fence[64], channel[64];
+	char fence[64], delay[64], channel[64];
 
 	/* handoff */
 	struct lconn *holder;		/* has OK, has not sent RELEASE */
@@ -826,15 +826,15 @@ racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
 static void
 rpair_start(struct rconn *r)
 {
-	/* acquire.lua: KEYS lock key, fence; ARGV owner, TTL */
-	const char *argv[7] = { "EVALSHA", bn.sha_acq, "2", r->key, bn.fence,
-	    r->owner, TTL_MS };
-	size_t argvlen[7];
+	/* acquire.lua: KEYS lock key, fence, lock delay; ARGV owner, TTL */
+	const char *argv[8] = { "EVALSHA", bn.sha_acq, "3", r->key, bn.fence,
+	    bn.delay, r->owner, TTL_MS };
+	size_t argvlen[8];
 
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		argvlen[i] = strlen(argv[i]);
 	r->t_sent = now_ns();
-	if (redisAsyncCommandArgv(r->ac, racq_cb, r, 7, argv, argvlen) !=
+	if (redisAsyncCommandArgv(r->ac, racq_cb, r, 8, argv, argvlen) !=
 	    REDIS_OK)
 		die("cannot send to Redis");
 }
@@ -903,6 +903,7 @@ redis_setup(void)
 	redisFree(ctx);
 	/* Our own prefix: no broker is subscribed to this channel. */
 	snprintf(bn.fence, sizeof bn.fence, "%s:fence", pfx);
+	snprintf(bn.delay, sizeof bn.delay, "%s:lockdelay", pfx);
 	snprintf(bn.channel, sizeof bn.channel, "%s:released", pfx);
 	bn.rc = calloc((size_t)bn.conns, sizeof *bn.rc);
 	if (bn.rc == NULL)

@@ -5,7 +5,9 @@ run.py - the lockbroker benchmark driver (make bench).
 Starts its own redis-server (--save '' --appendonly no) and brokers on
 free 127.0.0.1 ports, runs every measurement with the load generator
 (tests/bench/lbbench.c), and prints ONE table, also written to --out.
-Everything it starts it stops again, by pid.  About 1 minute.
+Everything it starts it stops again, by pid.  The redis_replica_acks
+rows use a second redis-server (a master) with one replica of its own.
+About 1 minute.
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4]
@@ -35,6 +37,9 @@ CPU_CONNS = 50                  # the pairs run CPU time is taken around
 IDLE_SESSIONS = 10000
 LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
+# the master and its one replica for the redis_replica_acks rows (harness
+# already passes --save '' --appendonly no)
+REPL_ARGS = ["--repl-diskless-sync-delay", "0"]
 
 
 def stop(proc, sig=signal.SIGTERM):
@@ -232,9 +237,71 @@ class Bench:
         r["held"] = self.sessions(b4, LOCK_SESSIONS, LOCKS_EACH)
         b4.close()
         self.procs.remove(b4)
+
+        # 4. replica acks: a Redis master with one replica of its own, one
+        # broker with redis_replica_acks 0, then one with 1 (one at a time)
+        self.replica_acks(r)
         r["load_after"] = os.getloadavg()
         r["finished"] = datetime.datetime.now(datetime.timezone.utc)
         return r
+
+    def replica_acks(self, r):
+        """Pairs at CPU_CONNS through a broker on a master with one replica,
+        with redis_replica_acks 0 and 1; the handoff run with acks 1."""
+        a = self.args
+        master = harness.Redis(*REPL_ARGS)
+        self.procs.append(master)
+        replica = harness.Redis(*(REPL_ARGS + ["--replicaof", "127.0.0.1",
+                                               master.port]))
+        self.procs.append(replica)
+
+        def linked():
+            i = master.cli("INFO", "replication")
+            j = replica.cli("INFO", "replication")
+            return ("master_link_status:up" in j and
+                    "connected_slaves:1" in i)
+        harness.wait_until(linked, 20, what="replica master_link_status:up")
+        pairs = ["pairs", "--conns", CPU_CONNS, "--seconds", a.seconds,
+                 "--warmup", a.warmup, "--limit", a.seconds + a.warmup + 30]
+
+        def wait_calls():
+            for line in master.cli("INFO", "commandstats").splitlines():
+                if line.startswith("cmdstat_wait:"):
+                    return kv(line.split(":", 1)[1].replace(",", " "))[
+                        "calls"]
+            return 0
+        for acks in (0, 1):
+            b = Broker(a.broker, master, self.work, "broker_acks%d" % acks,
+                       "--redis_replica_acks", acks)
+            self.procs.append(b)
+            w = wait_calls()
+            r["acks%d" % acks] = self.tool(*(pairs + ["--broker", b.addr]))
+            r["wait_calls%d" % acks] = wait_calls() - w
+            if acks:
+                try:
+                    r["handoff_acks1"] = self.tool(
+                        "handoff", "--broker", b.addr, "--conns",
+                        CONTENDERS, "--hold-ms", 1, "--wait-ms", 10000,
+                        "--seconds", a.seconds, "--warmup", a.warmup,
+                        "--limit", a.seconds + a.warmup + 30)
+                except RuntimeError as e:
+                    sys.stderr.write("run.py: handoff with acks 1: %s\n" % e)
+                    r["handoff_acks1"] = None
+                c = harness.Client(b.port, timeout=2.0)
+                try:
+                    st = kv(c.req("STATS"))
+                finally:
+                    c.close()
+                r["acks_missed"] = st.get("replica_acks_missed", "?")
+            b.close()
+            self.procs.remove(b)
+        try:
+            r["replica_linked_after"] = linked()
+        except (OSError, EOFError, harness.RedisError):
+            r["replica_linked_after"] = False
+        for p in (replica, master):
+            p.close()
+            self.procs.remove(p)
 
     def close(self):
         for p in reversed(self.procs):
@@ -309,6 +376,33 @@ def table(r, args):
         "%d / %d" % (h1["self_again"] + h2["self_again"],
                      h1["overlaps"] + h2["overlaps"]))
 
+    a0, a1 = r["acks0"], r["acks1"]
+    for acks, x in ((0, a0), (1, a1)):
+        row("acquire+release pairs/s, %d conns, Redis with 1 replica, "
+            "redis_replica_acks %d" % (CPU_CONNS, acks), n0(x["rate"]))
+    row("  acks 1 / acks 0", "%.2f" % (a1["rate"] / a0["rate"])
+        if a0["rate"] else "-")
+    for acks, x in ((0, a0), (1, a1)):
+        row("pair latency p50 / p99 ms, %d conns, 1 replica, acks %d"
+            % (CPU_CONNS, acks),
+            "%s / %s" % (ms(x["pair_p50_us"]), ms(x["pair_p99_us"])))
+    row("  WAIT calls per 1,000 grants, acks 1 (group commit)",
+        "%.1f" % (r["wait_calls1"] * 1000.0 / a1["total"])
+        if a1["total"] else "-")
+    h = r["handoff_acks1"]
+    if h:
+        row("handoff ms p50 / p99 / max, 8 on one broker, acks 1",
+            "%s / %s / %s" % (ms(h["same_p50_us"]), ms(h["same_p99_us"]),
+                              ms(h["same_max_us"])))
+        row("hot-key acquisitions/s, 8 on one broker, acks 1",
+            n0(h["rate"]))
+    else:
+        row("handoff, 8 on one broker, acks 1", "failed")
+    row("acks 1 runs: replica_acks_missed / pair errors / releaser "
+        "re-granted / two holders", "%s / %d / %s / %s" % (
+            r["acks_missed"], a1.get("errors", 0),
+            h["self_again"] if h else "-", h["overlaps"] if h else "-"))
+
     base, idle = r["rss_base"], r["idle"]["rss_sessions"]
     row("broker RSS MiB: fresh / with %s idle sessions" % n0(IDLE_SESSIONS),
         "%.1f / %.1f" % (base / 2**20, idle / 2**20))
@@ -337,6 +431,9 @@ def table(r, args):
                                 r["load_before"][0], r["load_after"][0]),
         "%s, commit %s; redis-server %s (own, no persistence)" % (
             r["broker_version"], r["commit"], r["redis_version"]),
+        "replica-ack rows: a second redis-server master with one replica "
+        "(--replicaof, diskless sync), replica still linked after them: %s" % (
+            "yes" if r["replica_linked_after"] else "NO"),
         "%.1f s per point after %.1f s warm-up; the run took %.0f s" % (
             args.seconds, args.warmup,
             (r["finished"] - r["started"]).total_seconds()),
