@@ -475,6 +475,18 @@ sconn_start(struct conn *c)
 	sentinel_resolve(st->sent, resolved, c);
 }
 
+/* A connection waiting out a backoff: try now, and quickly after. */
+static void
+conn_retry_now(struct conn *c)
+{
+	c->backoff_ms = BACKOFF_MIN_MS;
+	if (c->state == C_DOWN && c->retry_ev != NULL &&
+	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
+		event_del(c->retry_ev);
+		sconn_start(c);
+	}
+}
+
 /* The sentinels say the master moved: follow it now. */
 void
 sconn_switched(void *arg, const struct addr *from, const struct addr *to)
@@ -494,6 +506,10 @@ sconn_switched(void *arg, const struct addr *from, const struct addr *to)
 		sconn_kill(&st->cmd, "the master moved");
 	if (st->sub.ac != NULL && strcmp(st->sub.addrstr, b) != 0)
 		sconn_kill(&st->sub, "the master moved");
+	/* one waiting out a backoff (it kept failing on the dead master)
+	 * must not sleep through the news */
+	conn_retry_now(&st->cmd);
+	conn_retry_now(&st->sub);
 }
 
 static void
@@ -592,14 +608,6 @@ sconn_close(struct conn *c)
 void
 store_kick(struct store *st)
 {
-	struct conn *c = &st->cmd;
-
-	/* Waiting out a backoff: try now, and quickly after (shutdown has
-	 * only a short budget). */
-	c->backoff_ms = BACKOFF_MIN_MS;
-	if (c->state == C_DOWN && c->retry_ev != NULL &&
-	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
-		event_del(c->retry_ev);
-		sconn_start(c);
-	}
+	/* shutdown has only a short budget */
+	conn_retry_now(&st->cmd);
 }

@@ -20,6 +20,7 @@ each test and gives each test its own key prefix.  Tests that kill or stop
 Redis start their own with self.start_redis().
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -87,6 +88,35 @@ def _kill_wait(proc, sig=signal.SIGKILL, timeout=10.0):
         proc.kill()
         proc.wait(timeout=5)
         raise
+
+
+@contextlib.contextmanager
+def environ(**changes):
+    """Set (or, with None, remove) environment variables for the block:
+    the harness hands os.environ to the processes it starts."""
+    old = {k: os.environ.get(k) for k in changes}
+    try:
+        for k, v in changes.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def umask(mask):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 # ---------------------------------------------------------------- Redis --

@@ -30,7 +30,7 @@ import unittest
 import uuid
 
 import harness
-from harness import BrokerTestCase, Client, UnixClient, wait_until
+from harness import BrokerTestCase, Client, UnixClient, umask, wait_until
 
 # Values "-t" used to pass that start-up then refused (or that name a host
 # the broker would have to resolve), and their good neighbours.
@@ -85,31 +85,6 @@ def run(argv, timeout=30):
     except subprocess.TimeoutExpired:
         raise AssertionError("%s still running after %d s" %
                              (" ".join(argv), timeout)) from None
-
-
-@contextlib.contextmanager
-def umask(mask):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-@contextlib.contextmanager
-def environ(**changes):
-    """Set environment variables for the block: the harness hands
-    os.environ to the brokers it starts."""
-    old = {k: os.environ.get(k) for k in changes}
-    try:
-        os.environ.update(changes)
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 class ChecksCase(BrokerTestCase):

@@ -9,7 +9,6 @@ The docs-in-sync tests parse option names from conf/lockbrokerd.conf, the
 without documenting it everywhere fails here.
 """
 
-import contextlib
 import filecmp
 import os
 import re
@@ -25,7 +24,7 @@ import uuid
 
 import harness
 from harness import (REPO, BrokerTestCase, Client, Redis, UnixClient,
-                     wait_until)
+                     environ, umask, wait_until)
 
 UNIT = os.path.join(REPO, "systemd", "lockbrokerd.service")
 MANPAGE = os.path.join(REPO, "daemon", "lockbrokerd.8")
@@ -93,35 +92,6 @@ def unit_settings(path=UNIT):
         k, v = line.split("=", 1)
         out.setdefault(k.strip(), []).append(v.strip())
     return out
-
-
-@contextlib.contextmanager
-def environ(**changes):
-    """Set (or, with None, remove) environment variables for the block:
-    the harness hands os.environ to the processes it starts."""
-    old = {k: os.environ.get(k) for k in changes}
-    try:
-        for k, v in changes.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
-def umask(mask):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 class ConfBroker(harness.Broker):

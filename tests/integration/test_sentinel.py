@@ -682,14 +682,19 @@ class TestFailover(SentinelCase):
         for s in (a, b, c, o):
             s.sync()
 
+    def hold_replicated(self, topo, broker, key):
+        """A session (EVENTS ON) holding key, once every replica has it."""
+        h = self.session(broker, "holder", events=True)
+        tok = self.grant(h, key, 60000)
+        wait_until(lambda: all(r.cli("EXISTS", self.lock_key(key)) == 1
+                               for r in topo.replicas()),
+                   3.0, what="%s replicated" % key)
+        return h, tok
+
     def test_old_master_returns_as_replica(self):
         topo = self.fresh_topology()
         A = self.sentinel_broker(topo)
-        h = self.session(A, "holder", events=True)
-        tok = self.grant(h, "k", 60000)
-        wait_until(lambda: all(r.cli("EXISTS", self.lock_key("k")) == 1
-                               for r in topo.replicas()),
-                   3.0, what="k replicated")
+        h, tok = self.hold_replicated(topo, A, "k")
         old = topo.kill_master()
         new, _ = topo.wait_new_master(old, FAILOVER_S)
         self.wait_on_master(A, new)
@@ -735,11 +740,7 @@ class TestFailover(SentinelCase):
     def test_planned_failover(self):
         topo = self.fresh_topology()
         A = self.sentinel_broker(topo)
-        h = self.session(A, "holder", events=True)
-        tok = self.grant(h, "k", 60000)
-        wait_until(lambda: all(r.cli("EXISTS", self.lock_key("k")) == 1
-                               for r in topo.replicas()),
-                   3.0, what="k replicated")
+        h, tok = self.hold_replicated(topo, A, "k")
         old = topo.failover()
         new, _ = topo.wait_new_master(old, FAILOVER_S)
         self.wait_on_master(A, new)
