@@ -432,12 +432,13 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "redis_master_name needs redis_sentinels");
 		return -1;
 	}
+	/* Redis ends a WAIT on its 100 ms timer (hz 10): it overshoots */
 	if (cfg->redis_replica_acks > 0 &&
-	    cfg->redis_replica_ack_timeout_ms >= cfg->redis_timeout_ms) {
+	    cfg->redis_replica_ack_timeout_ms + 250 > cfg->redis_timeout_ms) {
 		snprintf(err, errlen, "redis_replica_ack_timeout_ms (%ld) must be "
-		    "below redis_timeout_ms (%ld): a WAIT holds its connection "
-		    "that long", cfg->redis_replica_ack_timeout_ms,
-		    cfg->redis_timeout_ms);
+		    "at least 250 below redis_timeout_ms (%ld): a WAIT holds its "
+		    "connection that long, and Redis ends it up to ~100 ms late",
+		    cfg->redis_replica_ack_timeout_ms, cfg->redis_timeout_ms);
 		return -1;
 	}
 	if (strchr(cfg->prefix, ' ') != NULL) {

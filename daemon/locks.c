@@ -46,6 +46,7 @@
 #define WHY_NOT_ACKED "the grant did not reach redis_replica_acks " \
 	"replicas in time and was undone"
 #define WHY_WAIT_DOWN "Redis was unreachable when the WAIT ran out"
+#define WHY_REFUSED "Redis refused the request (the broker log says why)"
 #define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
 #define PENDING_MAX 10000		/* Redis clean-ups remembered */
 #define PENDING_RETRY_MIN_MS 100	/* clean-ups refused while connected: */
@@ -236,7 +237,15 @@ static void
 pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
     const char *id, long long token)
 {
-	struct pending *p = xmalloc(sizeof *p + lk->te.keylen);
+	struct pending *p;
+
+	for (p = lt->pending; p != NULL; p = p->next)
+		if (p->kind == kind && p->token == token &&
+		    p->keylen == lk->te.keylen &&
+		    memcmp(p->key, lk->name, p->keylen) == 0 &&
+		    memcmp(p->id, id, CLIENTID_LEN) == 0)
+			return;		/* already to be done */
+	p = xmalloc(sizeof *p + lk->te.keylen);
 
 	p->lt = lt;
 	p->kind = kind;
@@ -615,13 +624,33 @@ lock_retry_at(struct lock *lk, int64_t when)
 	timer_at(lk->retry_ev, when);
 }
 
+/* Redis is away: answer the waiters whose wait is over. */
+static void
+waiters_expire(struct lock *lk)
+{
+	struct lclient *w, *next;
+	int64_t now = now_ms();
+
+	for (w = lk->whead; w != NULL; w = next) {
+		next = w->wnext;
+		if (w->op != NULL || now < w->deadline)
+			continue;
+		waiter_remove(w);
+		w->lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+	}
+}
+
 static void
 lock_pump(struct lock *lk)
 {
 	struct locks *lt = lk->lt;
 
 	if (lt->st != NULL && !store_is_up(lt->st)) {
-		/* waiters wait out the reconnect (locks_store_up pumps) */
+		/* waiters wait out the reconnect (locks_store_up pumps); one
+		 * whose wait is over (a one-try request has no timer) is
+		 * answered now, not after the outage */
+		waiters_expire(lk);
 		lock_gc(lk);
 		return;
 	}
@@ -673,7 +702,17 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	lk->in_delay = 0;
 	if (!ok || granted)
 		lk->woken = 0;
-	if (!ok) {
+	if (!ok && store_is_up(lt->st)) {
+		/* An error reply on a live connection (NOREPLICAS, MISCONF,
+		 * OOM...): the script did not run.  Final for this request:
+		 * retrying at once would hammer Redis for the whole wait. */
+		if (w != NULL) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, WHY_REFUSED);
+		}
+	} else if (!ok) {
+		/* The connection went: the grant may have happened. */
 		pending_add(lt, PEND_FORGET, lk, id, 0);
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
@@ -683,6 +722,8 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		/* else it stays queued: the reconnect pumps it, after the
 		 * forget above (a failover must not cost a waiter its turn) */
 	} else if (granted == -1 || granted == -2) {
+		if (granted == -2)	/* in case its undo failed */
+			pending_add(lt, PEND_FORGET, lk, id, 0);
 		if (w) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
@@ -889,17 +930,22 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
 		}
 		pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
-		if (w != NULL) {
+		if (w != NULL && (store_is_up(lt->st) ||
+		    now_ms() >= w->deadline)) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+			reply(w, LK_UNAVAILABLE, 0, store_is_up(lt->st) ?
+			    WHY_REFUSED : WHY_NO_ANSWER);
 		}
+		/* else it stays queued for the reconnect, as in attempt_done */
 	} else if (granted) {
 		int64_t t = now_us();
 
 		if (cl != NULL)
 			hold_end(lk);	/* else ended when the session went */
 		lt->stats.releases++;
+		if (granted == -2)	/* in case its undo failed */
+			pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
 		if (granted < 0) {
 			/* released, but no token left to grant with, or the
 			 * grant did not reach the replicas (undone) */
@@ -1344,6 +1390,8 @@ hold_waiters(struct keytab_entry *e, void *arg)
 	lk->remote_busy = 0;
 	if (lk->retry_ev)
 		event_del(lk->retry_ev);
+	waiters_expire(lk);
+	lock_gc(lk);		/* may free lk: keytab_each allows it */
 	return 0;
 }
 
@@ -1488,8 +1536,13 @@ locks_client_eof(struct lclient *cl)
 	if (cl->op != NULL)
 		return;		/* its attempt's reply answers, BUSY or OK */
 	waiter_remove(cl);
-	cl->lt->stats.busy++;
-	reply(cl, LK_BUSY, 0, NULL);
+	if (cl->lt->st != NULL && !store_is_up(cl->lt->st)) {
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+	} else {
+		cl->lt->stats.busy++;
+		reply(cl, LK_BUSY, 0, NULL);
+	}
 	lock_pump(lk);
 }
 

@@ -254,15 +254,24 @@ group_join(struct cmd *c)
 	c->group = g;
 }
 
+/*
+ * The undo of grant c ran (or not): only now is its caller told, -2
+ * either way.  The caller also frees the key by owner later (a pending
+ * forget, a no-op when this undo worked), so a grant nobody was told of
+ * never stays for its whole TTL when the undo itself is refused.
+ */
 static void
 undo_done(void *arg, int ok, int released)
 {
-	(void)arg;
+	struct cmd *c = arg;
+
 	if (!ok)
 		log_warn("could not undo a grant replicas did not acknowledge; "
-		    "it expires with its TTL");
+		    "it is freed by owner later");
 	else if (!released)
 		log_debug("undone grant was already gone");
+	c->fn.acquire(c->arg, 1, -2, 0);
+	free(c);
 }
 
 /*
@@ -286,11 +295,11 @@ group_undo(struct cmd *c)
 
 	value_piece(&p[1], c->argv[c->owner_arg], c->argvlen[c->owner_arg],
 	    c->token, token, sizeof token);
-	if (st->cmd.state != C_UP)
+	if (!store_cmd_usable(st))
 		return -1;
 	u = cmd_new(st, K_UNDO, SCRIPT_RELEASE, 1, p, 4);
 	u->fn.release = undo_done;
-	u->arg = st;
+	u->arg = c;			/* answered and freed by undo_done */
 	return cmd_start(u);
 }
 
@@ -332,6 +341,8 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	(void)ac;
 	st->inflight--;
 	st->last_progress_ms = now_ms();
+	if (r == NULL)
+		st->cmd.dying = 1;
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
 		acked = r->integer;
 	while ((c = g->parked) != NULL) {
@@ -342,7 +353,7 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			c->fn.acquire(c->arg, 1, 1, c->token);
 		} else if (group_undo(c) == 0) {
 			undone++;
-			c->fn.acquire(c->arg, 1, -2, 0);
+			continue;	/* undo_done answers and frees it */
 		} else {
 			cmd_fail(c);
 		}
@@ -395,6 +406,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	st->inflight--;
 	st->last_progress_ms = now_ms();
 	if (r == NULL) {
+		st->cmd.dying = 1;	/* before the caller reacts to it */
 		group_left(c);
 		cmd_fail(c);
 		free(c);
@@ -447,7 +459,7 @@ cmd_send(struct cmd *c)
 {
 	struct store *st = c->st;
 
-	if (st->cmd.state != C_UP || st->cmd.ac == NULL)
+	if (!store_cmd_usable(st) || st->cmd.ac == NULL)
 		return -1;
 	if (redisAsyncCommandArgv(st->cmd.ac, cmd_reply, c, c->argc,
 	    c->argv, c->argvlen) != REDIS_OK)
@@ -500,7 +512,7 @@ cmd_start(struct cmd *c)
 {
 	struct store *st = c->st;
 
-	if (st->cmd.state == C_UP && st->inflight >= STORE_MAX_INFLIGHT) {
+	if (store_cmd_usable(st) && st->inflight >= STORE_MAX_INFLIGHT) {
 		c->qnext = NULL;
 		if (st->qtail)
 			st->qtail->qnext = c;
@@ -523,7 +535,7 @@ script_call(struct store *st, enum cmd_kind kind, enum script_id script,
 {
 	struct cmd *c;
 
-	if (st->cmd.state != C_UP)
+	if (!store_cmd_usable(st))
 		return -1;
 	c = cmd_new(st, kind, script, nkeys, p, np);
 	c->fn = fn;
@@ -617,7 +629,7 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 	size_t nk = reassert ? n + 1 : n;	/* reassert: + the lock delay */
 	struct cmd *c;
 
-	if (st->cmd.state != C_UP || n == 0 || n > STORE_RENEW_BATCH)
+	if (!store_cmd_usable(st) || n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		int tl = snprintf(ttls[i], sizeof ttls[i], "%ld",
@@ -760,7 +772,7 @@ store_free(struct store *st)
 int
 store_is_up(const struct store *st)
 {
-	return st->cmd.state == C_UP;
+	return store_cmd_usable(st);
 }
 
 size_t

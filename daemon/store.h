@@ -56,7 +56,8 @@ struct store_hooks {
 /* granted 1: n is the token; 0: held by another, n is the holder's PTTL
  * (-1: no expiry); 2: free, but a lock delay runs n ms more (a new master
  * tenure); -1: the fencing counter is exhausted (2^53-1); -2: granted, but
- * WAIT did not confirm it reached the replicas, so it was undone.  For a
+ * WAIT did not confirm it reached the replicas, so it was undone (or the
+ * undo failed: the caller frees such a grant by owner, to be sure).  For a
  * handoff, -1 and -2 mean the release happened and the grant did not. */
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
 typedef void store_release_fn(void *arg, int ok, int released);

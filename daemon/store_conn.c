@@ -219,6 +219,11 @@ tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			log_info("Redis %s: tenure %.8s started", c->addrstr,
 			    c->replid);
 		st->tenures++;
+		if (st->replid[0] != '\0') {
+			memcpy(st->left[st->nleft % STORE_LEFT_MAX], st->replid,
+			    sizeof st->replid);
+			st->nleft++;
+		}
 		memcpy(st->replid, c->replid, sizeof st->replid);
 	}
 	if (--c->handshake_left == 0)
@@ -249,6 +254,15 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		return;
 	}
 	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
+	for (unsigned i = 0; i < st->nleft && i < STORE_LEFT_MAX; i++) {
+		if (c->replid[0] != '\0' && strcmp(st->left[i], c->replid) == 0) {
+			/* an old master that woke up still says master */
+			snprintf(why, sizeof why, "stale master: replication id "
+			    "%.8s belongs to an earlier tenure", c->replid);
+			handshake_refused(c, why);
+			return;
+		}
+	}
 	if (redisAsyncCommand(ac, tenure_reply, c,
 	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
 	    st->fence, st->tenure, st->delay, c->replid, st->replid,
@@ -423,6 +437,7 @@ conn_connect(struct conn *c, const char *host, int port, int is_unix)
 	ac->data = c;
 	c->ac = ac;
 	c->state = C_CONNECTING;
+	c->dying = 0;
 	if (redisLibeventAttach(ac, st->base) != REDIS_OK) {
 		c->ac = NULL;
 		conn_lost(c, "cannot attach to event loop");

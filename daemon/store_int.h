@@ -20,6 +20,10 @@
 
 struct sentinel;
 
+/* Replication ids of earlier tenures remembered: a master showing one is
+ * a stale old master that woke up (ids are never reused). */
+#define STORE_LEFT_MAX 8
+
 #define ROLE_CHECK_MS 1000		/* is the master still one? */
 #define ERROR_LOG_MS 10000		/* quiet time between error logs */
 #define BACKOFF_MIN_MS 50
@@ -42,6 +46,9 @@ struct conn {
 	int failing;			/* failed since last up: log quietly */
 	int refused;			/* this context's handshake was refused */
 	int resolving;			/* Sentinel mode: asking for the master */
+	int dying;			/* hiredis is failing its callbacks: a
+					 * peer close runs them before
+					 * onDisconnect, so "up" is a lie */
 	char last_refusal[160];		/* logged once until it changes */
 	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
 	char replid[64];		/* INFO's master_replid, handshake */
@@ -74,6 +81,8 @@ struct store {
 	char *delay;			/* "<prefix>:lockdelay" */
 	struct sentinel *sent;		/* Sentinel mode; NULL: one address */
 	char replid[64];		/* the master's replication id now */
+	char left[STORE_LEFT_MAX][64];	/* ids of tenures this broker left */
+	unsigned nleft;
 	uint64_t tenures;		/* replication ids seen */
 	struct event *role_ev;		/* is it still the master? */
 	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
@@ -129,6 +138,13 @@ struct cmd {
 	int owner_arg;			/* argv index of the owner (grants) */
 	long long token;		/* parked: the token granted */
 };
+
+/* The command connection takes commands (not up, or tearing down: no). */
+static inline int
+store_cmd_usable(const struct store *st)
+{
+	return st->cmd.state == C_UP && !st->cmd.dying;
+}
 
 /* store_conn.c */
 int sconn_parse_addr(struct store *st);

@@ -405,3 +405,52 @@ class TestCleanupWhileConnected(RobustCase):
         self.assertToken(d.req("ACQUIRE rr"))
         self.assertEqual(a.req("RELEASE rr"), "OK 0")
         self.assertEqual(self.stats(d)["redis_reconnects"], "0")
+
+
+class TestWaitersThroughAPeerClose(RobustCase):
+    """Review of issue 10: when Redis itself closes the connection, hiredis
+    fails the requests in flight before it reports the disconnect; the
+    waiters whose attempt was in flight were answered at once, as if
+    Redis were up and refusing."""
+
+    def test_waiters_with_an_attempt_in_flight_keep_their_turn(self):
+        own = self.start_redis()
+        self.addCleanup(own.resume)
+        b = self.start_broker("--redis_timeout_ms", "3000",
+                              "--failover_lock_delay_ms", "1000", redis=own)
+        w1, w2 = self.connect(b, timeout=10), self.connect(b, timeout=10)
+        own.pause()
+        w1.send("ACQUIRE pc WAIT 20000")     # its attempt is in flight
+        w2.send("ACQUIRE pc WAIT 20000")     # queued behind it
+        time.sleep(0.3)
+        own.resume()
+        own.restart()                        # kill -9: a peer close
+        self.assertTrue(w1.no_reply(0.5) and w2.no_reply(0.01),
+                        "a waiter was answered by the connection loss")
+        self.assertToken(w1.readline(8.0))   # after the lock delay
+        self.assertTrue(w2.no_reply(0.3))    # still behind w1
+        self.assertEqual(w1.req("RELEASE pc"), "OK 0")
+        self.assertToken(w2.readline(3.0))
+
+
+class TestErrorReplyIsFinal(RobustCase):
+    """Review of issue 10: an error reply on a live connection (here
+    NOREPLICAS) made a waiting ACQUIRE try again at once, in a loop, for
+    its whole wait (34,000 EVALSHAs in 2 s)."""
+
+    def test_refused_acquire_is_answered_not_retried(self):
+        own = self.start_redis()
+        b = self.start_broker(redis=own)
+        c = self.connect(b)
+        own.cli("CONFIG", "SET", "min-replicas-to-write", "1")
+        own.cli("CONFIG", "RESETSTAT")
+        r, ms = c.timed_req("ACQUIRE er WAIT 2000", timeout=5.0)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertLess(ms, 1000)
+        stats = own.cli("INFO", "commandstats")
+        calls = [int(p.split("=")[1]) for line in stats.splitlines()
+                 if line.startswith("cmdstat_evalsha:")
+                 for p in line.split(":", 1)[1].split(",")
+                 if p.startswith("calls=")]
+        self.assertLessEqual(sum(calls), 5, stats)
+        own.cli("CONFIG", "SET", "min-replicas-to-write", "0")
