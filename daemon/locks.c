@@ -258,8 +258,8 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 	pending_push(lt, p);
 }
 
-/* cl now holds key again (acquire.lua's reentrant path may have answered
- * its old token): a queued release of its old hold must not free it. */
+/* cl now holds key again: a queued forget of its unanswered grant (by
+ * client-id, any token) must not free the new hold. */
 static void
 pending_drop(struct locks *lt, const char *key, size_t keylen, const char *id)
 {

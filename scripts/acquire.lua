@@ -7,9 +7,8 @@
 -- ARGV[3]  the "wanted" channel (<prefix>:wanted)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
--- Returns {1, token} when the caller now holds the lock (a new token from
--- the counter; or the token it already had if Redis shows it as the
--- caller's), {0, pttl} when someone else holds it (pttl in ms, -1 if the
+-- Returns {1, token} when the caller now holds the lock, with a new token
+-- from the counter, {0, pttl} when someone else holds it (pttl in ms, -1 if the
 -- key has no expiry), or {-1, 0} when the counter has passed 2^53-1, the
 -- largest integer a Lua number (a double) holds exactly: no token is left,
 -- and nothing was written; or {2, ms} when the key is free but a lock delay
@@ -19,21 +18,25 @@
 -- 1e+14 for 100000000000000 (issue 9, defect 7).
 -- A caller that will wait announces it on the wanted channel, so that the
 -- holder's broker stops handing the lock straight to its own waiters.
+-- A value of the caller's own is taken anew with a new token, never handed
+-- back: the broker asks Redis only for keys it does not know the session
+-- holds, so such a value is a remnant (a release lost with a failed
+-- master's writes, a grant whose reply was lost) and its token may be
+-- older than grants made since (issue 10: tokens never go back).
 local v = redis.call('GET', KEYS[1])
 if v then
-  local owner, token = string.match(v, '^(.*):(%d+)$')
-  if owner == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(token)}
+  local owner = string.match(v, '^(.*):%d+$')
+  if owner ~= ARGV[1] then
+    if ARGV[5] == '1' then
+      redis.call('PUBLISH', ARGV[3], ARGV[4])
+    end
+    return {0, redis.call('PTTL', KEYS[1])}
   end
-  if ARGV[5] == '1' then
-    redis.call('PUBLISH', ARGV[3], ARGV[4])
+else
+  local delay = redis.call('PTTL', KEYS[3])
+  if delay > 0 then
+    return {2, delay}
   end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local delay = redis.call('PTTL', KEYS[3])
-if delay > 0 then
-  return {2, delay}
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last >= 9007199254740991 then
