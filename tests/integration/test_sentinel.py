@@ -85,6 +85,7 @@ from topology import SentinelTopology, cli
 FAILOVER_S = 10.0           # kill -9 until the Sentinels agree (measured ~2 s)
 SWITCH_S = 10.0             # then until a broker is on the new master
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
+OBSERVE_S = 6.0            # the old master claims master meanwhile
 ACK_TIMEOUT_MS = 500        # --redis_replica_ack_timeout_ms
 GRANT_WAIT_MS = 8000        # WAIT of grants: > the default 5000 ms delay
 MAX_TOKEN = 2 ** 53 - 1
@@ -706,39 +707,27 @@ class TestFailover(SentinelCase):
         # A broker started now must pick the Sentinels' master too.
         C = self.sentinel_broker(topo)
         self.assertEqual(self.bstats(C)["redis_master"], new)
-        seen = set()
-
-        def demoted():
+        # For a while the restarted node claims to be master (Sentinel
+        # demotes it after ~10 s, now and then after more than 30 s on
+        # this machine): the brokers must stay on the new master
+        # throughout.  Watched for OBSERVE_S, not until the demotion, whose
+        # timing is Sentinel's, not the broker's.
+        seen, claimed = set(), False
+        end = time.monotonic() + OBSERVE_S
+        while time.monotonic() < end:
             for br in (A, C):
                 st = self.bstats(br)
                 seen.add((st["redis"], st["redis_master"],
                           st["redis_tenures"]))
-            i = topology.info(old, timeout=1.0)
-            return (i.get("role") == "slave" and
-                    i.get("master_link_status") == "up" and
-                    "%s:%s" % (i["master_host"], i["master_port"]) == new)
-        # Sentinel usually demotes it after ~10 s, but now and then takes
-        # more than 30 s on this machine; the brokers' part (never leaving
-        # the new master while the old one claims to be master) is what
-        # this test is about, so past 15 s an operator's REPLICAOF ends it.
-        try:
-            wait_until(demoted, 15.0, interval=0.1,
-                       what="Sentinel to turn %s into a replica of %s"
-                       % (old, new))
-        except AssertionError:
-            host, port = new.rsplit(":", 1)
-            topology.cli(old, "REPLICAOF", host, port)
-            wait_until(demoted, 30.0, interval=0.1,
-                       what="%s to become a replica of %s" % (old, new))
+            claimed = claimed or topology.role_of(old) == "master"
+            time.sleep(0.1)
+        self.assertTrue(claimed, "the old master never claimed master")
         self.assertEqual(seen, {("up", new, tenures), ("up", new, "1")},
                          self.logs())
         self.assertEqual(self.bstats(A)["redis_master"], new)
         self.assertEqual(self.bstats(A)["redis_tenures"], tenures)
         o = self.session(C, "o")
         self.assertHolds(h, "k", tok, o)
-        wait_until(lambda: cli(old, "GET", self.lock_key("k")) ==
-                   "%s:%d" % (h.cid, tok), 5.0,
-                   what="the returned old master replicating the lock")
         self.assertGreater(self.grant(o, "k2"), tok)
         h.drain_events(0.1)
         self.assertEqual(h.events, [])
