@@ -423,8 +423,7 @@ class TestWaitersThroughAPeerClose(RobustCase):
         w1.send("ACQUIRE pc WAIT 20000")     # its attempt is in flight
         w2.send("ACQUIRE pc WAIT 20000")     # queued behind it
         time.sleep(0.3)
-        own.resume()
-        own.restart()                        # kill -9: a peer close
+        own.restart()   # kill -9 while stopped: a peer close, no reply
         self.assertTrue(w1.no_reply(0.5) and w2.no_reply(0.01),
                         "a waiter was answered by the connection loss")
         self.assertToken(w1.readline(8.0))   # after the lock delay

@@ -587,8 +587,10 @@ class TestFailover(SentinelCase):
                 self.assertEqual(s.req("RELEASE " + key), "OK 0")
             wt = self.token(w.read(timeout=5.0))
             self.assertGreater(wt, max(before))
-            self.assertEqual(cli(new, "GET", self.lock_key(key)),
-                             "%s:%d" % (w.cid, wt))
+            # on the master the brokers use now (Sentinel may have moved
+            # again under load since `new` was read)
+            self.assertEqual(cli(self.bstats(A)["redis_master"], "GET",
+                                 self.lock_key(key)), "%s:%d" % (w.cid, wt))
 
         # New grants: above every earlier token.
         n = self.session(B, "new")
