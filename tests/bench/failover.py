@@ -86,7 +86,7 @@ def main():
     args = ap.parse_args()
     if args.broker:
         harness.BROKER_BIN = os.path.abspath(args.broker)
-    topo = SentinelTopology(down_after_ms=500, failover_timeout_ms=2000)
+    topo = SentinelTopology(down_after_ms=500, failover_timeout_ms=10000)
     broker = None
     try:
         broker = harness.Broker(

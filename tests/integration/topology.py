@@ -293,7 +293,7 @@ class SentinelTopology:
     Sentinels.  close() is idempotent; register it with addCleanup."""
 
     def __init__(self, replicas=2, sentinels=3, quorum=2,
-                 down_after_ms=500, failover_timeout_ms=2000,
+                 down_after_ms=500, failover_timeout_ms=10000,
                  master_name=MASTER_NAME, redis_args=(), ready_timeout=20.0):
         self.master_name = master_name
         self.redis_args = [str(a) for a in redis_args]
