@@ -521,6 +521,21 @@ hold_end(struct lock *lk)
 	lk->holds = 0;
 }
 
+/* Remember lk for cl's next RELEASE/RENEW of it (struct lostkey). */
+static void
+lost_remember(struct lclient *cl, const struct lock *lk, long long token,
+    int released)
+{
+	struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
+
+	k->token = token;
+	k->released = released ? 1 : 0;
+	k->keylen = lk->te.keylen;
+	memcpy(k->key, lk->name, lk->te.keylen);
+	k->next = cl->lost;
+	cl->lost = k;
+}
+
 /* cl's RELEASE could not be confirmed: the broker frees the key in Redis
  * as soon as Redis answers (pending list) and a RELEASE sent again answers
  * OK 0.  The hold ends here, so the key is no longer renewed, and other
@@ -530,15 +545,9 @@ static void
 hold_release_deferred(struct lock *lk)
 {
 	struct lclient *cl = lk->holder;
-	struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
 
 	pending_add(lk->lt, PEND_RELEASE, lk, cl->id, lk->token);
-	k->token = lk->token;
-	k->released = 1;
-	k->keylen = lk->te.keylen;
-	memcpy(k->key, lk->name, lk->te.keylen);
-	k->next = cl->lost;
-	cl->lost = k;
+	lost_remember(cl, lk, lk->token, 1);
 	hold_end(lk);
 }
 
@@ -553,15 +562,8 @@ hold_lost(struct lock *lk, int remember)
 	lk->lt->stats.lost++;
 	log_info("lock '%s' (token %lld) of client %s was lost", lk->name,
 	    token, cl->id);
-	if (remember) {
-		struct lostkey *k = xmalloc(sizeof *k + lk->te.keylen);
-		k->token = token;
-		k->released = 0;
-		k->keylen = lk->te.keylen;
-		memcpy(k->key, lk->name, lk->te.keylen);
-		k->next = cl->lost;
-		cl->lost = k;
-	}
+	if (remember)
+		lost_remember(cl, lk, token, 0);
 	if (cl->ops->lost)
 		cl->ops->lost(cl->arg, lk->name, lk->te.keylen, token);
 }
