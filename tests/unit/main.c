@@ -18,6 +18,7 @@ static Suite *(*const suites[])(void) = {
 	addr_suite,
 	config_suite,
 	locks_suite,
+	slot_suite,
 };
 
 int

@@ -14,5 +14,6 @@ Suite *keytab_suite(void);	/* test_keytab.c: the intrusive hash table */
 Suite *addr_suite(void);	/* test_addr.c: listen and Redis addresses */
 Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
 Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
+Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 
 #endif
