@@ -599,3 +599,622 @@ class SentinelTopology:
             except Exception:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -------------------------------------------------------------- cluster --
+#
+# Redis Cluster: 3 masters + 3 replicas on loopback (notes, sections 3 and
+# 7.2).  Helpers first, shared by ClusterTopology and the tests.
+
+CLUSTER_NODE_ARGS = ("--cluster-enabled", "yes",
+                     "--cluster-node-timeout", "1000",
+                     "--cluster-require-full-coverage", "no",
+                     "--save", "", "--appendonly", "no",
+                     "--repl-diskless-sync-delay", "0",
+                     "--loglevel", "notice")
+SLOT_COUNT = 16384
+
+
+def _crc16_table():
+    table = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xffff)
+    return table
+
+
+_CRC16 = _crc16_table()
+
+
+def crc16(data):
+    """CRC16-CCITT (XMODEM), as Redis Cluster hashes keys."""
+    if isinstance(data, str):
+        data = data.encode("latin-1")
+    crc = 0
+    t = _CRC16
+    for b in data:
+        crc = ((crc << 8) & 0xffff) ^ t[((crc >> 8) ^ b) & 0xff]
+    return crc
+
+
+def hash_slot(key):
+    """The cluster slot of key, hash tags included (cluster-spec.md).  The
+    tests check it against CLUSTER KEYSLOT; use it to search many names,
+    CLUSTER KEYSLOT (ClusterTopology.keyslot) to ask about a few."""
+    if isinstance(key, str):
+        key = key.encode("latin-1")
+    s = key.find(b"{")
+    if s >= 0:
+        e = key.find(b"}", s + 1)
+        if e > s + 1:
+            key = key[s + 1:e]
+    return crc16(key) % SLOT_COUNT
+
+
+def cluster_info(addr, timeout=2.0):
+    """CLUSTER INFO as a dict of strings."""
+    out = {}
+    for line in cli(addr, "CLUSTER", "INFO", timeout=timeout).splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v.strip()
+    return out
+
+
+def cluster_nodes(addr, timeout=2.0):
+    """CLUSTER NODES as a list of dicts: id, addr ("ip:port"), flags (a
+    set), master (id or "-"), slots (list of (start, end); importing and
+    migrating markers dropped), link."""
+    out = []
+    for line in cli(addr, "CLUSTER", "NODES", timeout=timeout).splitlines():
+        f = line.split()
+        if len(f) < 8:
+            continue
+        slots = []
+        for s in f[8:]:
+            if s.startswith("["):
+                continue
+            a, _, b = s.partition("-")
+            slots.append((int(a), int(b or a)))
+        out.append({"id": f[0], "addr": f[1].split("@")[0],
+                    "flags": set(f[2].split(",")), "master": f[3],
+                    "link": f[7], "slots": slots})
+    return out
+
+
+def cluster_slots(addr, timeout=2.0):
+    """CLUSTER SLOTS as a sorted list of (start, end, master "ip:port",
+    tuple of replica "ip:port" sorted)."""
+    out = []
+    for r in cli(addr, "CLUSTER", "SLOTS", timeout=timeout):
+        start, end, master = int(r[0]), int(r[1]), r[2]
+        reps = tuple(sorted("%s:%s" % (n[0], n[1]) for n in r[3:]))
+        out.append((start, end, "%s:%s" % (master[0], master[1]), reps))
+    return sorted(out)
+
+
+def slot_owners(slots_reply):
+    """From cluster_slots(): a list of (start, end, master) ranges, the
+    slot -> master map without replicas (replica lists legitimately differ
+    between nodes for a moment after a failure)."""
+    return [(a, b, m) for a, b, m, _ in slots_reply]
+
+
+def owner_in(ranges, slot):
+    for a, b, m in ranges:
+        if a <= slot <= b:
+            return m
+    return None
+
+
+class ClusterNode:
+    """One cluster-enabled redis-server in its own directory
+    <topdir>/<port> (nodes.conf, redis.log), client port and cluster bus
+    port both free ports of 127.0.0.1 (the bus port is given with
+    --cluster-port: port + 10000 may not exist).  stop()/restart() by pid;
+    restart() reuses port, bus port and nodes.conf, so the node comes back
+    with its node id and epochs but no data.  Same interface as
+    harness.Redis where it matters (.addr, .port, .pid, .cli, .alive(),
+    .log())."""
+
+    def __init__(self, topdir, extra=()):
+        self.topdir = topdir
+        self.extra = [str(a) for a in extra]
+        self.proc = None
+        self.paused = False
+        for _ in range(5):
+            self.port = harness.free_port()
+            self.bus_port = harness.free_port()
+            if self.bus_port == self.port:
+                continue
+            self.dir = os.path.join(topdir, str(self.port))
+            os.makedirs(self.dir, exist_ok=True)
+            if self.start():
+                self.id = self.cli("CLUSTER", "MYID")
+                return
+            shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError("cluster node did not start (last dir %s)"
+                           % self.dir)
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def logpath(self):
+        return os.path.join(self.dir, "redis.log")
+
+    def argv(self):
+        return [harness.REDIS_BIN, "--port", str(self.port),
+                "--bind", "127.0.0.1", "--cluster-port", str(self.bus_port),
+                "--cluster-config-file",
+                os.path.join(self.dir, "nodes.conf"),
+                "--dir", self.dir, "--daemonize", "no"] + \
+            list(CLUSTER_NODE_ARGS) + self.extra
+
+    def start(self, timeout=5.0):
+        log = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.paused = False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            if _quiet(cli, self.addr, "PING", timeout=0.5) == "PONG":
+                return True
+            time.sleep(0.01)
+        _kill_wait(self.proc)
+        return False
+
+    def cli(self, *args, timeout=2.0):
+        return cli(self.addr, *args, timeout=timeout)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def up(self):
+        """Running and not SIGSTOPped: worth asking."""
+        return self.alive() and not self.paused
+
+    def stop(self):
+        """SIGKILL and reap (a stopped process dies of SIGKILL too)."""
+        if self.proc is not None:
+            _kill_wait(self.proc, signal.SIGKILL)
+        self.paused = False
+
+    def restart(self, timeout=5.0):
+        self.stop()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.start(timeout=max(0.5, deadline - time.monotonic())):
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError("cluster node did not restart on port %d"
+                                   % self.port)
+            time.sleep(0.1)
+
+    def pause(self):
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def log(self, tail=None):
+        try:
+            with open(self.logpath, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        if tail:
+            text = "\n".join(text.splitlines()[-tail:])
+        return text
+
+
+class ClusterTopology:
+    """A Redis Cluster of `masters` masters with `replicas` replicas each
+    (default 3 + 3), every node a ClusterNode this test started, in one
+    temp dir, made with `redis-cli --cluster create`.  The constructor
+    returns once the cluster is ready (wait_ready).  Nodes are stopped by
+    pid; close() is idempotent: register it with addCleanup.
+
+    Node arguments to the helpers may be a ClusterNode, its "ip:port" or
+    its index in .nodes.  Addresses returned are "ip:port" strings as
+    CLUSTER SLOTS gives them (127.0.0.1:<port>)."""
+
+    def __init__(self, masters=3, replicas=1, redis_args=(),
+                 ready_timeout=30.0):
+        self.dir = tempfile.mkdtemp(prefix="lbt-cluster-")
+        self.nodes = []
+        self.closed = False
+        self.dead = set()       # killed and not restarted
+        self.owned = {}         # addr -> slot ranges when last faulted
+        self.fault_t0 = None
+        self.create_output = ""
+        try:
+            for _ in range(masters * (1 + replicas)):
+                self.nodes.append(ClusterNode(self.dir, redis_args))
+            argv = ["redis-cli", "--cluster", "create"] + \
+                [n.addr for n in self.nodes] + \
+                ["--cluster-replicas", str(replicas), "--cluster-yes"]
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT,
+                               universal_newlines=True, timeout=60)
+            self.create_output = r.stdout
+            if r.returncode != 0:
+                raise RuntimeError("redis-cli --cluster create exited %d:\n%s"
+                                   % (r.returncode, r.stdout))
+            self.wait_ready(ready_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    # -------------------------------------------------------- lookup --
+
+    def node(self, which):
+        """A node from a ClusterNode, its "ip:port", its port or index."""
+        if isinstance(which, ClusterNode):
+            return which
+        if isinstance(which, int):
+            if 0 <= which < len(self.nodes):
+                return self.nodes[which]
+            for n in self.nodes:
+                if n.port == which:
+                    return n
+        for n in self.nodes:
+            if n.addr == which:
+                return n
+        raise KeyError("no node %r in this cluster" % (which,))
+
+    def live(self):
+        """Nodes running and not paused."""
+        return [n for n in self.nodes if n.up()]
+
+    def any_live(self):
+        """An address that answers CLUSTER commands now."""
+        for n in self.live():
+            if _quiet(cli, n.addr, "PING", timeout=0.5) == "PONG":
+                return n.addr
+        raise AssertionError("no cluster node answers\n" + self.describe())
+
+    def seeds(self, masters_only=False):
+        """"ip:port,ip:port,..." for --redis_cluster: every node, or only
+        the nodes serving slots now."""
+        addrs = self.masters() if masters_only else \
+            [n.addr for n in self.nodes]
+        return ",".join(addrs)
+
+    def slot_map(self, addr=None):
+        """(start, end, master) ranges from CLUSTER SLOTS on addr (default:
+        a live node)."""
+        return slot_owners(cluster_slots(addr or self.any_live()))
+
+    def masters(self, addr=None):
+        """Sorted addresses serving slots, per CLUSTER SLOTS of a live
+        node."""
+        return sorted(set(m for _, _, m in self.slot_map(addr)))
+
+    def slots_of(self, master, addr=None):
+        """The (start, end) ranges master serves, per a live node."""
+        m = self.node(master).addr
+        return [(a, b) for a, b, o in self.slot_map(addr) if o == m]
+
+    def keyslot(self, key):
+        """CLUSTER KEYSLOT key, asked of a live node."""
+        return int(cli(self.any_live(), "CLUSTER", "KEYSLOT", key))
+
+    def master_of_slot(self, slot, addr=None):
+        """The address serving slot, per CLUSTER SLOTS of a live node (None
+        if no node serves it)."""
+        return owner_in(self.slot_map(addr), slot)
+
+    def master_of_key(self, key):
+        return self.master_of_slot(self.keyslot(key))
+
+    def get(self, key, timeout=2.0):
+        """GET key on the master that serves its slot now (no redirect
+        following: the map is read first)."""
+        return cli(self.master_of_key(key), "GET", key, timeout=timeout)
+
+    def keys_in_slot(self, slot):
+        """{master: CLUSTER COUNTKEYSINSLOT slot} over the nodes serving
+        slots: a node counts its own keys whoever owns the slot, so a slot
+        migrated away must count 0 on its old master."""
+        return {m: int(cli(m, "CLUSTER", "COUNTKEYSINSLOT", slot))
+                for m in self.masters()}
+
+    def replicas_of(self, master):
+        """Live nodes that CLUSTER NODES (of a live node) lists as replicas
+        of master."""
+        mid = self.node(master).id
+        addrs = [d["addr"] for d in cluster_nodes(self.any_live())
+                 if "slave" in d["flags"] and d["master"] == mid]
+        return [n for n in self.nodes if n.addr in addrs and n.alive()]
+
+    def role(self, node):
+        return role_of(self.node(node).addr)
+
+    # ------------------------------------------------------ readiness --
+
+    def maps(self):
+        """{addr: slot ranges} of every live node (None where a node does
+        not answer)."""
+        return {n.addr: _quiet(lambda a: slot_owners(cluster_slots(
+            a, timeout=1.0)), n.addr) for n in self.live()}
+
+    def map_agreed(self):
+        """The agreed (start, end, master) ranges if every live node
+        answers CLUSTER SLOTS with the same slot -> master map, else
+        None."""
+        maps = list(self.maps().values())
+        if not maps or None in maps:
+            return None
+        if any(m != maps[0] for m in maps[1:]):
+            return None
+        return maps[0]
+
+    def wait_map_agreed(self, timeout=10.0):
+        """Wait until every live node reports the same slot map; return
+        it."""
+        try:
+            return harness.wait_until(self.map_agreed, timeout,
+                                      interval=0.05,
+                                      what="cluster nodes to agree on the "
+                                      "slot map")
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.describe())) from None
+
+    def _ready(self, full_coverage):
+        agreed = self.map_agreed()
+        if not agreed:
+            return False
+        live = self.live()
+        live_addrs = set(n.addr for n in live)
+        for a, b, m in agreed:
+            if m not in live_addrs:
+                return False
+        if full_coverage and \
+                sum(b - a + 1 for a, b, _ in agreed) != SLOT_COUNT:
+            return False
+        for n in live:
+            if cluster_info(n.addr, timeout=1.0).get("cluster_state") != "ok":
+                return False
+            i = info(n.addr, timeout=1.0)
+            if i.get("role") == "slave" and \
+                    i.get("master_link_status") != "up":
+                return False
+            # Nobody sees a live node as failing (gossip settled).
+            for d in cluster_nodes(n.addr, timeout=1.0):
+                if d["addr"] in live_addrs and \
+                        d["flags"] & {"fail", "fail?", "handshake",
+                                      "noaddr"}:
+                    return False
+        return True
+
+    def wait_ready(self, timeout=30.0, full_coverage=True):
+        """Every live node says cluster_state:ok, reports the same slot
+        map, and sees no live node as failing; every live replica has
+        master_link_status:up; every slot is served by a live master
+        (full_coverage) or at least every served slot is."""
+        try:
+            harness.wait_until(lambda: self._ready(full_coverage), timeout,
+                               interval=0.05, what="Redis Cluster ready")
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.describe())) from None
+
+    def wait_state(self, state, nodes=None, timeout=10.0):
+        """Wait until every given (default: every live) node reports
+        cluster_state:<state> ('ok' or 'fail')."""
+        ns = [self.node(n) for n in nodes] if nodes else self.live()
+
+        def ok():
+            return all(cluster_info(n.addr, timeout=1.0)
+                       .get("cluster_state") == state for n in ns)
+        try:
+            harness.wait_until(ok, timeout, interval=0.05,
+                               what="cluster_state:%s on %s" % (
+                                   state, [n.addr for n in ns]))
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.describe())) from None
+
+    # --------------------------------------------------------- faults --
+
+    def _remember_slots(self, n):
+        try:
+            self.owned[n.addr] = [(a, b) for a, b, m in self.slot_map()
+                                  if m == n.addr]
+        except AssertionError:
+            pass
+
+    def kill(self, node):
+        """SIGKILL node (a crash); returns its address.  Its slots are
+        remembered for wait_failover()."""
+        n = self.node(node)
+        self._remember_slots(n)
+        self.fault_t0 = time.monotonic()
+        n.stop()
+        self.dead.add(n)
+        return n.addr
+
+    def pause(self, node):
+        """SIGSTOP node (a hung process: connections stay open, silent)."""
+        n = self.node(node)
+        self._remember_slots(n)
+        self.fault_t0 = time.monotonic()
+        n.pause()
+        return n.addr
+
+    def resume(self, node):
+        self.node(node).resume()
+
+    def restart(self, node):
+        """Start a killed node again on its port with its nodes.conf (same
+        node id, no data)."""
+        n = self.node(node)
+        n.restart()
+        self.dead.discard(n)
+        return n
+
+    def wait_failover(self, old, timeout=10.0):
+        """Wait until every live node agrees that a live node other than
+        old serves old's slots (as they were at kill()/pause(), else now),
+        and that node says role:master and cluster_state:ok.  Returns its
+        address; self.last_failover_s is the time from the fault (or from
+        this call)."""
+        old = self.node(old).addr
+        t0 = self.fault_t0 if self.fault_t0 is not None else \
+            time.monotonic()
+        ranges = self.owned.get(old) or self.slots_of(old)
+        if not ranges:
+            raise AssertionError("%s served no slots" % old)
+        slot = ranges[0][0]
+        found = []
+
+        def switched():
+            agreed = self.map_agreed()
+            if not agreed:
+                return False
+            new = owner_in(agreed, slot)
+            if new is None or new == old or not self.node(new).up():
+                return False
+            if any(owner_in(agreed, a) != new for a, _ in ranges):
+                return False
+            if role_of(new) != "master" or \
+                    cluster_info(new, timeout=1.0).get("cluster_state") \
+                    != "ok":
+                return False
+            found.append(new)
+            return True
+        try:
+            harness.wait_until(switched, timeout, interval=0.02,
+                               what="a replica of %s to take its slots"
+                               % old)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.describe())) from None
+        self.last_failover_s = time.monotonic() - t0
+        return found[-1]
+
+    # ----------------------------------------------------- resharding --
+
+    def begin_migration(self, slot, src, dst):
+        """CLUSTER SETSLOT slot IMPORTING on dst, then MIGRATING on src.
+        From here until finish_migration() the slot is split: keys still
+        on src are served there, others get -ASK to dst (and multi-key
+        commands over a split set get -TRYAGAIN)."""
+        s, d = self.node(src), self.node(dst)
+        d.cli("CLUSTER", "SETSLOT", slot, "IMPORTING", s.id)
+        s.cli("CLUSTER", "SETSLOT", slot, "MIGRATING", d.id)
+
+    def move_keys(self, slot, src, dst, batch=100, limit=None,
+                  timeout=30.0):
+        """MIGRATE the keys of slot from src to dst, `batch` at a time
+        (CLUSTER GETKEYSINSLOT, then MIGRATE ... KEYS, timeout 5000), until
+        src has none (or `limit` keys moved).  Returns how many keys were
+        moved."""
+        s, d = self.node(src), self.node(dst)
+        moved = 0
+        deadline = time.monotonic() + timeout
+        while limit is None or moved < limit:
+            n = batch if limit is None else min(batch, limit - moved)
+            keys = s.cli("CLUSTER", "GETKEYSINSLOT", slot, n)
+            if not keys:
+                break
+            r = s.cli("MIGRATE", "127.0.0.1", d.port, "", 0, 5000,
+                      "KEYS", *keys, timeout=10.0)
+            if r not in ("OK", "NOKEY"):
+                raise AssertionError("MIGRATE %s: %r" % (keys, r))
+            moved += len(keys)
+            if time.monotonic() > deadline:
+                raise AssertionError("slot %d: keys still on %s after %.0f s"
+                                     % (slot, s.addr, timeout))
+        return moved
+
+    def finish_migration(self, slot, src, dst, timeout=10.0):
+        """Move what is left, then CLUSTER SETSLOT slot NODE dst on dst,
+        on src and on every other live master; wait until every live node
+        agrees on the map."""
+        s, d = self.node(src), self.node(dst)
+        self.move_keys(slot, s, d)
+        d.cli("CLUSTER", "SETSLOT", slot, "NODE", d.id)
+        for _ in range(20):
+            try:
+                s.cli("CLUSTER", "SETSLOT", slot, "NODE", d.id)
+                break
+            except RedisError as e:
+                # A key arrived on src after the last GETKEYSINSLOT.
+                if "hold keys" not in str(e):
+                    raise
+                self.move_keys(slot, s, d)
+        else:
+            raise AssertionError("slot %d: %s keeps holding keys" %
+                                 (slot, s.addr))
+        for m in self.masters(d.addr):
+            n = self.node(m)
+            if n not in (s, d) and n.up():
+                _quiet(n.cli, "CLUSTER", "SETSLOT", slot, "NODE", d.id)
+        agreed = self.wait_map_agreed(timeout)
+        if owner_in(agreed, slot) != d.addr:
+            raise AssertionError("slot %d ended on %s, not %s"
+                                 % (slot, owner_in(agreed, slot), d.addr))
+
+    def migrate_slot(self, slot, src, dst, timeout=10.0):
+        """The whole manual reshard of one slot, src to dst."""
+        self.begin_migration(slot, src, dst)
+        self.finish_migration(slot, src, dst, timeout)
+
+    # ------------------------------------------------------ reporting --
+
+    def describe(self, tail=15):
+        """One line per node (address, id, process state, role,
+        cluster_state), one node's CLUSTER NODES, and each node's last log
+        lines: for failure messages."""
+        lines = []
+        for n in self.nodes:
+            state = "paused" if n.paused else \
+                ("alive" if n.alive() else "dead")
+            ci = _quiet(cluster_info, n.addr, timeout=0.3) if n.up() else None
+            lines.append("  node %s id=%s %s role=%s cluster_state=%s" % (
+                n.addr, n.id[:8], state,
+                role_of(n.addr, 0.3) if n.up() else "-",
+                ci.get("cluster_state") if ci else "-"))
+        for n in self.live():
+            text = _quiet(cli, n.addr, "CLUSTER", "NODES", timeout=0.5)
+            if text:
+                lines.append("  CLUSTER NODES of %s:" % n.addr)
+                lines += ["    " + ln for ln in text.splitlines()]
+                break
+        if tail:
+            for n in self.nodes:
+                lines.append("  --- log %s (last %d lines)" % (n.addr, tail))
+                lines += ["    " + ln for ln in n.log(tail).splitlines()]
+        return "\n".join(lines)
+
+    def logs(self):
+        return "\n".join("=== redis %s\n%s" % (n.addr, n.log())
+                         for n in self.nodes)
+
+    # ---------------------------------------------------------- close --
+
+    def close(self):
+        """SIGKILL every node (stopped ones too) by pid and remove the temp
+        dir.  Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        for n in self.nodes:
+            try:
+                n.stop()
+            except Exception:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
