@@ -58,7 +58,7 @@ $(BUILD)/%.o: %.c $(wildcard proto/*.h daemon/*.h) $(BUILD)/scripts.h
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 # The Lua scripts are compiled into the binary with their SHA1 (for EVALSHA).
-$(BUILD)/scripts.c: $(SCRIPTS) scripts/embed.sh
+$(BUILD)/scripts.c: $(SCRIPTS) $(wildcard scripts/lib/*.lua) scripts/embed.sh
 	@mkdir -p $(BUILD)
 	sh scripts/embed.sh $(BUILD) $(SCRIPTS)
 

@@ -79,6 +79,11 @@ static const struct opt opts[] = {
 	  .help = "Sentinel mode: sentinel addresses, host:port,host:port,... "
 	  "(numeric hosts); the broker follows the master they name "
 	  "(exclusive with redis)" },
+	{ .name = "redis_cluster", .type = T_ENDPOINTS,
+	  .off = OFF(redis_cluster), .def = "",
+	  .help = "Cluster mode: seed nodes of a Redis Cluster, host:port,... "
+	  "(numeric hosts); keys are routed by slot to their masters "
+	  "(exclusive with redis and the Sentinel options)" },
 	{ .name = "redis_master_name", .type = T_STR,
 	  .off = OFF(redis_master_name), .def = "", .min = 0, .max = 255,
 	  .help = "Sentinel mode: the monitored master's name" },
@@ -338,7 +343,7 @@ config_set(struct config *cfg, const char *name, const char *value,
 		return -1;
 	}
 	if (o->off == OFF(redis))
-		cfg->redis_given = 1;	/* exclusive with redis_sentinels */
+		cfg->redis_given = 1;	/* exclusive with the HA modes */
 	return opt_parse(cfg, o, value, err, errlen);
 }
 
@@ -420,6 +425,14 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "redis and redis_sentinels are exclusive: "
 		    "in Sentinel mode the sentinels name the master (remove the "
 		    "redis line or option)");
+		return -1;
+	}
+	if (cfg->redis_cluster[0] != '\0' && (cfg->redis_given ||
+	    cfg->redis_sentinels[0] != '\0' ||
+	    cfg->redis_master_name[0] != '\0')) {
+		snprintf(err, errlen, "redis_cluster is exclusive with redis, "
+		    "redis_sentinels and redis_master_name: in cluster mode the "
+		    "cluster's slot map names the masters");
 		return -1;
 	}
 	if (cfg->redis_sentinels[0] != '\0' &&

@@ -24,6 +24,7 @@ struct config {
 	int redis_given;		/* redis was set (conf or argv) */
 	char *redis_sentinels;		/* "" = single-address mode */
 	char *redis_master_name;
+	char *redis_cluster;		/* "" = not cluster mode */
 	char *redis_sentinel_password;
 	char *redis_sentinel_user;
 	long failover_lock_delay_ms;	/* absent keys not granted after a new

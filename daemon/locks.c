@@ -190,6 +190,14 @@ struct locks {
 
 static void lock_pump(struct lock *lk);
 
+/* Redis can be asked about lk (cluster mode: its slot's master is up). */
+static int
+key_up(const struct lock *lk)
+{
+	return lk->lt->st != NULL && store_key_up(lk->lt->st, lk->name,
+	    lk->te.keylen);
+}
+
 /*
  * Clean-ups are sent when the connection comes up; one that arises while
  * connected (an error reply, not a lost connection) is sent on a short
@@ -450,7 +458,7 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (lk == NULL || cl->op != NULL)
 		return;	/* its attempt's reply decides */
 	waiter_remove(cl);
-	if (cl->lt->st == NULL || !store_is_up(cl->lt->st)) {
+	if (!key_up(lk)) {
 		/* BUSY would claim the key is held: we cannot know */
 		cl->lt->stats.acquire_errors++;
 		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
@@ -648,7 +656,7 @@ lock_pump(struct lock *lk)
 {
 	struct locks *lt = lk->lt;
 
-	if (lt->st != NULL && !store_is_up(lt->st)) {
+	if (lt->st != NULL && !key_up(lk)) {
 		/* waiters wait out the reconnect (locks_store_up pumps); one
 		 * whose wait is over (a one-try request has no timer) is
 		 * answered now, not after the outage */
@@ -704,7 +712,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	lk->in_delay = 0;
 	if (!ok || granted)
 		lk->woken = 0;
-	if (!ok && store_is_up(lt->st)) {
+	if (!ok && key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM...): the script did not run.  Final for this request:
 		 * retrying at once would hammer Redis for the whole wait. */
@@ -823,7 +831,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		    " keys");
 		return;
 	}
-	if (lt->st == NULL || !store_is_up(lt->st)) {
+	if (lt->st == NULL || !store_key_up(lt->st, key, keylen)) {
 		lt->stats.acquire_errors++;
 		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
 		return;
@@ -932,11 +940,10 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
 		}
 		pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
-		if (w != NULL && (store_is_up(lt->st) ||
-		    now_ms() >= w->deadline)) {
+		if (w != NULL && (key_up(lk) || now_ms() >= w->deadline)) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, store_is_up(lt->st) ?
+			reply(w, LK_UNAVAILABLE, 0, key_up(lk) ?
 			    WHY_REFUSED : WHY_NO_ANSWER);
 		}
 		/* else it stays queued for the reconnect, as in attempt_done */
@@ -1133,7 +1140,7 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		struct lock *lk = b->lk[i];
 
 		lk->refs--;
-		if (ok && i < n && renewed[i]) {
+		if (ok && i < n && renewed[i] > 0) {
 			lt->stats.renewals++;
 			if (renewed[i] == 2) {
 				lt->stats.reclaimed++;
@@ -1141,7 +1148,7 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 				    "Redis after a master change", lk->name,
 				    b->token[i]);
 			}
-		} else if (ok && i < n && lk->holder &&
+		} else if (ok && i < n && renewed[i] == 0 && lk->holder &&
 		    lk->token == b->token[i] && !lk->releasing) {
 			hold_lost(lk, 1);
 		}
@@ -1538,7 +1545,7 @@ locks_client_eof(struct lclient *cl)
 	if (cl->op != NULL)
 		return;		/* its attempt's reply answers, BUSY or OK */
 	waiter_remove(cl);
-	if (cl->lt->st != NULL && !store_is_up(cl->lt->st)) {
+	if (cl->lt->st != NULL && !key_up(lk)) {
 		cl->lt->stats.acquire_errors++;
 		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
 	} else {

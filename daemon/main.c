@@ -347,7 +347,7 @@ main(int argc, char **argv)
 		struct locks_cfg lc;
 		struct store_cfg sc = {
 			.addr = cfg.redis_sentinels[0] ? cfg.redis_master_name :
-			    cfg.redis,
+			    cfg.redis_cluster[0] ? cfg.redis_cluster : cfg.redis,
 			.password = cfg.redis_password,
 			.user = cfg.redis_user,
 			.prefix = cfg.prefix,
@@ -357,6 +357,7 @@ main(int argc, char **argv)
 			.master_name = cfg.redis_master_name,
 			.sentinel_password = cfg.redis_sentinel_password,
 			.sentinel_user = cfg.redis_sentinel_user,
+			.cluster = cfg.redis_cluster,
 			.lock_delay_ms = cfg.failover_lock_delay_ms,
 			.acks = cfg.redis_replica_acks,
 			.ack_timeout_ms = cfg.redis_replica_ack_timeout_ms,
@@ -385,7 +386,7 @@ main(int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
-		notify("STATUS=waiting for Redis at %s", cfg.redis);
+		notify("STATUS=waiting for Redis at %s", sc.addr);
 		if ((b.store = store_new(b.base, &sc, &hooks)) == NULL) {
 			rc = 2;
 			goto out;
@@ -398,6 +399,11 @@ main(int argc, char **argv)
 		    LOCKBROKER_VERSION, cfg.redis_master_name,
 		    cfg.redis_sentinels, cfg.prefix, cfg.default_ttl_ms,
 		    cfg.max_sessions);
+	else if (cfg.redis_cluster[0] != '\0')
+		log_info("lockbrokerd %s started: Redis Cluster seeds %s, "
+		    "prefix '%s', default TTL %ld ms, max_sessions %ld",
+		    LOCKBROKER_VERSION, cfg.redis_cluster, cfg.prefix,
+		    cfg.default_ttl_ms, cfg.max_sessions);
 	else
 		log_info("lockbrokerd %s started: redis %s, prefix '%s', "
 		    "default TTL %ld ms, max_sessions %ld", LOCKBROKER_VERSION,

@@ -14,6 +14,9 @@
 
 #include <event2/buffer.h>
 
+#include <stdio.h>
+#include <string.h>
+
 /* --- getters ----------------------------------------------------------- */
 
 static const char *
@@ -179,6 +182,63 @@ t_redis_master(const struct stats_snap *s)
 	return store_master(s->b->store);
 }
 
+static uint64_t
+g_redis_nodes(const struct stats_snap *s)
+{
+	return store_nodes_up(s->b->store);
+}
+
+static uint64_t
+g_redis_redirects(const struct stats_snap *s)
+{
+	return store_redirects(s->b->store);
+}
+
+static uint64_t
+g_redis_map_changes(const struct stats_snap *s)
+{
+	return store_map_changes(s->b->store);
+}
+
+/* "addr/up/inflight/redirects" per master, for STATS. */
+struct node_text {
+	char buf[1024];
+	size_t off;
+};
+
+static void
+node_text_one(void *arg, const char *addr, int up, size_t inflight,
+    uint64_t redirects)
+{
+	struct node_text *t = arg;
+	char one[128];
+	int n = snprintf(one, sizeof one, "%s%s/%s/%zu/%llu", t->off ? "," : "",
+	    addr, up ? "up" : "down", inflight,
+	    (unsigned long long)redirects);
+
+	if (n < 0 || (size_t)n >= sizeof one)
+		return;
+	if (t->off + (size_t)n + 5 >= sizeof t->buf) {
+		if (t->off + 5 < sizeof t->buf)
+			t->off += (size_t)snprintf(t->buf + t->off,
+			    sizeof t->buf - t->off, ",...");
+		return;
+	}
+	memcpy(t->buf + t->off, one, (size_t)n + 1);
+	t->off += (size_t)n;
+}
+
+static const char *
+t_redis_node_stats(const struct stats_snap *s)
+{
+	static struct node_text t;	/* one STATS line at a time */
+
+	t.off = 0;
+	t.buf[0] = '\0';
+	store_each_node(s->b->store, node_text_one, &t);
+	return t.off ? t.buf : "-";
+}
+
 static const char *
 t_redis(const struct stats_snap *s)
 {
@@ -264,6 +324,19 @@ const struct stat_def stats_table[] = {
 	    "confirm redis_replica_acks replicas in time.",
 	    "lockbroker_replica_acks_missed_total", NULL, NULL, g_acks_missed,
 	    NULL },
+	{ "redis_nodes", G, "Redis masters with a command connection up "
+	    "(cluster mode: of those serving slots; otherwise 0 or 1).",
+	    "lockbroker_redis_nodes_up", NULL, NULL, g_redis_nodes, NULL },
+	{ "redis_redirects", C, "Cluster MOVED and ASK replies followed.",
+	    "lockbroker_redis_redirects_total", NULL, NULL,
+	    g_redis_redirects, NULL },
+	{ "redis_map_changes", C, "Cluster slot maps applied that changed "
+	    "which master serves a slot (the first map included).",
+	    "lockbroker_redis_map_changes_total", NULL, NULL,
+	    g_redis_map_changes, NULL },
+	{ "redis_node_stats", STAT_TEXT, "Each master as "
+	    "ip:port/up|down/in-flight/redirections, comma-separated.",
+	    NULL, NULL, NULL, NULL, t_redis_node_stats },
 };
 
 #undef C

@@ -1,42 +1,30 @@
 /*
  * store.c - the broker's Redis in lock terms: the Lua script calls.
  *
- * Every call is one EVALSHA on the pipelined command connection (at most
- * STORE_MAX_INFLIGHT in flight, the rest queued), sent again once as EVAL
- * after NOSCRIPT (a SCRIPT FLUSH, a restart or a failover empties the
- * script cache).  With redis_replica_acks, grants wait for one WAIT per
- * event-loop turn (group commit).  The connections themselves live in
- * store_conn.c; facts about hiredis 0.14 this relies on are listed there.
+ * Every call is one EVALSHA on the pipelined command connection of its
+ * key's master (at most STORE_MAX_INFLIGHT in flight per connection, the
+ * rest queued), sent again once as EVAL after NOSCRIPT (a SCRIPT FLUSH, a
+ * restart or a failover empties the script cache).  With
+ * redis_replica_acks, grants wait for one WAIT per connection and
+ * event-loop turn (group commit).  In cluster mode a call follows MOVED
+ * (to the slot's new master) and ASK (ASKING, then the call, to a
+ * migration's target), and waits out TRYAGAIN and CLUSTERDOWN with
+ * backoff until redis_timeout_ms after it was made.  The connections
+ * live in store_conn.c, the slot map in cluster.c; facts about hiredis
+ * 0.14 this relies on are listed in store_conn.c.
  */
 #include "store_int.h"
 #include "log.h"
 #include "sentinel.h"
+#include "slot.h"
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Grant scripts (acquire, handoff) put the new owner at this argv index
- * (EVALSHA sha numkeys + 3 pieces): a grant WAIT did not confirm is undone
- * by that owner's value. */
-#define OWNER_ARG 6
-
 static int cmd_start(struct cmd *c);
-static void queue_run(struct store *st);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-/* --- helpers -------------------------------------------------------- */
-
-static char *
-joinstr(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	char *s = xmalloc(la + lb + 1);
-
-	memcpy(s, a, la);
-	memcpy(s + la, b, lb + 1);
-	return s;
-}
 
 /* --- commands ------------------------------------------------------- */
 
@@ -63,6 +51,8 @@ cmd_new(struct store *st, enum cmd_kind kind, enum script_id script,
 	c->st = st;
 	c->kind = kind;
 	c->script = script;
+	c->slot = -1;
+	c->born_ms = now_ms();
 	c->argc = argc;
 	c->argv = (const char **)(void *)(c + 1);
 	c->argvlen = (size_t *)(void *)(c->argv + argc);
@@ -86,6 +76,14 @@ cmd_new(struct store *st, enum cmd_kind kind, enum script_id script,
 		off += pieces[i].l2;
 	}
 	return c;
+}
+
+static void
+cmd_free(struct cmd *c)
+{
+	if (c->retry_ev != NULL)
+		event_free(c->retry_ev);
+	free(c);
 }
 
 /* Tell the caller Redis could not answer. */
@@ -236,19 +234,19 @@ group_left(struct cmd *c)
 	}
 }
 
-/* A grant sent this turn: the turn's WAIT must cover it. */
+/* A grant sent this turn: the turn's WAIT on its connection covers it. */
 static void
 group_join(struct cmd *c)
 {
-	struct store *st = c->st;
-	struct ackgroup *g = st->agroup;
+	struct node *n = c->node;
+	struct ackgroup *g = n->agroup;
 
 	if (g == NULL) {
 		g = xcalloc(1, sizeof *g);
-		g->st = st;
+		g->node = n;
 		g->refs = 1;		/* the WAIT */
-		st->agroup = g;
-		event_active(st->ack_ev, EV_TIMEOUT, 0);
+		n->agroup = g;
+		event_active(n->ack_ev, EV_TIMEOUT, 0);
 	}
 	g->refs++;
 	c->group = g;
@@ -271,7 +269,7 @@ undo_done(void *arg, int ok, int released)
 	else if (!released)
 		log_debug("undone grant was already gone");
 	c->fn.acquire(c->arg, 1, -2, 0);
-	free(c);
+	cmd_free(c);
 }
 
 /*
@@ -295,32 +293,35 @@ group_undo(struct cmd *c)
 
 	value_piece(&p[1], c->argv[c->owner_arg], c->argvlen[c->owner_arg],
 	    c->token, token, sizeof token);
-	if (!store_cmd_usable(st))
+	if (!node_usable(c->node))
 		return -1;
 	u = cmd_new(st, K_UNDO, SCRIPT_RELEASE, 1, p, 4);
 	u->fn.release = undo_done;
 	u->arg = c;			/* answered and freed by undo_done */
+	u->node = c->node;
+	u->slot = c->slot;
 	return cmd_start(u);
 }
 
-/* The turn is over: one WAIT for every grant it sent. */
+/* The turn is over: one WAIT for every grant it sent on n. */
 static void
 ack_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct store *st = arg;
-	struct ackgroup *g = st->agroup;
+	struct node *n = arg;
+	struct store *st = n->st;
+	struct ackgroup *g = n->agroup;
 
 	(void)fd;
 	(void)what;
 	if (g == NULL)
 		return;
-	st->agroup = NULL;
-	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
-	    redisAsyncCommand(st->cmd.ac, wait_reply, g, "WAIT %ld %ld",
+	n->agroup = NULL;
+	if (n->conn.state == C_UP && n->conn.ac != NULL &&
+	    redisAsyncCommand(n->conn.ac, wait_reply, g, "WAIT %ld %ld",
 	    st->cfg.acks, st->cfg.ack_timeout_ms) == REDIS_OK) {
 		g->sent = 1;
-		if (st->inflight++ == 0)
-			st->last_progress_ms = now_ms();
+		if (n->inflight++ == 0)
+			n->last_progress_ms = now_ms();
 		return;
 	}
 	/* The connection went first: its members fail with it (their
@@ -332,17 +333,18 @@ static void
 wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct ackgroup *g = privdata;
-	struct store *st = g->st;
+	struct node *n = g->node;
+	struct store *st = n->st;
 	redisReply *r = reply;
 	long long acked = -1;
 	size_t undone = 0;
 	struct cmd *c;
 
 	(void)ac;
-	st->inflight--;
-	st->last_progress_ms = now_ms();
+	n->inflight--;
+	n->last_progress_ms = now_ms();
 	if (r == NULL)
-		st->cmd.dying = 1;
+		n->conn.dying = 1;
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
 		acked = r->integer;
 	while ((c = g->parked) != NULL) {
@@ -357,16 +359,17 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		} else {
 			cmd_fail(c);
 		}
-		free(c);
+		cmd_free(c);
 	}
 	if (undone > 0) {
 		st->acks_missed += undone;
-		log_warn("WAIT: %lld of %ld replicas acknowledged; %zu grants "
-		    "undone", acked, st->cfg.acks, undone);
+		log_warn("WAIT on %s: %lld of %ld replicas acknowledged; %zu "
+		    "grants undone", n->conn.addrstr, acked, st->cfg.acks,
+		    undone);
 	}
 	if (r != NULL && r->type == REDIS_REPLY_ERROR)
 		/* e.g. "WAIT cannot be used with replica instances" */
-		sconn_kill(&st->cmd, "WAIT refused: no longer the master?");
+		sconn_kill(&n->conn, "WAIT refused: no longer the master?");
 	group_unref(g);
 }
 
@@ -394,27 +397,166 @@ error_logged(struct store *st, const char *script, const char *err)
 	st->errlog_quiet = 0;
 }
 
+/* --- cluster redirections -------------------------------------------- */
+
+static int
+has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/*
+ * "MOVED <slot> <host>:<port>" or "ASK ...": follow it.  An empty host
+ * means the host of the node that answered.  0 when c is on its way
+ * again; -1 to fail it (malformed, too many redirections, no node).
+ */
+static int
+redirect(struct cmd *c, const char *err, int ask)
+{
+	struct store *st = c->st;
+	const char *sp = strchr(err, ' '), *hp, *colon;
+	char host[ADDR_HOST_LEN], *end;
+	long slot, port;
+	struct node *to;
+	size_t hl;
+
+	if (sp == NULL)
+		return -1;
+	slot = strtol(sp + 1, &end, 10);
+	if (end == sp + 1 || *end != ' ' || slot < 0 || slot >= SLOT_COUNT)
+		return -1;
+	hp = end + 1;
+	if ((colon = strrchr(hp, ':')) == NULL)
+		return -1;
+	port = strtol(colon + 1, &end, 10);
+	if (*end != '\0' || port <= 0 || port > 65535)
+		return -1;
+	hl = (size_t)(colon - hp);
+	if (hl > 0 && hp[0] == '[' && hp[hl - 1] == ']') {
+		hp++;
+		hl -= 2;
+	}
+	if (hl == 0) {
+		hp = c->node->host;
+		hl = strlen(hp);
+	}
+	if (hl >= sizeof host)
+		return -1;
+	memcpy(host, hp, hl);
+	host[hl] = '\0';
+	c->node->redirects++;
+	st->redirects++;
+	cluster_refresh(st->cl);
+	if (++c->redirects > CLUSTER_REDIRECTS) {
+		log_warn("%s for slot %ld: more than %d redirections, given up",
+		    ask ? "ASK" : "MOVED", slot, CLUSTER_REDIRECTS);
+		return -1;
+	}
+	to = ask ? cluster_node_at(st->cl, host, (int)port) :
+	    cluster_moved(st->cl, (unsigned)slot, host, (int)port);
+	if (to == NULL)
+		return -1;
+	group_left(c);		/* a resend joins its new turn's group */
+	c->node = to;
+	c->asking = ask;
+	return cmd_start(c);
+}
+
+static void
+retry_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct cmd *c = arg, **pp;
+	struct store *st = c->st;
+	struct node *n;
+
+	(void)fd;
+	(void)what;
+	for (pp = &st->retrying; *pp != NULL; pp = &(*pp)->rnext)
+		if (*pp == c) {
+			*pp = c->rnext;
+			break;
+		}
+	c->rnext = NULL;
+	n = cluster_node_of(st->cl, (unsigned)c->slot);
+	if (n != NULL && node_usable(n)) {
+		c->node = n;
+		if (cmd_start(c) == 0)
+			return;
+	}
+	cmd_fail(c);
+	cmd_free(c);
+}
+
+/*
+ * TRYAGAIN (a migration has the keys of c's slot on both sides) or
+ * CLUSTERDOWN (no master serves the slot now): ask again later, routed
+ * by the map again, until redis_timeout_ms after c was made.  0 when
+ * scheduled.
+ */
+static int
+retry_later(struct cmd *c)
+{
+	struct store *st = c->st;
+	int64_t left = c->born_ms + st->cfg.timeout_ms - now_ms();
+
+	if (c->slot < 0 || left <= 0)
+		return -1;
+	if (c->retry_ev == NULL &&
+	    (c->retry_ev = evtimer_new(st->base, retry_fire, c)) == NULL)
+		return -1;
+	c->retry_ms = c->retry_ms == 0 ? RETRY_MIN_MS :
+	    c->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->retry_ms * 2;
+	if (sconn_timer_add_ms(c->retry_ev, c->retry_ms < left ? c->retry_ms :
+	    (long)left) != 0)
+		return -1;
+	group_left(c);
+	c->asking = 0;
+	c->rnext = st->retrying;
+	st->retrying = c;
+	return 0;
+}
+
+/* Cluster error replies a call survives: 0 when c is on its way again. */
+static int
+cluster_error(struct cmd *c, const char *err)
+{
+	if (has_prefix(err, "MOVED "))
+		return redirect(c, err, 0);
+	if (has_prefix(err, "ASK "))
+		return redirect(c, err, 1);
+	if (has_prefix(err, "CLUSTERDOWN")) {
+		cluster_refresh(c->st->cl);
+		return retry_later(c);
+	}
+	if (has_prefix(err, "TRYAGAIN"))
+		return retry_later(c);
+	return -1;
+}
+
+/* --- sending ----------------------------------------------------------- */
+
 static void
 cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct cmd *c = privdata;
 	struct store *st = c->st;
+	struct node *n = c->node;
 	redisReply *r = reply;
 	int rc;
 
 	(void)ac;
-	st->inflight--;
-	st->last_progress_ms = now_ms();
+	n->inflight--;
+	n->last_progress_ms = now_ms();
 	if (r == NULL) {
-		st->cmd.dying = 1;	/* before the caller reacts to it */
+		n->conn.dying = 1;	/* before the caller reacts to it */
 		group_left(c);
 		cmd_fail(c);
-		free(c);
+		cmd_free(c);
 		return;
 	}
-	queue_run(st);
+	store_queue_run(n);
 	if (r->type == REDIS_REPLY_ERROR && !c->retried &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && st->cmd.state == C_UP) {
+	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->conn.state == C_UP) {
 		group_left(c);	/* the resend joins the group of its turn */
 		/* Script cache flushed: send the text once; EVAL caches it. */
 		c->retried = 1;
@@ -422,21 +564,24 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		c->argvlen[0] = 4;
 		c->argv[1] = scripts[c->script].text;
 		c->argvlen[1] = strlen(scripts[c->script].text);
-		log_info("script %s not cached in Redis: sent as EVAL",
-		    scripts[c->script].name);
+		log_info("script %s not cached in Redis %s: sent as EVAL",
+		    scripts[c->script].name, n->conn.addrstr);
 		if (cmd_send(c) == 0)
 			return;
 		cmd_fail(c);
-		free(c);
+		cmd_free(c);
 		return;
 	}
+	if (r->type == REDIS_REPLY_ERROR && st->cl != NULL &&
+	    cluster_error(c, r->str) == 0)
+		return;
 	if (r->type == REDIS_REPLY_ERROR) {
 		error_logged(st, scripts[c->script].name, r->str);
 		group_left(c);
 		cmd_fail(c);
-		free(c);
+		cmd_free(c);
 		if (strncmp(r->str, "READONLY", 8) == 0)
-			sconn_kill(&st->cmd, "Redis is a replica now");
+			sconn_kill(&n->conn, "Redis is a replica now");
 		return;
 	}
 	if ((rc = cmd_deliver(c, r)) == 1) {
@@ -451,97 +596,197 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		cmd_fail(c);
 	}
 	group_left(c);
-	free(c);
+	cmd_free(c);
 }
 
 static int
 cmd_send(struct cmd *c)
 {
-	struct store *st = c->st;
+	struct node *n = c->node;
 
-	if (!store_cmd_usable(st) || st->cmd.ac == NULL)
+	if (!node_usable(n) || n->conn.ac == NULL)
 		return -1;
-	if (redisAsyncCommandArgv(st->cmd.ac, cmd_reply, c, c->argc,
+	/* ASK: this one command, and only it, goes to the target */
+	if (c->asking && redisAsyncCommand(n->conn.ac, NULL, NULL,
+	    "ASKING") != REDIS_OK)
+		return -1;
+	c->asking = 0;
+	if (redisAsyncCommandArgv(n->conn.ac, cmd_reply, c, c->argc,
 	    c->argv, c->argvlen) != REDIS_OK)
 		return -1;
-	if (st->inflight++ == 0)
-		st->last_progress_ms = now_ms();
-	if (c->kind == K_ACQUIRE && st->cfg.acks > 0)
+	if (n->inflight++ == 0)
+		n->last_progress_ms = now_ms();
+	if (c->kind == K_ACQUIRE && c->st->cfg.acks > 0)
 		group_join(c);
 	return 0;
 }
 
-/* Send queued commands while there is room in flight. */
 static void
-queue_run(struct store *st)
+queue_push(struct node *n, struct cmd *c)
 {
-	while (st->qhead != NULL && st->inflight < STORE_MAX_INFLIGHT) {
-		struct cmd *c = st->qhead;
+	c->qnext = NULL;
+	if (n->qtail)
+		n->qtail->qnext = c;
+	else
+		n->qhead = c;
+	n->qtail = c;
+	n->queued++;
+}
 
-		st->qhead = c->qnext;
-		if (st->qhead == NULL)
-			st->qtail = NULL;
-		st->queued--;
+/* Send queued commands while there is room in flight. */
+void
+store_queue_run(struct node *n)
+{
+	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
+	    node_usable(n)) {
+		struct cmd *c = n->qhead;
+
+		n->qhead = c->qnext;
+		if (n->qhead == NULL)
+			n->qtail = NULL;
+		n->queued--;
 		if (cmd_send(c) != 0) {
 			cmd_fail(c);
-			free(c);
+			cmd_free(c);
 		}
 	}
 }
 
-/* Answer every queued command "unavailable" (the connection is gone). */
+/* Answer every queued command of n "unavailable" (it is gone). */
 void
-store_queue_fail(struct store *st)
+store_queue_fail(struct node *n)
 {
 	struct cmd *c;
 
-	while ((c = st->qhead) != NULL) {
-		st->qhead = c->qnext;
-		if (st->qhead == NULL)
-			st->qtail = NULL;
-		st->queued--;
+	while ((c = n->qhead) != NULL) {
+		n->qhead = c->qnext;
+		if (n->qhead == NULL)
+			n->qtail = NULL;
+		n->queued--;
 		cmd_fail(c);
-		free(c);
+		cmd_free(c);
 	}
 }
 
-/* Send a new command, or queue it when STORE_MAX_INFLIGHT are in flight;
- * on failure it is freed and -1 returned. */
+/*
+ * Send c to its node, or queue it there: when STORE_MAX_INFLIGHT are in
+ * flight, or (a redirection to a master not connected yet) until its
+ * connection is up.  -1 when it can go nowhere (the caller frees it).
+ */
 static int
 cmd_start(struct cmd *c)
 {
-	struct store *st = c->st;
+	struct node *n = c->node;
 
-	if (store_cmd_usable(st) && st->inflight >= STORE_MAX_INFLIGHT) {
-		c->qnext = NULL;
-		if (st->qtail)
-			st->qtail->qnext = c;
-		else
-			st->qhead = c;
-		st->qtail = c;
-		st->queued++;
+	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT)
+		return cmd_send(c);
+	if (node_usable(n) || (c->st->cl != NULL && !c->st->freeing &&
+	    !n->conn.dying && n->conn.state != C_UP)) {
+		queue_push(n, c);
+		sconn_retry_now(&n->conn);	/* a node waiting out a backoff */
 		return 0;
 	}
-	if (cmd_send(c) == 0)
-		return 0;
-	free(c);
 	return -1;
 }
 
-/* Build and start one script call; -1 (nothing started) when down. */
+/* --- routing ----------------------------------------------------------- */
+
+/* The master a key's scripts go to (NULL: none known). */
+static struct node *
+node_for(const struct store *st, const char *key, size_t keylen, int *slot)
+{
+	unsigned s;
+
+	*slot = -1;
+	if (st->cl == NULL)
+		return st->one;
+	s = slot_of(st->lockpfx, st->lockpfxlen, key, keylen);
+	*slot = (int)s;
+	return cluster_node_of(st->cl, s);
+}
+
+/*
+ * Cluster mode: a slot's own counter, lock delay and tenure keys end in
+ * "{" (store_new) and the slot's tag closes them here: tag = "<tag>}".
+ */
+static size_t
+slot_suffix(int slot, char *tag, size_t taglen)
+{
+	if (slot < 0) {
+		tag[0] = '\0';
+		return 0;
+	}
+	return (size_t)snprintf(tag, taglen, "%s}", slot_tag((unsigned)slot));
+}
+
+/* Build and start one script call for key; -1 (nothing started) when
+ * its master is not up. */
 static int
-script_call(struct store *st, enum cmd_kind kind, enum script_id script,
-    int nkeys, const struct piece *p, int np, union cmd_fn fn, void *arg)
+script_call(struct store *st, const char *key, size_t keylen,
+    enum cmd_kind kind, enum script_id script, int nkeys,
+    const struct piece *p, int np, union cmd_fn fn, void *arg)
 {
 	struct cmd *c;
+	int slot;
+	struct node *n = node_for(st, key, keylen, &slot);
 
-	if (!store_cmd_usable(st))
+	if (!node_usable(n))
 		return -1;
 	c = cmd_new(st, kind, script, nkeys, p, np);
 	c->fn = fn;
 	c->arg = arg;
-	c->owner_arg = OWNER_ARG;
-	return cmd_start(c);
+	c->node = n;
+	c->slot = slot;
+	if (cmd_start(c) == 0)
+		return 0;
+	cmd_free(c);
+	return -1;
+}
+
+/* A grant script (acquire, handoff): the new owner is at argv index
+ * owner_arg, so a grant WAIT did not confirm can be undone by value. */
+static int
+grant_call(struct store *st, const char *key, size_t keylen,
+    enum script_id script, int nkeys, const struct piece *p, int np,
+    int owner_arg, store_acquire_fn *fn, void *arg)
+{
+	struct cmd *c;
+	int slot;
+	struct node *n = node_for(st, key, keylen, &slot);
+
+	if (!node_usable(n))
+		return -1;
+	c = cmd_new(st, K_ACQUIRE, script, nkeys, p, np);
+	c->fn.acquire = fn;
+	c->arg = arg;
+	c->node = n;
+	c->slot = slot;
+	c->owner_arg = owner_arg;
+	if (cmd_start(c) == 0)
+		return 0;
+	cmd_free(c);
+	return -1;
+}
+
+/* Cluster mode's extra arguments of grant scripts: the master's
+ * replication ids and the lock delay (lib/slot_tenure.lua). */
+struct tenure_args {
+	char delay[24];
+	struct piece p[3];
+};
+
+static void
+tenure_args(const struct store *st, const struct node *n,
+    struct tenure_args *t)
+{
+	int dl = snprintf(t->delay, sizeof t->delay, "%ld",
+	    st->cfg.lock_delay_ms);
+
+	t->p[0] = (struct piece){ n->conn.replid, strlen(n->conn.replid),
+	    NULL, 0 };
+	t->p[1] = (struct piece){ n->conn.replid2, strlen(n->conn.replid2),
+	    NULL, 0 };
+	t->p[2] = (struct piece){ t->delay, (size_t)dl, NULL, 0 };
 }
 
 int
@@ -549,20 +794,34 @@ store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24];
-	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct piece p[8] = {
+	char ttl[24], tag[SLOT_TAG_MAX + 2];
+	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+	struct node *n = node_for(st, key, keylen, &slot);
+	size_t sl = slot_suffix(slot, tag, sizeof tag);
+	int nk = slot < 0 ? 3 : 4;
+	struct tenure_args t;
+	struct piece p[12] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ st->fence, strlen(st->fence), NULL, 0 },
-		{ st->delay, strlen(st->delay), NULL, 0 },
-		{ owner, ownerlen, NULL, 0 },		/* argv[OWNER_ARG] */
-		{ ttl, (size_t)tl, NULL, 0 },
-		{ st->wanted, strlen(st->wanted), NULL, 0 },
-		{ st->idsp, STORE_ID_LEN + 1, key, keylen },
-		{ will_wait ? "1" : "0", 1, NULL, 0 },
+		{ st->fence, strlen(st->fence), tag, sl },
+		{ st->delay, strlen(st->delay), tag, sl },
+		{ st->tenure, strlen(st->tenure), tag, sl },
 	};
-	return script_call(st, K_ACQUIRE, SCRIPT_ACQUIRE, 3, p, 8,
-	    (union cmd_fn){ .acquire = fn }, arg);
+	int np = nk;
+
+	if (!node_usable(n))
+		return -1;
+	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), NULL, 0 };
+	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
+	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
+	if (slot >= 0) {
+		tenure_args(st, n, &t);
+		for (int i = 0; i < 3; i++)
+			p[np++] = t.p[i];
+	}
+	return grant_call(st, key, keylen, SCRIPT_ACQUIRE, nk, p, np,
+	    3 + nk, fn, arg);
 }
 
 int
@@ -571,21 +830,34 @@ store_handoff(struct store *st, const char *key, size_t keylen,
     const char *next_owner, size_t next_ownerlen, long ttl_ms,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], tok[24];
-	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct piece p[7] = {
+	char ttl[24], tok[24], tag[SLOT_TAG_MAX + 2];
+	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+	struct node *n = node_for(st, key, keylen, &slot);
+	size_t sl = slot_suffix(slot, tag, sizeof tag);
+	int nk = slot < 0 ? 2 : 4;
+	struct tenure_args t;
+	struct piece p[12] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ st->fence, strlen(st->fence), NULL, 0 },
-		{ NULL, 0, NULL, 0 },			/* the value, below */
-		{ next_owner, next_ownerlen, NULL, 0 },	/* argv[OWNER_ARG] */
-		{ ttl, (size_t)tl, NULL, 0 },
-		{ st->channel, strlen(st->channel), NULL, 0 },
-		{ key, keylen, NULL, 0 },
+		{ st->fence, strlen(st->fence), tag, sl },
+		{ st->delay, strlen(st->delay), tag, sl },
+		{ st->tenure, strlen(st->tenure), tag, sl },
 	};
+	int np = nk;
 
-	value_piece(&p[2], owner, ownerlen, token, tok, sizeof tok);
-	return script_call(st, K_ACQUIRE, SCRIPT_HANDOFF, 2, p, 7,
-	    (union cmd_fn){ .acquire = fn }, arg);
+	if (!node_usable(n))
+		return -1;
+	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
+	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
+	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	p[np++] = (struct piece){ st->channel, strlen(st->channel), NULL, 0 };
+	p[np++] = (struct piece){ key, keylen, NULL, 0 };
+	if (slot >= 0) {
+		tenure_args(st, n, &t);
+		for (int i = 0; i < 3; i++)
+			p[np++] = t.p[i];
+	}
+	return grant_call(st, key, keylen, SCRIPT_HANDOFF, nk, p, np,
+	    3 + nk + 1, fn, arg);
 }
 
 int
@@ -602,7 +874,7 @@ store_release(struct store *st, const char *key, size_t keylen,
 	};
 
 	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
-	return script_call(st, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
+	return script_call(st, key, keylen, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 
@@ -616,20 +888,32 @@ store_forget(struct store *st, const char *key, size_t keylen,
 		{ st->channel, strlen(st->channel), NULL, 0 },
 		{ key, keylen, NULL, 0 },
 	};
-	return script_call(st, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
+	return script_call(st, key, keylen, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 
-int
-store_renew(struct store *st, const struct store_renew_item *items, size_t n,
+/*
+ * One renew (or reassert) call for items that all live in one slot (or,
+ * single mode, on the one master).  Cluster mode's reassert also names
+ * the slot's counter and tenure, for lib/slot_tenure.lua.
+ */
+static int
+renew_call(struct store *st, const struct store_renew_item *items, size_t n,
     int reassert, store_renew_fn *fn, void *arg)
 {
-	struct piece p[3 * STORE_RENEW_BATCH + 1];
+	struct piece p[3 * STORE_RENEW_BATCH + 6];
 	char ttls[STORE_RENEW_BATCH][24], toks[STORE_RENEW_BATCH][24];
-	size_t nk = reassert ? n + 1 : n;	/* reassert: + the lock delay */
+	char tag[SLOT_TAG_MAX + 2];
+	int slot;
+	struct node *node = node_for(st, items[0].key, items[0].keylen, &slot);
+	size_t sl = slot_suffix(slot, tag, sizeof tag);
+	int cl = reassert && slot >= 0;
+	size_t nk = !reassert ? n : cl ? n + 3 : n + 1;
+	size_t np = nk + 2 * n;
+	struct tenure_args t;
 	struct cmd *c;
 
-	if (!store_cmd_usable(st) || n == 0 || n > STORE_RENEW_BATCH)
+	if (!node_usable(node) || n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		int tl = snprintf(ttls[i], sizeof ttls[i], "%ld",
@@ -641,13 +925,125 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
 	}
 	if (reassert)
-		p[n] = (struct piece){ st->delay, strlen(st->delay), NULL, 0 };
+		p[n] = (struct piece){ st->delay, strlen(st->delay), tag, sl };
+	if (cl) {
+		p[n + 1] = (struct piece){ st->fence, strlen(st->fence), tag, sl };
+		p[n + 2] = (struct piece){ st->tenure, strlen(st->tenure), tag,
+		    sl };
+		tenure_args(st, node, &t);
+		for (int i = 0; i < 3; i++)
+			p[np++] = t.p[i];
+	}
 	c = cmd_new(st, K_RENEW, reassert ? SCRIPT_REASSERT : SCRIPT_RENEW,
-	    (int)nk, p, (int)(nk + 2 * n));
+	    (int)nk, p, (int)np);
 	c->fn.renew = fn;
 	c->arg = arg;
 	c->nrenew = n;
-	return cmd_start(c);
+	c->node = node;
+	c->slot = slot;
+	if (cmd_start(c) == 0)
+		return 0;
+	cmd_free(c);
+	return -1;
+}
+
+/*
+ * Cluster mode: a renew batch is split by slot (a script's keys must
+ * share one), and the caller answered once, when every part has.
+ */
+struct renew_gather {
+	store_renew_fn *fn;
+	void *arg;
+	size_t n;
+	unsigned left;			/* parts not answered yet */
+	int anyok;
+	int renewed[STORE_RENEW_BATCH];
+};
+
+struct renew_part {
+	struct renew_gather *g;
+	size_t n;
+	unsigned short idx[STORE_RENEW_BATCH];	/* into the caller's items */
+};
+
+static void
+gather_done(struct renew_gather *g)
+{
+	if (--g->left > 0)
+		return;
+	g->fn(g->arg, g->anyok, g->renewed, g->n);
+	free(g);
+}
+
+static void
+part_done(void *arg, int ok, const int *renewed, size_t n)
+{
+	struct renew_part *part = arg;
+	struct renew_gather *g = part->g;
+
+	for (size_t i = 0; ok && i < n && i < part->n; i++)
+		g->renewed[part->idx[i]] = renewed[i];
+	g->anyok |= ok;
+	free(part);
+	gather_done(g);
+}
+
+static int
+renew_by_slot(struct store *st, const struct store_renew_item *items,
+    size_t n, int reassert, store_renew_fn *fn, void *arg)
+{
+	unsigned short slotof[STORE_RENEW_BATCH];
+	unsigned char done[STORE_RENEW_BATCH] = { 0 };
+	struct store_renew_item sub[STORE_RENEW_BATCH];
+	struct renew_gather *g = xcalloc(1, sizeof *g);
+
+	g->fn = fn;
+	g->arg = arg;
+	g->n = n;
+	g->left = 1;		/* this loop, until it is over */
+	for (size_t i = 0; i < n; i++) {
+		slotof[i] = (unsigned short)slot_of(st->lockpfx, st->lockpfxlen,
+		    items[i].key, items[i].keylen);
+		g->renewed[i] = -1;	/* unknown unless a part answers */
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct renew_part *part;
+
+		if (done[i])
+			continue;
+		part = xmalloc(sizeof *part);
+		part->g = g;
+		part->n = 0;
+		for (size_t j = i; j < n; j++)
+			if (!done[j] && slotof[j] == slotof[i]) {
+				done[j] = 1;
+				sub[part->n] = items[j];
+				part->idx[part->n++] = (unsigned short)j;
+			}
+		g->left++;
+		if (renew_call(st, sub, part->n, reassert, part_done,
+		    part) != 0) {
+			g->left--;	/* its master is down: unknown */
+			free(part);
+		}
+	}
+	if (g->left == 1 && !g->anyok) {
+		free(g);	/* nothing went out: as if Redis were down */
+		return -1;
+	}
+	gather_done(g);
+	return 0;
+}
+
+int
+store_renew(struct store *st, const struct store_renew_item *items, size_t n,
+    int reassert, store_renew_fn *fn, void *arg)
+{
+	if (n == 0 || n > STORE_RENEW_BATCH)
+		return -1;
+	if (st->cl != NULL)
+		return renew_by_slot(st, items, n, reassert, fn, arg);
+	return renew_call(st, items, n, reassert, fn, arg);
 }
 
 int
@@ -655,8 +1051,104 @@ store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg)
 {
 	struct piece p[1] = { { st->lockpfx, st->lockpfxlen, key, keylen } };
-	return script_call(st, K_OWNER, SCRIPT_OWNER, 1, p, 1,
+	return script_call(st, key, keylen, K_OWNER, SCRIPT_OWNER, 1, p, 1,
 	    (union cmd_fn){ .owner = fn }, arg);
+}
+
+/* --- nodes and the store --------------------------------------------- */
+
+struct node *
+store_node_new(struct store *st, const char *host, int port, int is_unix)
+{
+	struct node *n = xcalloc(1, sizeof *n);
+
+	n->st = st;
+	n->host = xstrndup(host, strlen(host));
+	n->port = port;
+	n->is_unix = is_unix;
+	sconn_init(st, &n->conn, "command", CONN_CMD);
+	n->conn.node = n;
+	if (is_unix)
+		snprintf(n->conn.addrstr, sizeof n->conn.addrstr, "unix:%s",
+		    host);
+	else
+		snprintf(n->conn.addrstr, sizeof n->conn.addrstr,
+		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+	n->ack_ev = event_new(st->base, -1, 0, ack_cb, n);
+	if (n->ack_ev == NULL)
+		fatalx("cannot create Redis timers");
+	n->next = st->nodes;
+	st->nodes = n;
+	st->nnodes++;
+	return n;
+}
+
+/* Fail what n has queued or in flight, drop its connection, free it. */
+void
+store_node_free(struct node *n)
+{
+	struct store *st = n->st;
+	struct node **pp;
+
+	for (pp = &st->nodes; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == n) {
+			*pp = n->next;
+			st->nnodes--;
+			break;
+		}
+	if (n->agroup != NULL) {
+		/* its WAIT will never be sent; members fail below */
+		group_unref(n->agroup);
+		n->agroup = NULL;
+	}
+	n->conn.state = C_DOWN;	/* callbacks below may not queue more */
+	store_queue_fail(n);
+	sconn_close(&n->conn);
+	store_queue_fail(n);	/* anything a callback queued after all */
+	if (n->ack_ev)
+		event_free(n->ack_ev);
+	free(n->host);
+	free(n);
+}
+
+/* Key names: cluster mode's per-slot ones end in "{" for the slot tag. */
+static char *
+keyname(const char *prefix, const char *name, int cluster)
+{
+	size_t lp = strlen(prefix), ln = strlen(name);
+	char *s = xmalloc(lp + ln + 3);
+
+	memcpy(s, prefix, lp);
+	memcpy(s + lp, name, ln);
+	if (cluster)
+		memcpy(s + lp + ln, ":{", 3);
+	else
+		s[lp + ln] = '\0';
+	return s;
+}
+
+/* Sentinel mode: sentinel.c says where the one master is. */
+static int
+sentinel_start(struct store *st, const struct store_cfg *cfg)
+{
+	struct sentinel_cfg sc = {
+		.sentinels = cfg->sentinels,
+		.master_name = cfg->master_name,
+		.password = cfg->sentinel_password,
+		.user = cfg->sentinel_user,
+		/* "a few hundred ms" per sentinel (sentinel-clients) */
+		.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
+	};
+	struct sentinel_hooks sh = { sconn_switched, st };
+	char err[256];
+
+	st->sent = sentinel_new(st->base, &sc, &sh, err, sizeof err);
+	if (st->sent == NULL) {
+		log_error("Sentinel mode: %s", err);
+		return -1;
+	}
+	st->one = store_node_new(st, "", 0, 0);
+	return 0;
 }
 
 struct store *
@@ -664,7 +1156,9 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
     const struct store_hooks *hooks)
 {
 	struct store *st = xcalloc(1, sizeof *st);
+	int cluster = cfg->cluster != NULL && cfg->cluster[0] != '\0';
 	struct timeval tick;
+	int rc;
 
 	st->base = base;
 	st->addr = xstrndup(cfg->addr, strlen(cfg->addr));
@@ -675,57 +1169,48 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->cfg.password = st->password;
 	st->cfg.user = st->user;
 	st->cfg.prefix = NULL;
-	st->lockpfx = joinstr(cfg->prefix, ":lock:");
+	st->lockpfx = keyname(cfg->prefix, ":lock:", 0);
 	st->lockpfxlen = strlen(st->lockpfx);
-	st->fence = joinstr(cfg->prefix, ":fence");
-	st->channel = joinstr(cfg->prefix, ":released");
-	st->wanted = joinstr(cfg->prefix, ":wanted");
-	st->tenure = joinstr(cfg->prefix, ":tenure");
-	st->delay = joinstr(cfg->prefix, ":lockdelay");
+	st->fence = keyname(cfg->prefix, ":fence", cluster);
+	st->channel = keyname(cfg->prefix, ":released", 0);
+	st->wanted = keyname(cfg->prefix, ":wanted", 0);
+	st->tenure = keyname(cfg->prefix, ":tenure", cluster);
+	st->delay = keyname(cfg->prefix, ":lockdelay", cluster);
 	memset(st->idsp, '-', STORE_ID_LEN);
 	if (cfg->id != NULL)
 		memcpy(st->idsp, cfg->id, strnlen(cfg->id, STORE_ID_LEN));
 	st->idsp[STORE_ID_LEN] = ' ';
 	st->idsp[STORE_ID_LEN + 1] = '\0';
 	st->hooks = *hooks;
-	if (cfg->sentinels != NULL && cfg->sentinels[0] != '\0') {
-		struct sentinel_cfg sc = {
-			.sentinels = cfg->sentinels,
-			.master_name = cfg->master_name,
-			.password = cfg->sentinel_password,
-			.user = cfg->sentinel_user,
-			/* "a few hundred ms" per sentinel (sentinel-clients) */
-			.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
-		};
-		struct sentinel_hooks sh = { sconn_switched, st };
-		char err[256];
-
-		st->sent = sentinel_new(base, &sc, &sh, err, sizeof err);
-		if (st->sent == NULL) {
-			log_error("Sentinel mode: %s", err);
-			store_free(st);
-			return NULL;
-		}
-	} else if (sconn_parse_addr(st) != 0) {
-		store_free(st);
-		return NULL;
+	st->watchdog_ev = event_new(base, -1, EV_PERSIST, sconn_watchdog_cb, st);
+	st->role_ev = event_new(base, -1, EV_PERSIST, sconn_role_cb, st);
+	if (st->watchdog_ev == NULL || st->role_ev == NULL)
+		fatalx("cannot create Redis timers");
+	sconn_init(st, &st->sub, "subscriber", CONN_SUB);
+	if (cluster) {
+		slot_tags_init();
+		st->cl = cluster_new(st, cfg->cluster);
+		rc = st->cl == NULL ? -1 : 0;
+	} else if (cfg->sentinels != NULL && cfg->sentinels[0] != '\0') {
+		rc = sentinel_start(st, cfg);
+	} else {
+		rc = sconn_parse_addr(st);
 	}
 	st->cfg.sentinels = st->cfg.master_name = NULL;	/* not kept */
 	st->cfg.sentinel_password = st->cfg.sentinel_user = NULL;
-	sconn_init(st, &st->cmd, "command", 0);
-	sconn_init(st, &st->sub, "subscriber", 1);
-	st->watchdog_ev = event_new(base, -1, EV_PERSIST, sconn_watchdog_cb, st);
-	st->role_ev = event_new(base, -1, EV_PERSIST, sconn_role_cb, st);
-	st->ack_ev = event_new(base, -1, 0, ack_cb, st);
-	if (st->watchdog_ev == NULL || st->role_ev == NULL || st->ack_ev == NULL)
-		fatalx("cannot create Redis timers");
+	st->cfg.cluster = NULL;
+	if (rc != 0) {
+		store_free(st);
+		return NULL;
+	}
 	tick.tv_sec = cfg->timeout_ms / 4 / 1000;
 	tick.tv_usec = (cfg->timeout_ms / 4 % 1000) * 1000;
 	event_add(st->watchdog_ev, &tick);
 	tick.tv_sec = ROLE_CHECK_MS / 1000;
 	tick.tv_usec = (ROLE_CHECK_MS % 1000) * 1000;
 	event_add(st->role_ev, &tick);
-	sconn_start(&st->cmd);
+	if (st->one != NULL)
+		sconn_start(&st->one->conn);
 	sconn_start(&st->sub);
 	return st;
 }
@@ -733,6 +1218,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 void
 store_free(struct store *st)
 {
+	struct cmd *c;
+
 	if (st == NULL)
 		return;
 	st->freeing = 1;
@@ -741,21 +1228,22 @@ store_free(struct store *st)
 	if (st->sent != NULL)
 		sentinel_free(st->sent);	/* resolves answer, ignored */
 	st->sent = NULL;
-	if (st->agroup != NULL) {
-		/* its WAIT will never be sent; members fail below */
-		group_unref(st->agroup);
-		st->agroup = NULL;
+	while ((c = st->retrying) != NULL) {
+		st->retrying = c->rnext;
+		cmd_fail(c);
+		cmd_free(c);
 	}
-	st->cmd.state = C_DOWN;	/* callbacks below may not queue more */
-	store_queue_fail(st);
-	sconn_close(&st->cmd);
+	if (st->cl != NULL)
+		cluster_free(st->cl);	/* its map connection */
+	st->cl = NULL;
+	while (st->nodes != NULL)
+		store_node_free(st->nodes);
+	st->one = NULL;
 	sconn_close(&st->sub);
 	if (st->watchdog_ev)
 		event_free(st->watchdog_ev);
 	if (st->role_ev)
 		event_free(st->role_ev);
-	if (st->ack_ev)
-		event_free(st->ack_ev);
 	free(st->tenure);
 	free(st->delay);
 	free(st->addr);
@@ -765,20 +1253,41 @@ store_free(struct store *st)
 	free(st->fence);
 	free(st->channel);
 	free(st->wanted);
-	free(st->host);
 	free(st);
 }
 
 int
 store_is_up(const struct store *st)
 {
-	return store_cmd_usable(st);
+	if (st->cl != NULL) {
+		if (!cluster_map_known(st->cl))
+			return 0;
+		for (const struct node *n = st->nodes; n != NULL; n = n->next)
+			if (n->slots > 0 && node_usable(n))
+				return 1;
+		return 0;
+	}
+	return node_usable(st->one);
+}
+
+int
+store_key_up(const struct store *st, const char *key, size_t keylen)
+{
+	int slot;
+
+	return node_usable(node_for(st, key, keylen, &slot));
 }
 
 size_t
 store_inflight(const struct store *st)
 {
-	return st->inflight + st->queued;
+	size_t sum = 0;
+
+	for (const struct node *n = st->nodes; n != NULL; n = n->next)
+		sum += n->inflight + n->queued;
+	for (const struct cmd *c = st->retrying; c != NULL; c = c->rnext)
+		sum++;
+	return sum;
 }
 
 uint64_t
@@ -787,10 +1296,31 @@ store_reconnects(const struct store *st)
 	return st->reconnects;
 }
 
+/* Single mode: the master; cluster mode: every master up, comma-separated
+ * (cut short with "..." past the buffer). */
 const char *
 store_master(const struct store *st)
 {
-	return st->cmd.state == C_UP ? st->cmd.addrstr : "-";
+	struct store *w = (struct store *)(uintptr_t)st;	/* the buffer */
+	size_t off = 0;
+
+	if (st->cl == NULL)
+		return node_usable(st->one) ? st->one->conn.addrstr : "-";
+	w->masters[0] = '\0';
+	for (const struct node *n = st->nodes; n != NULL; n = n->next) {
+		size_t need = strlen(n->conn.addrstr) + 1;
+
+		if (n->slots == 0 || !node_usable(n))
+			continue;
+		if (off + need + 4 >= sizeof w->masters) {
+			memcpy(w->masters + off, ",...", 5);
+			break;
+		}
+		off += (size_t)snprintf(w->masters + off,
+		    sizeof w->masters - off, "%s%s", off ? "," : "",
+		    n->conn.addrstr);
+	}
+	return off ? w->masters : "-";
 }
 
 uint64_t
@@ -803,4 +1333,38 @@ uint64_t
 store_acks_missed(const struct store *st)
 {
 	return st->acks_missed;
+}
+
+unsigned
+store_nodes_up(const struct store *st)
+{
+	unsigned up = 0;
+
+	for (const struct node *n = st->nodes; n != NULL; n = n->next)
+		if ((st->cl == NULL || n->slots > 0) && node_usable(n))
+			up++;
+	return up;
+}
+
+uint64_t
+store_redirects(const struct store *st)
+{
+	return st->redirects;
+}
+
+uint64_t
+store_map_changes(const struct store *st)
+{
+	return st->cl != NULL ? cluster_map_changes(st->cl) : 0;
+}
+
+void
+store_each_node(const struct store *st, void (*fn)(void *arg,
+    const char *addr, int up, size_t inflight, uint64_t redirects),
+    void *arg)
+{
+	for (const struct node *n = st->nodes; n != NULL; n = n->next)
+		if (st->cl == NULL || n->slots > 0)
+			fn(arg, n->conn.addrstr, node_usable(n),
+			    n->inflight + n->queued, n->redirects);
 }

@@ -1,16 +1,18 @@
 /*
  * store.h - the broker's Redis: the only user of hiredis.
  *
- * Two connections per broker: one for commands (the Lua scripts, pipelined
- * for every session) and one subscribed to <prefix>:released.  Both
- * reconnect by themselves with capped exponential backoff.  Callers speak
- * in lock terms (acquire, release, renew, owner) and never see a reply
- * object.
+ * A command connection per master (the Lua scripts, pipelined for every
+ * session: one master, or in cluster mode one per master of the slot
+ * map, each script routed by its key's slot) and one connection
+ * subscribed to <prefix>:released.  All reconnect by themselves with
+ * capped exponential backoff.  Callers speak in lock terms (acquire,
+ * release, renew, owner) and never see a reply object.
  *
  * Contract: each store_* request returns -1 at once when the command
- * connection is not up (the callback is then never called), else 0 and
- * its callback runs exactly once, later, with ok = 0 when Redis could not
- * answer (connection lost, reply timeout, error reply).
+ * connection its key goes to is not up (store_key_up; the callback is
+ * then never called), else 0 and its callback runs exactly once, later,
+ * with ok = 0 when Redis could not answer (connection lost, reply
+ * timeout, error reply).  Cluster redirections are followed inside.
  */
 #ifndef LOCKBROKER_STORE_H
 #define LOCKBROKER_STORE_H
@@ -34,6 +36,8 @@ struct store_cfg {
 	const char *master_name;
 	const char *sentinel_password;
 	const char *sentinel_user;
+	/* Cluster mode when cluster is non-empty: seed nodes "ip:port,...". */
+	const char *cluster;
 	long lock_delay_ms;		/* tenure.lua: after a new tenure */
 	long acks;			/* replicas a grant must reach (WAIT) */
 	long ack_timeout_ms;
@@ -42,8 +46,8 @@ struct store_cfg {
 #define STORE_ID_LEN 36
 
 struct store_hooks {
-	void (*up)(void *arg);		/* command connection ready */
-	void (*down)(void *arg);	/* command connection lost */
+	void (*up)(void *arg);		/* a command connection ready */
+	void (*down)(void *arg);	/* a command connection lost */
 	/* A lock was released somewhere (pub/sub). */
 	void (*released)(void *arg, const char *key, size_t keylen);
 	/* A client of another broker waits for a key (pub/sub). */
@@ -62,7 +66,8 @@ struct store_hooks {
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
 typedef void store_release_fn(void *arg, int ok, int released);
 /* renewed[i]: 1 renewed; 2 (reassert only) absent and set again during a
- * lock delay; 0 Redis no longer shows it (lost). */
+ * lock delay; 0 Redis no longer shows it (lost); -1 not known (cluster
+ * mode: its master did not answer, the others did). */
 typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
 /*
  * owner NULL when the key is free; else the holder's client-id and token,
@@ -95,7 +100,10 @@ struct store *store_new(struct event_base *base, const struct store_cfg *cfg,
     const struct store_hooks *hooks);
 /* Drop both connections (pending callbacks run with ok = 0) and free. */
 void store_free(struct store *st);
+/* Some command connection is up (cluster: the slot map is known too). */
 int store_is_up(const struct store *st);
+/* The command connection key's script would go to is up. */
+int store_key_up(const struct store *st, const char *key, size_t keylen);
 /* Shutting down: if the command connection waits out a backoff, try to
  * reconnect now, with the shortest backoff after. */
 void store_kick(struct store *st);
@@ -107,6 +115,16 @@ const char *store_master(const struct store *st);
 uint64_t store_tenures(const struct store *st);
 /* Grants undone because WAIT did not confirm them. */
 uint64_t store_acks_missed(const struct store *st);
+/* Masters with a command connection up. */
+unsigned store_nodes_up(const struct store *st);
+/* Cluster mode: MOVED and ASK replies followed; slot map changes. */
+uint64_t store_redirects(const struct store *st);
+uint64_t store_map_changes(const struct store *st);
+/* Visit every master node: "ip:port", connection up, in flight + queued,
+ * redirections it sent.  For /metrics and STATS. */
+void store_each_node(const struct store *st, void (*fn)(void *arg,
+    const char *addr, int up, size_t inflight, uint64_t redirects),
+    void *arg);
 
 /* will_wait: a BUSY answer makes the script announce the wait (wanted). */
 int store_acquire(struct store *st, const char *key, size_t keylen,

@@ -1,6 +1,8 @@
 /*
- * store_conn.c - the store's two Redis connections: commands, and the
- * subscriber on <prefix>:released and <prefix>:wanted.
+ * store_conn.c - the store's Redis connections: a command connection per
+ * master (node), the subscriber on <prefix>:released and <prefix>:wanted,
+ * and in cluster mode the map connection (cluster.c asks CLUSTER SLOTS on
+ * it).
  *
  * Facts this file is built around (../shared/notes, hiredis 0.14.1):
  *  - every pending callback runs once with reply == NULL on teardown;
@@ -29,7 +31,8 @@
 #include <string.h>
 
 
-/* The endpoint, by the parser config.c checked it with (addr.h). */
+/* The endpoint, by the parser config.c checked it with (addr.h): the
+ * one node of single-address mode. */
 int
 sconn_parse_addr(struct store *st)
 {
@@ -40,10 +43,8 @@ sconn_parse_addr(struct store *st)
 		log_error("Redis address: %s", err);
 		return -1;
 	}
-	st->is_unix = a.is_unix;
-	st->port = a.port;
-	st->host = a.is_unix ? xstrndup(a.path, strlen(a.path)) :
-	    xstrndup(a.host, strlen(a.host));
+	st->one = store_node_new(st, a.is_unix ? a.path : a.host, a.port,
+	    a.is_unix);
 	return 0;
 }
 
@@ -74,12 +75,20 @@ conn_became_up(struct conn *c)
 	c->failing = 0;
 	c->last_refusal[0] = '\0';
 	log_info("Redis %s connection up (%s)", c->name, c->addrstr);
-	if (!c->subscriber) {
-		st->last_progress_ms = now_ms();
+	switch (c->kind) {
+	case CONN_CMD:
+		c->node->last_progress_ms = now_ms();
+		store_queue_run(c->node);	/* redirected here meanwhile */
 		if (st->hooks.up)
 			st->hooks.up(st->hooks.arg);
-	} else if (st->hooks.subscribed) {
-		st->hooks.subscribed(st->hooks.arg);
+		break;
+	case CONN_SUB:
+		if (st->hooks.subscribed)
+			st->hooks.subscribed(st->hooks.arg);
+		break;
+	case CONN_MAP:
+		cluster_map_up(st->cl);
+		break;
 	}
 }
 
@@ -92,11 +101,17 @@ conn_lost(struct conn *c, const char *why)
 {
 	struct store *st = c->st;
 	int was_up = c->state == C_UP;
+	/* cluster mode: a master that left the map is not called again */
+	int retire = c->kind == CONN_CMD && st->cl != NULL &&
+	    c->node->slots == 0;
 
 	c->ac = NULL;
 	c->state = C_DOWN;
 	event_del(c->timeout_ev);
-	if (was_up || !c->failing)
+	if (retire)
+		log_debug("Redis %s connection to %s closed (%s): it serves no "
+		    "slots", c->name, c->addrstr, why);
+	else if (was_up || !c->failing)
 		log_warn("Redis %s connection %s (%s): %s; retrying in %ld ms",
 		    c->name, was_up ? "lost" : "failed",
 		    c->addrstr[0] ? c->addrstr : st->addr, why, c->backoff_ms);
@@ -104,18 +119,23 @@ conn_lost(struct conn *c, const char *why)
 		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
 		    c->name, why, c->backoff_ms);
 	c->failing = 1;
-	sconn_timer_add_ms(c->retry_ev, c->backoff_ms);
+	if (!retire)
+		sconn_timer_add_ms(c->retry_ev, c->backoff_ms);
 	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 	    c->backoff_ms * 2;
-	if (!c->subscriber)
-		store_queue_fail(st);
-	if (was_up && !c->subscriber) {
+	if (c->kind == CONN_CMD)
+		store_queue_fail(c->node);
+	if (st->cl != NULL && c->kind != CONN_SUB && !st->freeing)
+		cluster_refresh(st->cl);	/* a failover, perhaps */
+	if (was_up && c->kind == CONN_CMD) {
 		st->reconnects++;
 		if (st->hooks.down)
 			st->hooks.down(st->hooks.arg);
 		/* A subscriber on a Redis we can no longer reach is as
-		 * suspect; resubscribing later retries every waiter. */
-		if (st->sub.ac != NULL)
+		 * suspect; resubscribing later retries every waiter.  (In
+		 * a cluster: if it is on that node.) */
+		if (st->sub.ac != NULL && (st->cl == NULL ||
+		    strcmp(st->sub.addrstr, c->addrstr) == 0))
 			sconn_kill(&st->sub, "command connection lost");
 	}
 }
@@ -156,13 +176,13 @@ handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		handshake_refused(c, r->str);
 		return;
 	}
-	if (--c->handshake_left == 0 && !c->subscriber)
+	if (--c->handshake_left == 0 && c->kind != CONN_SUB)
 		conn_became_up(c);
 }
 
 /* Copy the value of "name:value" from an INFO text into out ("" if none). */
-static void
-info_field(const char *info, const char *name, char *out, size_t outlen)
+void
+sconn_info_field(const char *info, const char *name, char *out, size_t outlen)
 {
 	size_t nl = strlen(name);
 	const char *p = info;
@@ -247,13 +267,29 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		    "unexpected reply to INFO");
 		return;
 	}
-	info_field(r->str, "role", role, sizeof role);
+	sconn_info_field(r->str, "role", role, sizeof role);
 	if (strcmp(role, "master") != 0) {
 		snprintf(why, sizeof why, "not a master (role:%s)", role);
 		handshake_refused(c, why);
 		return;
 	}
-	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
+	if (st->cl != NULL) {
+		/* cluster mode: each slot joins the tenure by itself
+		 * (lib/slot_tenure.lua); a stale master answers MOVED */
+		char was[64];
+
+		memcpy(was, c->replid, sizeof was);
+		sconn_info_field(r->str, "master_replid", c->replid,
+		    sizeof c->replid);
+		sconn_info_field(r->str, "master_replid2", c->replid2,
+		    sizeof c->replid2);
+		if (strcmp(was, c->replid) != 0)
+			st->tenures++;
+		if (--c->handshake_left == 0)
+			conn_became_up(c);
+		return;
+	}
+	sconn_info_field(r->str, "master_replid", c->replid, sizeof c->replid);
 	for (unsigned i = 0; i < st->nleft && i < STORE_LEFT_MAX; i++) {
 		if (c->replid[0] != '\0' && strcmp(st->left[i], c->replid) == 0) {
 			/* an old master that woke up still says master */
@@ -280,15 +316,15 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 static void
 role_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store *st = privdata;
+	struct conn *c = privdata;
 	redisReply *r = reply;
 
-	if (r == NULL || st->cmd.ac != ac || st->cmd.state != C_UP)
+	if (r == NULL || c->ac != ac || c->state != C_UP)
 		return;
 	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(r->element[0]->str, "master") != 0)
-		sconn_kill(&st->cmd, "Redis is no longer a master (ROLE)");
+		sconn_kill(c, "Redis is no longer a master (ROLE)");
 }
 
 void
@@ -298,9 +334,11 @@ sconn_role_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (st->cmd.state == C_UP && st->cmd.ac != NULL &&
-	    redisAsyncCommand(st->cmd.ac, role_reply, st, "ROLE") != REDIS_OK)
-		log_debug("ROLE not sent");
+	for (struct node *n = st->nodes; n != NULL; n = n->next)
+		if (n->conn.state == C_UP && n->conn.ac != NULL &&
+		    redisAsyncCommand(n->conn.ac, role_reply, &n->conn,
+		    "ROLE") != REDIS_OK)
+			log_debug("ROLE not sent");
 }
 
 static void
@@ -345,19 +383,19 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 }
 
-static void
-send_auth(struct conn *c)
+/* AUTH when a password is set; fn answers it (handshake_left counts). */
+void
+sconn_send_auth(struct conn *c, redisCallbackFn *fn)
 {
 	struct store *st = c->st;
 
 	if (st->password[0] == '\0')
 		return;
 	if (st->user[0] != '\0')
-		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s %s",
+		redisAsyncCommand(c->ac, fn, c, "AUTH %s %s",
 		    st->user, st->password);
 	else
-		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s",
-		    st->password);
+		redisAsyncCommand(c->ac, fn, c, "AUTH %s", st->password);
 	c->handshake_left++;
 }
 
@@ -378,8 +416,11 @@ on_connect(const redisAsyncContext *cac, int status)
 	c->state = C_HANDSHAKE;
 	c->handshake_left = 0;
 	c->refused = 0;
-	send_auth(c);
-	if (c->subscriber) {
+	sconn_send_auth(c, handshake_reply);
+	if (c->kind == CONN_MAP) {
+		if (c->handshake_left == 0)
+			conn_became_up(c);	/* no AUTH to wait for */
+	} else if (c->kind == CONN_SUB) {
 		redisAsyncCommand(ac, sub_reply, c, "SUBSCRIBE %s %s",
 		    st->channel, st->wanted);
 	} else {
@@ -478,8 +519,19 @@ sconn_start(struct conn *c)
 {
 	struct store *st = c->st;
 
-	if (st->sent == NULL) {
-		conn_connect(c, st->host, st->port, st->is_unix);
+	if (st->cl != NULL && c->kind != CONN_CMD) {
+		/* the subscriber and the map: any node of the cluster */
+		const char *host;
+		int port;
+
+		cluster_next_addr(st->cl, c, &host, &port);
+		conn_connect(c, host, port, 0);
+		return;
+	}
+	if (st->sent == NULL || (c->kind == CONN_CMD && st->cl != NULL)) {
+		struct node *n = c->node != NULL ? c->node : st->one;
+
+		conn_connect(c, n->host, n->port, n->is_unix);
 		return;
 	}
 	if (c->resolving)
@@ -491,8 +543,8 @@ sconn_start(struct conn *c)
 }
 
 /* A connection waiting out a backoff: try now, and quickly after. */
-static void
-conn_retry_now(struct conn *c)
+void
+sconn_retry_now(struct conn *c)
 {
 	c->backoff_ms = BACKOFF_MIN_MS;
 	if (c->state == C_DOWN && c->retry_ev != NULL &&
@@ -517,14 +569,14 @@ sconn_switched(void *arg, const struct addr *from, const struct addr *to)
 	else
 		snprintf(a, sizeof a, "-");
 	log_warn("Redis master switched from %s to %s", a, b);
-	if (st->cmd.ac != NULL && strcmp(st->cmd.addrstr, b) != 0)
-		sconn_kill(&st->cmd, "the master moved");
+	if (st->one->conn.ac != NULL && strcmp(st->one->conn.addrstr, b) != 0)
+		sconn_kill(&st->one->conn, "the master moved");
 	if (st->sub.ac != NULL && strcmp(st->sub.addrstr, b) != 0)
 		sconn_kill(&st->sub, "the master moved");
 	/* one waiting out a backoff (it kept failing on the dead master)
 	 * must not sleep through the news */
-	conn_retry_now(&st->cmd);
-	conn_retry_now(&st->sub);
+	sconn_retry_now(&st->one->conn);
+	sconn_retry_now(&st->sub);
 }
 
 static void
@@ -582,17 +634,19 @@ sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (st->cmd.state == C_UP && st->inflight > 0 &&
-	    now_ms() - st->last_progress_ms > st->cfg.timeout_ms)
-		sconn_kill(&st->cmd, "Redis stopped answering");
+	for (struct node *n = st->nodes; n != NULL; n = n->next)
+		if (n->conn.state == C_UP && n->inflight > 0 &&
+		    now_ms() - n->last_progress_ms > st->cfg.timeout_ms)
+			sconn_kill(&n->conn, "Redis stopped answering");
 }
 
 void
-sconn_init(struct store *st, struct conn *c, const char *name, int subscriber)
+sconn_init(struct store *st, struct conn *c, const char *name,
+    enum conn_kind kind)
 {
 	c->st = st;
 	c->name = name;
-	c->subscriber = subscriber;
+	c->kind = kind;
 	c->state = C_DOWN;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->retry_ev = evtimer_new(st->base, retry_cb, c);
@@ -624,5 +678,9 @@ void
 store_kick(struct store *st)
 {
 	/* shutdown has only a short budget */
-	conn_retry_now(&st->cmd);
+	for (struct node *n = st->nodes; n != NULL; n = n->next)
+		if (st->cl == NULL || n->slots > 0)
+			sconn_retry_now(&n->conn);
+	if (st->cl != NULL)
+		cluster_refresh(st->cl);
 }

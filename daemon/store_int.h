@@ -1,9 +1,15 @@
 /*
- * store_int.h - what the two halves of the store share, and nothing else
+ * store_int.h - what the parts of the store share, and nothing else
  * includes: store.c (the lock scripts in lock terms: script calls, the
- * in-flight cap and queue, replica acknowledgement) and store_conn.c (the
- * Redis connections: connect, handshake and tenure, reconnect with
- * backoff, timeouts, following the master in Sentinel mode, pub/sub).
+ * in-flight cap and queue per node, replica acknowledgement, following
+ * cluster redirections), store_conn.c (the Redis connections: connect,
+ * handshake and tenure, reconnect with backoff, timeouts, following the
+ * master in Sentinel mode, pub/sub) and cluster.c (the slot map of a
+ * Redis Cluster and the master nodes it names).
+ *
+ * A node is one master and its command connection.  Single-address and
+ * Sentinel mode have exactly one (st->one); cluster mode one per master
+ * in the slot map, and every script call is routed by its key's slot.
  */
 #ifndef LOCKBROKER_STORE_INT_H
 #define LOCKBROKER_STORE_INT_H
@@ -28,13 +34,26 @@ struct sentinel;
 #define ERROR_LOG_MS 10000		/* quiet time between error logs */
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
+#define CLUSTER_MAX_NODES 256		/* masters remembered (cluster) */
+#define CLUSTER_REDIRECTS 5		/* MOVED/ASK followed per call */
+#define CLUSTER_REFRESH_MS 1000		/* slot map read at least this often */
+#define CLUSTER_REFRESH_GAP_MS 100	/* and at most this often */
+#define RETRY_MIN_MS 20			/* TRYAGAIN / CLUSTERDOWN backoff */
+#define RETRY_MAX_MS 200
 
 enum conn_state { C_DOWN, C_CONNECTING, C_HANDSHAKE, C_UP };
 
+/* command: a node's scripts; subscriber: pub/sub; map: the cluster's slot
+ * map (CLUSTER SLOTS), on any node that answers, replicas included. */
+enum conn_kind { CONN_CMD, CONN_SUB, CONN_MAP };
+
+struct node;
+
 struct conn {
 	struct store *st;
-	const char *name;		/* "command" / "subscriber" */
-	int subscriber;
+	struct node *node;		/* CONN_CMD: whose connection */
+	const char *name;		/* "command" / "subscriber" / "map" */
+	enum conn_kind kind;
 	enum conn_state state;
 	redisAsyncContext *ac;
 	struct event *retry_ev;		/* reconnect after backoff */
@@ -52,6 +71,7 @@ struct conn {
 	char last_refusal[160];		/* logged once until it changes */
 	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
 	char replid[64];		/* INFO's master_replid, handshake */
+	char replid2[64];		/* INFO's master_replid2 */
 };
 
 /*
@@ -62,10 +82,29 @@ struct conn {
  * out it cannot be sent) plus each member whose reply has not come.
  */
 struct ackgroup {
-	struct store *st;
+	struct node *node;
 	struct cmd *parked;		/* granted, waiting for the WAIT */
 	unsigned refs;
 	int sent;			/* the WAIT is on the wire */
+};
+
+/* One master: its command connection, in-flight cap and queue. */
+struct node {
+	struct store *st;
+	struct node *next;		/* st->nodes */
+	char *host;			/* numeric host, or a unix socket path */
+	int port;
+	int is_unix;
+	struct conn conn;
+	size_t inflight;
+	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
+					 * for the connection (cluster) */
+	size_t queued;
+	int64_t last_progress_ms;
+	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
+	struct event *ack_ev;
+	unsigned slots;			/* slots it serves (cluster map) */
+	uint64_t redirects;		/* MOVED / ASK replies it sent */
 };
 
 struct store {
@@ -74,6 +113,8 @@ struct store {
 	char *addr, *password, *user;
 	char *lockpfx;			/* "<prefix>:lock:" */
 	size_t lockpfxlen;
+	/* Single and Sentinel mode: one key each per prefix.  Cluster mode:
+	 * one per slot, so the names end in "{" and a slot's tag follows. */
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */
@@ -85,24 +126,22 @@ struct store {
 	unsigned nleft;
 	uint64_t tenures;		/* replication ids seen */
 	struct event *role_ev;		/* is it still the master? */
-	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
-	struct event *ack_ev;
 	uint64_t acks_missed;		/* grants undone: WAIT fell short */
 	int64_t errlog_ms;		/* last error reply logged */
 	uint64_t errlog_quiet;		/* error replies not logged since */
 	int freeing;
 	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages */
 	struct store_hooks hooks;
-	struct conn cmd, sub;
+	struct conn sub;
 	struct event *watchdog_ev;	/* checks the oldest command's age */
-	size_t inflight;
-	struct cmd *qhead, *qtail;	/* waiting for a place in flight */
-	size_t queued;
-	int64_t last_progress_ms;
 	uint64_t reconnects;
-	char *host;			/* parsed addr */
-	int port;
-	int is_unix;
+	struct node *one;		/* single / Sentinel mode */
+	struct node *nodes;		/* every node, one's included */
+	unsigned nnodes;
+	struct cmd *retrying;		/* waiting out TRYAGAIN / CLUSTERDOWN */
+	uint64_t redirects;		/* MOVED / ASK replies followed */
+	char masters[512];		/* store_master() in cluster mode */
+	struct cluster *cl;		/* cluster mode; NULL otherwise */
 };
 
 /* One piece of an argument: p1 followed by p2 (either may be empty). */
@@ -137,20 +176,29 @@ struct cmd {
 	struct cmd *gnext;		/* parked in group */
 	int owner_arg;			/* argv index of the owner (grants) */
 	long long token;		/* parked: the token granted */
+	struct node *node;		/* where it is sent (or queued) */
+	int slot;			/* its key's slot; -1 single mode */
+	int asking;			/* send ASKING first (an ASK reply) */
+	int redirects;			/* MOVED / ASK followed so far */
+	int64_t born_ms;		/* retries end timeout_ms after this */
+	long retry_ms;			/* next TRYAGAIN / CLUSTERDOWN wait */
+	struct event *retry_ev;		/* that wait */
+	struct cmd *rnext;		/* st->retrying */
 };
 
-/* The command connection takes commands (not up, or tearing down: no). */
+/* A node's command connection takes commands (not up, or tearing down:
+ * no). */
 static inline int
-store_cmd_usable(const struct store *st)
+node_usable(const struct node *n)
 {
-	return st->cmd.state == C_UP && !st->cmd.dying;
+	return n != NULL && n->conn.state == C_UP && !n->conn.dying;
 }
 
 /* store_conn.c */
 int sconn_parse_addr(struct store *st);
 int sconn_timer_add_ms(struct event *ev, long ms);
 void sconn_init(struct store *st, struct conn *c, const char *name,
-    int subscriber);
+    enum conn_kind kind);
 void sconn_close(struct conn *c);
 void sconn_start(struct conn *c);
 /* Tear c down from our own event (never inside a hiredis callback). */
@@ -159,9 +207,40 @@ void sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg);
 void sconn_role_cb(evutil_socket_t fd, short what, void *arg);
 void sconn_switched(void *arg, const struct addr *from, const struct addr *to);
 
+void sconn_retry_now(struct conn *c);
+void sconn_info_field(const char *info, const char *name, char *out,
+    size_t outlen);
+void sconn_send_auth(struct conn *c, redisCallbackFn *fn);
+
 /* store.c */
 int store_is_int(const redisReply *r);
-/* Answer every queued command "unavailable" (the connection is gone). */
-void store_queue_fail(struct store *st);
+/* Answer every queued command of n "unavailable" (its connection is
+ * gone). */
+void store_queue_fail(struct node *n);
+/* n's connection is up: send what waited for it. */
+void store_queue_run(struct node *n);
+struct node *store_node_new(struct store *st, const char *host, int port,
+    int is_unix);
+void store_node_free(struct node *n);
+
+/* cluster.c */
+struct cluster *cluster_new(struct store *st, const char *seeds);
+void cluster_free(struct cluster *cl);
+/* The node serving slot (NULL: none known). */
+struct node *cluster_node_of(struct cluster *cl, unsigned slot);
+/* MOVED: slot lives at host:port now (the map is refreshed soon). */
+struct node *cluster_moved(struct cluster *cl, unsigned slot,
+    const char *host, int port);
+/* The node at host:port, made if unknown (ASK); NULL past the cap. */
+struct node *cluster_node_at(struct cluster *cl, const char *host, int port);
+/* Read the slot map again soon (a redirection, a lost connection). */
+void cluster_refresh(struct cluster *cl);
+/* Where the subscriber connects next: any node of the cluster. */
+void cluster_next_addr(struct cluster *cl, const struct conn *c,
+    const char **host, int *port);
+/* The map connection is up / got this reply to CLUSTER SLOTS. */
+void cluster_map_up(struct cluster *cl);
+int cluster_map_known(const struct cluster *cl);
+uint64_t cluster_map_changes(const struct cluster *cl);
 
 #endif

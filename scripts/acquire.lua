@@ -7,6 +7,9 @@
 -- ARGV[3]  the "wanted" channel (<prefix>:wanted)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
+-- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[6..8], the
+-- master's replication ids and the lock delay (see lib/slot_tenure.lua);
+-- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
 -- Returns {1, token} when the caller now holds the lock, with a new token
 -- from the counter, {0, pttl} when someone else holds it (pttl in ms, -1 if the
 -- key has no expiry), or {-1, 0} when the counter has passed 2^53-1, the
@@ -23,6 +26,10 @@
 -- holds, so such a value is a remnant (a release lost with a failed
 -- master's writes, a grant whose reply was lost) and its token may be
 -- older than grants made since (issue 10: tokens never go back).
+-- @include slot_tenure.lua
+if KEYS[4] then
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8])
+end
 local v = redis.call('GET', KEYS[1])
 if v then
   local owner = string.match(v, '^(.*):%d+$')

@@ -248,6 +248,14 @@ store_is_up(const struct store *st)
 	return st != NULL && st->up;
 }
 
+int
+store_key_up(const struct store *st, const char *key, size_t keylen)
+{
+	(void)key;
+	(void)keylen;
+	return store_is_up(st);
+}
+
 size_t
 store_inflight(const struct store *st)
 {
