@@ -9,6 +9,7 @@
 #include "locks.h"
 #include "log.h"
 #include "stats.h"
+#include "store.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -48,10 +49,60 @@ histogram(struct evbuffer *out, const char *name, const char *help,
 	return 0;
 }
 
+/* One family with a sample per Redis master (node="ip:port"). */
+struct node_family {
+	struct evbuffer *out;
+	int which;			/* 0 up, 1 in flight, 2 redirections */
+	int rc;
+};
+
+static void
+node_sample(void *arg, const char *addr, int up, size_t inflight,
+    uint64_t redirects)
+{
+	static const char *const names[] = { "lockbroker_redis_node_up",
+	    "lockbroker_redis_node_inflight",
+	    "lockbroker_redis_node_redirects_total" };
+	struct node_family *f = arg;
+	unsigned long long v = f->which == 0 ? (unsigned long long)up :
+	    f->which == 1 ? (unsigned long long)inflight :
+	    (unsigned long long)redirects;
+
+	if (evbuffer_add_printf(f->out, "%s{node=\"%s\"} %llu\n",
+	    names[f->which], addr, v) < 0)
+		f->rc = -1;
+}
+
+static int
+node_families(const struct broker *b, struct evbuffer *out)
+{
+	static const struct { const char *name, *type, *help; } fam[] = {
+		{ "lockbroker_redis_node_up", "gauge",
+		  "Whether the command connection to this Redis master is "
+		  "ready (1) or not (0)." },
+		{ "lockbroker_redis_node_inflight", "gauge",
+		  "Redis commands sent to this master and not answered yet, "
+		  "queued ones included." },
+		{ "lockbroker_redis_node_redirects_total", "counter",
+		  "Cluster MOVED and ASK replies this master sent." },
+	};
+	struct node_family f = { out, 0, 0 };
+
+	for (f.which = 0; f.which < 3; f.which++) {
+		if (family(out, fam[f.which].name, fam[f.which].type,
+		    fam[f.which].help) != 0)
+			return -1;
+		store_each_node(b->store, node_sample, &f);
+		if (f.rc != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /*
  * The page: every row of the stats table that has a metric name (so the
- * numbers are STATS's, read through the same getters), then the
- * histograms.  Returns -1 when out of memory.
+ * numbers are STATS's, read through the same getters), then one sample
+ * per Redis master, then the histograms.  Returns -1 when out of memory.
  */
 static int
 render(const struct broker *b, struct evbuffer *out)
@@ -82,6 +133,8 @@ render(const struct broker *b, struct evbuffer *out)
 		if (rc < 0)
 			return -1;
 	}
+	if (b->store != NULL && node_families(b, out) != 0)
+		return -1;
 	if (histogram(out, "lockbroker_acquire_wait_seconds",
 	    "Time from ACQUIRE to OK for acquisitions that went to Redis.",
 	    &snap.ls.acquire_wait) != 0 ||

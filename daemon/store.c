@@ -1301,26 +1301,25 @@ store_reconnects(const struct store *st)
 const char *
 store_master(const struct store *st)
 {
-	struct store *w = (struct store *)(uintptr_t)st;	/* the buffer */
+	static char buf[512];		/* one STATS line at a time */
 	size_t off = 0;
 
 	if (st->cl == NULL)
 		return node_usable(st->one) ? st->one->conn.addrstr : "-";
-	w->masters[0] = '\0';
+	buf[0] = '\0';
 	for (const struct node *n = st->nodes; n != NULL; n = n->next) {
 		size_t need = strlen(n->conn.addrstr) + 1;
 
 		if (n->slots == 0 || !node_usable(n))
 			continue;
-		if (off + need + 4 >= sizeof w->masters) {
-			memcpy(w->masters + off, ",...", 5);
+		if (off + need + 4 >= sizeof buf) {
+			memcpy(buf + off, ",...", 5);
 			break;
 		}
-		off += (size_t)snprintf(w->masters + off,
-		    sizeof w->masters - off, "%s%s", off ? "," : "",
-		    n->conn.addrstr);
+		off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s",
+		    off ? "," : "", n->conn.addrstr);
 	}
-	return off ? w->masters : "-";
+	return off ? buf : "-";
 }
 
 uint64_t

@@ -140,7 +140,6 @@ struct store {
 	unsigned nnodes;
 	struct cmd *retrying;		/* waiting out TRYAGAIN / CLUSTERDOWN */
 	uint64_t redirects;		/* MOVED / ASK replies followed */
-	char masters[512];		/* store_master() in cluster mode */
 	struct cluster *cl;		/* cluster mode; NULL otherwise */
 };
 

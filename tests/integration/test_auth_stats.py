@@ -145,6 +145,9 @@ OLD_METRICS = ("lockbroker_sessions", "lockbroker_locks_held",
                "lockbroker_auth_failures_total", "lockbroker_redis_up",
                "lockbroker_redis_reconnects_total")
 HISTOGRAMS = ("lockbroker_acquire_wait_seconds", "lockbroker_handoff_seconds")
+# One sample per Redis master (label node="ip:port"), beside the table.
+PER_NODE = ("lockbroker_redis_node_up", "lockbroker_redis_node_inflight",
+            "lockbroker_redis_node_redirects_total")
 
 
 class TestOneTable(BrokerTestCase):
@@ -188,8 +191,14 @@ class TestOneTable(BrokerTestCase):
     def test_metrics_are_the_table_plus_histograms(self):
         m = self.metrics()
         want = {mt for _, _, mt in self.table if mt}
-        counters = {k for k in m if not k.startswith(HISTOGRAMS)}
+        counters = {k for k in m if not k.startswith(HISTOGRAMS + PER_NODE)}
         self.assertEqual(counters, want)
+        # single-address mode: one master, its command connection up
+        node = 'node="%s"' % self.b.redis_addr
+        self.assertEqual(m["lockbroker_redis_node_up{%s}" % node], 1)
+        for fam in PER_NODE:
+            self.assertEqual([k for k in m if k.startswith(fam + "{")],
+                             ["%s{%s}" % (fam, node)])
         _, _, body = http_req(self.mport)
         types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", body, re.M))
         for _, typ, mt in self.table:
