@@ -1395,6 +1395,8 @@ hold_waiters(struct keytab_entry *e, void *arg)
 	struct lock *lk = (struct lock *)(void *)e;
 
 	(void)arg;
+	if (key_up(lk))
+		return 0;	/* cluster mode: its master is another one */
 	/* "held elsewhere" is stale news once the connection is gone */
 	lk->remote_busy = 0;
 	if (lk->retry_ev)
@@ -1411,7 +1413,8 @@ locks_store_down(void *arg)
 
 	/* Waiters stay queued through a reconnect (a failover must not
 	 * cost them their turn); one whose WAIT runs out meanwhile is
-	 * answered ERR UNAVAILABLE, and locks_store_up retries the rest. */
+	 * answered ERR UNAVAILABLE, and locks_store_up retries the rest.
+	 * Cluster mode: only keys of the master that went. */
 	keytab_each(lt->keys, hold_waiters, NULL);
 }
 
