@@ -214,6 +214,9 @@ map_apply(struct cluster *cl)
 			log_debug("  %s serves %u slots", n->conn.addrstr,
 			    n->slots);
 	cl->known = 1;
+	for (n = st->nodes; n != NULL; n = n->next)
+		if (n->slots > 0 && n->conn.state == C_DOWN)
+			sconn_retry_now(&n->conn);	/* back in the map */
 	/* Keys may route elsewhere now: clean-ups, held locks (reasserted
 	 * where they live now) and waiters try again. */
 	if (st->hooks.up != NULL && store_is_up(st))

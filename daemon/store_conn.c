@@ -542,13 +542,20 @@ sconn_start(struct conn *c)
 	sentinel_resolve(st->sent, resolved, c);
 }
 
-/* A connection waiting out a backoff: try now, and quickly after. */
+/*
+ * A connection waiting out a backoff: try now, and quickly after.  One
+ * that was let go (cluster mode: its master had left the map) is started
+ * again too: a redirection or a new map names it once more.
+ */
 void
 sconn_retry_now(struct conn *c)
 {
 	c->backoff_ms = BACKOFF_MIN_MS;
-	if (c->state == C_DOWN && c->retry_ev != NULL &&
-	    event_pending(c->retry_ev, EV_TIMEOUT, NULL)) {
+	if (c->state != C_DOWN || c->retry_ev == NULL || c->st->freeing ||
+	    event_pending(c->kill_ev, EV_TIMEOUT, NULL))
+		return;
+	if (event_pending(c->retry_ev, EV_TIMEOUT, NULL) ||
+	    (c->kind == CONN_CMD && c->st->cl != NULL)) {
 		event_del(c->retry_ev);
 		sconn_start(c);
 	}
