@@ -44,6 +44,7 @@ struct cluster {
 	int asking;			/* CLUSTER SLOTS sent, no reply yet */
 	int64_t asked_ms;
 	int wanted;			/* a refresh to send when possible */
+	char last_err[160];		/* the last CLUSTER SLOTS error logged */
 	uint64_t changes;
 };
 
@@ -235,8 +236,12 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	if (r == NULL)
 		return;		/* the connection went: it says so itself */
 	if (r->type == REDIS_REPLY_ERROR) {
-		log_error("Redis Cluster: CLUSTER SLOTS on %s: %s",
-		    cl->map.addrstr, r->str);
+		/* e.g. a seed that is no cluster node: said once, not on
+		 * every retry */
+		if (strncmp(cl->last_err, r->str, sizeof cl->last_err - 1) != 0)
+			log_error("Redis Cluster: CLUSTER SLOTS on %s: %s",
+			    cl->map.addrstr, r->str);
+		snprintf(cl->last_err, sizeof cl->last_err, "%s", r->str);
 		sconn_kill(&cl->map, "CLUSTER SLOTS refused");
 		return;
 	}
@@ -258,6 +263,11 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		sconn_kill(&cl->map, "no slots known");
 		return;
 	}
+	cl->last_err[0] = '\0';
+	if (cl->map.failing)
+		log_info("Redis map connection up (%s)", cl->map.addrstr);
+	cl->map.failing = 0;
+	cl->map.backoff_ms = BACKOFF_MIN_MS;
 	map_apply(cl);
 	if (cl->wanted)
 		cluster_refresh(cl);

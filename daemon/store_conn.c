@@ -71,6 +71,13 @@ conn_became_up(struct conn *c)
 
 	event_del(c->timeout_ev);
 	c->state = C_UP;
+	if (c->kind == CONN_MAP) {
+		/* up once it has read a map (cluster.c): a node that
+		 * refuses CLUSTER SLOTS must not reset the backoff */
+		log_debug("Redis map connection open (%s)", c->addrstr);
+		cluster_map_up(st->cl);
+		return;
+	}
 	c->backoff_ms = BACKOFF_MIN_MS;
 	c->failing = 0;
 	c->last_refusal[0] = '\0';
@@ -87,7 +94,6 @@ conn_became_up(struct conn *c)
 			st->hooks.subscribed(st->hooks.arg);
 		break;
 	case CONN_MAP:
-		cluster_map_up(st->cl);
 		break;
 	}
 }
@@ -100,7 +106,8 @@ static void
 conn_lost(struct conn *c, const char *why)
 {
 	struct store *st = c->st;
-	int was_up = c->state == C_UP;
+	/* (a map connection is only up once it read a map: cluster.c) */
+	int was_up = c->state == C_UP && !(c->kind == CONN_MAP && c->failing);
 	/* cluster mode: a master that left the map is not called again */
 	int retire = c->kind == CONN_CMD && st->cl != NULL &&
 	    c->node->slots == 0;
