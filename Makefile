@@ -164,8 +164,9 @@ fuzz: deps
 
 # make bench: the load generator (tests/bench/lbbench.c, libevent + hiredis)
 # and its driver, which starts its own redis-server and brokers on free
-# ports, runs every measurement (about a minute) and prints one table, also
-# written to build/bench/results.txt.  See docs/BENCHMARKS.md.
+# ports, runs every measurement (about two minutes, the Redis Cluster rows
+# included) and prints the tables, also written to $(BUILD)/bench/results.txt
+# (build/bench/results.txt by default).  See docs/BENCHMARKS.md.
 BENCH_PKGS := hiredis libevent
 $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 	@mkdir -p $(@D)
@@ -175,4 +176,4 @@ $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/lbbench
 	$(PY) tests/bench/run.py --broker $(BUILD)/lockbrokerd --tool $(BUILD)/lbbench \
-	  --scripts scripts --out build/bench/results.txt
+	  --scripts scripts --out $(BUILD)/bench/results.txt
