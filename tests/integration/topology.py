@@ -11,6 +11,12 @@ topology.py - a real Redis Sentinel set-up for the integration tests.
                     queues the replication stream into its socket, and it
                     applies it when resumed).
   cli(addr, ...)    one Redis command on a fresh connection to "ip:port".
+  ClusterTopology   (at the end) a Redis Cluster, 3 masters + 3 replicas
+                    (ClusterNode each, own dir and bus port), made with
+                    redis-cli --cluster create; slot map lookups, kill,
+                    pause, restart, wait_failover, slot migration in steps
+                    (begin_migration / migrate_keys / move_keys /
+                    finish_migration); hash_slot() computes slots locally.
 
 Typical use in a test:
 
@@ -653,6 +659,23 @@ def hash_slot(key):
     return crc16(key) % SLOT_COUNT
 
 
+def cli_readonly(addr, *args, timeout=2.0):
+    """One command after READONLY on the same fresh connection: a cluster
+    replica answers reads of its master's keys instead of -MOVED."""
+    host, port = split_addr(addr)
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(_resp_encode(["READONLY"]) + _resp_encode(args))
+        reader = _RespReader(s)
+        r = reader.reply()
+        if isinstance(r, RedisError):
+            raise r
+        r = reader.reply()
+    if isinstance(r, RedisError):
+        raise r
+    return r
+
+
 def cluster_info(addr, timeout=2.0):
     """CLUSTER INFO as a dict of strings."""
     out = {}
@@ -776,6 +799,10 @@ class ClusterNode:
 
     def cli(self, *args, timeout=2.0):
         return cli(self.addr, *args, timeout=timeout)
+
+    def cli_ro(self, *args, timeout=2.0):
+        """cli() after READONLY: reads on a replica."""
+        return cli_readonly(self.addr, *args, timeout=timeout)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -1130,15 +1157,21 @@ class ClusterTopology:
             keys = s.cli("CLUSTER", "GETKEYSINSLOT", slot, n)
             if not keys:
                 break
-            r = s.cli("MIGRATE", "127.0.0.1", d.port, "", 0, 5000,
-                      "KEYS", *keys, timeout=10.0)
-            if r not in ("OK", "NOKEY"):
-                raise AssertionError("MIGRATE %s: %r" % (keys, r))
+            self.migrate_keys(s, d, keys)
             moved += len(keys)
             if time.monotonic() > deadline:
                 raise AssertionError("slot %d: keys still on %s after %.0f s"
                                      % (slot, s.addr, timeout))
         return moved
+
+    def migrate_keys(self, src, dst, keys):
+        """MIGRATE these keys (of a slot being migrated) from src to dst,
+        timeout 5000; a key already gone is no error."""
+        s, d = self.node(src), self.node(dst)
+        r = s.cli("MIGRATE", "127.0.0.1", d.port, "", 0, 5000,
+                  "KEYS", *keys, timeout=10.0)
+        if r not in ("OK", "NOKEY"):
+            raise AssertionError("MIGRATE %s: %r" % (keys, r))
 
     def finish_migration(self, slot, src, dst, timeout=10.0):
         """Move what is left, then CLUSTER SETSLOT slot NODE dst on dst,
