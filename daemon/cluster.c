@@ -32,8 +32,9 @@ struct seed {
 
 struct cluster {
 	struct store *st;
-	struct node *slot[SLOT_COUNT];
+	struct node *slot[SLOT_COUNT];	/* routing: the map, MOVED patches */
 	struct node **fresh;		/* the map being read: SLOT_COUNT */
+	struct node **applied;		/* the last map read: SLOT_COUNT */
 	int known;			/* a map was applied */
 	struct seed addrs[CLUSTER_MAX_ADDRS];	/* seeds, then the map's */
 	size_t naddrs, next;
@@ -192,8 +193,10 @@ map_apply(struct cluster *cl)
 	unsigned moved = 0, unassigned = 0, masters = 0;
 	struct node *n;
 
+	/* against the last map read, not the routing table: a move first
+	 * learnt from MOVED is still news for the log and the counter */
 	for (unsigned s = 0; s < SLOT_COUNT; s++) {
-		if (cl->fresh[s] != cl->slot[s])
+		if (cl->fresh[s] != cl->applied[s])
 			moved++;
 		if (cl->fresh[s] == NULL)
 			unassigned++;
@@ -201,6 +204,7 @@ map_apply(struct cluster *cl)
 	for (n = st->nodes; n != NULL; n = n->next)
 		n->slots = 0;
 	memcpy(cl->slot, cl->fresh, sizeof cl->slot);
+	memcpy(cl->applied, cl->fresh, sizeof cl->slot);
 	for (unsigned s = 0; s < SLOT_COUNT; s++)
 		if (cl->slot[s] != NULL && cl->slot[s]->slots++ == 0)
 			masters++;
@@ -218,10 +222,27 @@ map_apply(struct cluster *cl)
 	for (n = st->nodes; n != NULL; n = n->next)
 		if (n->slots > 0 && n->conn.state == C_DOWN)
 			sconn_retry_now(&n->conn);	/* back in the map */
-	/* Keys may route elsewhere now: clean-ups, held locks (reasserted
-	 * where they live now) and waiters try again. */
-	if (st->hooks.up != NULL && store_is_up(st))
-		st->hooks.up(st->hooks.arg);
+	/* Keys may route elsewhere now: clean-ups and waiters try again
+	 * (held locks moved with their slot; a new master reasserts them
+	 * when its connection comes up). */
+	if (st->hooks.rerouted != NULL && store_is_up(st))
+		st->hooks.rerouted(st->hooks.arg);
+}
+
+/* Wake-ups: every master serving slots has its shard subscriber, and it
+ * subscribes the slots it serves now (after a migration or a failover,
+ * or a "sunsubscribe" Redis sent). */
+static void
+subs_sync(struct cluster *cl)
+{
+	for (struct node *n = cl->st->nodes; n != NULL; n = n->next) {
+		if (n->slots == 0)
+			continue;
+		if (n->ss == NULL)
+			n->ss = shardsub_new(n);
+		else
+			shardsub_wake(n->ss);
+	}
 }
 
 static void
@@ -269,6 +290,7 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	cl->map.failing = 0;
 	cl->map.backoff_ms = BACKOFF_MIN_MS;
 	map_apply(cl);
+	subs_sync(cl);
 	if (cl->wanted)
 		cluster_refresh(cl);
 }
@@ -374,6 +396,7 @@ cluster_new(struct store *st, const char *seeds)
 
 	cl->st = st;
 	cl->fresh = xcalloc(SLOT_COUNT, sizeof *cl->fresh);
+	cl->applied = xcalloc(SLOT_COUNT, sizeof *cl->applied);
 	sconn_init(st, &cl->map, "map", CONN_MAP);
 	cl->tick_ev = event_new(st->base, -1, EV_PERSIST, tick_cb, cl);
 	cl->soon_ev = evtimer_new(st->base, soon_cb, cl);
@@ -400,5 +423,6 @@ cluster_free(struct cluster *cl)
 	if (cl->soon_ev)
 		event_free(cl->soon_ev);
 	free(cl->fresh);
+	free(cl->applied);
 	free(cl);
 }

@@ -435,6 +435,12 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "cluster's slot map names the masters");
 		return -1;
 	}
+	if (cfg->redis_cluster[0] != '\0' && strpbrk(cfg->prefix, "{}")) {
+		snprintf(err, errlen, "prefix '%s' has a brace: in cluster mode "
+		    "the broker's per-slot keys end in a {tag} of their own, "
+		    "which a brace in the prefix would override", cfg->prefix);
+		return -1;
+	}
 	if (cfg->redis_sentinels[0] != '\0' &&
 	    cfg->redis_master_name[0] == '\0') {
 		snprintf(err, errlen, "redis_sentinels needs redis_master_name");

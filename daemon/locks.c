@@ -1383,6 +1383,17 @@ locks_store_up(void *arg)
 	keytab_each(lt->keys, pump_waiting, NULL);
 }
 
+void
+locks_store_rerouted(void *arg)
+{
+	struct locks *lt = arg;
+
+	/* Some keys' master changed: what waited for theirs may go now. */
+	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
+	pending_flush(lt);
+	keytab_each(lt->keys, pump_waiting, NULL);
+}
+
 size_t
 locks_pending(const struct locks *lt)
 {

@@ -91,6 +91,7 @@ void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
 void locks_store_wanted(void *arg, const char *key, size_t keylen);
 void locks_store_subscribed(void *arg);
+void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets) waiting for Redis to answer again. */
 size_t locks_pending(const struct locks *lt);
 

@@ -302,6 +302,12 @@ on_store_subscribed(void *arg)
 	locks_store_subscribed(((struct broker *)arg)->locks);
 }
 
+static void
+on_store_rerouted(void *arg)
+{
+	locks_store_rerouted(((struct broker *)arg)->locks);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -364,7 +370,8 @@ main(int argc, char **argv)
 		};
 		struct store_hooks hooks = {
 			on_store_up, on_store_down, on_store_released,
-			on_store_wanted, on_store_subscribed, &b
+			on_store_wanted, on_store_subscribed, on_store_rerouted,
+			&b
 		};
 
 		locks_cfg_from(&cfg, &lc);

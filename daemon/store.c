@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TENURE_ARGS 4	/* replid, replid2, the earlier replid, delay */
+
 static int cmd_start(struct cmd *c);
+static size_t slot_suffix(int slot, char *tag, size_t taglen);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 
@@ -281,11 +284,12 @@ static int
 group_undo(struct cmd *c)
 {
 	struct store *st = c->st;
-	char token[24];
+	char token[24], tag[SLOT_TAG_MAX + 2];
+	size_t sl = slot_suffix(c->slot, tag, sizeof tag);
 	struct piece p[4] = {
 		{ c->argv[3], c->argvlen[3], NULL, 0 },
 		{ NULL, 0, NULL, 0 },			/* the value, below */
-		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ st->channel, strlen(st->channel), tag, sl },
 		{ c->argv[3] + st->lockpfxlen, c->argvlen[3] - st->lockpfxlen,
 		  NULL, 0 },
 	};
@@ -462,6 +466,8 @@ redirect(struct cmd *c, const char *err, int ask)
 	return cmd_start(c);
 }
 
+static int retry_later(struct cmd *c);
+
 static void
 retry_fire(evutil_socket_t fd, short what, void *arg)
 {
@@ -477,11 +483,14 @@ retry_fire(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 	c->rnext = NULL;
+	c->redirects = 0;	/* a fresh try, by the map */
 	n = cluster_node_of(st->cl, (unsigned)c->slot);
 	if (n != NULL && node_usable(n)) {
 		c->node = n;
 		if (cmd_start(c) == 0)
 			return;
+	} else if (retry_later(c) == 0) {
+		return;		/* no master for it yet: wait on */
 	}
 	cmd_fail(c);
 	cmd_free(c);
@@ -606,6 +615,26 @@ cmd_send(struct cmd *c)
 
 	if (!node_usable(n) || n->conn.ac == NULL)
 		return -1;
+	if (c->tenure_arg > 0) {
+		/*
+		 * The tenure of the master it goes to (a redirection may have
+		 * changed it since the call was built), and what is left of
+		 * the lock delay since this broker joined that tenure: a slot
+		 * first reached long after a failover needs none, as every
+		 * broker reasserted its locks when it reached the new master.
+		 */
+		long left = c->st->cfg.lock_delay_ms -
+		    (long)(now_ms() - n->tenure_ms);
+		const char *id[TENURE_ARGS] = { n->conn.replid,
+		    n->conn.replid2, n->prev_replid, c->tenure_delay };
+
+		snprintf(c->tenure_delay, sizeof c->tenure_delay, "%ld",
+		    left > 0 ? left : 0);
+		for (int i = 0; i < TENURE_ARGS; i++) {
+			c->argv[c->tenure_arg + i] = id[i];
+			c->argvlen[c->tenure_arg + i] = strlen(id[i]);
+		}
+	}
 	/* ASK: this one command, and only it, goes to the target */
 	if (c->asking && redisAsyncCommand(n->conn.ac, NULL, NULL,
 	    "ASKING") != REDIS_OK)
@@ -719,6 +748,17 @@ slot_suffix(int slot, char *tag, size_t taglen)
 	return (size_t)snprintf(tag, taglen, "%s}", slot_tag((unsigned)slot));
 }
 
+/* The tag that closes key's slot channel (cluster mode; else none). */
+static size_t
+channel_tag(const struct store *st, const char *key, size_t keylen,
+    char *tag, size_t taglen)
+{
+	int slot;
+
+	(void)node_for(st, key, keylen, &slot);
+	return slot_suffix(slot, tag, taglen);
+}
+
 /* Build and start one script call for key; -1 (nothing started) when
  * its master is not up. */
 static int
@@ -748,7 +788,7 @@ script_call(struct store *st, const char *key, size_t keylen,
 static int
 grant_call(struct store *st, const char *key, size_t keylen,
     enum script_id script, int nkeys, const struct piece *p, int np,
-    int owner_arg, store_acquire_fn *fn, void *arg)
+    int owner_arg, int tenure_arg, store_acquire_fn *fn, void *arg)
 {
 	struct cmd *c;
 	int slot;
@@ -762,31 +802,25 @@ grant_call(struct store *st, const char *key, size_t keylen,
 	c->node = n;
 	c->slot = slot;
 	c->owner_arg = owner_arg;
+	c->tenure_arg = tenure_arg;
 	if (cmd_start(c) == 0)
 		return 0;
 	cmd_free(c);
 	return -1;
 }
 
-/* Cluster mode's extra arguments of grant scripts: the master's
- * replication ids and the lock delay (lib/slot_tenure.lua). */
-struct tenure_args {
-	char delay[24];
-	struct piece p[3];
-};
-
-static void
-tenure_args(const struct store *st, const struct node *n,
-    struct tenure_args *t)
+/*
+ * Cluster mode's last arguments of grant and reassert scripts: the
+ * master's replication ids and the lock delay (lib/slot_tenure.lua), as
+ * placeholders: cmd_send fills them from the master the call is sent to,
+ * which a redirection may change.  Returns the count added.
+ */
+static int
+tenure_pieces(struct piece *p)
 {
-	int dl = snprintf(t->delay, sizeof t->delay, "%ld",
-	    st->cfg.lock_delay_ms);
-
-	t->p[0] = (struct piece){ n->conn.replid, strlen(n->conn.replid),
-	    NULL, 0 };
-	t->p[1] = (struct piece){ n->conn.replid2, strlen(n->conn.replid2),
-	    NULL, 0 };
-	t->p[2] = (struct piece){ t->delay, (size_t)dl, NULL, 0 };
+	for (int i = 0; i < TENURE_ARGS; i++)
+		p[i] = (struct piece){ NULL, 0, NULL, 0 };
+	return TENURE_ARGS;
 }
 
 int
@@ -798,9 +832,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
 	struct node *n = node_for(st, key, keylen, &slot);
 	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int nk = slot < 0 ? 3 : 4;
-	struct tenure_args t;
-	struct piece p[12] = {
+	int nk = slot < 0 ? 3 : 4, ta = 0;
+	struct piece p[16] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), tag, sl },
 		{ st->delay, strlen(st->delay), tag, sl },
@@ -812,16 +845,15 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		return -1;
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), NULL, 0 };
+	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), tag, sl };
 	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
 	if (slot >= 0) {
-		tenure_args(st, n, &t);
-		for (int i = 0; i < 3; i++)
-			p[np++] = t.p[i];
+		ta = 3 + np;
+		np += tenure_pieces(&p[np]);
 	}
 	return grant_call(st, key, keylen, SCRIPT_ACQUIRE, nk, p, np,
-	    3 + nk, fn, arg);
+	    3 + nk, ta, fn, arg);
 }
 
 int
@@ -834,9 +866,8 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
 	struct node *n = node_for(st, key, keylen, &slot);
 	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int nk = slot < 0 ? 2 : 4;
-	struct tenure_args t;
-	struct piece p[12] = {
+	int nk = slot < 0 ? 2 : 4, ta = 0;
+	struct piece p[16] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ st->fence, strlen(st->fence), tag, sl },
 		{ st->delay, strlen(st->delay), tag, sl },
@@ -849,15 +880,14 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->channel, strlen(st->channel), NULL, 0 };
+	p[np++] = (struct piece){ st->channel, strlen(st->channel), tag, sl };
 	p[np++] = (struct piece){ key, keylen, NULL, 0 };
 	if (slot >= 0) {
-		tenure_args(st, n, &t);
-		for (int i = 0; i < 3; i++)
-			p[np++] = t.p[i];
+		ta = 3 + np;
+		np += tenure_pieces(&p[np]);
 	}
 	return grant_call(st, key, keylen, SCRIPT_HANDOFF, nk, p, np,
-	    3 + nk + 1, fn, arg);
+	    3 + nk + 1, ta, fn, arg);
 }
 
 int
@@ -865,11 +895,12 @@ store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     store_release_fn *fn, void *arg)
 {
-	char tok[24];
+	char tok[24], tag[SLOT_TAG_MAX + 2];
+	size_t sl = channel_tag(st, key, keylen, tag, sizeof tag);
 	struct piece p[4] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ NULL, 0, NULL, 0 },			/* the value, below */
-		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ st->channel, strlen(st->channel), tag, sl },
 		{ key, keylen, NULL, 0 },
 	};
 
@@ -882,10 +913,12 @@ int
 store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
 {
+	char tag[SLOT_TAG_MAX + 2];
+	size_t sl = channel_tag(st, key, keylen, tag, sizeof tag);
 	struct piece p[4] = {
 		{ st->lockpfx, st->lockpfxlen, key, keylen },
 		{ owner, ownerlen, NULL, 0 },
-		{ st->channel, strlen(st->channel), NULL, 0 },
+		{ st->channel, strlen(st->channel), tag, sl },
 		{ key, keylen, NULL, 0 },
 	};
 	return script_call(st, key, keylen, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
@@ -901,7 +934,7 @@ static int
 renew_call(struct store *st, const struct store_renew_item *items, size_t n,
     int reassert, store_renew_fn *fn, void *arg)
 {
-	struct piece p[3 * STORE_RENEW_BATCH + 6];
+	struct piece p[3 * STORE_RENEW_BATCH + 3 + TENURE_ARGS];
 	char ttls[STORE_RENEW_BATCH][24], toks[STORE_RENEW_BATCH][24];
 	char tag[SLOT_TAG_MAX + 2];
 	int slot;
@@ -910,7 +943,7 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 	int cl = reassert && slot >= 0;
 	size_t nk = !reassert ? n : cl ? n + 3 : n + 1;
 	size_t np = nk + 2 * n;
-	struct tenure_args t;
+	int ta = 0;
 	struct cmd *c;
 
 	if (!node_usable(node) || n == 0 || n > STORE_RENEW_BATCH)
@@ -930,9 +963,8 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 		p[n + 1] = (struct piece){ st->fence, strlen(st->fence), tag, sl };
 		p[n + 2] = (struct piece){ st->tenure, strlen(st->tenure), tag,
 		    sl };
-		tenure_args(st, node, &t);
-		for (int i = 0; i < 3; i++)
-			p[np++] = t.p[i];
+		ta = 3 + (int)np;
+		np += (size_t)tenure_pieces(&p[np]);
 	}
 	c = cmd_new(st, K_RENEW, reassert ? SCRIPT_REASSERT : SCRIPT_RENEW,
 	    (int)nk, p, (int)np);
@@ -941,6 +973,7 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 	c->nrenew = n;
 	c->node = node;
 	c->slot = slot;
+	c->tenure_arg = ta;
 	if (cmd_start(c) == 0)
 		return 0;
 	cmd_free(c);
@@ -1103,6 +1136,7 @@ store_node_free(struct node *n)
 	}
 	n->conn.state = C_DOWN;	/* callbacks below may not queue more */
 	store_queue_fail(n);
+	shardsub_free(n->ss);
 	sconn_close(&n->conn);
 	store_queue_fail(n);	/* anything a callback queued after all */
 	if (n->ack_ev)
@@ -1172,8 +1206,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->lockpfx = keyname(cfg->prefix, ":lock:", 0);
 	st->lockpfxlen = strlen(st->lockpfx);
 	st->fence = keyname(cfg->prefix, ":fence", cluster);
-	st->channel = keyname(cfg->prefix, ":released", 0);
-	st->wanted = keyname(cfg->prefix, ":wanted", 0);
+	st->channel = keyname(cfg->prefix, ":released", cluster);
+	st->wanted = keyname(cfg->prefix, ":wanted", cluster);
 	st->tenure = keyname(cfg->prefix, ":tenure", cluster);
 	st->delay = keyname(cfg->prefix, ":lockdelay", cluster);
 	memset(st->idsp, '-', STORE_ID_LEN);
@@ -1211,7 +1245,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	event_add(st->role_ev, &tick);
 	if (st->one != NULL)
 		sconn_start(&st->one->conn);
-	sconn_start(&st->sub);
+	if (st->cl == NULL)
+		sconn_start(&st->sub);	/* cluster: shardsub.c, per master */
 	return st;
 }
 

@@ -54,6 +54,9 @@ struct store_hooks {
 	void (*wanted)(void *arg, const char *key, size_t keylen);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
 	void (*subscribed)(void *arg);
+	/* Cluster mode: the slot map changed, keys may live elsewhere now
+	 * (a master reachable again for some). */
+	void (*rerouted)(void *arg);
 	void *arg;
 };
 

@@ -290,8 +290,11 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		    sizeof c->replid);
 		sconn_info_field(r->str, "master_replid2", c->replid2,
 		    sizeof c->replid2);
-		if (strcmp(was, c->replid) != 0)
+		if (strcmp(was, c->replid) != 0) {
 			st->tenures++;
+			memcpy(c->node->prev_replid, was, sizeof was);
+			c->node->tenure_ms = now_ms();
+		}
 		if (--c->handshake_left == 0)
 			conn_became_up(c);
 		return;
@@ -648,10 +651,17 @@ sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	for (struct node *n = st->nodes; n != NULL; n = n->next)
+	for (struct node *n = st->nodes; n != NULL; n = n->next) {
 		if (n->conn.state == C_UP && n->inflight > 0 &&
 		    now_ms() - n->last_progress_ms > st->cfg.timeout_ms)
 			sconn_kill(&n->conn, "Redis stopped answering");
+		/* cluster mode: calls redirected to a master that does not
+		 * come up are failed by its connect timeout; this is the
+		 * net under that */
+		if (n->conn.state != C_UP && n->qhead != NULL &&
+		    now_ms() - n->qhead->born_ms > 2 * st->cfg.timeout_ms)
+			store_queue_fail(n);
+	}
 }
 
 void

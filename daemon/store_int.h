@@ -104,6 +104,11 @@ struct node {
 	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
 	struct event *ack_ev;
 	unsigned slots;			/* slots it serves (cluster map) */
+	struct shardsub *ss;		/* cluster mode: its wake-ups */
+	char prev_replid[64];		/* its replication id before the
+					 * last change ("" if none seen) */
+	int64_t tenure_ms;		/* when this broker saw its replication
+					 * id first */
 	uint64_t redirects;		/* MOVED / ASK replies it sent */
 };
 
@@ -174,6 +179,9 @@ struct cmd {
 	struct ackgroup *group;		/* a grant waiting for replica acks */
 	struct cmd *gnext;		/* parked in group */
 	int owner_arg;			/* argv index of the owner (grants) */
+	int tenure_arg;			/* cluster: argv index of the master's
+					 * replication ids; 0 none */
+	char tenure_delay[24];		/* and of the lock delay left */
 	long long token;		/* parked: the token granted */
 	struct node *node;		/* where it is sent (or queued) */
 	int slot;			/* its key's slot; -1 single mode */
@@ -221,6 +229,15 @@ void store_queue_run(struct node *n);
 struct node *store_node_new(struct store *st, const char *host, int port,
     int is_unix);
 void store_node_free(struct node *n);
+
+/* shardsub.c: cluster mode's sharded pub/sub, one per master */
+struct shardsub *shardsub_new(struct node *n);
+void shardsub_free(struct shardsub *ss);
+/* Subscribe the slots the map gives its master and it has not yet. */
+void shardsub_sync(struct shardsub *ss);
+/* Its master is in the map: connect now if down, else sync. */
+void shardsub_wake(struct shardsub *ss);
+int shardsub_up(const struct shardsub *ss);
 
 /* cluster.c */
 struct cluster *cluster_new(struct store *st, const char *seeds);

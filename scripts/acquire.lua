@@ -4,10 +4,12 @@
 -- KEYS[3]  the lock delay (<prefix>:lockdelay, see tenure.lua)
 -- ARGV[1]  the owner: the session's client-id
 -- ARGV[2]  TTL in ms (>= 1)
--- ARGV[3]  the "wanted" channel (<prefix>:wanted)
+-- ARGV[3]  the "wanted" channel (<prefix>:wanted); in cluster mode
+--          the slot's channel, <prefix>:...:{tag}, published with SPUBLISH
+--          (sharded: it stays within the slot's shard)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
--- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[6..8], the
+-- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[6..9], the
 -- master's replication ids and the lock delay (see lib/slot_tenure.lua);
 -- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
 -- Returns {1, token} when the caller now holds the lock, with a new token
@@ -28,14 +30,15 @@
 -- older than grants made since (issue 10: tokens never go back).
 -- @include slot_tenure.lua
 if KEYS[4] then
-  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8])
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 end
 local v = redis.call('GET', KEYS[1])
 if v then
   local owner = string.match(v, '^(.*):%d+$')
   if owner ~= ARGV[1] then
     if ARGV[5] == '1' then
-      redis.call('PUBLISH', ARGV[3], ARGV[4])
+      local pub = string.sub(ARGV[3], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
+      redis.call(pub, ARGV[3], ARGV[4])
     end
     return {0, redis.call('PTTL', KEYS[1])}
   end

@@ -5,10 +5,12 @@
 -- ARGV[1]  the value the releasing holder set: "<client-id>:<token>"
 -- ARGV[2]  the next owner's client-id
 -- ARGV[3]  the next owner's TTL in ms
--- ARGV[4]  the release channel (<prefix>:released)
+-- ARGV[4]  the release channel (<prefix>:released); in cluster mode
+--          the slot's channel, <prefix>:...:{tag}, published with SPUBLISH
+--          (sharded: it stays within the slot's shard)
 -- ARGV[5]  the lock name
 -- Cluster mode adds KEYS[3] and KEYS[4], the slot's lock delay and tenure,
--- and ARGV[6..8], the master's replication ids and the lock delay (see
+-- and ARGV[6..9], the master's replication ids and the lock delay (see
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
 -- Returns {1, token} when the lock passed to the next owner with a new
 -- token, or {0, 0} when the releasing holder no longer held it (lost); the
@@ -21,12 +23,13 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0, 0}
 end
 if KEYS[4] then
-  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8])
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last >= 9007199254740991 then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  local pub = string.sub(ARGV[4], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
+  redis.call(pub, ARGV[4], ARGV[5])
   return {-1, 0}
 end
 local token = redis.call('INCR', KEYS[2])

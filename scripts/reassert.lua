@@ -3,11 +3,12 @@
 -- KEYS[n+1]       the lock delay (<prefix>:lockdelay)
 -- ARGV[1..n]      the value each should hold: "<client-id>:<token>"
 -- ARGV[n+1..2n]   the TTL in ms to set on each
--- Cluster mode (an odd count of ARGV) adds KEYS[n+2] and KEYS[n+3], the
--- slot's counter and tenure, and ARGV[2n+1..2n+3], the master's replication
--- ids and the lock delay (lib/slot_tenure.lua): a reassert may be the first
--- call to reach the slot on a new master, and the delay must be started
--- before it is looked at.
+-- Cluster mode (the lock delay's name ends in "}", a slot's tag) adds
+-- KEYS[n+2] and KEYS[n+3], the slot's counter and tenure, and
+-- ARGV[2n+1..2n+4], the master's replication ids and the lock delay
+-- (lib/slot_tenure.lua): a reassert may be the first call to reach the
+-- slot on a new master, and the delay must be started before it is looked
+-- at.
 -- Returns an array of n integers: 1 still ours (renewed), 2 absent and set
 -- again, 0 lost (another's, or absent with no lock delay running).
 -- An absent key is set again only during the lock delay that follows a new
@@ -17,10 +18,10 @@
 -- absent key expired: the holder is told it lost it.
 -- @include slot_tenure.lua
 local n = #KEYS - 1
-if #ARGV % 2 == 1 then
+if string.sub(KEYS[#KEYS], -1) == '}' then
   n = #KEYS - 3
   slot_tenure(KEYS[n + 2], KEYS[n + 1], KEYS[n + 3], ARGV[2 * n + 1],
-    ARGV[2 * n + 2], ARGV[2 * n + 3])
+    ARGV[2 * n + 2], ARGV[2 * n + 3], ARGV[2 * n + 4])
 end
 local delay = redis.call('PTTL', KEYS[n + 1]) > 0
 local out = {}

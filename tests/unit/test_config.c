@@ -513,6 +513,45 @@ START_TEST(test_validate_prefix)
 }
 END_TEST
 
+/* Cluster mode: seeds alone validate; with redis, the Sentinel options
+ * or a brace in the prefix they do not, and the error says why. */
+START_TEST(test_validate_cluster)
+{
+	static const char *const bad[][2] = {
+		{ "redis 127.0.0.1:6379\n", "exclusive" },
+		{ "redis_sentinels 127.0.0.1:26379\nredis_master_name m\n",
+		  "exclusive" },
+		{ "redis_master_name m\n", "exclusive" },
+		{ "prefix a{b\n", "brace" },
+		{ "prefix ab}\n", "brace" },
+	};
+	struct config cfg;
+	char err[512] = "", path[PATH_LEN], text[256];
+
+	config_init(&cfg);
+	ck_assert_int_eq(load_text(&cfg, "redis_cluster 127.0.0.1:7000,"
+	    "[::1]:7001\n", err, sizeof err, path), 0);
+	ck_assert_str_eq(cfg.redis_cluster, "127.0.0.1:7000,[::1]:7001");
+	ck_assert_int_eq(config_validate(&cfg, err, sizeof err), 0);
+	config_free(&cfg);
+	config_init(&cfg);
+	ck_assert_int_eq(load_text(&cfg, "redis_cluster unix:/tmp/x\n", err,
+	    sizeof err, path), -1);
+	config_free(&cfg);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		config_init(&cfg);
+		snprintf(text, sizeof text, "redis_cluster 127.0.0.1:7000\n%s",
+		    bad[i][0]);
+		ck_assert_int_eq(load_text(&cfg, text, err, sizeof err, path),
+		    0);
+		ck_assert_int_eq(config_validate(&cfg, err, sizeof err), -1);
+		ck_assert_msg(strstr(err, bad[i][1]) != NULL, "%s: %s",
+		    bad[i][0], err);
+		config_free(&cfg);
+	}
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -546,6 +585,7 @@ config_suite(void)
 	tcase_add_loop_test(tc, test_validate_ttl_order, 0,
 	    (int)(sizeof ttl_rows / sizeof ttl_rows[0]));
 	tcase_add_test(tc, test_validate_prefix);
+	tcase_add_test(tc, test_validate_cluster);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,370 @@
+/*
+ * shardsub.c - cluster mode's wake-ups: sharded pub/sub, per master.
+ *
+ * In a cluster a classic PUBLISH is sent to every node over the cluster
+ * bus (measured here: ~4 CPU-us per message on every other node), so its
+ * cost grows with the cluster.  The scripts publish instead with SPUBLISH
+ * (Redis 7) on channels of the lock key's own slot,
+ * <prefix>:released:{tag} and <prefix>:wanted:{tag}, which stay in that
+ * slot's shard, and each broker subscribes, on every master, to the two
+ * channels of every slot the master serves.
+ *
+ * hiredis 0.14's async API aborts the process on the first sharded
+ * message (its subscribe bookkeeping knows only subscribe/psubscribe:
+ * ../shared/notes/redis-ha-and-cluster.md), so this connection is our
+ * own: a libevent bufferevent, commands formatted by hiredis
+ * (redisFormatCommand) and replies parsed by its redisReader.
+ *
+ * A subscription is a bit per slot, set when its SSUBSCRIBE is sent.  A
+ * slot that leaves the master (a migration: Redis answers "sunsubscribe"
+ * for its channels; a failover: the connection drops) is subscribed again
+ * where the map says it lives now, and once the new subscriptions are
+ * confirmed the lock table retries every waiter (hooks.subscribed):
+ * releases published meanwhile were missed.
+ */
+#include "store_int.h"
+#include "log.h"
+#include "slot.h"
+#include "util.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+struct shardsub {
+	struct node *node;
+	struct bufferevent *bev;
+	redisReader *reader;
+	enum conn_state state;
+	int failing;			/* failed since last up: log quietly */
+	long backoff_ms;
+	struct event *retry_ev;
+	struct event *timeout_ev;	/* connect / AUTH deadline */
+	unsigned confirms;		/* SSUBSCRIBE confirmations awaited */
+	unsigned char subbed[SLOT_COUNT / 8];	/* SSUBSCRIBE sent */
+};
+
+static void ss_start(struct shardsub *ss);
+
+static int
+bit(const struct shardsub *ss, unsigned s)
+{
+	return ss->subbed[s / 8] >> (s % 8) & 1;
+}
+
+static void
+bit_set(struct shardsub *ss, unsigned s, int on)
+{
+	if (on)
+		ss->subbed[s / 8] |= (unsigned char)(1u << (s % 8));
+	else
+		ss->subbed[s / 8] &= (unsigned char)~(1u << (s % 8));
+}
+
+static int
+ss_send(struct shardsub *ss, const char *fmt, const char *a, const char *b)
+{
+	char *cmd;
+	int len = b != NULL ? redisFormatCommand(&cmd, fmt, a, b) :
+	    a != NULL ? redisFormatCommand(&cmd, fmt, a) :
+	    redisFormatCommand(&cmd, fmt);
+	int rc;
+
+	if (len < 0)
+		return -1;
+	rc = bufferevent_write(ss->bev, cmd, (size_t)len);
+	redisFreeCommand(cmd);
+	return rc;
+}
+
+/* The connection is gone or refused: drop it, try again after a backoff
+ * (while the master still serves slots). */
+static void
+ss_lost(struct shardsub *ss, const char *why)
+{
+	struct node *n = ss->node;
+	int was_up = ss->state == C_UP;
+
+	if (ss->bev != NULL)
+		bufferevent_free(ss->bev);
+	ss->bev = NULL;
+	if (ss->reader != NULL)
+		redisReaderFree(ss->reader);
+	ss->reader = NULL;
+	ss->state = C_DOWN;
+	ss->confirms = 0;
+	memset(ss->subbed, 0, sizeof ss->subbed);
+	event_del(ss->timeout_ev);
+	if (n->slots == 0 || n->st->freeing)
+		return;
+	if (was_up || !ss->failing)
+		log_warn("Redis shard subscriber %s %s: %s; retrying in %ld ms",
+		    n->conn.addrstr, was_up ? "lost" : "failed", why,
+		    ss->backoff_ms);
+	ss->failing = 1;
+	sconn_timer_add_ms(ss->retry_ev, ss->backoff_ms);
+	ss->backoff_ms = ss->backoff_ms * 2 > BACKOFF_MAX_MS ?
+	    BACKOFF_MAX_MS : ss->backoff_ms * 2;
+}
+
+/* Build "<channel-prefix><tag>}" for slot s. */
+static void
+channel(char *buf, size_t len, const char *pfx, unsigned s)
+{
+	snprintf(buf, len, "%s%s}", pfx, slot_tag(s));
+}
+
+void
+shardsub_sync(struct shardsub *ss)
+{
+	struct node *n = ss->node;
+	struct store *st = n->st;
+	char rel[256], want[256];
+	unsigned sent = 0;
+
+	if (ss->state != C_UP)
+		return;
+	for (unsigned s = 0; s < SLOT_COUNT; s++) {
+		int mine = cluster_node_of(st->cl, s) == n;
+
+		if (!mine) {
+			bit_set(ss, s, 0);	/* Redis unsubscribes it */
+			continue;
+		}
+		if (bit(ss, s))
+			continue;
+		channel(rel, sizeof rel, st->channel, s);
+		channel(want, sizeof want, st->wanted, s);
+		if (ss_send(ss, "SSUBSCRIBE %s %s", rel, want) != 0) {
+			ss_lost(ss, "cannot send SSUBSCRIBE");
+			return;
+		}
+		bit_set(ss, s, 1);
+		ss->confirms += 2;
+		sent++;
+	}
+	if (sent > 0)
+		log_debug("Redis shard subscriber %s: subscribing %u slots",
+		    n->conn.addrstr, sent);
+}
+
+/* One reply or push from Redis. */
+static void
+ss_reply(struct shardsub *ss, redisReply *r)
+{
+	struct store *st = ss->node->st;
+	const char *kind;
+
+	if (r->type == REDIS_REPLY_STATUS && ss->state == C_HANDSHAKE) {
+		/* AUTH accepted */
+		event_del(ss->timeout_ev);
+		ss->state = C_UP;
+		ss->failing = 0;
+		ss->backoff_ms = BACKOFF_MIN_MS;
+		shardsub_sync(ss);
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		log_error("Redis shard subscriber %s: %s",
+		    ss->node->conn.addrstr, r->str);
+		ss_lost(ss, "error reply");
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING)
+		return;		/* nothing else is expected; ignored */
+	kind = r->element[0]->str;
+	if (strcmp(kind, "smessage") == 0 &&
+	    r->element[2]->type == REDIS_REPLY_STRING) {
+		const char *chan = r->element[1]->str;
+		const char *msg = r->element[2]->str;
+		size_t len = (size_t)r->element[2]->len;
+
+		if (strncmp(chan, st->channel, strlen(st->channel)) == 0) {
+			if (st->hooks.released)
+				st->hooks.released(st->hooks.arg, msg, len);
+		} else if (strncmp(chan, st->wanted, strlen(st->wanted)) == 0 &&
+		    st->hooks.wanted && len > STORE_ID_LEN + 1 &&
+		    memcmp(msg, st->idsp, STORE_ID_LEN + 1) != 0) {
+			/* "<broker-id> <key>"; our own announcements skipped */
+			st->hooks.wanted(st->hooks.arg, msg + STORE_ID_LEN + 1,
+			    len - STORE_ID_LEN - 1);
+		}
+	} else if (strcmp(kind, "ssubscribe") == 0) {
+		if (ss->confirms > 0 && --ss->confirms == 0 &&
+		    st->hooks.subscribed)
+			/* releases may have been missed until now */
+			st->hooks.subscribed(st->hooks.arg);
+	} else if (strcmp(kind, "sunsubscribe") == 0) {
+		/* the slot moved away: subscribed where it lives now, once
+		 * the map says where */
+		unsigned s = slot_of(r->element[1]->str,
+		    (size_t)r->element[1]->len, NULL, 0);
+
+		bit_set(ss, s, 0);
+		cluster_refresh(st->cl);
+	}
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct shardsub *ss = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	void *reply;
+
+	while (evbuffer_get_length(in) > 0) {
+		struct evbuffer_iovec v[8];
+		int nv = evbuffer_peek(in, -1, NULL, v, 8);
+		size_t fed = 0;
+
+		for (int i = 0; i < nv && i < 8; i++) {
+			if (redisReaderFeed(ss->reader, v[i].iov_base,
+			    v[i].iov_len) != REDIS_OK) {
+				ss_lost(ss, "cannot read reply");
+				return;
+			}
+			fed += v[i].iov_len;
+		}
+		evbuffer_drain(in, fed);
+	}
+	for (;;) {
+		if (redisReaderGetReply(ss->reader, &reply) != REDIS_OK) {
+			ss_lost(ss, "protocol error");
+			return;
+		}
+		if (reply == NULL)
+			break;
+		ss_reply(ss, reply);
+		freeReplyObject(reply);
+		if (ss->reader == NULL)
+			return;		/* ss_lost ran */
+	}
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct shardsub *ss = arg;
+	struct store *st = ss->node->st;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		ss->state = C_HANDSHAKE;
+		if (st->password[0] == '\0') {
+			redisReply ok = { .type = REDIS_REPLY_STATUS };
+
+			ss_reply(ss, &ok);	/* as if AUTH said OK */
+			return;
+		}
+		if ((st->user[0] != '\0' ? ss_send(ss, "AUTH %s %s", st->user,
+		    st->password) : ss_send(ss, "AUTH %s", st->password,
+		    NULL)) != 0)
+			ss_lost(ss, "cannot send AUTH");
+		return;
+	}
+	ss_lost(ss, what & BEV_EVENT_EOF ? "closed" : "socket error");
+}
+
+static void
+timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct shardsub *ss = arg;
+
+	(void)fd;
+	(void)what;
+	if (ss->state == C_CONNECTING || ss->state == C_HANDSHAKE)
+		ss_lost(ss, "connect timed out");
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	ss_start(arg);
+}
+
+static void
+ss_start(struct shardsub *ss)
+{
+	struct node *n = ss->node;
+	struct store *st = n->st;
+	struct addr a;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	char err[160], ep[ADDR_HOST_LEN + 16];
+
+	if (ss->state != C_DOWN || n->slots == 0 || st->freeing)
+		return;
+	snprintf(ep, sizeof ep, strchr(n->host, ':') ? "[%s]:%d" : "%s:%d",
+	    n->host, n->port);
+	if (addr_parse_endpoint(ep, &a, err, sizeof err) != 0 ||
+	    addr_sockaddr(&a, 0, &sa, &salen) != 0) {
+		log_error("Redis shard subscriber %s: %s", ep, err);
+		return;
+	}
+	ss->bev = bufferevent_socket_new(st->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	ss->reader = redisReaderCreate();
+	if (ss->bev == NULL || ss->reader == NULL)
+		fatalx("out of memory");
+	bufferevent_setcb(ss->bev, read_cb, NULL, event_cb, ss);
+	ss->state = C_CONNECTING;
+	sconn_timer_add_ms(ss->timeout_ev, st->cfg.timeout_ms);
+	if (bufferevent_enable(ss->bev, EV_READ) != 0 ||
+	    bufferevent_socket_connect(ss->bev, (struct sockaddr *)&sa,
+	    (int)salen) != 0)
+		ss_lost(ss, "cannot connect");
+}
+
+struct shardsub *
+shardsub_new(struct node *n)
+{
+	struct shardsub *ss = xcalloc(1, sizeof *ss);
+
+	ss->node = n;
+	ss->state = C_DOWN;
+	ss->backoff_ms = BACKOFF_MIN_MS;
+	ss->retry_ev = evtimer_new(n->st->base, retry_cb, ss);
+	ss->timeout_ev = evtimer_new(n->st->base, timeout_cb, ss);
+	if (ss->retry_ev == NULL || ss->timeout_ev == NULL)
+		fatalx("cannot create Redis timers");
+	ss_start(ss);
+	return ss;
+}
+
+/* The master is in the map (again): connect if not connected. */
+void
+shardsub_wake(struct shardsub *ss)
+{
+	if (ss->state == C_DOWN) {
+		event_del(ss->retry_ev);
+		ss->backoff_ms = BACKOFF_MIN_MS;
+		ss_start(ss);
+	} else {
+		shardsub_sync(ss);
+	}
+}
+
+int
+shardsub_up(const struct shardsub *ss)
+{
+	return ss != NULL && ss->state == C_UP && ss->confirms == 0;
+}
+
+void
+shardsub_free(struct shardsub *ss)
+{
+	if (ss == NULL)
+		return;
+	if (ss->bev != NULL)
+		bufferevent_free(ss->bev);
+	if (ss->reader != NULL)
+		redisReaderFree(ss->reader);
+	event_free(ss->retry_ev);
+	event_free(ss->timeout_ev);
+	free(ss);
+}
