@@ -43,6 +43,12 @@ What each test guards:
         OK within 500 ms of it, in both directions; while it waits, the
         key's master runs no more than a few scripts (the waiter is woken,
         not polling Redis).
+    test_wakeups_stay_in_the_shard  for a name on each master, both
+        brokers SSUBSCRIBE its slot's channels <prefix>:released:{tag}
+        and <prefix>:wanted:{tag} (tag as daemon/slot.c computes it) on
+        that master and no other; a release on one broker wakes the other
+        broker's waiter; no node has a classic subscriber to
+        <prefix>:released or <prefix>:wanted.
     test_tokens_increase_under_contention  4 sessions on 2 brokers take
         turns on 3 names (one per master): holds seen by the clients never
         overlap, and tokens strictly increase per name in grant order.
@@ -119,7 +125,7 @@ import uuid
 
 import harness
 from harness import Broker, BrokerTestCase, parse_stats, wait_until
-from topology import ClusterTopology, cli, hash_slot, owner_in
+from topology import ClusterTopology, cli, crc16, hash_slot, owner_in
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
 GRANT_WAIT_MS = 5000        # WAIT of grants that may meet a lock delay
@@ -165,6 +171,21 @@ def run(argv, timeout=30):
     except subprocess.TimeoutExpired:
         raise AssertionError("%s still running after %d s"
                              % (" ".join(argv), timeout)) from None
+
+
+def slot_tag(slot, _memo={}):
+    """The broker's tag for slot (daemon/slot.c): the first base-36
+    string, shortest first, whose CRC16 lands in slot."""
+    if not _memo:
+        import itertools
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+        for n in range(1, 5):
+            for t in itertools.product(digits, repeat=n):
+                t = "".join(t)
+                _memo.setdefault(crc16(t) % 16384, t)
+            if len(_memo) == 16384:
+                break
+    return _memo[slot]
 
 
 def script_calls(addr):
@@ -664,6 +685,52 @@ class TestSharedCluster(ClusterCase):
         self.assertLessEqual(polled[0], 3, "the key's master ran %d scripts "
                              "while one waiter waited 1 s: the broker polls"
                              % polled[0])
+
+    def test_wakeups_stay_in_the_shard(self):
+        """Wake-ups are sharded pub/sub: each broker subscribes the slot's
+        channels on the slot's master only (SSUBSCRIBE), no classic
+        SUBSCRIBE anywhere, and a release published in the shard wakes
+        the other broker's waiter."""
+        topo = self.topo
+        A = self.cluster_broker(topo)
+        B = self.cluster_broker(topo)
+        masters = topo.masters()
+        self.assertEqual(slot_tag(0), "1bz")        # daemon/slot.c's walk
+        self.assertEqual(slot_tag(16383), "hia")
+        for m in masters:
+            name = self.names_on(topo, m, 1, "shard-")[0]
+            tag = slot_tag(self.slot_of(name))
+            chans = ["%s:%s:{%s}" % (self.prefix, kind, tag)
+                     for kind in ("released", "wanted")]
+            for ch in chans:
+                self.assertEqual(hash_slot(ch), self.slot_of(name))
+            wait_until(lambda: all(
+                cli(m, "PUBSUB", "SHARDNUMSUB", ch)[1] == 2
+                for ch in chans), 5.0, what="both brokers SSUBSCRIBEd %s "
+                "on %s\n%s" % (chans, m, self.logs()))
+            for other in masters:
+                if other != m:
+                    self.assertEqual(cli(other, "PUBSUB", "SHARDNUMSUB",
+                                         chans[0])[1], 0, other)
+            h = self.session(A, "h")
+            tok = self.grant(h, name)
+            w = self.session(B, "w")
+            w.send("ACQUIRE %s WAIT 5000" % name)
+            wait_until(lambda: self.bstats(B)["waiters"] == "1", 3.0,
+                       what="the waiter queued")
+            self.assertTrue(w.c.no_reply(0.2))
+            t0 = time.monotonic()
+            self.assertEqual(h.req("RELEASE " + name), "OK 0")
+            self.assertGreater(self.token(w.read(timeout=5.0)), tok)
+            self.assertLess(harness.ms_since(t0), HANDOFF_MS)
+            self.assertEqual(w.req("RELEASE " + name), "OK 0")
+        for node in topo.nodes:
+            if node.alive():
+                self.assertEqual(cli(node.addr, "PUBSUB", "NUMSUB",
+                                     self.prefix + ":released",
+                                     self.prefix + ":wanted"),
+                                 [self.prefix + ":released", 0,
+                                  self.prefix + ":wanted", 0], node.addr)
 
     def test_tokens_increase_under_contention(self):
         topo = self.topo
