@@ -269,9 +269,10 @@ on_store_up(void *arg)
 		/* reconnected during shutdown, only to free locks */
 	} else if (!b->ready) {
 		b->ready = 1;
-		notify("READY=1\nSTATUS=serving; Redis %s", b->cfg->redis);
+		notify("READY=1\nSTATUS=serving; Redis %s",
+		    store_master(b->store));
 	} else {
-		notify("STATUS=serving; Redis %s", b->cfg->redis);
+		notify("STATUS=serving; Redis %s", store_master(b->store));
 	}
 }
 
@@ -281,7 +282,11 @@ on_store_down(void *arg)
 	struct broker *b = arg;
 
 	locks_store_down(b->locks);
-	notify("STATUS=Redis %s unreachable; reconnecting", b->cfg->redis);
+	if (store_is_up(b->store))	/* cluster mode: one master of several */
+		notify("STATUS=serving; Redis %s (a master unreachable; "
+		    "reconnecting)", store_master(b->store));
+	else
+		notify("STATUS=Redis unreachable; reconnecting");
 }
 
 static void

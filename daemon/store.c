@@ -1074,8 +1074,15 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 {
 	if (n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
+	/*
+	 * Cluster mode renews with reassert.lua every time: a master that
+	 * restarted empty answers CLUSTERDOWN for seconds while it rejoins,
+	 * which can outlast the reassert sent when it came up; a later
+	 * renewal still inside the lock delay then sets the lock again
+	 * rather than reporting it lost.
+	 */
 	if (st->cl != NULL)
-		return renew_by_slot(st, items, n, reassert, fn, arg);
+		return renew_by_slot(st, items, n, 1, fn, arg);
 	return renew_call(st, items, n, reassert, fn, arg);
 }
 

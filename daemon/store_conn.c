@@ -648,9 +648,27 @@ void
 sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct store *st = arg;
+	int64_t now = now_ms(), late = now - st->watchdog_ms;
 
 	(void)fd;
 	(void)what;
+	if (st->watchdog_ms != 0 && late > st->cfg.timeout_ms / 2) {
+		/*
+		 * This tick comes late: the broker itself did not run (it was
+		 * stopped, or starved), and the replies it waited for may be
+		 * sitting unread in its sockets.  That time is ours, not
+		 * Redis's: start the clocks again rather than drop connections
+		 * (and the news their replies carry, e.g. that a lock was
+		 * lost meanwhile).
+		 */
+		log_warn("event loop stalled for %lld ms: Redis answers are "
+		    "timed from now", (long long)late);
+		for (struct node *n = st->nodes; n != NULL; n = n->next)
+			n->last_progress_ms = now;
+		st->watchdog_ms = now;
+		return;
+	}
+	st->watchdog_ms = now;
 	for (struct node *n = st->nodes; n != NULL; n = n->next) {
 		if (n->conn.state == C_UP && n->inflight > 0 &&
 		    now_ms() - n->last_progress_ms > st->cfg.timeout_ms)

@@ -139,6 +139,7 @@ struct store {
 	struct store_hooks hooks;
 	struct conn sub;
 	struct event *watchdog_ev;	/* checks the oldest command's age */
+	int64_t watchdog_ms;		/* when it last ran */
 	uint64_t reconnects;
 	struct node *one;		/* single / Sentinel mode */
 	struct node *nodes;		/* every node, one's included */
