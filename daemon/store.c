@@ -940,14 +940,24 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 	int slot;
 	struct node *node = node_for(st, items[0].key, items[0].keylen, &slot);
 	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int cl = reassert && slot >= 0;
-	size_t nk = !reassert ? n : cl ? n + 3 : n + 1;
-	size_t np = nk + 2 * n;
-	int ta = 0;
+	int cl, ta = 0;
+	size_t nk, np;
 	struct cmd *c;
 
 	if (!node_usable(node) || n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
+	/*
+	 * Cluster mode: while a lock delay may run on this master, renew
+	 * with reassert.lua too.  A master that restarted empty answers
+	 * CLUSTERDOWN for seconds while it rejoins, which can outlast the
+	 * reassert sent when it came up; a renewal inside the delay then
+	 * sets the lock again rather than reporting it lost.
+	 */
+	if (slot >= 0 && now_ms() - node->tenure_ms < st->cfg.lock_delay_ms)
+		reassert = 1;
+	cl = reassert && slot >= 0;
+	nk = !reassert ? n : cl ? n + 3 : n + 1;
+	np = nk + 2 * n;
 	for (size_t i = 0; i < n; i++) {
 		int tl = snprintf(ttls[i], sizeof ttls[i], "%ld",
 		    items[i].ttl_ms);
@@ -1074,15 +1084,8 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 {
 	if (n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
-	/*
-	 * Cluster mode renews with reassert.lua every time: a master that
-	 * restarted empty answers CLUSTERDOWN for seconds while it rejoins,
-	 * which can outlast the reassert sent when it came up; a later
-	 * renewal still inside the lock delay then sets the lock again
-	 * rather than reporting it lost.
-	 */
 	if (st->cl != NULL)
-		return renew_by_slot(st, items, n, 1, fn, arg);
+		return renew_by_slot(st, items, n, reassert, fn, arg);
 	return renew_call(st, items, n, reassert, fn, arg);
 }
 
