@@ -81,6 +81,8 @@ struct lock {
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
 	unsigned in_delay:1;		/* free, but a failover lock delay runs */
+	unsigned reclaim:1;		/* its reassert got no answer: renew it
+					 * with reassert.lua until one comes */
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
@@ -1140,6 +1142,12 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		struct lock *lk = b->lk[i];
 
 		lk->refs--;
+		/* a reassert that got no answer (its master down, or busy
+		 * rejoining the cluster) is tried again at the next renewal:
+		 * a plain renewal would report the lock lost where the
+		 * reassert sets it again during a lock delay */
+		if (b->reassert && lk->token == b->token[i])
+			lk->reclaim = !ok || i >= n || renewed[i] < 0;
 		if (ok && i < n && renewed[i] > 0) {
 			lt->stats.renewals++;
 			if (renewed[i] == 2) {
@@ -1185,13 +1193,15 @@ static void
 renew_tick(struct locks *lt, int all)
 {
 	int64_t now = now_ms(), next = 0;
-	struct renew_batch *b = NULL;
+	struct renew_batch *batch[2] = { NULL, NULL };	/* renew, reassert */
 	struct lock *lk;
 	int up = lt->st != NULL && store_is_up(lt->st);
 
 	lt->renew_due = 0;
 	TAILQ_FOREACH(lk, &lt->held, alink) {
 		int due = all || lk->renew_at - lk->ttl_ms / 6 <= now;
+		int ra = all || lk->reclaim;
+		struct renew_batch *b = batch[ra];
 
 		if (due)
 			lk->renew_at = now + renew_period(lk->ttl_ms);
@@ -1199,9 +1209,9 @@ renew_tick(struct locks *lt, int all)
 		 * reconnect renews everything at once). */
 		if (due && !lk->releasing && up) {
 			if (b == NULL) {
-				b = xmalloc(sizeof *b);
+				b = batch[ra] = xmalloc(sizeof *b);
 				b->lt = lt;
-				b->reassert = all;
+				b->reassert = ra;
 				b->n = 0;
 			}
 			b->lk[b->n] = lk;
@@ -1211,14 +1221,15 @@ renew_tick(struct locks *lt, int all)
 			lk->refs++;
 			if (b->n == STORE_RENEW_BATCH) {
 				renew_send(lt, b);
-				b = NULL;
+				batch[ra] = NULL;
 			}
 		}
 		if (next == 0 || lk->renew_at < next)
 			next = lk->renew_at;
 	}
-	if (b != NULL)
-		renew_send(lt, b);
+	for (int i = 0; i < 2; i++)
+		if (batch[i] != NULL)
+			renew_send(lt, batch[i]);
 	if (next != 0)
 		renew_schedule(lt, next);
 }

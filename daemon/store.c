@@ -759,6 +759,35 @@ channel_tag(const struct store *st, const char *key, size_t keylen,
 	return slot_suffix(slot, tag, taglen);
 }
 
+/* One script call for key, routed to its master; NULL when that master
+ * is not up. */
+static struct cmd *
+call_new(struct store *st, const char *key, size_t keylen,
+    enum cmd_kind kind, enum script_id script, int nkeys,
+    const struct piece *p, int np)
+{
+	struct cmd *c;
+	int slot;
+	struct node *n = node_for(st, key, keylen, &slot);
+
+	if (!node_usable(n))
+		return NULL;
+	c = cmd_new(st, kind, script, nkeys, p, np);
+	c->node = n;
+	c->slot = slot;
+	return c;
+}
+
+/* Start c; -1 (c freed, its callback never called) when it cannot go. */
+static int
+call_start(struct cmd *c)
+{
+	if (cmd_start(c) == 0)
+		return 0;
+	cmd_free(c);
+	return -1;
+}
+
 /* Build and start one script call for key; -1 (nothing started) when
  * its master is not up. */
 static int
@@ -766,21 +795,13 @@ script_call(struct store *st, const char *key, size_t keylen,
     enum cmd_kind kind, enum script_id script, int nkeys,
     const struct piece *p, int np, union cmd_fn fn, void *arg)
 {
-	struct cmd *c;
-	int slot;
-	struct node *n = node_for(st, key, keylen, &slot);
+	struct cmd *c = call_new(st, key, keylen, kind, script, nkeys, p, np);
 
-	if (!node_usable(n))
+	if (c == NULL)
 		return -1;
-	c = cmd_new(st, kind, script, nkeys, p, np);
 	c->fn = fn;
 	c->arg = arg;
-	c->node = n;
-	c->slot = slot;
-	if (cmd_start(c) == 0)
-		return 0;
-	cmd_free(c);
-	return -1;
+	return call_start(c);
 }
 
 /* A grant script (acquire, handoff): the new owner is at argv index
@@ -790,23 +811,16 @@ grant_call(struct store *st, const char *key, size_t keylen,
     enum script_id script, int nkeys, const struct piece *p, int np,
     int owner_arg, int tenure_arg, store_acquire_fn *fn, void *arg)
 {
-	struct cmd *c;
-	int slot;
-	struct node *n = node_for(st, key, keylen, &slot);
+	struct cmd *c = call_new(st, key, keylen, K_ACQUIRE, script, nkeys, p,
+	    np);
 
-	if (!node_usable(n))
+	if (c == NULL)
 		return -1;
-	c = cmd_new(st, K_ACQUIRE, script, nkeys, p, np);
 	c->fn.acquire = fn;
 	c->arg = arg;
-	c->node = n;
-	c->slot = slot;
 	c->owner_arg = owner_arg;
 	c->tenure_arg = tenure_arg;
-	if (cmd_start(c) == 0)
-		return 0;
-	cmd_free(c);
-	return -1;
+	return call_start(c);
 }
 
 /*
@@ -823,29 +837,42 @@ tenure_pieces(struct piece *p)
 	return TENURE_ARGS;
 }
 
+/*
+ * The keys of a grant script: the lock, its counter and lock delay, and
+ * in cluster mode the slot's tenure (those of the key's slot; tag gets
+ * the slot's closing "<tag>}").  single_nk: how many of them the script
+ * takes in single and Sentinel mode.  Returns the count set in p.
+ */
+static int
+grant_keys(const struct store *st, const char *key, size_t keylen,
+    int single_nk, char *tag, size_t taglen, struct piece *p, int *slot)
+{
+	size_t sl;
+
+	(void)node_for(st, key, keylen, slot);
+	sl = slot_suffix(*slot, tag, taglen);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[1] = (struct piece){ st->fence, strlen(st->fence), tag, sl };
+	p[2] = (struct piece){ st->delay, strlen(st->delay), tag, sl };
+	p[3] = (struct piece){ st->tenure, strlen(st->tenure), tag, sl };
+	return *slot < 0 ? single_nk : 4;
+}
+
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg)
 {
 	char ttl[24], tag[SLOT_TAG_MAX + 2];
-	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct node *n = node_for(st, key, keylen, &slot);
-	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int nk = slot < 0 ? 3 : 4, ta = 0;
-	struct piece p[16] = {
-		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ st->fence, strlen(st->fence), tag, sl },
-		{ st->delay, strlen(st->delay), tag, sl },
-		{ st->tenure, strlen(st->tenure), tag, sl },
-	};
+	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0;
+	struct piece p[16];
+	int nk = grant_keys(st, key, keylen, 3, tag, sizeof tag, p, &slot);
 	int np = nk;
 
-	if (!node_usable(n))
-		return -1;
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), tag, sl };
+	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), tag,
+	    strlen(tag) };
 	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
 	if (slot >= 0) {
@@ -863,24 +890,16 @@ store_handoff(struct store *st, const char *key, size_t keylen,
     store_acquire_fn *fn, void *arg)
 {
 	char ttl[24], tok[24], tag[SLOT_TAG_MAX + 2];
-	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
-	struct node *n = node_for(st, key, keylen, &slot);
-	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int nk = slot < 0 ? 2 : 4, ta = 0;
-	struct piece p[16] = {
-		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ st->fence, strlen(st->fence), tag, sl },
-		{ st->delay, strlen(st->delay), tag, sl },
-		{ st->tenure, strlen(st->tenure), tag, sl },
-	};
+	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0;
+	struct piece p[16];
+	int nk = grant_keys(st, key, keylen, 2, tag, sizeof tag, p, &slot);
 	int np = nk;
 
-	if (!node_usable(n))
-		return -1;
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->channel, strlen(st->channel), tag, sl };
+	p[np++] = (struct piece){ st->channel, strlen(st->channel), tag,
+	    strlen(tag) };
 	p[np++] = (struct piece){ key, keylen, NULL, 0 };
 	if (slot >= 0) {
 		ta = 3 + np;
@@ -946,15 +965,6 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 
 	if (!node_usable(node) || n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
-	/*
-	 * Cluster mode: while a lock delay may run on this master, renew
-	 * with reassert.lua too.  A master that restarted empty answers
-	 * CLUSTERDOWN for seconds while it rejoins, which can outlast the
-	 * reassert sent when it came up; a renewal inside the delay then
-	 * sets the lock again rather than reporting it lost.
-	 */
-	if (slot >= 0 && now_ms() - node->tenure_ms < st->cfg.lock_delay_ms)
-		reassert = 1;
 	cl = reassert && slot >= 0;
 	nk = !reassert ? n : cl ? n + 3 : n + 1;
 	np = nk + 2 * n;
@@ -984,10 +994,7 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 	c->node = node;
 	c->slot = slot;
 	c->tenure_arg = ta;
-	if (cmd_start(c) == 0)
-		return 0;
-	cmd_free(c);
-	return -1;
+	return call_start(c);
 }
 
 /*
