@@ -81,8 +81,9 @@ struct lock {
 	unsigned releasing:1;		/* a release in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
 	unsigned in_delay:1;		/* free, but a failover lock delay runs */
-	unsigned reclaim:1;		/* its reassert got no answer: renew it
-					 * with reassert.lua until one comes */
+	int64_t reclaim_until;		/* its reassert got no answer: renew
+					 * it with reassert.lua until one comes,
+					 * while a lock delay may run (ms) */
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
@@ -508,6 +509,7 @@ hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
 	lk->holder = cl;
 	lk->token = token;
 	lk->holds = 1;
+	lk->reclaim_until = 0;
 	lk->ttl_ms = ttl;
 	/* The TTL started in Redis at most when the request was sent. */
 	lk->renew_at = sent_us / 1000 + renew_period(ttl);
@@ -529,6 +531,7 @@ hold_end(struct lock *lk)
 	lk->lt->stats.locks_held--;
 	lk->holder = NULL;
 	lk->holds = 0;
+	lk->reclaim_until = 0;
 }
 
 /* Remember lk for cl's next RELEASE/RENEW of it (struct lostkey). */
@@ -1146,8 +1149,13 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		 * rejoining the cluster) is tried again at the next renewal:
 		 * a plain renewal would report the lock lost where the
 		 * reassert sets it again during a lock delay */
-		if (b->reassert && lk->token == b->token[i])
-			lk->reclaim = !ok || i >= n || renewed[i] < 0;
+		if (b->reassert && lk->token == b->token[i]) {
+			if (ok && i < n && renewed[i] >= 0)
+				lk->reclaim_until = 0;
+			else if (lk->reclaim_until == 0)
+				lk->reclaim_until = now_ms() +
+				    lt->cfg.reclaim_ms;
+		}
 		if (ok && i < n && renewed[i] > 0) {
 			lt->stats.renewals++;
 			if (renewed[i] == 2) {
@@ -1200,7 +1208,9 @@ renew_tick(struct locks *lt, int all)
 	lt->renew_due = 0;
 	TAILQ_FOREACH(lk, &lt->held, alink) {
 		int due = all || lk->renew_at - lk->ttl_ms / 6 <= now;
-		int ra = all || lk->reclaim;
+		/* past the lock delay a reassert is a renewal with more keys
+		 * (which a migrating slot answers TRYAGAIN) */
+		int ra = all || lk->reclaim_until > now;
 		struct renew_batch *b = batch[ra];
 
 		if (due)

@@ -55,6 +55,8 @@ struct locks_cfg {
 	long max_locks_per_session;
 	long max_waiters;
 	long min_ttl_ms;		/* 0: no floor */
+	long reclaim_ms;		/* how long after a master change a
+					 * lock may be reclaimed (lock delay) */
 };
 
 struct locks_stats {

@@ -215,6 +215,7 @@ locks_cfg_from(const struct config *cfg, struct locks_cfg *lc)
 	lc->max_wait_ms = cfg->max_wait_ms;
 	lc->max_locks_per_session = cfg->max_locks_per_session;
 	lc->max_waiters = cfg->max_waiters;
+	lc->reclaim_ms = cfg->failover_lock_delay_ms;
 }
 
 static void

@@ -44,6 +44,10 @@ struct shardsub {
 	struct event *timeout_ev;	/* connect / AUTH deadline */
 	unsigned confirms;		/* SSUBSCRIBE confirmations awaited */
 	unsigned char subbed[SLOT_COUNT / 8];	/* SSUBSCRIBE sent */
+	/* The slots of the SSUBSCRIBEs in flight, in order: an error reply
+	 * (MOVED: the map was stale) names no channel. */
+	unsigned short fifo[SLOT_COUNT];
+	unsigned fhead, fcount;
 };
 
 static void ss_start(struct shardsub *ss);
@@ -95,6 +99,7 @@ ss_lost(struct shardsub *ss, const char *why)
 	ss->reader = NULL;
 	ss->state = C_DOWN;
 	ss->confirms = 0;
+	ss->fhead = ss->fcount = 0;
 	memset(ss->subbed, 0, sizeof ss->subbed);
 	event_del(ss->timeout_ev);
 	if (n->slots == 0 || n->st->freeing)
@@ -143,11 +148,38 @@ shardsub_sync(struct shardsub *ss)
 		}
 		bit_set(ss, s, 1);
 		ss->confirms += 2;
+		ss->fifo[(ss->fhead + ss->fcount++) % SLOT_COUNT] =
+		    (unsigned short)s;
 		sent++;
 	}
 	if (sent > 0)
 		log_debug("Redis shard subscriber %s: subscribing %u slots",
 		    n->conn.addrstr, sent);
+}
+
+/* The oldest SSUBSCRIBE in flight is answered (confirmed or refused). */
+static unsigned
+fifo_pop(struct shardsub *ss)
+{
+	unsigned s = ss->fifo[ss->fhead];
+
+	ss->fhead = (ss->fhead + 1) % SLOT_COUNT;
+	ss->fcount--;
+	return s;
+}
+
+/* n confirmations fewer to wait for; the last one retries the waiters
+ * (releases may have been missed until now). */
+static void
+confirmed(struct shardsub *ss, unsigned n)
+{
+	struct store *st = ss->node->st;
+
+	if (ss->confirms == 0)
+		return;
+	ss->confirms = ss->confirms > n ? ss->confirms - n : 0;
+	if (ss->confirms == 0 && st->hooks.subscribed)
+		st->hooks.subscribed(st->hooks.arg);
 }
 
 /* One reply or push from Redis. */
@@ -164,6 +196,17 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		ss->failing = 0;
 		ss->backoff_ms = BACKOFF_MIN_MS;
 		shardsub_sync(ss);
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR && ss->state == C_UP &&
+	    ss->fcount > 0) {
+		/* an SSUBSCRIBE refused (MOVED: our map was stale): that
+		 * slot is subscribed again where the next map says */
+		log_debug("Redis shard subscriber %s: %s",
+		    ss->node->conn.addrstr, r->str);
+		bit_set(ss, fifo_pop(ss), 0);
+		confirmed(ss, 2);
+		cluster_refresh(st->cl);
 		return;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -194,10 +237,11 @@ ss_reply(struct shardsub *ss, redisReply *r)
 			    len - STORE_ID_LEN - 1);
 		}
 	} else if (strcmp(kind, "ssubscribe") == 0) {
-		if (ss->confirms > 0 && --ss->confirms == 0 &&
-		    st->hooks.subscribed)
-			/* releases may have been missed until now */
-			st->hooks.subscribed(st->hooks.arg);
+		/* two per SSUBSCRIBE: "released", then "wanted" */
+		if (strncmp(r->element[1]->str, st->wanted,
+		    strlen(st->wanted)) == 0 && ss->fcount > 0)
+			(void)fifo_pop(ss);
+		confirmed(ss, 1);
 	} else if (strcmp(kind, "sunsubscribe") == 0) {
 		/* the slot moved away: subscribed where it lives now, once
 		 * the map says where */
@@ -253,6 +297,13 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
+		evutil_socket_t fd = bufferevent_getfd(bev);
+		int on = 1;
+
+		/* it never writes once subscribed: let TCP find a dead peer */
+		if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on,
+		    sizeof on) != 0)
+			log_debug("keepalive not enabled on a shard subscriber");
 		ss->state = C_HANDSHAKE;
 		if (st->password[0] == '\0') {
 			redisReply ok = { .type = REDIS_REPLY_STATUS };
@@ -336,23 +387,25 @@ shardsub_new(struct node *n)
 	return ss;
 }
 
-/* The master is in the map (again): connect if not connected. */
+/* The master is in the map (again): connect if not connected and not
+ * waiting out a backoff (a dead master stays in the map a while). */
 void
 shardsub_wake(struct shardsub *ss)
 {
 	if (ss->state == C_DOWN) {
-		event_del(ss->retry_ev);
-		ss->backoff_ms = BACKOFF_MIN_MS;
-		ss_start(ss);
+		if (!evtimer_pending(ss->retry_ev, NULL))
+			ss_start(ss);
 	} else {
 		shardsub_sync(ss);
 	}
 }
 
-int
-shardsub_up(const struct shardsub *ss)
+/* Its master's command connection was lost: this one is as suspect. */
+void
+shardsub_drop(struct shardsub *ss)
 {
-	return ss != NULL && ss->state == C_UP && ss->confirms == 0;
+	if (ss != NULL && ss->state != C_DOWN)
+		ss_lost(ss, "command connection lost");
 }
 
 void

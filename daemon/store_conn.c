@@ -136,6 +136,7 @@ conn_lost(struct conn *c, const char *why)
 		cluster_refresh(st->cl);	/* a failover, perhaps */
 	if (was_up && c->kind == CONN_CMD) {
 		st->reconnects++;
+		shardsub_drop(c->node->ss);
 		if (st->hooks.down)
 			st->hooks.down(st->hooks.arg);
 		/* A subscriber on a Redis we can no longer reach is as

@@ -238,7 +238,7 @@ void shardsub_free(struct shardsub *ss);
 void shardsub_sync(struct shardsub *ss);
 /* Its master is in the map: connect now if down, else sync. */
 void shardsub_wake(struct shardsub *ss);
-int shardsub_up(const struct shardsub *ss);
+void shardsub_drop(struct shardsub *ss);
 
 /* cluster.c */
 struct cluster *cluster_new(struct store *st, const char *seeds);
