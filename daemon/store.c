@@ -1257,6 +1257,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	tick.tv_sec = cfg->timeout_ms / 4 / 1000;
 	tick.tv_usec = (cfg->timeout_ms / 4 % 1000) * 1000;
 	event_add(st->watchdog_ev, &tick);
+	st->watchdog_ms = now_ms();
 	tick.tv_sec = ROLE_CHECK_MS / 1000;
 	tick.tv_usec = (ROLE_CHECK_MS % 1000) * 1000;
 	event_add(st->role_ev, &tick);

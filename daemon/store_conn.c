@@ -653,7 +653,7 @@ sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (st->watchdog_ms != 0 && late > st->cfg.timeout_ms / 2) {
+	if (late > st->cfg.timeout_ms / 2) {
 		/*
 		 * This tick comes late: the broker itself did not run (it was
 		 * stopped, or starved), and the replies it waited for may be

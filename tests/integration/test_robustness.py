@@ -15,6 +15,9 @@ the scripts and shutdown.  Each test failed on the broker before the fix:
   D9  a SIGHUP as soon as the port answered could kill the broker;
   D16 a RELEASE retried after Redis restarted empty answered ERR LOST
       (PROTOCOL.md said OK 0).
+And one found by issue 11's chaos test (TestBrokerStopped): a broker
+stopped longer than redis_timeout_ms dropped its Redis connection on
+waking, with the replies it waited for unread in the socket.
 """
 
 import os
@@ -453,3 +456,80 @@ class TestErrorReplyIsFinal(RobustCase):
                  if p.startswith("calls=")]
         self.assertLessEqual(sum(calls), 5, stats)
         own.cli("CONFIG", "SET", "min-replicas-to-write", "0")
+
+
+class TestBrokerStopped(RobustCase):
+    """Issue 11's chaos test: a broker stopped (SIGSTOP) longer than
+    redis_timeout_ms while a command was in flight dropped its Redis
+    connection on waking, before reading the reply waiting in its socket:
+    the request was answered ERR UNAVAILABLE, and a lock that expired and
+    was taken meanwhile was never reported lost (its RELEASE answered
+    UNAVAILABLE, then OK 0).  The time the broker did not run is its own,
+    not Redis's: the reply is read and the news it carries kept."""
+
+    def stop_broker_around(self, b, secs):
+        os.kill(b.pid, signal.SIGSTOP)
+        try:
+            time.sleep(secs)
+        finally:
+            os.kill(b.pid, signal.SIGCONT)
+
+    def test_reply_waiting_in_the_socket_is_read(self):
+        b = self.own_broker()
+        c = self.connect(b)
+        tok = self.assertToken(c.req("ACQUIRE stalled TTL 5000"))
+        self.own.pause()
+        c.send("OWNER stalled")         # in flight: Redis is stopped
+        time.sleep(0.05)
+        os.kill(b.pid, signal.SIGSTOP)
+        self.own.resume()               # the reply reaches the socket
+        time.sleep(0.8)                 # 4x redis_timeout_ms (200)
+        os.kill(b.pid, signal.SIGCONT)
+        self.assertRegex(c.readline(timeout=3.0),
+                         r"\AOK [0-9a-f-]{36} [0-9]+ %d\Z" % tok)
+        st = self.stats(c)
+        self.assertEqual(st["redis_reconnects"], "0", b.log())
+        self.assertIn("event loop stalled", b.log())
+
+    def test_lock_lost_while_stopped_is_reported(self):
+        b1 = self.own_broker()
+        b2 = self.start_broker("--redis_timeout_ms", "200", redis=self.own)
+        c1, c2 = self.connect(b1), self.connect(b2)
+        self.assertEqual(c1.req("EVENTS ON"), "OK")
+        t1 = self.assertToken(c1.req("ACQUIRE gone TTL 300"))
+        # load, so that b1 has commands in flight when it is stopped
+        stop = threading.Event()
+
+        def load():
+            c = b1.client(timeout=5.0)
+            try:
+                while not stop.is_set():
+                    c.req("ACQUIRE load")
+                    c.req("RELEASE load")
+            except (OSError, EOFError, AssertionError):
+                pass
+            finally:
+                c.close()
+
+        th = threading.Thread(target=load, daemon=True)
+        th.start()
+        self.addCleanup(th.join, 5.0)
+        self.addCleanup(stop.set)
+        time.sleep(0.05)
+        os.kill(b1.pid, signal.SIGSTOP)
+        try:
+            t2 = self.assertToken(c2.req("ACQUIRE gone WAIT 3000 TTL 300",
+                                         timeout=5.0))
+            self.assertGreater(t2, t1)
+            self.assertEqual(c2.req("RELEASE gone"), "OK 0")
+            c1.send("RELEASE gone")
+            time.sleep(0.6)
+        finally:
+            os.kill(b1.pid, signal.SIGCONT)
+        lines = [c1.readline(timeout=3.0)]
+        if lines[-1].startswith("EVENT LOST"):
+            lines.append(c1.readline(timeout=3.0))
+        self.assertTrue(lines[-1].startswith("ERR LOST"),
+                        "the holder of a lock taken while its broker was "
+                        "stopped was not told: %r\n%s" % (lines, b1.log()))
+        stop.set()
