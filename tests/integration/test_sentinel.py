@@ -57,7 +57,10 @@ What each test guards:
         its port (empty, claiming role:master until Sentinel demotes it):
         the broker stays on the new master throughout (no second switch,
         redis_tenures unchanged), a broker started meanwhile picks the new
-        master too, the lock held across it all is unaffected.
+        master too, the lock held across it all is unaffected.  Brokers
+        never use a master the Sentinels did not name; when Sentinel
+        itself fails over again meanwhile (seen under CI load) the rest
+        is skipped, saying so.
     test_planned_failover                 SENTINEL FAILOVER (the old master
         lives on as a replica): the broker follows, the held lock stays,
         new grants land on the new master.
@@ -716,16 +719,28 @@ class TestFailover(SentinelCase):
         # this machine): the brokers must stay on the new master
         # throughout.  Watched for OBSERVE_S, not until the demotion, whose
         # timing is Sentinel's, not the broker's.
-        seen, claimed = set(), False
+        seen, claimed, named = set(), False, {new}
         end = time.monotonic() + OBSERVE_S
         while time.monotonic() < end:
             for br in (A, C):
                 st = self.bstats(br)
                 seen.add((st["redis"], st["redis_master"],
                           st["redis_tenures"]))
+            named.update(m for m in topo.master_addrs() if m)
             claimed = claimed or topology.role_of(old) == "master"
             time.sleep(0.1)
         self.assertTrue(claimed, "the old master never claimed master")
+        # Never a master the Sentinels did not name (the restarted old
+        # one claims master on its own).
+        used = {m for _, m, _ in seen if m != "-"}
+        self.assertLessEqual(used, named, self.logs())
+        if named != {new}:
+            # Under load Sentinel now and then fails over again while
+            # the old master restarts (seen in CI: two more switches
+            # within 2 s); the brokers followed it, and what follows
+            # assumes one failover.
+            self.skipTest("Sentinel failed over again during the "
+                          "observation: %s" % sorted(named))
         self.assertEqual(seen, {("up", new, tenures), ("up", new, "1")},
                          self.logs())
         self.assertEqual(self.bstats(A)["redis_master"], new)
