@@ -126,6 +126,7 @@ import uuid
 import harness
 from harness import Broker, BrokerTestCase, parse_stats, wait_until
 from topology import ClusterTopology, cli, crc16, hash_slot, owner_in
+from test_sentinel import Session      # replies apart from EVENT lines
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
 GRANT_WAIT_MS = 5000        # WAIT of grants that may meet a lock delay
@@ -199,79 +200,6 @@ def script_calls(addr):
                 if part.startswith("calls="):
                     n += int(part[6:])
     return n
-
-
-class Session:
-    """A client connection that keeps EVENT lines apart from replies and
-    counts requests and replies (each request must get exactly one)."""
-
-    def __init__(self, test, broker, name=""):
-        self.c = broker.client()
-        test.addCleanup(self.c.close)
-        self.name = name
-        self.events = []
-        self.sent = 0
-        self.replies = 0
-        self.cid = None
-
-    def send(self, line):
-        self.c.send(line)
-        self.sent += 1
-
-    def read(self, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.c.readline(max(0.0, deadline - time.monotonic()))
-            if line.startswith("EVENT "):
-                self.events.append(line)
-                continue
-            self.replies += 1
-            if self.replies > self.sent:
-                raise AssertionError("%s: reply %r to no request"
-                                     % (self.name, line))
-            return line
-
-    def req(self, line, timeout=5.0):
-        self.send(line)
-        return self.read(timeout)
-
-    def timed_req(self, line, timeout=5.0):
-        t0 = time.monotonic()
-        r = self.req(line, timeout)
-        return r, harness.ms_since(t0)
-
-    def hello(self):
-        r = self.req("HELLO")
-        m = re.fullmatch(r"OK (%s) lockbroker/\S+" % harness.UUID_RE, r)
-        if not m:
-            raise AssertionError("bad HELLO reply %r" % r)
-        self.cid = m.group(1)
-        return self.cid
-
-    def drain_events(self, within=0.2):
-        """Collect EVENT lines arriving within seconds (no request may be
-        outstanding: any other line is a stray reply)."""
-        deadline = time.monotonic() + within
-        while True:
-            left = deadline - time.monotonic()
-            if not self.c.buf and (left <= 0 or self.c.no_reply(left)):
-                return self.events
-            line = self.c.readline(1.0)
-            if not line.startswith("EVENT "):
-                raise AssertionError("%s: stray reply %r (sent %d, replied "
-                                     "%d)" % (self.name, line, self.sent,
-                                              self.replies))
-            self.events.append(line)
-
-    def sync(self):
-        """Every request answered once and no more."""
-        assert self.sent == self.replies, (self.name, self.sent,
-                                           self.replies)
-        r = self.req("PING")
-        if r != "OK PONG":
-            raise AssertionError("%s: extra reply %r before PONG"
-                                 % (self.name, r))
-        self.drain_events(0.1)
 
 
 class Churn:
