@@ -182,6 +182,17 @@ confirmed(struct shardsub *ss, unsigned n)
 		st->hooks.subscribed(st->hooks.arg);
 }
 
+/* Connected (and AUTH accepted): subscribe. */
+static void
+ss_ready(struct shardsub *ss)
+{
+	event_del(ss->timeout_ev);
+	ss->state = C_UP;
+	ss->failing = 0;
+	ss->backoff_ms = BACKOFF_MIN_MS;
+	shardsub_sync(ss);
+}
+
 /* One reply or push from Redis. */
 static void
 ss_reply(struct shardsub *ss, redisReply *r)
@@ -190,12 +201,7 @@ ss_reply(struct shardsub *ss, redisReply *r)
 	const char *kind;
 
 	if (r->type == REDIS_REPLY_STATUS && ss->state == C_HANDSHAKE) {
-		/* AUTH accepted */
-		event_del(ss->timeout_ev);
-		ss->state = C_UP;
-		ss->failing = 0;
-		ss->backoff_ms = BACKOFF_MIN_MS;
-		shardsub_sync(ss);
+		ss_ready(ss);		/* AUTH accepted */
 		return;
 	}
 	if (r->type == REDIS_REPLY_ERROR && ss->state == C_UP &&
@@ -306,9 +312,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 			log_debug("keepalive not enabled on a shard subscriber");
 		ss->state = C_HANDSHAKE;
 		if (st->password[0] == '\0') {
-			redisReply ok = { .type = REDIS_REPLY_STATUS };
-
-			ss_reply(ss, &ok);	/* as if AUTH said OK */
+			ss_ready(ss);
 			return;
 		}
 		if ((st->user[0] != '\0' ? ss_send(ss, "AUTH %s %s", st->user,

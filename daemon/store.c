@@ -25,7 +25,6 @@
 #define TENURE_ARGS 4	/* replid, replid2, the earlier replid, delay */
 
 static int cmd_start(struct cmd *c);
-static size_t slot_suffix(int slot, char *tag, size_t taglen);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 
@@ -218,6 +217,75 @@ cmd_deliver(struct cmd *c, redisReply *r)
 
 static int cmd_send(struct cmd *c);
 
+/* --- routing ----------------------------------------------------------- */
+
+/*
+ * Where a call goes, worked out once per call: the master, the slot (-1
+ * in single and Sentinel mode) and the tag that closes the slot's own
+ * key and channel names, which end in "{" in cluster mode (store_new):
+ * tag = "<tag>}", "" otherwise.
+ */
+struct route {
+	struct node *node;		/* NULL: no master known */
+	int slot;
+	size_t taglen;
+	char tag[SLOT_TAG_MAX + 2];
+};
+
+static void
+route_slot(const struct store *st, int slot, struct route *r)
+{
+	r->slot = slot;
+	if (slot < 0) {
+		r->node = st->one;
+		r->tag[0] = '\0';
+		r->taglen = 0;
+		return;
+	}
+	r->node = cluster_node_of(st->cl, (unsigned)slot);
+	r->taglen = (size_t)snprintf(r->tag, sizeof r->tag, "%s}",
+	    slot_tag((unsigned)slot));
+}
+
+static int
+key_slot(const struct store *st, const char *key, size_t keylen)
+{
+	return st->cl == NULL ? -1 :
+	    (int)slot_of(st->lockpfx, st->lockpfxlen, key, keylen);
+}
+
+static void
+route_of(const struct store *st, const char *key, size_t keylen,
+    struct route *r)
+{
+	route_slot(st, key_slot(st, key, keylen), r);
+}
+
+/* One script call routed by r; NULL when its master is not up. */
+static struct cmd *
+call_new(struct store *st, const struct route *r, enum cmd_kind kind,
+    enum script_id script, int nkeys, const struct piece *p, int np)
+{
+	struct cmd *c;
+
+	if (!node_usable(r->node))
+		return NULL;
+	c = cmd_new(st, kind, script, nkeys, p, np);
+	c->node = r->node;
+	c->slot = r->slot;
+	return c;
+}
+
+/* Start c; -1 (c freed, its callback never called) when it cannot go. */
+static int
+call_start(struct cmd *c)
+{
+	if (cmd_start(c) == 0)
+		return 0;
+	cmd_free(c);
+	return -1;
+}
+
 /* --- replica acknowledgement (group commit) -------------------------- */
 
 static void
@@ -284,27 +352,25 @@ static int
 group_undo(struct cmd *c)
 {
 	struct store *st = c->st;
-	char token[24], tag[SLOT_TAG_MAX + 2];
-	size_t sl = slot_suffix(c->slot, tag, sizeof tag);
-	struct piece p[4] = {
-		{ c->argv[3], c->argvlen[3], NULL, 0 },
-		{ NULL, 0, NULL, 0 },			/* the value, below */
-		{ st->channel, strlen(st->channel), tag, sl },
-		{ c->argv[3] + st->lockpfxlen, c->argvlen[3] - st->lockpfxlen,
-		  NULL, 0 },
-	};
+	char token[24];
+	struct route r;
+	struct piece p[4];
 	struct cmd *u;
 
+	route_slot(st, c->slot, &r);
+	r.node = c->node;	/* where the grant was made, map or not */
+	p[0] = (struct piece){ c->argv[3], c->argvlen[3], NULL, 0 };
 	value_piece(&p[1], c->argv[c->owner_arg], c->argvlen[c->owner_arg],
 	    c->token, token, sizeof token);
-	if (!node_usable(c->node))
+	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
+	p[3] = (struct piece){ c->argv[3] + st->lockpfxlen,
+	    c->argvlen[3] - st->lockpfxlen, NULL, 0 };
+	if ((u = call_new(st, &r, K_UNDO, SCRIPT_RELEASE, 1, p, 4)) == NULL)
 		return -1;
-	u = cmd_new(st, K_UNDO, SCRIPT_RELEASE, 1, p, 4);
 	u->fn.release = undo_done;
 	u->arg = c;			/* answered and freed by undo_done */
-	u->node = c->node;
-	u->slot = c->slot;
-	return cmd_start(u);
+	return call_start(u);
 }
 
 /* The turn is over: one WAIT for every grant it sent on n. */
@@ -718,84 +784,14 @@ cmd_start(struct cmd *c)
 	return -1;
 }
 
-/* --- routing ----------------------------------------------------------- */
-
-/* The master a key's scripts go to (NULL: none known). */
-static struct node *
-node_for(const struct store *st, const char *key, size_t keylen, int *slot)
-{
-	unsigned s;
-
-	*slot = -1;
-	if (st->cl == NULL)
-		return st->one;
-	s = slot_of(st->lockpfx, st->lockpfxlen, key, keylen);
-	*slot = (int)s;
-	return cluster_node_of(st->cl, s);
-}
-
-/*
- * Cluster mode: a slot's own counter, lock delay and tenure keys end in
- * "{" (store_new) and the slot's tag closes them here: tag = "<tag>}".
- */
-static size_t
-slot_suffix(int slot, char *tag, size_t taglen)
-{
-	if (slot < 0) {
-		tag[0] = '\0';
-		return 0;
-	}
-	return (size_t)snprintf(tag, taglen, "%s}", slot_tag((unsigned)slot));
-}
-
-/* The tag that closes key's slot channel (cluster mode; else none). */
-static size_t
-channel_tag(const struct store *st, const char *key, size_t keylen,
-    char *tag, size_t taglen)
-{
-	int slot;
-
-	(void)node_for(st, key, keylen, &slot);
-	return slot_suffix(slot, tag, taglen);
-}
-
-/* One script call for key, routed to its master; NULL when that master
- * is not up. */
-static struct cmd *
-call_new(struct store *st, const char *key, size_t keylen,
-    enum cmd_kind kind, enum script_id script, int nkeys,
-    const struct piece *p, int np)
-{
-	struct cmd *c;
-	int slot;
-	struct node *n = node_for(st, key, keylen, &slot);
-
-	if (!node_usable(n))
-		return NULL;
-	c = cmd_new(st, kind, script, nkeys, p, np);
-	c->node = n;
-	c->slot = slot;
-	return c;
-}
-
-/* Start c; -1 (c freed, its callback never called) when it cannot go. */
+/* Build and start one script call routed by r; -1 (nothing started)
+ * when its master is not up. */
 static int
-call_start(struct cmd *c)
+script_call(struct store *st, const struct route *r, enum cmd_kind kind,
+    enum script_id script, int nkeys, const struct piece *p, int np,
+    union cmd_fn fn, void *arg)
 {
-	if (cmd_start(c) == 0)
-		return 0;
-	cmd_free(c);
-	return -1;
-}
-
-/* Build and start one script call for key; -1 (nothing started) when
- * its master is not up. */
-static int
-script_call(struct store *st, const char *key, size_t keylen,
-    enum cmd_kind kind, enum script_id script, int nkeys,
-    const struct piece *p, int np, union cmd_fn fn, void *arg)
-{
-	struct cmd *c = call_new(st, key, keylen, kind, script, nkeys, p, np);
+	struct cmd *c = call_new(st, r, kind, script, nkeys, p, np);
 
 	if (c == NULL)
 		return -1;
@@ -807,12 +803,11 @@ script_call(struct store *st, const char *key, size_t keylen,
 /* A grant script (acquire, handoff): the new owner is at argv index
  * owner_arg, so a grant WAIT did not confirm can be undone by value. */
 static int
-grant_call(struct store *st, const char *key, size_t keylen,
-    enum script_id script, int nkeys, const struct piece *p, int np,
-    int owner_arg, int tenure_arg, store_acquire_fn *fn, void *arg)
+grant_call(struct store *st, const struct route *r, enum script_id script,
+    int nkeys, const struct piece *p, int np, int owner_arg, int tenure_arg,
+    store_acquire_fn *fn, void *arg)
 {
-	struct cmd *c = call_new(st, key, keylen, K_ACQUIRE, script, nkeys, p,
-	    np);
+	struct cmd *c = call_new(st, r, K_ACQUIRE, script, nkeys, p, np);
 
 	if (c == NULL)
 		return -1;
@@ -839,23 +834,22 @@ tenure_pieces(struct piece *p)
 
 /*
  * The keys of a grant script: the lock, its counter and lock delay, and
- * in cluster mode the slot's tenure (those of the key's slot; tag gets
- * the slot's closing "<tag>}").  single_nk: how many of them the script
- * takes in single and Sentinel mode.  Returns the count set in p.
+ * in cluster mode the slot's tenure (those of the key's slot, r).
+ * single_nk: how many of them the script takes in single and Sentinel
+ * mode.  Returns the count set in p.
  */
 static int
 grant_keys(const struct store *st, const char *key, size_t keylen,
-    int single_nk, char *tag, size_t taglen, struct piece *p, int *slot)
+    const struct route *r, int single_nk, struct piece *p)
 {
-	size_t sl;
-
-	(void)node_for(st, key, keylen, slot);
-	sl = slot_suffix(*slot, tag, taglen);
 	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
-	p[1] = (struct piece){ st->fence, strlen(st->fence), tag, sl };
-	p[2] = (struct piece){ st->delay, strlen(st->delay), tag, sl };
-	p[3] = (struct piece){ st->tenure, strlen(st->tenure), tag, sl };
-	return *slot < 0 ? single_nk : 4;
+	p[1] = (struct piece){ st->fence, strlen(st->fence), r->tag,
+	    r->taglen };
+	p[2] = (struct piece){ st->delay, strlen(st->delay), r->tag,
+	    r->taglen };
+	p[3] = (struct piece){ st->tenure, strlen(st->tenure), r->tag,
+	    r->taglen };
+	return r->slot < 0 ? single_nk : 4;
 }
 
 int
@@ -863,24 +857,25 @@ store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], tag[SLOT_TAG_MAX + 2];
-	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0;
+	char ttl[24];
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	struct piece p[16];
-	int nk = grant_keys(st, key, keylen, 3, tag, sizeof tag, p, &slot);
-	int np = nk;
+	struct route r;
 
+	route_of(st, key, keylen, &r);
+	np = nk = grant_keys(st, key, keylen, &r, 3, p);
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), tag,
-	    strlen(tag) };
+	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
+	    r.taglen };
 	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
-	if (slot >= 0) {
+	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
-	return grant_call(st, key, keylen, SCRIPT_ACQUIRE, nk, p, np,
-	    3 + nk, ta, fn, arg);
+	return grant_call(st, &r, SCRIPT_ACQUIRE, nk, p, np, 3 + nk, ta, fn,
+	    arg);
 }
 
 int
@@ -889,24 +884,25 @@ store_handoff(struct store *st, const char *key, size_t keylen,
     const char *next_owner, size_t next_ownerlen, long ttl_ms,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], tok[24], tag[SLOT_TAG_MAX + 2];
-	int slot, tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0;
+	char ttl[24], tok[24];
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	struct piece p[16];
-	int nk = grant_keys(st, key, keylen, 2, tag, sizeof tag, p, &slot);
-	int np = nk;
+	struct route r;
 
+	route_of(st, key, keylen, &r);
+	np = nk = grant_keys(st, key, keylen, &r, 2, p);
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->channel, strlen(st->channel), tag,
-	    strlen(tag) };
+	p[np++] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
 	p[np++] = (struct piece){ key, keylen, NULL, 0 };
-	if (slot >= 0) {
+	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
-	return grant_call(st, key, keylen, SCRIPT_HANDOFF, nk, p, np,
-	    3 + nk + 1, ta, fn, arg);
+	return grant_call(st, &r, SCRIPT_HANDOFF, nk, p, np, 3 + nk + 1, ta,
+	    fn, arg);
 }
 
 int
@@ -914,17 +910,17 @@ store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     store_release_fn *fn, void *arg)
 {
-	char tok[24], tag[SLOT_TAG_MAX + 2];
-	size_t sl = channel_tag(st, key, keylen, tag, sizeof tag);
-	struct piece p[4] = {
-		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ NULL, 0, NULL, 0 },			/* the value, below */
-		{ st->channel, strlen(st->channel), tag, sl },
-		{ key, keylen, NULL, 0 },
-	};
+	char tok[24];
+	struct route r;
+	struct piece p[4];
 
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
 	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
-	return script_call(st, key, keylen, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
+	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
+	p[3] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 
@@ -932,15 +928,16 @@ int
 store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
 {
-	char tag[SLOT_TAG_MAX + 2];
-	size_t sl = channel_tag(st, key, keylen, tag, sizeof tag);
-	struct piece p[4] = {
-		{ st->lockpfx, st->lockpfxlen, key, keylen },
-		{ owner, ownerlen, NULL, 0 },
-		{ st->channel, strlen(st->channel), tag, sl },
-		{ key, keylen, NULL, 0 },
-	};
-	return script_call(st, key, keylen, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
+	struct route r;
+	struct piece p[4];
+
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[1] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
+	p[3] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 
@@ -950,24 +947,18 @@ store_forget(struct store *st, const char *key, size_t keylen,
  * the slot's counter and tenure, for lib/slot_tenure.lua.
  */
 static int
-renew_call(struct store *st, const struct store_renew_item *items, size_t n,
-    int reassert, store_renew_fn *fn, void *arg)
+renew_call(struct store *st, const struct route *r,
+    const struct store_renew_item *items, size_t n, int reassert,
+    store_renew_fn *fn, void *arg)
 {
 	struct piece p[3 * STORE_RENEW_BATCH + 3 + TENURE_ARGS];
 	char ttls[STORE_RENEW_BATCH][24], toks[STORE_RENEW_BATCH][24];
-	char tag[SLOT_TAG_MAX + 2];
-	int slot;
-	struct node *node = node_for(st, items[0].key, items[0].keylen, &slot);
-	size_t sl = slot_suffix(slot, tag, sizeof tag);
-	int cl, ta = 0;
-	size_t nk, np;
+	int cl = reassert && r->slot >= 0, ta = 0;
+	size_t nk = !reassert ? n : cl ? n + 3 : n + 1, np = nk + 2 * n;
 	struct cmd *c;
 
-	if (!node_usable(node) || n == 0 || n > STORE_RENEW_BATCH)
+	if (n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
-	cl = reassert && slot >= 0;
-	nk = !reassert ? n : cl ? n + 3 : n + 1;
-	np = nk + 2 * n;
 	for (size_t i = 0; i < n; i++) {
 		int tl = snprintf(ttls[i], sizeof ttls[i], "%ld",
 		    items[i].ttl_ms);
@@ -978,21 +969,22 @@ renew_call(struct store *st, const struct store_renew_item *items, size_t n,
 		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
 	}
 	if (reassert)
-		p[n] = (struct piece){ st->delay, strlen(st->delay), tag, sl };
+		p[n] = (struct piece){ st->delay, strlen(st->delay), r->tag,
+		    r->taglen };
 	if (cl) {
-		p[n + 1] = (struct piece){ st->fence, strlen(st->fence), tag, sl };
-		p[n + 2] = (struct piece){ st->tenure, strlen(st->tenure), tag,
-		    sl };
+		p[n + 1] = (struct piece){ st->fence, strlen(st->fence),
+		    r->tag, r->taglen };
+		p[n + 2] = (struct piece){ st->tenure, strlen(st->tenure),
+		    r->tag, r->taglen };
 		ta = 3 + (int)np;
 		np += (size_t)tenure_pieces(&p[np]);
 	}
-	c = cmd_new(st, K_RENEW, reassert ? SCRIPT_REASSERT : SCRIPT_RENEW,
-	    (int)nk, p, (int)np);
+	if ((c = call_new(st, r, K_RENEW, reassert ? SCRIPT_REASSERT :
+	    SCRIPT_RENEW, (int)nk, p, (int)np)) == NULL)
+		return -1;
 	c->fn.renew = fn;
 	c->arg = arg;
 	c->nrenew = n;
-	c->node = node;
-	c->slot = slot;
 	c->tenure_arg = ta;
 	return call_start(c);
 }
@@ -1058,9 +1050,11 @@ renew_by_slot(struct store *st, const struct store_renew_item *items,
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct renew_part *part;
+		struct route r;
 
 		if (done[i])
 			continue;
+		route_slot(st, slotof[i], &r);
 		part = xmalloc(sizeof *part);
 		part->g = g;
 		part->n = 0;
@@ -1071,7 +1065,7 @@ renew_by_slot(struct store *st, const struct store_renew_item *items,
 				part->idx[part->n++] = (unsigned short)j;
 			}
 		g->left++;
-		if (renew_call(st, sub, part->n, reassert, part_done,
+		if (renew_call(st, &r, sub, part->n, reassert, part_done,
 		    part) != 0) {
 			g->left--;	/* its master is down: unknown */
 			free(part);
@@ -1089,11 +1083,14 @@ int
 store_renew(struct store *st, const struct store_renew_item *items, size_t n,
     int reassert, store_renew_fn *fn, void *arg)
 {
+	struct route r;
+
 	if (n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
 	if (st->cl != NULL)
 		return renew_by_slot(st, items, n, reassert, fn, arg);
-	return renew_call(st, items, n, reassert, fn, arg);
+	route_slot(st, -1, &r);
+	return renew_call(st, &r, items, n, reassert, fn, arg);
 }
 
 int
@@ -1101,7 +1098,10 @@ store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg)
 {
 	struct piece p[1] = { { st->lockpfx, st->lockpfxlen, key, keylen } };
-	return script_call(st, key, keylen, K_OWNER, SCRIPT_OWNER, 1, p, 1,
+	struct route r;
+
+	route_of(st, key, keylen, &r);
+	return script_call(st, &r, K_OWNER, SCRIPT_OWNER, 1, p, 1,
 	    (union cmd_fn){ .owner = fn }, arg);
 }
 
@@ -1326,9 +1326,10 @@ store_is_up(const struct store *st)
 int
 store_key_up(const struct store *st, const char *key, size_t keylen)
 {
-	int slot;
+	int slot = key_slot(st, key, keylen);
 
-	return node_usable(node_for(st, key, keylen, &slot));
+	return node_usable(slot < 0 ? st->one :
+	    cluster_node_of(st->cl, (unsigned)slot));
 }
 
 size_t

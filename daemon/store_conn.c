@@ -189,8 +189,8 @@ handshake_reply(redisAsyncContext *ac, void *reply, void *privdata)
 }
 
 /* Copy the value of "name:value" from an INFO text into out ("" if none). */
-void
-sconn_info_field(const char *info, const char *name, char *out, size_t outlen)
+static void
+info_field(const char *info, const char *name, char *out, size_t outlen)
 {
 	size_t nl = strlen(name);
 	const char *p = info;
@@ -275,7 +275,7 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		    "unexpected reply to INFO");
 		return;
 	}
-	sconn_info_field(r->str, "role", role, sizeof role);
+	info_field(r->str, "role", role, sizeof role);
 	if (strcmp(role, "master") != 0) {
 		snprintf(why, sizeof why, "not a master (role:%s)", role);
 		handshake_refused(c, why);
@@ -287,9 +287,9 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		char was[64];
 
 		memcpy(was, c->replid, sizeof was);
-		sconn_info_field(r->str, "master_replid", c->replid,
+		info_field(r->str, "master_replid", c->replid,
 		    sizeof c->replid);
-		sconn_info_field(r->str, "master_replid2", c->replid2,
+		info_field(r->str, "master_replid2", c->replid2,
 		    sizeof c->replid2);
 		if (strcmp(was, c->replid) != 0) {
 			st->tenures++;
@@ -300,7 +300,7 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			conn_became_up(c);
 		return;
 	}
-	sconn_info_field(r->str, "master_replid", c->replid, sizeof c->replid);
+	info_field(r->str, "master_replid", c->replid, sizeof c->replid);
 	for (unsigned i = 0; i < st->nleft && i < STORE_LEFT_MAX; i++) {
 		if (c->replid[0] != '\0' && strcmp(st->left[i], c->replid) == 0) {
 			/* an old master that woke up still says master */
@@ -394,19 +394,19 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 }
 
-/* AUTH when a password is set; fn answers it (handshake_left counts). */
-void
-sconn_send_auth(struct conn *c, redisCallbackFn *fn)
+static void
+send_auth(struct conn *c)
 {
 	struct store *st = c->st;
 
 	if (st->password[0] == '\0')
 		return;
 	if (st->user[0] != '\0')
-		redisAsyncCommand(c->ac, fn, c, "AUTH %s %s",
+		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s %s",
 		    st->user, st->password);
 	else
-		redisAsyncCommand(c->ac, fn, c, "AUTH %s", st->password);
+		redisAsyncCommand(c->ac, handshake_reply, c, "AUTH %s",
+		    st->password);
 	c->handshake_left++;
 }
 
@@ -427,7 +427,7 @@ on_connect(const redisAsyncContext *cac, int status)
 	c->state = C_HANDSHAKE;
 	c->handshake_left = 0;
 	c->refused = 0;
-	sconn_send_auth(c, handshake_reply);
+	send_auth(c);
 	if (c->kind == CONN_MAP) {
 		if (c->handshake_left == 0)
 			conn_became_up(c);	/* no AUTH to wait for */

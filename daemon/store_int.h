@@ -216,9 +216,6 @@ void sconn_role_cb(evutil_socket_t fd, short what, void *arg);
 void sconn_switched(void *arg, const struct addr *from, const struct addr *to);
 
 void sconn_retry_now(struct conn *c);
-void sconn_info_field(const char *info, const char *name, char *out,
-    size_t outlen);
-void sconn_send_auth(struct conn *c, redisCallbackFn *fn);
 
 /* store.c */
 int store_is_int(const redisReply *r);

@@ -810,6 +810,24 @@ class TestChaos(unittest.TestCase):
 
     # -- the test --
 
+    def new_baselines(self):
+        """After a fault: the brokers' monitors compare with now."""
+        for port, mon in list(self.monitors.items()):
+            self.monitors[port] = (mon[0], mon[1], None)
+
+    def finish_clients(self, quiet_s):
+        """Clients run on for quiet_s without faults, then stop; one that
+        does not is a violation."""
+        w = self.world
+        self.calm(quiet_s)
+        self.stop_clients()
+        hung = [c.name for c in w.clients if c.is_alive()]
+        if hung:
+            w.violation("clients still running after stop: %s" % hung,
+                        [c.sess for c in w.clients if c.is_alive()])
+        for c in w.clients:
+            c.res.close()
+
     def test_chaos(self):
         w = self.world
         for i in range(N_CLIENTS):
@@ -829,16 +847,8 @@ class TestChaos(unittest.TestCase):
             self.fault(order.pop())
             self.settle()
             w.windows.append((t, time.monotonic() + CALM_GRACE_S))
-            for port, mon in list(self.monitors.items()):
-                self.monitors[port] = (mon[0], mon[1], None)  # new baseline
-        self.calm(QUIET_S)
-        self.stop_clients()
-        hung = [c.name for c in w.clients if c.is_alive()]
-        if hung:
-            w.violation("clients still running after stop: %s" % hung,
-                        [c.sess for c in w.clients if c.is_alive()])
-        for c in w.clients:
-            c.res.close()
+            self.new_baselines()
+        self.finish_clients(QUIET_S)
 
         self.check_after_faults()
         self.check_holds()

@@ -456,16 +456,8 @@ class TestChaosCluster(chaos_sentinel.TestChaosSentinel):
             if kind != "migrate_slot":
                 w.windows.append((t, time.monotonic() + chaos.CALM_GRACE_S))
             self.wait_progress(time.monotonic(), kind)
-            for port, mon in list(self.monitors.items()):
-                self.monitors[port] = (mon[0], mon[1], None)  # new baseline
-        self.calm(QUIET_S)
-        self.stop_clients()
-        hung = [c.name for c in w.clients if c.is_alive()]
-        if hung:
-            w.violation("clients still running after stop: %s" % hung,
-                        [c.sess for c in w.clients if c.is_alive()])
-        for c in w.clients:
-            c.res.close()
+            self.new_baselines()
+        self.finish_clients(QUIET_S)
 
         self.check_after_faults()
         self.check_holds()
@@ -473,22 +465,7 @@ class TestChaosCluster(chaos_sentinel.TestChaosSentinel):
         self.check_replies()
         self.check_resource()
         self.check_brokers()
-        self.summary()
-        if w.violations:
-            shown, kinds = [], set()
-            for v in w.violations:
-                if chaos_sentinel.violation_kind(v) not in kinds:
-                    kinds.add(chaos_sentinel.violation_kind(v))
-                    shown.append(v)
-            shown += [v for v in w.violations if v not in shown]
-            self.fail("%d violation(s) (seed %d); the first of each kind:"
-                      "\n\n%s\n\nfaults:\n  %s"
-                      % (len(w.violations), w.seed,
-                         "\n\n".join(shown[:8]),
-                         "\n  ".join(w.fault_log)))
-        for b in w.brokers:
-            self.assertTrue(b.alive(), "broker :%d died:\n%s"
-                            % (b.port, b.log()[-3000:]))
+        self.report()
 
     # -- checks --
 

@@ -403,16 +403,8 @@ class TestChaosSentinel(chaos.TestChaos):
             self.fault(kind)
             self.settle()
             w.windows.append((t, time.monotonic() + chaos.CALM_GRACE_S))
-            for port, mon in list(self.monitors.items()):
-                self.monitors[port] = (mon[0], mon[1], None)  # new baseline
-        self.calm(QUIET_S)
-        self.stop_clients()
-        hung = [c.name for c in w.clients if c.is_alive()]
-        if hung:
-            w.violation("clients still running after stop: %s" % hung,
-                        [c.sess for c in w.clients if c.is_alive()])
-        for c in w.clients:
-            c.res.close()
+            self.new_baselines()
+        self.finish_clients(QUIET_S)
 
         self.check_after_faults()
         self.check_holds()
@@ -420,9 +412,15 @@ class TestChaosSentinel(chaos.TestChaos):
         self.check_held_through_failover()
         self.check_resource()
         self.check_brokers()
+        self.report()
+
+    def report(self):
+        """The summary line; then fail on violations, showing the first
+        of each kind, then the first ones, 8 at most; every broker must
+        still run."""
+        w = self.world
         self.summary()
         if w.violations:
-            # The first of each kind, then the first ones, 8 at most.
             shown, kinds = [], set()
             for v in w.violations:
                 if violation_kind(v) not in kinds:

@@ -116,7 +116,6 @@ What each test guards:
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -126,7 +125,7 @@ import uuid
 import harness
 from harness import Broker, BrokerTestCase, parse_stats, wait_until
 from topology import ClusterTopology, cli, crc16, hash_slot, owner_in
-from test_sentinel import Session      # replies apart from EVENT lines
+from test_sentinel import Session, run  # replies apart from EVENT lines
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
 GRANT_WAIT_MS = 5000        # WAIT of grants that may meet a lock delay
@@ -157,21 +156,6 @@ def tearDownModule():
     if _shared is not None:
         _shared.close()
         _shared = None
-
-
-def run(argv, timeout=30):
-    env = dict(os.environ)
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:"
-                   "abort_on_error=0")
-    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-    try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=timeout,
-                              env=env)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("%s still running after %d s"
-                             % (" ".join(argv), timeout)) from None
 
 
 def slot_tag(slot, _memo={}):
