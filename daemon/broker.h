@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "clientid.h"
 #include "config.h"
+#include "proto.h"
 
 struct event_base;
 struct evconnlistener;
@@ -20,6 +22,8 @@ struct evhttp;
 struct locks;
 struct store;
 struct session;
+struct grace;
+struct lclient;
 
 struct broker_stats {
 	uint64_t accepted;		/* sessions accepted */
@@ -27,6 +31,12 @@ struct broker_stats {
 	uint64_t toolong;		/* closed for an oversized line */
 	uint64_t auth_failures;		/* wrong AUTH tokens */
 	uint64_t paused;		/* times a session stopped being read */
+	uint64_t grace_sessions;	/* grace sessions now (gauge) */
+	uint64_t detached;		/* of which without a connection */
+	uint64_t resumes;		/* RESUMEs answered OK */
+	uint64_t resume_refused;	/* RESUMEs with a wrong secret */
+	uint64_t grace_expired;		/* detached sessions whose grace ran
+					 * out */
 };
 
 struct broker {
@@ -39,6 +49,8 @@ struct broker {
 	struct evhttp *http;			/* /metrics, if any */
 	TAILQ_HEAD(, session) sessions;
 	size_t nsessions;
+	TAILQ_HEAD(, grace) graces;	/* grace.c */
+	char id[CLIENTID_LEN + 1];	/* this broker's id */
 	char *linebuf;			/* max_line + 2 bytes, one request */
 	struct broker_stats stats;
 	int64_t started_ms;
@@ -66,5 +78,18 @@ void metrics_stop(struct broker *b);
 /* session.c */
 struct session *session_new(struct broker *b, int fd);
 void session_free(struct session *s);
+/* For grace.c: answer the session's HELLO GRACE or RESUME (err
+ * PERR_NONE: text is the whole reply line, else the error's text). */
+void session_grace_answer(struct session *s, enum proto_err err,
+    const char *text);
+/* RESUME won: the session becomes client-id cid, with lock client cl
+ * (its holds adopted) and grace object g, and answers OK <n> <keys>. */
+void session_grace_resumed(struct session *s, struct grace *g,
+    struct lclient *cl, const char *cid);
+/* g is settled: the session is no longer a grace session. */
+void session_grace_drop(struct session *s);
+/* Another connection resumed this session: close it now, leaving its
+ * holds to that connection. */
+void session_grace_kill(struct session *s);
 
 #endif

@@ -128,6 +128,10 @@ static const struct opt opts[] = {
 	{ .name = "max_wait_ms", .type = T_INT, .off = OFF(max_wait_ms),
 	  .def = "2147483647", .min = 0, .max = 2147483647, .live = 1,
 	  .help = "longest WAIT honoured (larger ones are clamped)" },
+	{ .name = "max_grace_ms", .type = T_INT, .off = OFF(max_grace_ms),
+	  .def = "60000", .min = 0, .max = 86400000, .live = 1,
+	  .help = "longest HELLO ... GRACE honoured (larger ones are "
+	  "clamped); 0 refuses GRACE" },
 	{ .name = "max_line", .type = T_INT, .off = OFF(max_line),
 	  .def = "4096", .min = 64, .max = 1048576,
 	  .help = "longest request line in bytes; longer closes the "

@@ -111,7 +111,7 @@ struct pending {
 	struct pending *next;
 	struct locks *lt;
 	enum pend_kind kind;
-	char id[CLIENTID_LEN + 1];
+	char id[OWNER_MAX + 1];
 	long long token;		/* PEND_RELEASE */
 	size_t keylen;
 	char key[];
@@ -133,7 +133,7 @@ struct lostkey {
 
 struct lclient {
 	struct locks *lt;
-	char id[CLIENTID_LEN + 1];
+	char id[OWNER_MAX + 1];
 	const struct lk_client_ops *ops;
 	void *arg;
 	TAILQ_HEAD(, lock) held;
@@ -148,6 +148,7 @@ struct lclient {
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
 	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
+	unsigned closing:1;		/* being freed: no more news */
 };
 
 /* One Redis operation for one key (or for OWNER, none). */
@@ -156,11 +157,12 @@ struct op {
 	struct lock *lk;		/* holds a ref; NULL for OWNER */
 	struct lclient *cl;		/* requester; NULL once it is gone */
 	struct lclient *next;		/* handoff: the waiter it goes to */
-	char next_id[CLIENTID_LEN + 1];
+	char next_id[OWNER_MAX + 1];
 	int64_t sent_us;
 	long long token;
 	long ttl_ms;
-	char id[CLIENTID_LEN + 1];	/* the hold's (or requester's) owner */
+	long linger_ms;			/* release: RELEASE ... LINGER */
+	char id[OWNER_MAX + 1];	/* the hold's (or requester's) owner */
 };
 
 /* A batch of renewals: one script call for many keys. */
@@ -254,15 +256,13 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 		if (p->kind == kind && p->token == token &&
 		    p->keylen == lk->te.keylen &&
 		    memcmp(p->key, lk->name, p->keylen) == 0 &&
-		    memcmp(p->id, id, CLIENTID_LEN) == 0)
+		    strcmp(p->id, id) == 0)
 			return;		/* already to be done */
 	p = xmalloc(sizeof *p + lk->te.keylen);
 
 	p->lt = lt;
 	p->kind = kind;
-	/* id may be an op's "<id>:<token>" value: the id is its start */
-	memcpy(p->id, id, CLIENTID_LEN);
-	p->id[CLIENTID_LEN] = '\0';
+	owner_copy(p->id, id);
 	p->token = token;
 	p->keylen = lk->te.keylen;
 	memcpy(p->key, lk->name, lk->te.keylen);
@@ -303,6 +303,15 @@ reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 /* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
  * key could expire in Redis before its first renewal lands (issue 9,
  * defect 5). */
+/* Tell a client that keeps a record of its holds (grace sessions). */
+static void
+held_changed(const struct lock *lk, struct lclient *cl)
+{
+	if (cl->ops->changed != NULL && !cl->closing)
+		cl->ops->changed(cl->arg, lk->name, lk->te.keylen, lk->holds,
+		    lk->ttl_ms);
+}
+
 static long
 clamp_ttl(const struct locks *lt, long ttl_ms)
 {
@@ -518,6 +527,7 @@ hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
 	cl->nheld++;
 	lt->stats.locks_held++;
 	renew_schedule(lt, lk->renew_at);
+	held_changed(lk, cl);
 }
 
 static void
@@ -532,6 +542,7 @@ hold_end(struct lock *lk)
 	lk->holder = NULL;
 	lk->holds = 0;
 	lk->reclaim_until = 0;
+	held_changed(lk, cl);
 }
 
 /* Remember lk for cl's next RELEASE/RENEW of it (struct lostkey). */
@@ -603,10 +614,10 @@ release_orphan(struct lock *lk, const char *id, long long token)
 {
 	struct op *op = op_new(lk->lt, lk, NULL);
 
-	memcpy(op->id, id, CLIENTID_LEN);
+	owner_copy(op->id, id);
 	op->token = token;
 	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
-	    lk->te.keylen, op->id, CLIENTID_LEN, token, release_done,
+	    lk->te.keylen, op->id, strlen(op->id), token, release_done,
 	    op) != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
 		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
@@ -681,9 +692,9 @@ lock_pump(struct lock *lk)
 		}
 		op = op_new(lt, lk, w);
 		op->sent_us = now_us();
-		memcpy(op->id, w->id, sizeof op->id);
+		owner_copy(op->id, w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
-		    CLIENTID_LEN, w->wttl, w->deadline > now_ms(), attempt_done,
+		    strlen(w->id), w->wttl, w->deadline > now_ms(), attempt_done,
 		    op) == 0) {
 			lk->attempt = 1;
 			lk->woken = 0;
@@ -705,7 +716,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	struct lock *lk = op->lk;
 	struct locks *lt = op->lt;
 	struct lclient *w = op_done(op);
-	char id[CLIENTID_LEN + 1];
+	char id[OWNER_MAX + 1];
 
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
 	int64_t sent_us = op->sent_us;
@@ -826,6 +837,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	if (lk != NULL && lk->holder == cl) {
 		lk->holds++;
 		lt->stats.acquires++;
+		held_changed(lk, cl);
 		reply(cl, LK_OK, lk->token, NULL);
 		return;
 	}
@@ -915,7 +927,7 @@ release_done(void *arg, int ok, int released)
 			reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
-	if (ok && lk->whead != NULL)
+	if (ok && lk->whead != NULL && op->linger_ms == 0)
 		lk->freed_us = now_us();
 	free(op);
 	lock_pump(lk);
@@ -1012,6 +1024,9 @@ release_send(struct lock *lk, struct op *op)
 
 	if (lt->st == NULL)
 		return -1;
+	if (op->linger_ms > 0)
+		return store_linger(lt->st, lk->name, lk->te.keylen, op->id,
+		    strlen(op->id), op->token, op->linger_ms, release_done, op);
 	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
 		lk->handoffs = 0;
 		lk->wanted = 0;
@@ -1022,13 +1037,13 @@ release_send(struct lock *lk, struct op *op)
 	if (w == NULL) {
 		lk->wanted = 0;		/* this release publishes */
 		return store_release(lt->st, lk->name, lk->te.keylen, op->id,
-		    CLIENTID_LEN, op->token, release_done, op);
+		    strlen(op->id), op->token, release_done, op);
 	}
 	op->next = w;
-	memcpy(op->next_id, w->id, sizeof op->next_id);
+	owner_copy(op->next_id, w->id);
 	op->sent_us = now_us();
 	if (store_handoff(lt->st, lk->name, lk->te.keylen, op->id,
-	    CLIENTID_LEN, op->token, w->id, CLIENTID_LEN, w->wttl, handoff_done,
+	    strlen(op->id), op->token, w->id, strlen(w->id), w->wttl, handoff_done,
 	    op) != 0) {
 		op->next = NULL;
 		return -1;
@@ -1038,7 +1053,8 @@ release_send(struct lock *lk, struct op *op)
 }
 
 void
-locks_release(struct lclient *cl, const char *key, size_t keylen)
+locks_release(struct lclient *cl, const char *key, size_t keylen,
+    long linger_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
@@ -1050,12 +1066,15 @@ locks_release(struct lclient *cl, const char *key, size_t keylen)
 	}
 	if (lk->holds > 1) {
 		lk->holds--;
+		held_changed(lk, cl);
 		reply(cl, LK_OK, lk->holds, NULL);
 		return;
 	}
 	op = op_new(lt, lk, cl);
-	memcpy(op->id, cl->id, sizeof op->id);
+	owner_copy(op->id, cl->id);
 	op->token = lk->token;
+	op->linger_ms = linger_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms :
+	    linger_ms > 0 ? linger_ms : 0;
 	if (release_send(lk, op) != 0) {
 		op_done(op);
 		free(op);
@@ -1090,6 +1109,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		lk->renew_at = now_ms() + renew_period(ttl);
 		renew_schedule(lk->lt, lk->renew_at);
 		lk->lt->stats.renewals++;
+		held_changed(lk, cl);
 		reply(cl, LK_OK, ttl, NULL);
 	} else {
 		/* Lost: say so now and forget it (no EVENT: this reply is
@@ -1119,7 +1139,7 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	item.key = lk->name;
 	item.keylen = keylen;
 	item.owner = cl->id;
-	item.ownerlen = CLIENTID_LEN;
+	item.ownerlen = strlen(cl->id);
 	item.token = lk->token;
 	item.ttl_ms = op->ttl_ms;
 	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
@@ -1184,7 +1204,7 @@ renew_send(struct locks *lt, struct renew_batch *b)
 		items[i].key = lk->name;
 		items[i].keylen = lk->te.keylen;
 		items[i].owner = lk->holder->id;
-		items[i].ownerlen = CLIENTID_LEN;
+		items[i].ownerlen = strlen(lk->holder->id);
 		items[i].token = b->token[i];
 		items[i].ttl_ms = b->ttl[i];
 	}
@@ -1362,10 +1382,10 @@ pending_flush(struct locks *lt)
 		}
 		if (p->kind == PEND_FORGET)
 			rc = store_forget(lt->st, p->key, p->keylen, p->id,
-			    CLIENTID_LEN, pending_done, p);
+			    strlen(p->id), pending_done, p);
 		else
 			rc = store_release(lt->st, p->key, p->keylen, p->id,
-			    CLIENTID_LEN, p->token, pending_done, p);
+			    strlen(p->id), p->token, pending_done, p);
 		if (rc != 0)
 			pending_push(lt, p);
 	}
@@ -1519,8 +1539,7 @@ locks_client_new(struct locks *lt, const char *id,
 	struct lclient *cl = xcalloc(1, sizeof *cl);
 
 	cl->lt = lt;
-	memcpy(cl->id, id, CLIENTID_LEN);
-	cl->id[CLIENTID_LEN] = '\0';
+	owner_copy(cl->id, id);
 	cl->ops = ops;
 	cl->arg = arg;
 	TAILQ_INIT(&cl->held);
@@ -1539,6 +1558,7 @@ locks_client_free(struct lclient *cl)
 	if (cl == NULL)
 		return;
 	lt = cl->lt;
+	cl->closing = 1;
 	if (cl->op != NULL) {
 		/* its reply finds nobody */
 		if (cl->op->cl == cl)
@@ -1588,6 +1608,69 @@ locks_client_eof(struct lclient *cl)
 		reply(cl, LK_BUSY, 0, NULL);
 	}
 	lock_pump(lk);
+}
+
+void
+locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
+    void *arg)
+{
+	struct lock *lk = cl->wlock;
+
+	cl->no_wait = 1;
+	if (lk != NULL) {
+		/* a grant on its way finds nobody, and is freed */
+		if (cl->op != NULL && cl->op->cl == cl)
+			cl->op->cl = NULL;
+		if (cl->op != NULL && cl->op->next == cl)
+			cl->op->next = NULL;
+		cl->op = NULL;
+		waiter_remove(cl);
+		lock_pump(lk);
+	}
+	/* its own release or renewal in flight still ends its hold */
+	cl->ops = ops;
+	cl->arg = arg;
+}
+
+void
+locks_client_abandon(struct lclient *cl)
+{
+	struct lock *lk;
+
+	cl->closing = 1;
+	while ((lk = TAILQ_FIRST(&cl->held)) != NULL) {
+		hold_end(lk);
+		lock_pump(lk);
+	}
+	locks_client_free(cl);
+}
+
+int
+locks_adopt(struct lclient *cl, const char *key, size_t keylen,
+    long long token, unsigned holds, long ttl_ms)
+{
+	struct locks *lt = cl->lt;
+	struct lock *lk = lock_get(lt, key, keylen);
+
+	if (lk->holder != NULL && lk->holder != cl) {
+		lock_gc(lk);
+		return -1;
+	}
+	if (lk->holder == NULL)
+		hold_start(lk, cl, token, clamp_ttl(lt, ttl_ms), now_us());
+	lk->holds = holds > 0 ? holds : 1;
+	lk->remote_busy = 0;
+	return 0;
+}
+
+void
+locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
+    size_t keylen, unsigned holds, long ttl_ms), void *arg)
+{
+	const struct lock *lk;
+
+	TAILQ_FOREACH(lk, &cl->held, hlink)
+		fn(arg, lk->name, lk->te.keylen, lk->holds, lk->ttl_ms);
 }
 
 size_t

@@ -46,6 +46,10 @@ struct lk_client_ops {
 	/* A held lock was found lost (renewal saw it gone or another's). */
 	void (*lost)(void *arg, const char *key, size_t keylen,
 	    long long token);
+	/* Optional (grace sessions record their holds in Redis): a hold of
+	 * the client changed; holds 0 when it ended (released, lost). */
+	void (*changed)(void *arg, const char *key, size_t keylen,
+	    unsigned holds, long ttl_ms);
 };
 
 struct locks_cfg {
@@ -97,6 +101,7 @@ void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets) waiting for Redis to answer again. */
 size_t locks_pending(const struct locks *lt);
 
+/* id: the owner its holds carry in Redis (clientid.h, OWNER_MAX). */
 struct lclient *locks_client_new(struct locks *lt, const char *id,
     const struct lk_client_ops *ops, void *arg);
 /* The session is gone: release what it holds, drop what it waits for. */
@@ -108,11 +113,31 @@ void locks_client_free(struct lclient *cl);
  * hold a place in a queue.
  */
 void locks_client_eof(struct lclient *cl);
+/*
+ * Grace sessions (grace.c).  detach: the connection is gone but the holds
+ * stay (renewed as before); its request in progress is dropped, a grant
+ * on its way is freed, never handed to it; ops/arg get what is left to
+ * say (replies of its releases in flight, lost locks).  abandon: free cl
+ * and forget its holds here without touching Redis (another session owns
+ * them now, or they are left in Redis for one).  adopt: cl holds key with
+ * this token as Redis says (a resumed session); -1 if another local
+ * session holds it.
+ */
+void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
+    void *arg);
+void locks_client_abandon(struct lclient *cl);
+int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
+    long long token, unsigned holds, long ttl_ms);
+/* Visit cl's holds with their counts and TTLs. */
+void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
+    const char *key, size_t keylen, unsigned holds, long ttl_ms), void *arg);
 
 /* wait_ms < 0: none given (one try); ttl_ms <= 0: the default. */
 void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long wait_ms, long ttl_ms);
-void locks_release(struct lclient *cl, const char *key, size_t keylen);
+/* linger_ms > 0: the last hold leaves the key taken that long (LINGER). */
+void locks_release(struct lclient *cl, const char *key, size_t keylen,
+    long linger_ms);
 void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);

@@ -11,6 +11,7 @@
 #include "broker.h"
 #include "clientid.h"
 #include "config.h"
+#include "grace.h"
 #include "locks.h"
 #include "log.h"
 #include "notify.h"
@@ -95,7 +96,8 @@ stop_cb(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	if (b->stopping)
 		return;
-	log_info("signal %d: releasing every lock and stopping", (int)sig);
+	log_info("signal %d: releasing every lock and stopping (grace "
+	    "sessions' locks are left in Redis for RESUME)", (int)sig);
 	event_base_loopbreak(b->base);
 	b->stopping = 1;
 }
@@ -345,6 +347,7 @@ main(int argc, char **argv)
 
 	memset(&b, 0, sizeof b);
 	TAILQ_INIT(&b.sessions);
+	TAILQ_INIT(&b.graces);
 	b.cfg = &cfg;
 	b.started_ms = now_ms();
 	b.held_key_len = cfg.max_key_len;
@@ -355,6 +358,7 @@ main(int argc, char **argv)
 	b.argc = argc;
 	b.argv = argv;
 	clientid_new(broker_id);	/* tells our own pub/sub messages apart */
+	memcpy(b.id, broker_id, sizeof b.id);
 	{
 		struct locks_cfg lc;
 		struct store_cfg sc = {
@@ -425,11 +429,13 @@ main(int argc, char **argv)
 	if (event_base_dispatch(b.base) < 0)
 		log_error("event loop failed");
 
-	/* Stop: end every session (their locks are released), then let the
+	/* Stop: end every session (their locks are released; a grace
+	 * session's are left in Redis for a RESUME elsewhere), then let the
 	 * releases reach Redis. */
 	notify("STOPPING=1");
 	metrics_stop(&b);
 	server_stop(&b);
+	grace_stop(&b, 0);
 	drain = event_new(b.base, -1, EV_PERSIST, drain_cb, &b);
 	if (!drained(&b)) {
 		store_kick(b.store);
@@ -449,6 +455,7 @@ out:
 		metrics_stop(&b);
 		server_stop(&b);
 	}
+	grace_stop(&b, 1);
 	if (drain)
 		event_free(drain);
 	event_free(sigterm);

@@ -27,6 +27,7 @@
  */
 #include "broker.h"
 #include "clientid.h"
+#include "grace.h"
 #include "locks.h"
 #include "log.h"
 #include "proto.h"
@@ -57,6 +58,7 @@ struct session {
 	size_t in_high;			/* stop reading past this */
 	int64_t close_at_ms;		/* closing: free by then at the latest */
 	struct lclient *cl;
+	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
 	struct event *process_ev;	/* run the next request, later */
 	TAILQ_ENTRY(session) link;
 	char id[CLIENTID_LEN + 1];
@@ -71,9 +73,13 @@ struct session {
 	unsigned writing:1;		/* wev is added */
 	unsigned eof:1;			/* the client sends no more */
 	unsigned broken:1;		/* reply lost: free, send no more */
+	unsigned quit:1;		/* ended by QUIT */
+	unsigned used:1;		/* took or asked for locks: no RESUME */
+	unsigned killed:1;		/* resumed by another connection */
 };
 
 static void process_input(struct session *s);
+static void cmd_held(struct session *s);
 static int flush(struct session *s);
 static void session_release(struct session *s);
 
@@ -212,7 +218,111 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	}
 }
 
-static const struct lk_client_ops client_ops = { on_reply, on_lost };
+static void
+on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
+    long ttl_ms)
+{
+	struct session *s = arg;
+
+	if (s->grace != NULL)
+		grace_changed(s->grace, key, keylen, holds, ttl_ms);
+}
+
+static const struct lk_client_ops client_ops = { on_reply, on_lost,
+    on_changed };
+
+/* --- grace sessions (grace.c) ---------------------------------------- */
+
+/* The request in progress is answered: take the next one, later. */
+static void
+answered(struct session *s)
+{
+	s->busy = 0;
+	if (!s->dispatching)
+		event_active(s->process_ev, EV_TIMEOUT, 0);
+}
+
+void
+session_grace_answer(struct session *s, enum proto_err err, const char *text)
+{
+	if (err == PERR_NONE)
+		send_line(s, "%s", text);
+	else
+		send_err(s, err, text);
+	answered(s);
+}
+
+void
+session_grace_drop(struct session *s)
+{
+	s->grace = NULL;
+}
+
+void
+session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
+    const char *cid)
+{
+	locks_client_free(s->cl);	/* a fresh session's: holds nothing */
+	s->cl = cl;
+	s->grace = g;
+	locks_client_handover(cl, &client_ops, s);
+	log_debug("client %s resumed session %s", s->id, cid);
+	memcpy(s->id, cid, CLIENTID_LEN);
+	cmd_held(s);
+	answered(s);
+}
+
+void
+session_grace_kill(struct session *s)
+{
+	s->killed = 1;
+	session_free(s);
+}
+
+static void
+cmd_hello(struct session *s, const struct proto_req *req)
+{
+	long max = s->b->cfg->max_grace_ms, ms = req->grace_ms;
+
+	if (req->word)
+		log_debug("client %s is '%.*s'", s->id, (int)req->wordlen,
+		    req->word);
+	if (req->has_grace && ms > 0 && max == 0) {
+		send_err(s, PERR_BADARG, "GRACE is off on this broker "
+		    "(max_grace_ms 0)");
+		return;
+	}
+	if (req->has_grace && ms == 0 && s->grace != NULL) {
+		grace_off(s->grace);
+		s->grace = NULL;
+	}
+	if (!req->has_grace || ms == 0) {
+		send_line(s, "OK %s lockbroker/%s", s->id, LOCKBROKER_VERSION);
+		return;
+	}
+	s->used = 1;
+	s->busy = 1;
+	grace_hello(s->b, s, &s->grace, s->cl, s->id, ms > max ? max : ms);
+}
+
+static void
+cmd_resume(struct session *s, const struct proto_req *req)
+{
+	if (s->used || s->grace != NULL) {
+		send_err(s, PERR_BADARG, "RESUME must come before any lock "
+		    "request or GRACE on a connection");
+		return;
+	}
+	if (s->b->cfg->max_grace_ms == 0) {
+		send_err(s, PERR_BADARG, "GRACE is off on this broker "
+		    "(max_grace_ms 0)");
+		return;
+	}
+	s->used = 1;
+	s->busy = 1;
+	s->grace = grace_resume(s->b, s, req->word, req->wordlen, req->word2,
+	    req->word2len);
+}
 
 /* --- requests -------------------------------------------------------- */
 
@@ -331,15 +441,16 @@ dispatch(struct session *s, const struct proto_req *req)
 	s->cmd = req->cmd;
 	switch (req->cmd) {
 	case CMD_HELLO:
-		if (req->word)
-			log_debug("client %s is '%.*s'", s->id,
-			    (int)req->wordlen, req->word);
-		send_line(s, "OK %s lockbroker/%s", s->id, LOCKBROKER_VERSION);
+		cmd_hello(s, req);
+		return;
+	case CMD_RESUME:
+		cmd_resume(s, req);
 		return;
 	case CMD_PING:
 		send_line(s, "OK PONG");
 		return;
 	case CMD_QUIT:
+		s->quit = 1;
 		send_line(s, "OK");
 		close_after_flush(s);
 		return;
@@ -358,6 +469,7 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_auth(s, req);
 		return;
 	case CMD_ACQUIRE:
+		s->used = 1;
 		s->busy = 1;
 		locks_acquire(s->cl, req->key, req->keylen,
 		    req->has_wait ? req->wait_ms : -1,
@@ -365,7 +477,8 @@ dispatch(struct session *s, const struct proto_req *req)
 		return;
 	case CMD_RELEASE:
 		s->busy = 1;
-		locks_release(s->cl, req->key, req->keylen);
+		locks_release(s->cl, req->key, req->keylen,
+		    req->has_linger ? req->linger_ms : 0);
 		return;
 	case CMD_RENEW:
 		s->busy = 1;
@@ -670,7 +783,11 @@ session_free(struct session *s)
 	log_debug("client %s gone", s->id);
 	TAILQ_REMOVE(&b->sessions, s, link);
 	b->nsessions--;
-	locks_client_free(s->cl);
+	if (s->grace != NULL)
+		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
+		    s->quit ? GRACE_QUIT : GRACE_LOST);
+	else
+		locks_client_free(s->cl);
 	if (close(s->fd) != 0)
 		log_debug("close: %s", strerror(errno));
 	session_release(s);

@@ -141,6 +141,36 @@ g_auth_failures(const struct stats_snap *s)
 }
 
 static uint64_t
+g_grace_sessions(const struct stats_snap *s)
+{
+	return s->b->stats.grace_sessions;
+}
+
+static uint64_t
+g_detached(const struct stats_snap *s)
+{
+	return s->b->stats.detached;
+}
+
+static uint64_t
+g_resumes(const struct stats_snap *s)
+{
+	return s->b->stats.resumes;
+}
+
+static uint64_t
+g_resume_refused(const struct stats_snap *s)
+{
+	return s->b->stats.resume_refused;
+}
+
+static uint64_t
+g_grace_expired(const struct stats_snap *s)
+{
+	return s->b->stats.grace_expired;
+}
+
+static uint64_t
 g_redis_up(const struct stats_snap *s)
 {
 	return (uint64_t)store_is_up(s->b->store);
@@ -304,6 +334,21 @@ const struct stat_def stats_table[] = {
 	    "lockbroker_paused_total", NULL, NULL, g_paused, NULL },
 	{ "auth_failures", C, "AUTH requests with a wrong token.",
 	    "lockbroker_auth_failures_total", NULL, NULL, g_auth_failures,
+	    NULL },
+	{ "grace_sessions", G, "Grace sessions (HELLO ... GRACE or RESUME) "
+	    "now, with a connection or without.",
+	    "lockbroker_grace_sessions", NULL, NULL, g_grace_sessions, NULL },
+	{ "detached", G, "Grace sessions whose connection ended without QUIT "
+	    "and whose grace runs now.",
+	    "lockbroker_detached_sessions", NULL, NULL, g_detached, NULL },
+	{ "resumes", C, "RESUMEs answered OK.",
+	    "lockbroker_resumes_total", NULL, NULL, g_resumes, NULL },
+	{ "resume_refused", C, "RESUMEs with a wrong secret.",
+	    "lockbroker_resume_refused_total", NULL, NULL, g_resume_refused,
+	    NULL },
+	{ "grace_expired", C, "Detached grace sessions whose grace ran out "
+	    "(their locks were freed).",
+	    "lockbroker_grace_expired_total", NULL, NULL, g_grace_expired,
 	    NULL },
 	{ "redis", G, "Whether the Redis command connection is ready: "
 	    "STATS says up or down, /metrics 1 or 0.",

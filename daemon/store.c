@@ -106,6 +106,12 @@ cmd_fail(struct cmd *c)
 	case K_OWNER:
 		c->fn.owner(c->arg, 0, NULL, 0, 0, 0);
 		break;
+	case K_TAKEOVER:
+		c->fn.acquire(c->arg, 0, 0, 0);
+		break;
+	case K_SESSION:
+		c->fn.session(c->arg, 0, 0, NULL, 0);
+		break;
 	}
 }
 
@@ -136,12 +142,19 @@ printable(const char *p, size_t len)
 }
 
 /* OWNER: split the stored value for the caller; a value no broker wrote
- * (foreign bytes under our prefix) shows as "?", never echoed raw. */
+ * (foreign bytes under our prefix) shows as "?", never echoed raw.  The
+ * owner is the client-id: a resumed session's generation or a lingering
+ * release's mark ("/..." after it) is the store's business. */
 static void
 owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
 {
 	const char *colon = printable(value, len) ?
 	    memrchr(value, ':', len) : NULL;
+	const char *slash = colon != NULL ?
+	    memchr(value, '/', (size_t)(colon - value)) : NULL;
+
+	if (slash != NULL && slash > value)
+		colon = slash;
 
 	if (!printable(value, len))
 		c->fn.owner(c->arg, 1, "?", 1, 0, pttl);
@@ -152,7 +165,47 @@ owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
 		    pttl);
 	else
 		c->fn.owner(c->arg, 1, value, (size_t)(colon - value),
-		    strtoll(colon + 1, NULL, 10), pttl);
+		    strtoll((const char *)memrchr(value, ':', len) + 1, NULL,
+		    10), pttl);
+}
+
+/* A session record's reply: {status, ...} or a bare status. */
+static int
+session_deliver(struct cmd *c, redisReply *r)
+{
+	struct store_str *rest;
+	char (*num)[24];
+	size_t n;
+
+	if (store_is_int(r)) {
+		c->fn.session(c->arg, 1, r->integer, NULL, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
+	    !store_is_int(r->element[0]))
+		return -1;
+	n = r->elements - 1;
+	rest = xcalloc(n + 1, sizeof *rest);
+	num = xcalloc(n + 1, sizeof *num);
+	for (size_t i = 0; i < n; i++) {
+		redisReply *e = r->element[i + 1];
+
+		if (store_is_int(e)) {
+			int l = snprintf(num[i], sizeof num[i], "%lld",
+			    e->integer);
+			rest[i] = (struct store_str){ num[i], (size_t)l };
+		} else if (e->type == REDIS_REPLY_STRING) {
+			rest[i] = (struct store_str){ e->str, (size_t)e->len };
+		} else {
+			free(rest);
+			free(num);
+			return -1;
+		}
+	}
+	c->fn.session(c->arg, 1, r->element[0]->integer, rest, n);
+	free(rest);
+	free(num);
+	return 0;
 }
 
 /*
@@ -163,13 +216,17 @@ static int
 cmd_deliver(struct cmd *c, redisReply *r)
 {
 	switch (c->kind) {
+	case K_SESSION:
+		return session_deliver(c, r);
+	case K_TAKEOVER:
 	case K_ACQUIRE:
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    !store_is_int(r->element[0]) || !store_is_int(r->element[1]))
 			return -1;
 		if (r->element[0]->integer < -1 || r->element[0]->integer > 2)
 			return -1;
-		if (c->group != NULL && r->element[0]->integer == 1) {
+		if (c->kind == K_ACQUIRE && c->group != NULL &&
+		    r->element[0]->integer == 1) {
 			c->token = r->element[1]->integer;
 			c->gnext = c->group->parked;
 			c->group->parked = c;
@@ -1105,6 +1162,72 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	    (union cmd_fn){ .owner = fn }, arg);
 }
 
+int
+store_linger(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, long linger_ms,
+    store_release_fn *fn, void *arg)
+{
+	char tok[24], ms[24];
+	int ml = snprintf(ms, sizeof ms, "%ld", linger_ms);
+	struct route r;
+	struct piece p[5];
+
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
+	p[2] = (struct piece){ ms, (size_t)ml, NULL, 0 };
+	p[3] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
+	p[4] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, K_RELEASE, SCRIPT_LINGER, 1, p, 5,
+	    (union cmd_fn){ .release = fn }, arg);
+}
+
+#define SESSION_ARGS_MAX 2048		/* record arguments per call */
+
+int
+store_session(struct store *st, const char *cid, size_t cidlen,
+    const struct store_str *args, size_t nargs, store_session_fn *fn,
+    void *arg)
+{
+	struct piece *p;
+	struct route r;
+	int rc;
+
+	if (nargs + 1 > SESSION_ARGS_MAX)
+		return -1;
+	route_slot(st, st->cl == NULL ? -1 : (int)slot_of(st->sesspfx,
+	    st->sesspfxlen, cid, cidlen), &r);
+	p = xcalloc(nargs + 1, sizeof *p);
+	p[0] = (struct piece){ st->sesspfx, st->sesspfxlen, cid, cidlen };
+	for (size_t i = 0; i < nargs; i++)
+		p[i + 1] = (struct piece){ args[i].p, args[i].len, NULL, 0 };
+	rc = script_call(st, &r, K_SESSION, SCRIPT_SESSION, 1, p,
+	    (int)nargs + 1, (union cmd_fn){ .session = fn }, arg);
+	free(p);
+	return rc;
+}
+
+int
+store_takeover(struct store *st, const char *key, size_t keylen,
+    const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
+    store_acquire_fn *fn, void *arg)
+{
+	char g[24], ttl[24];
+	int gl = snprintf(g, sizeof g, "%lu", gen);
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+	struct route r;
+	struct piece p[4];
+
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[1] = (struct piece){ cid, cidlen, NULL, 0 };
+	p[2] = (struct piece){ g, (size_t)gl, NULL, 0 };
+	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	return script_call(st, &r, K_TAKEOVER, SCRIPT_TAKEOVER, 1, p, 4,
+	    (union cmd_fn){ .acquire = fn }, arg);
+}
+
 /* --- nodes and the store --------------------------------------------- */
 
 struct node *
@@ -1222,6 +1345,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->cfg.prefix = NULL;
 	st->lockpfx = keyname(cfg->prefix, ":lock:", 0);
 	st->lockpfxlen = strlen(st->lockpfx);
+	st->sesspfx = keyname(cfg->prefix, ":session:", 0);
+	st->sesspfxlen = strlen(st->sesspfx);
 	st->fence = keyname(cfg->prefix, ":fence", cluster);
 	st->channel = keyname(cfg->prefix, ":released", cluster);
 	st->wanted = keyname(cfg->prefix, ":wanted", cluster);
@@ -1303,6 +1428,7 @@ store_free(struct store *st)
 	free(st->password);
 	free(st->user);
 	free(st->lockpfx);
+	free(st->sesspfx);
 	free(st->fence);
 	free(st->channel);
 	free(st->wanted);

@@ -80,6 +80,17 @@ typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
 typedef void store_owner_fn(void *arg, int ok, const char *owner,
     size_t ownerlen, long long token, long long pttl);
 
+/*
+ * A session record's answer (session.lua): status, then the rest of the
+ * reply as strings (integers written out), valid during the call only.
+ */
+struct store_str {
+	const char *p;
+	size_t len;
+};
+typedef void store_session_fn(void *arg, int ok, long long status,
+    const struct store_str *rest, size_t n);
+
 /* A hold, as Redis stores it: the store alone knows the value format
  * ("<client-id>:<token>"); callers speak owners and tokens. */
 struct store_renew_item {
@@ -156,5 +167,25 @@ int store_renew(struct store *st, const struct store_renew_item *items,
     size_t n, int reassert, store_renew_fn *fn, void *arg);
 int store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
+
+/*
+ * RELEASE ... LINGER: end owner's hold (token) but leave the key taken
+ * for linger_ms, renewed by no one.  released 1: done; 0: it was lost.
+ */
+int store_linger(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, long linger_ms,
+    store_release_fn *fn, void *arg);
+/*
+ * Grace sessions (grace.c).  store_session runs session.lua on the record
+ * of client-id cid with args (ARGV); store_takeover gives generation gen
+ * of session cid the hold an earlier generation had on key: granted 1
+ * and the token, or 0 when the key is not the session's.
+ */
+int store_session(struct store *st, const char *cid, size_t cidlen,
+    const struct store_str *args, size_t nargs, store_session_fn *fn,
+    void *arg);
+int store_takeover(struct store *st, const char *key, size_t keylen,
+    const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
+    store_acquire_fn *fn, void *arg);
 
 #endif

@@ -118,6 +118,8 @@ struct store {
 	char *addr, *password, *user;
 	char *lockpfx;			/* "<prefix>:lock:" */
 	size_t lockpfxlen;
+	char *sesspfx;			/* "<prefix>:session:" (grace.c) */
+	size_t sesspfxlen;
 	/* Single and Sentinel mode: one key each per prefix.  Cluster mode:
 	 * one per slot, so the names end in "{" and a slot's tag follows. */
 	char *fence;			/* "<prefix>:fence" */
@@ -157,7 +159,8 @@ struct piece {
 	size_t l2;
 };
 
-enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO };
+enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO,
+    K_TAKEOVER, K_SESSION };
 
 /* A script call in flight.  Owned by hiredis's callback from send on. */
 struct cmd {
@@ -174,6 +177,7 @@ struct cmd {
 		store_release_fn *release;
 		store_renew_fn *renew;
 		store_owner_fn *owner;
+		store_session_fn *session;
 	} fn;
 	void *arg;
 	size_t nrenew;

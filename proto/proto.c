@@ -17,8 +17,9 @@
 /* How the arguments after the verb are read. */
 enum shape {
 	SHAPE_NONE,		/* no argument */
-	SHAPE_OPT_WORD,		/* one optional word (HELLO [name]) */
+	SHAPE_HELLO,		/* HELLO [name] [GRACE ms] */
 	SHAPE_WORD,		/* exactly one word (AUTH token) */
+	SHAPE_WORD2,		/* exactly two words (RESUME id secret) */
 	SHAPE_KEY,		/* exactly one key */
 	SHAPE_KEY_OPTS,		/* key then WAIT/TTL options */
 	SHAPE_ONOFF		/* ON or OFF */
@@ -31,15 +32,18 @@ struct cmd_def {
 	const char *usage;
 };
 
-#define OPT_WAIT 1u
-#define OPT_TTL  2u
+#define OPT_WAIT   1u
+#define OPT_TTL    2u
+#define OPT_LINGER 4u
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
-	[CMD_HELLO]   = { "HELLO",   SHAPE_OPT_WORD, 0, "HELLO [name]" },
+	[CMD_HELLO]   = { "HELLO",   SHAPE_HELLO, 0,
+			  "HELLO [name] [GRACE <ms>]" },
 	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS, OPT_WAIT | OPT_TTL,
 			  "ACQUIRE <key> [WAIT <ms>] [TTL <ms>]" },
-	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY, 0, "RELEASE <key>" },
+	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY_OPTS, OPT_LINGER,
+			  "RELEASE <key> [LINGER <ms>]" },
 	[CMD_RENEW]   = { "RENEW",   SHAPE_KEY_OPTS, OPT_TTL,
 			  "RENEW <key> [TTL <ms>]" },
 	[CMD_OWNER]   = { "OWNER",   SHAPE_KEY, 0, "OWNER <key>" },
@@ -49,6 +53,8 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_QUIT]    = { "QUIT",    SHAPE_NONE, 0, "QUIT" },
 	[CMD_EVENTS]  = { "EVENTS",  SHAPE_ONOFF, 0, "EVENTS ON|OFF" },
 	[CMD_AUTH]    = { "AUTH",    SHAPE_WORD, 0, "AUTH <token>" },
+	[CMD_RESUME]  = { "RESUME",  SHAPE_WORD2, 0,
+			  "RESUME <client-id> <secret>" },
 };
 
 static const char *const err_names[PERR__COUNT] = {
@@ -61,6 +67,7 @@ static const char *const err_names[PERR__COUNT] = {
 	[PERR_LOST] = "LOST",
 	[PERR_UNAVAILABLE] = "UNAVAILABLE",
 	[PERR_LIMIT] = "LIMIT",
+	[PERR_NOSESSION] = "NOSESSION",
 };
 
 struct word {
@@ -161,6 +168,8 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 			opt = OPT_WAIT;
 		else if (word_is(&w[i], "TTL"))
 			opt = OPT_TTL;
+		else if (word_is(&w[i], "LINGER"))
+			opt = OPT_LINGER;
 		else
 			return bad(why, "unknown option");
 		if (!(allowed & opt))
@@ -174,6 +183,11 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 				return bad(why, "WAIT given twice");
 			req->has_wait = 1;
 			req->wait_ms = v;
+		} else if (opt == OPT_LINGER) {
+			if (req->has_linger)
+				return bad(why, "LINGER given twice");
+			req->has_linger = 1;
+			req->linger_ms = v;
 		} else {
 			if (req->has_ttl)
 				return bad(why, "TTL given twice");
@@ -223,17 +237,38 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 		if (nargs != 0)
 			return bad(why, "takes no arguments");
 		return PERR_NONE;
-	case SHAPE_OPT_WORD:
+	case SHAPE_HELLO:
+		/* GRACE is an option only as the word before the last: a
+		 * session may still be named "GRACE" */
+		if (nargs >= 2 && word_is(&w[nargs - 1], "GRACE")) {
+			if ((req->grace_ms = parse_ms(&w[nargs])) < 0)
+				return bad(why, "GRACE must be decimal "
+				    "0..2147483647 ms");
+			req->has_grace = 1;
+			nargs -= 2;
+		}
+		/* FALLTHROUGH */
 	case SHAPE_WORD:
 		if (nargs > 1 || (def->shape == SHAPE_WORD && nargs == 0))
 			return bad(why, def->shape == SHAPE_WORD ?
-			    "takes one argument" : "takes at most one argument");
+			    "takes one argument" : "takes at most a name and "
+			    "GRACE <ms>");
 		if (nargs == 1) {
 			if (w[1].len > PROTO_NAME_MAX)
 				return bad(why, "argument too long");
 			req->word = w[1].p;
 			req->wordlen = w[1].len;
 		}
+		return PERR_NONE;
+	case SHAPE_WORD2:
+		if (nargs != 2)
+			return bad(why, "takes two arguments");
+		if (w[1].len > PROTO_NAME_MAX || w[2].len > PROTO_NAME_MAX)
+			return bad(why, "argument too long");
+		req->word = w[1].p;
+		req->wordlen = w[1].len;
+		req->word2 = w[2].p;
+		req->word2len = w[2].len;
 		return PERR_NONE;
 	case SHAPE_KEY:
 		if (nargs != 1)

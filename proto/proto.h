@@ -29,6 +29,7 @@ enum proto_cmd {
 	CMD_QUIT,
 	CMD_EVENTS,
 	CMD_AUTH,
+	CMD_RESUME,			/* 1.1 */
 	CMD__COUNT
 };
 
@@ -43,6 +44,7 @@ enum proto_err {
 	PERR_LOST,
 	PERR_UNAVAILABLE,
 	PERR_LIMIT,
+	PERR_NOSESSION,			/* 1.1: RESUME of an unknown session */
 	PERR__COUNT
 };
 
@@ -64,10 +66,13 @@ struct proto_req {
 	enum proto_cmd cmd;
 	const char *key;		/* ACQUIRE, RELEASE, RENEW, OWNER */
 	size_t keylen;
-	const char *word;		/* HELLO name, AUTH token (may be NULL) */
+	const char *word;		/* HELLO name, AUTH token, RESUME
+					 * client-id (may be NULL) */
 	size_t wordlen;
-	int has_wait, has_ttl;
-	long wait_ms, ttl_ms;
+	const char *word2;		/* RESUME secret */
+	size_t word2len;
+	int has_wait, has_ttl, has_grace, has_linger;
+	long wait_ms, ttl_ms, grace_ms, linger_ms;
 	int on;				/* EVENTS ON (1) / OFF (0) */
 };
 

@@ -335,6 +335,26 @@ store_release(struct store *st, const char *key, size_t keylen,
 	return 0;
 }
 
+/* Recorded as a RELEASE whose ttl_ms is the linger. */
+int
+store_linger(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, long linger_ms,
+    store_release_fn *fn, void *arg)
+{
+	size_t valuelen;
+	char *value;
+	struct fake_call *c;
+
+	if (fs_refuse(st))
+		return -1;
+	value = fs_value(owner, ownerlen, token, &valuelen);
+	c = fs_push(st, FAKE_RELEASE, key, keylen, value, valuelen, linger_ms,
+	    arg);
+	c->fn.release = fn;
+	free(value);
+	return 0;
+}
+
 int
 store_renew(struct store *st, const struct store_renew_item *items,
     size_t n, int reassert, store_renew_fn *fn, void *arg)

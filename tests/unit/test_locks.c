@@ -72,7 +72,7 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	r->losttoken = token;
 }
 
-static const struct lk_client_ops ops = { on_reply, on_lost };
+static const struct lk_client_ops ops = { on_reply, on_lost, NULL };
 
 /* 36-byte client-ids, as clientid.c makes them. */
 static const char *const ids[NCL] = {
@@ -164,7 +164,7 @@ acquire(struct env *e, int c, const char *key, long wait_ms, long ttl_ms)
 static void
 release(struct env *e, int c, const char *key)
 {
-	locks_release(e->cl[c], key, strlen(key));
+	locks_release(e->cl[c], key, strlen(key), 0);
 }
 
 /* The oldest pending request of kind, which must exist. */

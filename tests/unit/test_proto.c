@@ -773,12 +773,67 @@ START_TEST(test_err_names)
 		{ PERR_TOOLONG, "TOOLONG" }, { PERR_NOAUTH, "NOAUTH" },
 		{ PERR_NOTHELD, "NOTHELD" }, { PERR_LOST, "LOST" },
 		{ PERR_UNAVAILABLE, "UNAVAILABLE" }, { PERR_LIMIT, "LIMIT" },
+		{ PERR_NOSESSION, "NOSESSION" },
 	};
 
 	ck_assert_int_eq(sizeof names / sizeof names[0], PERR__COUNT - 1);
 	ck_assert_ptr_null(proto_err_name(PERR_NONE));
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		ck_assert_str_eq(proto_err_name(names[i].e), names[i].name);
+}
+END_TEST
+
+/* Protocol 1.1: HELLO ... GRACE, RESUME, RELEASE ... LINGER. */
+static enum proto_err
+parse1(const char *line, struct proto_req *req)
+{
+	struct proto_limits lim = { .max_key_len = KEYMAX };
+	const char *why;
+	int empty;
+
+	return proto_parse(line, strlen(line), &lim, req, &empty, &why);
+}
+
+START_TEST(test_grace_words)
+{
+	struct proto_req req;
+
+	ck_assert_int_eq(parse1("HELLO GRACE 5000", &req), PERR_NONE);
+	ck_assert(req.has_grace && req.grace_ms == 5000 && req.word == NULL);
+	ck_assert_int_eq(parse1("hello app grace 0", &req), PERR_NONE);
+	ck_assert(req.has_grace && req.grace_ms == 0);
+	ck_assert_int_eq((int)req.wordlen, 3);
+	/* a session may still be called GRACE */
+	ck_assert_int_eq(parse1("HELLO GRACE", &req), PERR_NONE);
+	ck_assert(!req.has_grace && req.wordlen == 5);
+	ck_assert_int_eq(parse1("HELLO GRACE GRACE 1", &req), PERR_NONE);
+	ck_assert(req.has_grace && req.wordlen == 5);
+	ck_assert_int_eq(parse1("HELLO a GRACE x", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("HELLO a GRACE -1", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("HELLO a b GRACE 1", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("HELLO a GRACE", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("HELLO a GRACE 2147483648", &req),
+	    PERR_BADARG);
+
+	ck_assert_int_eq(parse1("RESUME id secret", &req), PERR_NONE);
+	ck_assert_int_eq(req.cmd, CMD_RESUME);
+	ck_assert(req.wordlen == 2 && req.word2len == 6);
+	ck_assert_int_eq(parse1("RESUME id", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RESUME", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RESUME a b c", &req), PERR_BADARG);
+
+	ck_assert_int_eq(parse1("RELEASE k LINGER 1500", &req), PERR_NONE);
+	ck_assert(req.has_linger && req.linger_ms == 1500 && !req.has_ttl);
+	ck_assert_int_eq(parse1("RELEASE k linger 0", &req), PERR_NONE);
+	ck_assert(req.has_linger && req.linger_ms == 0);
+	ck_assert_int_eq(parse1("RELEASE k LINGER 1 LINGER 2", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("RELEASE k TTL 5", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RELEASE k WAIT 5", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LINGER 5", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RENEW k LINGER 5", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RELEASE k", &req), PERR_NONE);
+	ck_assert(!req.has_linger);
 }
 END_TEST
 
@@ -809,6 +864,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_reads_only_len);
 	tcase_add_test(tc, test_missing_value_after_full_line);
 	tcase_add_test(tc, test_req_reused);
+	tcase_add_test(tc, test_grace_words);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tables-of-names");

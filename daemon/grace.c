@@ -1,0 +1,811 @@
+/*
+ * grace.c - sessions that outlive their connection (issue 12): the
+ * record in Redis, detaching, resuming, the grace's end.
+ *
+ * A grace object lives from HELLO ... GRACE (or a RESUME) until its
+ * record is settled: the session quit, its grace ran out, another
+ * connection resumed it, or the broker stopped.  Its states:
+ *
+ *   ATTACHED  a session owns it (and the lock client); the record is
+ *             touched every period, which is also how a resume elsewhere
+ *             is noticed while the old connection is still open
+ *   DETACHED  the connection ended without QUIT: the lock client is the
+ *             grace object's, its holds renewed as before; a timer ends
+ *             the record (session.lua "end") when the grace runs out, and
+ *             frees the locks only if that end won
+ *   RESUMING  a RESUME won the record: the keys are taken over one by one
+ *             (takeover.lua) before the session hears OK
+ *   ENDING    QUIT or the grace's end: waiting for "end" to decide
+ *
+ * Every Redis call holds a reference; a settled object is freed when the
+ * last reply is in (dead).  Record writes for single keys are not awaited:
+ * on one master they are ordered with the grant that caused them, and a
+ * key the record misses is only a key a RESUME does not give back (its
+ * value still names the old generation, so nobody can mistake it for the
+ * resumed session's; it expires at its TTL).
+ */
+#include "grace.h"
+#include "broker.h"
+#include "clientid.h"
+#include "locks.h"
+#include "log.h"
+#include "proto.h"
+#include "store.h"
+#include "util.h"
+
+#include <event2/event.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define TOUCH_MIN_MS 1000		/* record touch period bounds */
+#define TOUCH_MAX_MS 10000
+#define DETACHED_SLACK_MS 5000		/* record outlives a detached grace */
+#define RESUME_SLACK_MS (2 * TOUCH_MAX_MS)	/* until the first touch */
+#define END_RETRY_MS 1000		/* "end" unanswered: ask again */
+#define END_TRIES 5			/* then leave the locks to their TTL */
+/* An ended record stays this long: every connection left behind touches
+ * it (and learns it is over) within a touch period. */
+#define TOMBSTONE_MS (2 * TOUCH_MAX_MS + TOUCH_MIN_MS)
+#define HOLD_VAL_MAX 48			/* "<holds> <ttl>" */
+
+enum gstate { G_ATTACHED, G_DETACHED, G_RESUMING, G_ENDING };
+
+struct grace {
+	struct broker *b;
+	TAILQ_ENTRY(grace) link;	/* b->graces */
+	enum gstate state;
+	struct session *s;		/* ATTACHED / RESUMING: its session */
+	struct lclient *cl;		/* owned here unless ATTACHED */
+	char cid[CLIENTID_LEN + 1];
+	char owner[OWNER_MAX + 1];	/* cid, or cid/gen */
+	unsigned long gen;
+	char secret[GRACE_SECRET_LEN + 1];
+	long grace_ms;
+	struct event *timer;		/* touch, grace's end, end retry */
+	unsigned refs;			/* Redis calls in flight */
+	unsigned dead:1;		/* settled: free at refs 0 */
+	unsigned quiet:1;		/* adopting: no per-key writes */
+	unsigned opening:1;		/* HELLO GRACE awaits its answer */
+	unsigned fresh:1;		/* made by that HELLO GRACE */
+	unsigned failed:1;		/* RESUMING: a takeover got no answer */
+	unsigned quit:1;		/* ENDING: its session said QUIT */
+	unsigned ends;			/* "end" tries */
+	unsigned pending;		/* RESUMING: takeovers in flight */
+};
+
+/* One key being taken over by a resumed session. */
+struct takeover {
+	struct grace *g;
+	unsigned holds;
+	long ttl_ms;
+	size_t keylen;
+	char key[];
+};
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg);
+
+/* The lock client ops while no session speaks for g. */
+static void
+ghost_reply(void *arg, const struct lk_result *r)
+{
+	(void)arg;
+	(void)r;
+}
+
+static void
+ghost_lost(void *arg, const char *key, size_t keylen, long long token)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	(void)token;
+}
+
+static void
+ghost_changed(void *arg, const char *key, size_t keylen, unsigned holds,
+    long ttl_ms)
+{
+	grace_changed(arg, key, keylen, holds, ttl_ms);
+}
+
+static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
+    ghost_changed };
+
+/* --- lifetime --------------------------------------------------------- */
+
+static struct grace *
+grace_new(struct broker *b, const char *cid)
+{
+	struct grace *g = xcalloc(1, sizeof *g);
+
+	g->b = b;
+	memcpy(g->cid, cid, CLIENTID_LEN);
+	g->cid[CLIENTID_LEN] = '\0';
+	owner_copy(g->owner, cid);
+	g->gen = 1;
+	if ((g->timer = evtimer_new(b->base, timer_cb, g)) == NULL)
+		fatalx("cannot create a grace timer");
+	TAILQ_INSERT_TAIL(&b->graces, g, link);
+	b->stats.grace_sessions++;
+	return g;
+}
+
+static void
+grace_unref(struct grace *g)
+{
+	if (--g->refs > 0 || !g->dead)
+		return;
+	event_free(g->timer);
+	free(g);
+}
+
+/* g is settled: out of the table, freed once its calls are answered. */
+static void
+grace_settle(struct grace *g)
+{
+	struct broker *b = g->b;
+
+	if (g->dead)
+		return;
+	if (g->state == G_DETACHED)
+		b->stats.detached--;
+	g->dead = 1;
+	if (g->s != NULL)
+		session_grace_drop(g->s);
+	g->s = NULL;
+	event_del(g->timer);
+	TAILQ_REMOVE(&b->graces, g, link);
+	b->stats.grace_sessions--;
+	g->refs++;
+	grace_unref(g);
+}
+
+/* Leave g's holds to Redis (another session owns them, or the broker
+ * stops) and settle. */
+static void
+grace_abandon(struct grace *g)
+{
+	struct lclient *cl = g->cl;
+
+	g->cl = NULL;
+	if (cl != NULL)
+		locks_client_abandon(cl);
+	grace_settle(g);
+}
+
+static void
+timer_in(struct grace *g, long ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000),
+	    (suseconds_t)(ms % 1000) * 1000 };
+
+	if (event_add(g->timer, &tv) != 0)
+		fatalx("cannot arm a grace timer");
+}
+
+static long
+touch_period(const struct grace *g)
+{
+	long p = g->grace_ms / 3;
+
+	return p < TOUCH_MIN_MS ? TOUCH_MIN_MS : p > TOUCH_MAX_MS ?
+	    TOUCH_MAX_MS : p;
+}
+
+/* --- record calls ------------------------------------------------------ */
+
+/* Argument list builder for session.lua. */
+struct rargs {
+	struct store_str *a;
+	size_t n, cap;
+	char (*num)[24];		/* numbers written out, one per slot */
+	size_t nnum;
+};
+
+static void
+rargs_add(struct rargs *r, const char *p, size_t len)
+{
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 16;
+		r->a = realloc(r->a, r->cap * sizeof *r->a);
+		if (r->a == NULL)
+			fatalx("out of memory");
+	}
+	r->a[r->n++] = (struct store_str){ p, len };
+}
+
+static void
+rargs_str(struct rargs *r, const char *p)
+{
+	rargs_add(r, p, strlen(p));
+}
+
+/* Numbers live in one array sized up front (no pointer moves). */
+static void
+rargs_num(struct rargs *r, long long v)
+{
+	int l = snprintf(r->num[r->nnum], sizeof r->num[0], "%lld", v);
+
+	rargs_add(r, r->num[r->nnum++], (size_t)l);
+}
+
+struct holdvals {
+	struct rargs *r;
+	char (*val)[HOLD_VAL_MAX];
+	size_t n;
+};
+
+static void
+add_hold(void *arg, const char *key, size_t keylen, unsigned holds,
+    long ttl_ms)
+{
+	struct holdvals *h = arg;
+	int l = snprintf(h->val[h->n], HOLD_VAL_MAX, "%u %ld", holds, ttl_ms);
+
+	rargs_add(h->r, key, keylen);
+	rargs_add(h->r, h->val[h->n++], (size_t)l);
+}
+
+static int
+record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
+{
+	int rc;
+
+	g->refs++;
+	rc = store_session(g->b->store, g->cid, CLIENTID_LEN, r->a, r->n,
+	    fn, g);
+	if (rc != 0)
+		g->refs--;
+	return rc;
+}
+
+static void write_done(void *arg, int ok, long long status,
+    const struct store_str *rest, size_t n);
+
+/*
+ * The whole record: session.lua "write" with the state and every hold.
+ * Used by HELLO GRACE (attached), a detach, a resumed session's first
+ * write, and to make the record again when Redis lost it.
+ */
+static int
+record_write(struct grace *g, const char *state, long px)
+{
+	size_t nheld = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
+	char num[8][24];
+	struct rargs r = { .num = num };
+	struct holdvals h = { &r, NULL, 0 };
+	int rc;
+
+	h.val = xcalloc(nheld + 1, sizeof *h.val);
+	rargs_str(&r, "write");
+	rargs_num(&r, (long long)g->gen);
+	rargs_str(&r, g->secret);
+	rargs_num(&r, g->grace_ms);
+	rargs_num(&r, px);
+	rargs_str(&r, g->b->id);
+	rargs_str(&r, state);
+	if (g->cl != NULL)
+		locks_holds(g->cl, add_hold, &h);
+	rc = record_call(g, &r, write_done);
+	free(h.val);
+	free(r.a);
+	return rc;
+}
+
+static void
+noop_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	(void)ok;
+	(void)status;
+	(void)rest;
+	(void)n;
+	grace_unref(arg);
+}
+
+void
+grace_changed(struct grace *g, const char *key, size_t keylen,
+    unsigned holds, long ttl_ms)
+{
+	char num[4][24], val[HOLD_VAL_MAX];
+	struct rargs r = { .num = num };
+	int l = holds == 0 ? 0 : snprintf(val, sizeof val, "%u %ld", holds,
+	    ttl_ms);
+
+	if (g == NULL || g->dead || g->quiet || g->opening ||
+	    g->state == G_RESUMING)
+		return;
+	rargs_str(&r, "key");
+	rargs_num(&r, (long long)g->gen);
+	rargs_add(&r, key, keylen);
+	rargs_add(&r, val, (size_t)l);
+	if (record_call(g, &r, noop_done) != 0)
+		log_debug("session %s: record of '%.*s' not written (Redis "
+		    "unreachable)", g->cid, (int)keylen, key);
+	free(r.a);
+}
+
+static int
+record_simple(struct grace *g, const char *op, long long arg,
+    const char *arg2, store_session_fn *fn)
+{
+	char num[4][24];
+	struct rargs r = { .num = num };
+	int rc;
+
+	rargs_str(&r, op);
+	rargs_num(&r, (long long)g->gen);
+	rargs_num(&r, arg);
+	if (arg2 != NULL)
+		rargs_str(&r, arg2);
+	rc = record_call(g, &r, fn);
+	free(r.a);
+	return rc;
+}
+
+/* --- attached: HELLO GRACE, touches ------------------------------------ */
+
+static long
+attached_px(const struct grace *g)
+{
+	return g->grace_ms + 2 * touch_period(g);
+}
+
+/* Another connection resumed the session: this one must go, and its
+ * broker forget the holds (they are the other connection's now). */
+static void
+taken_over(struct grace *g)
+{
+	log_info("session %s was resumed on another connection", g->cid);
+	if (g->state == G_ATTACHED && g->s != NULL) {
+		/* ends at once in grace_session_end(GRACE_TAKEN) */
+		session_grace_kill(g->s);
+		return;
+	}
+	if (g->state == G_RESUMING && g->s != NULL)
+		session_grace_answer(g->s, PERR_NOSESSION, "another connection "
+		    "resumed the session meanwhile");
+	grace_abandon(g);
+}
+
+/* HELLO GRACE not recorded: a session made a grace one by it is not. */
+static void
+opening_failed(struct grace *g, const char *why)
+{
+	struct session *s = g->s;
+
+	if (g->fresh) {
+		g->cl = NULL;		/* the session's */
+		grace_settle(g);
+	}
+	session_grace_answer(s, PERR_UNAVAILABLE, why);
+}
+
+static void
+write_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (!g->dead && g->opening) {
+		g->opening = 0;
+		if (!ok) {
+			opening_failed(g, "Redis did not record the session; "
+			    "it has no grace");
+		} else if (status == 0) {
+			opening_failed(g, "the session was resumed elsewhere");
+		} else {
+			g->fresh = 0;
+			char line[160];
+
+			snprintf(line, sizeof line, "OK %s lockbroker/%s %s",
+			    g->cid, LOCKBROKER_VERSION, g->secret);
+			session_grace_answer(g->s, PERR_NONE, line);
+		}
+	} else if (!g->dead && ok && status == 0) {
+		taken_over(g);
+	}
+	grace_unref(g);
+}
+
+static void
+touch_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (!g->dead && g->state == G_ATTACHED && ok) {
+		if (status == 0)
+			taken_over(g);
+		else if (status < 0 && record_write(g, "attached",
+		    attached_px(g)) == 0)
+			log_info("session %s: its record was gone from Redis; "
+			    "written again", g->cid);
+	}
+	grace_unref(g);
+}
+
+static void
+random_secret(char out[GRACE_SECRET_LEN + 1])
+{
+	unsigned char raw[GRACE_SECRET_LEN / 2];
+	size_t got = 0;
+
+	while (got < sizeof raw) {
+		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fatalx("getrandom: %s", strerror(errno));
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof raw; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+void
+grace_hello(struct broker *b, struct session *s, struct grace **gp,
+    struct lclient *cl, const char *id, long grace_ms)
+{
+	struct grace *g = *gp;
+
+	if (g == NULL) {
+		g = *gp = grace_new(b, id);
+		random_secret(g->secret);
+		g->state = G_ATTACHED;
+		g->fresh = 1;
+	}
+	g->s = s;
+	g->cl = cl;
+	g->grace_ms = grace_ms;
+	g->opening = 1;
+	if (record_write(g, "attached", attached_px(g)) != 0) {
+		g->opening = 0;
+		opening_failed(g, "Redis is unreachable");
+		return;
+	}
+	timer_in(g, touch_period(g));
+}
+
+void
+grace_off(struct grace *g)
+{
+	record_simple(g, "end", TOMBSTONE_MS, "ended", noop_done);
+	g->cl = NULL;		/* the session's, still */
+	grace_settle(g);
+}
+
+/* --- detached: the grace runs ------------------------------------------ */
+
+static void end_send(struct grace *g);
+
+static void
+end_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+	struct lclient *cl;
+
+	(void)rest;
+	(void)n;
+	if (g->dead || g->state != G_ENDING) {
+		grace_unref(g);
+		return;
+	}
+	if ((ok && status == 1) || (!ok && g->quit &&
+	    g->ends + 1 >= END_TRIES)) {
+		/* no RESUME can take them now (or, after QUIT, Redis cannot
+		 * say): free them as any session's, pending list included */
+		cl = g->cl;
+		g->cl = NULL;
+		locks_client_free(cl);
+		grace_settle(g);
+	} else if (ok) {
+		taken_over(g);
+	} else if (++g->ends < END_TRIES) {
+		timer_in(g, END_RETRY_MS);
+	} else {
+		log_warn("session %s: Redis did not settle its record; its "
+		    "locks are left to expire at their TTL", g->cid);
+		grace_abandon(g);
+	}
+	grace_unref(g);
+}
+
+static void
+end_send(struct grace *g)
+{
+	g->state = G_ENDING;
+	if (record_simple(g, "end", TOMBSTONE_MS, g->quit ? "ended" :
+	    "expired", end_done) != 0) {
+		g->refs++;
+		end_done(g, 0, 0, NULL, 0);
+	}
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grace *g = arg;
+
+	(void)fd;
+	(void)what;
+	switch (g->state) {
+	case G_ATTACHED:
+		if (record_simple(g, "touch", attached_px(g), NULL,
+		    touch_done) != 0)
+			log_debug("session %s: record not touched (Redis "
+			    "unreachable)", g->cid);
+		timer_in(g, touch_period(g));
+		break;
+	case G_DETACHED:
+		log_info("session %s: its grace of %ld ms ran out", g->cid,
+		    g->grace_ms);
+		g->b->stats.detached--;
+		g->b->stats.grace_expired++;
+		end_send(g);
+		break;
+	case G_ENDING:
+		end_send(g);
+		break;
+	case G_RESUMING:
+		break;
+	}
+}
+
+void
+grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
+{
+	g->s = NULL;
+	if (g->state == G_RESUMING) {
+		/* cl is the session's own, empty; the resumed holds are
+		 * g->cl, detached when the takeovers are in (resume_finish) */
+		locks_client_free(cl);
+		return;
+	}
+	g->cl = cl;
+	event_del(g->timer);
+	locks_client_handover(cl, &ghost_ops, g);
+	if (g->opening && g->fresh) {
+		/* gone before it heard its secret: nobody can resume it */
+		g->opening = 0;
+		how = GRACE_QUIT;
+	}
+	if (how == GRACE_TAKEN || g->dead) {
+		grace_abandon(g);
+		return;
+	}
+	if (how == GRACE_QUIT) {
+		g->quit = 1;
+		end_send(g);
+		return;
+	}
+	g->state = G_DETACHED;
+	g->b->stats.detached++;
+	log_info("session %s: connection ended without QUIT; its %zu "
+	    "lock(s) are kept for its grace of %ld ms", g->cid,
+	    locks_held(cl, NULL, NULL), g->grace_ms);
+	if (record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS) != 0)
+		log_info("session %s: Redis unreachable; the record says it "
+		    "is attached until it expires", g->cid);
+	if (g->b->stopping)
+		return;		/* grace_stop leaves it to Redis */
+	timer_in(g, g->grace_ms);
+}
+
+size_t
+grace_stop(struct broker *b, int final)
+{
+	struct grace *g, *next;
+	size_t n = 0, locks = 0;
+
+	for (g = TAILQ_FIRST(&b->graces); g != NULL; g = next) {
+		next = TAILQ_NEXT(g, link);
+		if (final && g->state != G_DETACHED) {
+			if (g->s != NULL && g->state == G_RESUMING)
+				session_grace_answer(g->s, PERR_UNAVAILABLE,
+				    "the broker is stopping");
+			grace_abandon(g);
+			continue;
+		}
+		if (g->state != G_DETACHED)
+			continue;
+		n++;
+		locks += g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
+		grace_abandon(g);
+	}
+	if (n > 0)
+		log_info("stopping: %zu detached grace session(s) with %zu "
+		    "lock(s) left in Redis for RESUME on another broker; "
+		    "unless resumed, the locks expire at their TTL", n, locks);
+	return n;
+}
+
+/* --- resuming ----------------------------------------------------------- */
+
+static void
+resume_finish(struct grace *g)
+{
+	struct session *s = g->s;
+	size_t n;
+
+	g->quiet = 0;
+	if (g->failed) {
+		/* Some keys are the new generation's in Redis, some maybe
+		 * not: a RESUME again takes them all (any earlier
+		 * generation's value is taken over). */
+		if (s != NULL)
+			session_grace_answer(s, PERR_UNAVAILABLE, "Redis did "
+			    "not answer for every key; send RESUME again");
+		grace_abandon(g);
+		return;
+	}
+	n = locks_held(g->cl, NULL, NULL);
+	g->b->stats.resumes++;
+	log_info("session %s resumed (generation %lu) with %zu lock(s)",
+	    g->cid, g->gen, n);
+	if (s == NULL) {
+		/* its new connection is gone already */
+		g->state = G_ATTACHED;
+		grace_session_end(g, g->cl, GRACE_LOST);
+		return;
+	}
+	g->state = G_ATTACHED;
+	record_write(g, "attached", attached_px(g));
+	timer_in(g, touch_period(g));
+	session_grace_resumed(s, g, g->cl, g->cid);
+}
+
+static void
+takeover_done(void *arg, int ok, int granted, long long token)
+{
+	struct takeover *t = arg;
+	struct grace *g = t->g;
+
+	if (!ok)
+		g->failed = 1;
+	else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
+	    t->keylen, token, t->holds, t->ttl_ms) != 0)
+		log_warn("session %s: '%.*s' is held by another session here; "
+		    "not resumed", g->cid, (int)t->keylen, t->key);
+	free(t);
+	if (--g->pending == 0 && !g->dead)
+		resume_finish(g);
+	grace_unref(g);
+}
+
+/* "<holds> <ttl>" as written by add_hold. */
+static void
+hold_parse(const struct store_str *v, unsigned *holds, long *ttl)
+{
+	char buf[HOLD_VAL_MAX];
+	size_t l = v->len < sizeof buf - 1 ? v->len : sizeof buf - 1;
+	char *end;
+
+	memcpy(buf, v->p, l);
+	buf[l] = '\0';
+	*holds = (unsigned)strtoul(buf, &end, 10);
+	*ttl = strtol(end, NULL, 10);
+	if (*holds == 0)
+		*holds = 1;
+}
+
+static struct grace *
+grace_find(struct broker *b, const char *cid, const struct grace *not)
+{
+	struct grace *g;
+
+	TAILQ_FOREACH(g, &b->graces, link)
+		if (g != not && strcmp(g->cid, cid) == 0)
+			return g;
+	return NULL;
+}
+
+static void
+resume_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg, *old;
+	struct session *s = g->s;
+
+	if (g->dead) {
+		grace_unref(g);
+		return;
+	}
+	if (!ok || status != 1 || n < 2) {
+		if (s != NULL && !ok)
+			session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
+			    "unreachable");
+		else if (s != NULL && status == -3)
+			session_grace_answer(s, PERR_NOAUTH, "wrong secret");
+		else if (s != NULL && status == -2)
+			session_grace_answer(s, PERR_NOSESSION, "the session "
+			    "expired: its grace ran out and its locks were "
+			    "freed");
+		else if (s != NULL && status == -4)
+			session_grace_answer(s, PERR_NOSESSION, "the session "
+			    "ended with QUIT");
+		else if (s != NULL)
+			session_grace_answer(s, PERR_NOSESSION, "no such "
+			    "session: it never had a grace, or it ended");
+		if (status == -3)
+			g->b->stats.resume_refused++;
+		grace_settle(g);
+		grace_unref(g);
+		return;
+	}
+	g->gen = strtoul(rest[0].p, NULL, 10);
+	g->grace_ms = strtol(rest[1].p, NULL, 10);
+	snprintf(g->owner, sizeof g->owner, "%s/%lu", g->cid, g->gen);
+	/* the connection it replaces, if it is this broker's */
+	if ((old = grace_find(g->b, g->cid, g)) != NULL)
+		taken_over(old);
+	g->cl = locks_client_new(g->b->locks, g->owner, &ghost_ops, g);
+	g->quiet = 1;
+	g->pending = 1;		/* this loop, until it is over */
+	for (size_t i = 2; i + 1 < n; i += 2) {
+		struct takeover *t = xmalloc(sizeof *t + rest[i].len);
+
+		t->g = g;
+		t->keylen = rest[i].len;
+		memcpy(t->key, rest[i].p, rest[i].len);
+		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms);
+		g->refs++;
+		g->pending++;
+		if (store_takeover(g->b->store, t->key, t->keylen, g->cid,
+		    CLIENTID_LEN, g->gen, t->ttl_ms, takeover_done, t) != 0) {
+			g->refs--;
+			g->pending--;
+			g->failed = 1;
+			free(t);
+		}
+	}
+	if (--g->pending == 0)
+		resume_finish(g);
+	grace_unref(g);
+}
+
+struct grace *
+grace_resume(struct broker *b, struct session *s, const char *id,
+    size_t idlen, const char *secret, size_t secretlen)
+{
+	char cid[CLIENTID_LEN + 1];
+	struct grace *g;
+	char num[4][24];
+	struct rargs r = { .num = num };
+
+	for (size_t i = 0; i < idlen; i++)
+		if (strchr("0123456789abcdef-", id[i]) == NULL || id[i] == '\0')
+			idlen = 0;
+	if (idlen != CLIENTID_LEN) {
+		session_grace_answer(s, PERR_BADARG, "not a client-id");
+		return NULL;
+	}
+	memcpy(cid, id, CLIENTID_LEN);
+	cid[CLIENTID_LEN] = '\0';
+	g = grace_new(b, cid);
+	g->state = G_RESUMING;
+	g->s = s;
+	memcpy(g->secret, secret, secretlen < GRACE_SECRET_LEN ? secretlen :
+	    GRACE_SECRET_LEN);
+	rargs_str(&r, "resume");
+	rargs_add(&r, secret, secretlen);
+	rargs_str(&r, b->id);
+	rargs_num(&r, RESUME_SLACK_MS);
+	if (record_call(g, &r, resume_done) != 0) {
+		session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
+		    "unreachable");
+		grace_settle(g);
+		g = NULL;
+	}
+	free(r.a);
+	return g;
+}

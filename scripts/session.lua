@@ -1,0 +1,110 @@
+-- session.lua - a grace session's record (issue 12): the one place where
+-- "which connection owns this client-id" is decided, atomically.
+-- KEYS[1]  the record, <prefix>:session:<client-id>, a hash:
+--            secret  SHA1 of the resume secret (hex)
+--            gen     the generation: 1, then +1 per RESUME
+--            state   attached | detached | expired
+--            broker  the id of the broker that owns it now
+--            grace   the grace in ms
+--            k:<key> "<holds> <ttl-ms>" for each key the session holds
+-- ARGV[1]  the operation, below; ARGV[2] the caller's generation
+-- A broker acts on the record only while the generation is its own: a
+-- RESUME raises it, and from then on every write of the connection it
+-- replaced is refused, so a resume and the grace's end (or a QUIT, or a
+-- late write of the old broker) can never both win.
+--   write  ARGV[3] secret, ARGV[4] grace, ARGV[5] PX, ARGV[6] broker,
+--          ARGV[7] state (attached: HELLO GRACE, a resume, a record
+--          Redis lost; detached: the connection ended without QUIT),
+--          ARGV[8..] key/value pairs: the whole record, made if absent.
+--   touch  ARGV[3] PX: keep an attached record alive.
+--   key    ARGV[3] key, ARGV[4] value ("" deletes): one key changed.
+--   end    ARGV[3] PX of the tombstone, ARGV[4] its state: "ended"
+--          (QUIT) or "expired" (the grace ran out).  The tombstone keeps
+--          the generation: a connection the session left behind still
+--          open somewhere learns at its next touch that it is over (and
+--          does not write the record again), and a late RESUME hears why.
+--   resume ARGV[2] the secret (not a generation), ARGV[3] the broker,
+--          ARGV[4] PX to add to the grace: take the session over.
+-- Returns for write/touch/key/end: 1 done, 0 the record belongs
+-- to a later generation (resumed elsewhere), -1 no record (end: 1).
+-- For resume: {1, gen, grace, key, value, ...}, or {-1} no record,
+-- {-2} expired, {-3} wrong secret, {-4} ended by QUIT.
+local rec = KEYS[1]
+local op = ARGV[1]
+
+local function set_keys(first)
+  local old = redis.call('HKEYS', rec)
+  for _, f in ipairs(old) do
+    if string.sub(f, 1, 2) == 'k:' then
+      redis.call('HDEL', rec, f)
+    end
+  end
+  for i = first, #ARGV, 2 do
+    redis.call('HSET', rec, 'k:' .. ARGV[i], ARGV[i + 1])
+  end
+end
+
+if op == 'resume' then
+  local h = redis.call('HMGET', rec, 'secret', 'gen', 'state', 'grace')
+  if h[3] == 'expired' then
+    return {-2}
+  end
+  if h[3] == 'ended' then
+    return {-4}
+  end
+  if not h[2] then
+    return {-1}
+  end
+  if h[1] ~= redis.sha1hex(ARGV[2]) then
+    return {-3}
+  end
+  local gen = redis.call('HINCRBY', rec, 'gen', 1)
+  redis.call('HSET', rec, 'state', 'attached', 'broker', ARGV[3])
+  local grace = tonumber(h[4] or '0') or 0
+  redis.call('PEXPIRE', rec, grace + tonumber(ARGV[4]))
+  local out = {1, gen, grace}
+  local all = redis.call('HGETALL', rec)
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'k:' then
+      out[#out + 1] = string.sub(all[i], 3)
+      out[#out + 1] = all[i + 1]
+    end
+  end
+  return out
+end
+
+local gen = redis.call('HGET', rec, 'gen')
+if not gen then
+  if op == 'write' then
+    redis.call('HSET', rec, 'gen', ARGV[2])
+  elseif op == 'end' then
+    return 1
+  else
+    return -1
+  end
+else
+  local state = redis.call('HGET', rec, 'state')
+  if gen ~= ARGV[2] or state == 'expired' or state == 'ended' then
+    return 0
+  end
+end
+
+if op == 'write' then
+  redis.call('HSET', rec, 'secret', redis.sha1hex(ARGV[3]), 'state', ARGV[7],
+    'grace', ARGV[4], 'broker', ARGV[6])
+  set_keys(8)
+  redis.call('PEXPIRE', rec, ARGV[5])
+elseif op == 'touch' then
+  redis.call('PEXPIRE', rec, ARGV[3])
+elseif op == 'key' then
+  if ARGV[4] == '' then
+    redis.call('HDEL', rec, 'k:' .. ARGV[3])
+  else
+    redis.call('HSET', rec, 'k:' .. ARGV[3], ARGV[4])
+  end
+elseif op == 'end' then
+  redis.call('DEL', rec)
+  redis.call('HSET', rec, 'state', ARGV[4], 'gen', gen)
+  redis.call('PEXPIRE', rec, ARGV[3])
+end
+return 1
