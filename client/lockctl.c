@@ -4,7 +4,9 @@
  * lockctl connects to lockbrokerd, acquires KEY and runs CMD with the lock's
  * fencing token in its environment.  A lock belongs to the broker session,
  * so lockctl keeps the connection open while CMD runs and releases the lock
- * when CMD exits, then exits with CMD's status.  If the lock is lost while
+ * when CMD exits, then exits with CMD's status.  With --hold-at-least it
+ * releases with RELEASE ... LINGER, so the key stays taken until that long
+ * after it was acquired however fast CMD was.  If the lock is lost while
  * CMD runs (an EVENT LOST line, or the connection breaks) CMD gets SIGTERM,
  * SIGKILL after a grace, and lockctl exits 70.  The subcommands owner, stats
  * and ping print one broker reply.  libc only: one poll() loop over the
@@ -12,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -49,6 +52,7 @@
 #define TOKEN_MAX_LEN	64		/* AUTH token word (PROTO_NAME_MAX) */
 #define FENCE_MAX_LEN	20		/* digits in a fencing token (2^64) */
 #define SIGBYTE_KERNEL	0x80		/* self-pipe byte: sent by the kernel */
+#define OPT_HOLD	256		/* getopt value of --hold-at-least */
 
 /* Where the broker listens: TCP host and numeric port, or a unix socket. */
 struct target {
@@ -91,6 +95,7 @@ static void die(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 static void conn_fail(struct conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+static void held_abandon(void);
 
 /* One line on stderr, prefixed "lockctl: ". */
 static void
@@ -112,6 +117,7 @@ msg(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A message, the held lock given back (see held_abandon), exit. */
 static void
 die(int code, const char *fmt, ...)
 {
@@ -120,6 +126,7 @@ die(int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
+	held_abandon();
 	exit(code);
 }
 
@@ -143,6 +150,9 @@ usage(FILE *f)
 "                  the broker's)\n"
 "  -E N            exit status when the lock is busy (default %d)\n"
 "  -k SECONDS      after a lost lock, SIGTERM to SIGKILL grace (default %d)\n"
+"  --hold-at-least MS\n"
+"                  keep KEY taken until MS after it was acquired, even if\n"
+"                  CMD ends sooner (default 0: release when CMD ends)\n"
 "  -a TOKEN_FILE   send AUTH with the token read from this file\n"
 "  -h              this help\n"
 "  -V              version\n"
@@ -170,7 +180,8 @@ usage_error(const char *fmt, ...)
 	fprintf(stderr,
 	    "usage: lockctl [-H host[:port] | -U path] [-w WAIT_MS] [-t TTL_MS]"
 	    " [-E N] [-k SECONDS]\n"
-	    "               [-a TOKEN_FILE] KEY -- CMD [ARGS...]\n"
+	    "               [--hold-at-least MS] [-a TOKEN_FILE]"
+	    " KEY -- CMD [ARGS...]\n"
 	    "       lockctl [-H host[:port] | -U path] owner KEY | stats | ping\n"
 	    "       lockctl -h | -V\n");
 	exit(EX_USAGE);
@@ -196,14 +207,28 @@ parse_num(const char *s, long long min, long long max, long long *out)
 	return 0;
 }
 
+/* An option as the user spelt it, for messages. */
+static const char *
+opt_name(int opt)
+{
+	static char buf[3];
+
+	if (opt == OPT_HOLD)
+		return "--hold-at-least";
+	buf[0] = '-';
+	buf[1] = (char)opt;
+	buf[2] = '\0';
+	return buf;
+}
+
 static long long
 opt_num(int opt, const char *arg, long long min, long long max)
 {
 	long long v;
 
 	if (parse_num(arg, min, max, &v) < 0)
-		usage_error("-%c wants a number %lld..%lld, not '%s'", opt, min,
-		    max, arg);
+		usage_error("%s wants a number %lld..%lld, not '%s'",
+		    opt_name(opt), min, max, arg);
 	return v;
 }
 
@@ -775,6 +800,83 @@ reply_ok(const char *reply)
 	    (reply[2] == '\0' || reply[2] == ' ');
 }
 
+/* ------------------------------------------------------------ the lock -- */
+
+/*
+ * The lock lockctl holds from ACQUIRE's OK on, so that every way out (CMD
+ * done, or die() on the way) gives it back through held_release().
+ */
+static struct {
+	struct conn *c;			/* NULL: nothing held, or given back */
+	const char *key;
+	long long since;		/* now_ms() when ACQUIRE answered OK */
+	long long at_least;		/* --hold-at-least, 0 when not given */
+} held;
+
+/*
+ * Give the held lock back, once.  While less than --hold-at-least has
+ * passed since it was acquired, RELEASE KEY LINGER <left>: the broker drops
+ * the hold but leaves the key taken in Redis for <left> ms more, renewed
+ * by nobody, and waiters get it when that runs out.  Otherwise a plain
+ * RELEASE.  "Acquired" is when the OK arrived, a little after Redis took
+ * the key, so the key stays taken a little longer than asked, never
+ * shorter.  A broker older than protocol 1.1 refuses LINGER: the lock is
+ * then released at once, with a warning.
+ * Returns 0 released (an error reply such as ERR UNAVAILABLE is shown),
+ * 1 the lock had been lost (reply says how, or c->lost), -1 the broker
+ * could not be asked (c->err says why).
+ */
+static int
+held_release(char *reply, size_t replylen)
+{
+	struct conn *c = held.c;
+	char req[REQ_MAX_LEN];
+	long long left;
+
+	if (c == NULL) {
+		snprintf(reply, replylen, "no lock held");
+		return 1;
+	}
+	held.c = NULL;			/* once, even if a die() comes back here */
+	left = held.at_least - (now_ms() - held.since);
+	if (left > 0)
+		snprintf(req, sizeof req, "RELEASE %s LINGER %lld", held.key,
+		    left);
+	else
+		snprintf(req, sizeof req, "RELEASE %s", held.key);
+	if (conn_call(c, req, reply, replylen) < 0)
+		return -1;
+	if (left > 0 && (strncmp(reply, "ERR BADARG", 10) == 0 ||
+	    strncmp(reply, "ERR BADCMD", 10) == 0)) {
+		msg("%s: %s; the broker predates LINGER (protocol 1.1), so "
+		    "%s is released now", req, reply, held.key);
+		snprintf(req, sizeof req, "RELEASE %s", held.key);
+		if (conn_call(c, req, reply, replylen) < 0)
+			return -1;
+	}
+	if (c->lost || strncmp(reply, "ERR LOST", 8) == 0 ||
+	    strncmp(reply, "ERR NOTHELD", 11) == 0)
+		return 1;
+	if (!reply_ok(reply))
+		msg("%s: %s", req, reply);
+	return 0;
+}
+
+/*
+ * lockctl is ending early (die): with --hold-at-least, still keep the key
+ * taken for the rest of that time if the broker can be asked.  Without it
+ * there is nothing to do: the session ends with lockctl, which releases.
+ */
+static void
+held_abandon(void)
+{
+	char reply[LINE_MAX_LEN];
+
+	if (held.c != NULL && held.at_least > 0 && held.c->fd >= 0 &&
+	    !held.c->lost)
+		(void)held_release(reply, sizeof reply);
+}
+
 /* ---------------------------------------------------------- subcommands -- */
 
 /* owner KEY, stats, ping: one request, its reply on stdout. */
@@ -967,6 +1069,7 @@ struct opts {
 	long long ttl_ms;		/* -t, 0 when not given */
 	long long busy_code;		/* -E */
 	long long grace_s;		/* -k */
+	long long hold_ms;		/* --hold-at-least, 0 when not given */
 	const char *auth_file;		/* -a */
 };
 
@@ -1023,6 +1126,10 @@ run_locked(struct conn *c, const struct opts *o, const char *key, char **cmd)
 		die(1, "ACQUIRE %s: reply without a fencing token: %s", key,
 		    reply);
 	memcpy(token, reply + 3, strlen(reply + 3) + 1);
+	held.c = c;
+	held.key = key;
+	held.since = now_ms();
+	held.at_least = o->hold_ms;
 
 	/* Ask to be told of a lost lock; an older broker refuses, fine. */
 	c->watch_key = key;
@@ -1046,23 +1153,22 @@ run_locked(struct conn *c, const struct opts *o, const char *key, char **cmd)
 		msg("%s stopped (%s); lock %s was lost", cmd[0],
 		    WIFSIGNALED(r.status) ? strsignal(WTERMSIG(r.status)) :
 		    "exited", key);
+		/* Only a failed poll() leaves the session to ask. */
+		held_abandon();
 		return EX_SOFTWARE;
 	}
 	/* CMD is done: give the lock back and say whether we still had it. */
-	snprintf(req, sizeof req, "RELEASE %s", key);
-	if (conn_call(c, req, reply, sizeof reply) < 0) {
+	rv = held_release(reply, sizeof reply);
+	if (rv < 0) {
 		msg("lock %s may have been lost before %s ended: RELEASE: %s",
 		    key, cmd[0], c->err);
 		return EX_SOFTWARE;
 	}
-	if (c->lost || strncmp(reply, "ERR LOST", 8) == 0 ||
-	    strncmp(reply, "ERR NOTHELD", 11) == 0) {
+	if (rv > 0) {
 		msg("lock %s was lost before %s ended: %s", key, cmd[0],
 		    c->lost ? c->err : reply);
 		return EX_SOFTWARE;
 	}
-	if (!reply_ok(reply))
-		msg("RELEASE %s: %s", key, reply);
 	/* Polite goodbye; closing the session releases everything anyway. */
 	if (conn_call(c, "QUIT", reply, sizeof reply) < 0)
 		c->err[0] = '\0';
@@ -1113,6 +1219,10 @@ target_init(struct target *t, const char *opt_h, const char *opt_u)
 int
 main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "hold-at-least", required_argument, NULL, OPT_HOLD },
+		{ NULL, 0, NULL, 0 }
+	};
 	static struct conn c;
 	struct opts o;
 	const char *opt_h = NULL, *opt_u = NULL, *key;
@@ -1124,7 +1234,8 @@ main(int argc, char **argv)
 	o.grace_s = DEFAULT_GRACE_S;
 	opterr = 0;
 	/* '+': stop at KEY, so CMD's own options are never ours. */
-	while ((ch = getopt(argc, argv, "+:hVH:U:w:t:E:k:a:")) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:hVH:U:w:t:E:k:a:", longopts,
+	    NULL)) != -1) {
 		switch (ch) {
 		case 'h':
 			usage(stdout);
@@ -1157,9 +1268,15 @@ main(int argc, char **argv)
 		case 'a':
 			o.auth_file = optarg;
 			break;
+		case OPT_HOLD:
+			o.hold_ms = opt_num(ch, optarg, 0, MS_MAX);
+			break;
 		case ':':
-			usage_error("-%c needs an argument", optopt);
+			usage_error("%s needs an argument", opt_name(optopt));
 		default:
+			if (optopt == 0)	/* an unknown --word */
+				usage_error("unknown option %s",
+				    argv[optind - 1]);
 			usage_error("unknown option -%c", optopt);
 		}
 	}

@@ -2,7 +2,9 @@
 test_examples.py - every client example in examples/ against a real
 broker: it waits for a lock another client holds briefly, prints the
 fencing token and exits 0; it exits 75 when the lock stays busy and 1 on an
-ERR reply or when no broker listens.
+ERR reply or when no broker listens.  lock.py also resumes its session
+(RESUME) when a relay between it and the broker resets its connection while
+it holds the lock, and keeps the lock with the same token.
 
 An example whose runtime (python3, node, bash, a C compiler) is missing is
 skipped with a message saying which.
@@ -10,17 +12,87 @@ skipped with a message saying which.
 
 import os
 import re
+import select
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 
 import harness
-from harness import BrokerTestCase, wait_until
+from harness import UUID_RE, BrokerTestCase, wait_until
 
 EXAMPLES = os.path.join(harness.REPO, "examples")
 RUN_TIMEOUT = 20.0
 TOKEN_RE = r"acquired %s with fencing token ([0-9]+)\nreleased %s\n"
+
+
+class Relay:
+    """A TCP relay from a free port of 127.0.0.1 to a broker, so that a test
+    can break a connection the way a network would: cut() resets both
+    sides of every connection relayed so far; later ones are relayed as
+    usual.  One thread, one select() loop; accepted counts connections."""
+
+    def __init__(self, port):
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.peer = {}            # each relayed socket -> its other side
+        self.accepted = 0
+        self.cut_asked = threading.Event()
+        self.cut_done = threading.Event()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopping:
+            if self.cut_asked.is_set():
+                for s in self.peer:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                 struct.pack("ii", 1, 0))
+                    s.close()
+                self.peer.clear()
+                self.cut_asked.clear()
+                self.cut_done.set()
+            ready = select.select([self.listener] + list(self.peer), [], [],
+                                  0.02)[0]
+            for s in ready:
+                if s is self.listener:
+                    a = s.accept()[0]
+                    b = socket.create_connection(("127.0.0.1", self.target))
+                    self.peer[a], self.peer[b] = b, a
+                    self.accepted += 1
+                elif s in self.peer:      # not dropped earlier this turn
+                    try:
+                        data = s.recv(65536)
+                        if data:
+                            self.peer[s].sendall(data)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        self._drop(s)
+
+    def _drop(self, s):
+        """One side ended: end the other too."""
+        other = self.peer.pop(s)
+        self.peer.pop(other, None)
+        s.close()
+        other.close()
+
+    def cut(self, timeout=5.0):
+        self.cut_done.clear()
+        self.cut_asked.set()
+        if not self.cut_done.wait(timeout):
+            raise AssertionError("the relay did not cut its connections")
+
+    def close(self):
+        self.stopping = True
+        self.thread.join(5)
+        for s in list(self.peer) + [self.listener]:
+            s.close()
 
 
 def setUpModule():
@@ -115,6 +187,50 @@ class TestPython(ExampleTests, BrokerTestCase):
     @classmethod
     def argv(cls):
         return [sys.executable, os.path.join(EXAMPLES, "lock.py")]
+
+    def test_dropped_connection_is_resumed_with_the_same_lock(self):
+        relay = Relay(self.b.port)
+        self.addCleanup(relay.close)
+        env = dict(os.environ, LOCKBROKER_HOST="127.0.0.1",
+                   LOCKBROKER_PORT=str(relay.port))
+        p = subprocess.Popen(self.argv() + ["job", "0", "3000"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(p.stdout),
+                                  daemon=True)
+        reader.start()
+
+        def said(prefix):
+            """lock.py's lines so far that start with prefix."""
+            found = [l for l in lines if l.startswith(prefix)]
+            if not found and p.poll() is not None:
+                reader.join(5)
+                raise AssertionError("lock.py exited %d; it said %r and %r"
+                                     % (p.returncode, lines, p.stderr.read()))
+            return found
+        got = wait_until(lambda: said("acquired "), 10.0,
+                         what="lock.py to take the lock")[0]
+        tok = int(re.fullmatch(r"acquired job with fencing token ([0-9]+)\n",
+                               got).group(1))
+        watcher = self.connect(self.b)
+        owner = re.fullmatch(r"OK (%s) [0-9]+ %d" % (UUID_RE, tok),
+                             watcher.req("OWNER job"))
+        self.assertIsNotNone(owner, "lock.py does not hold job")
+
+        relay.cut()
+        wait_until(lambda: said("resumed "), 5.0, what="lock.py to resume")
+        self.assertEqual(relay.accepted, 2)
+        self.assertRegex(watcher.req("OWNER job"), r"\AOK %s [0-9]+ %d\Z"
+                         % (owner.group(1), tok))
+
+        self.assertEqual(p.wait(timeout=RUN_TIMEOUT), 0, p.stderr.read())
+        reader.join(5)
+        self.assertEqual(lines, [got, "resumed job after a dropped "
+                                 "connection\n", "released job\n"])
+        self.assertEqual(p.stderr.read(), "")
+        self.assertEqual(watcher.req("OWNER job"), "OK -")
 
 
 class TestNode(ExampleTests, BrokerTestCase):

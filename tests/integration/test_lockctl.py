@@ -2,7 +2,8 @@
 test_lockctl.py - the lockctl client against a real broker: runs under a
 lock serialize, exit statuses pass through, busy gives 75 (or -E), a lost
 lock (broker killed, key deleted in Redis) stops CMD with 70, signals reach
-CMD and the lock is released, owner/stats/ping, AUTH, unix socket, usage.
+CMD and the lock is released, --hold-at-least keeps the key taken after a
+fast CMD, owner/stats/ping, AUTH, unix socket, usage.
 
 lockctl is $LOCKCTL (make integration sets it), else build/lockctl.  CMDs
 are small Python scripts (WORKER below) that log what they see to a file,
@@ -10,6 +11,7 @@ so every check reads like a transcript of what happened.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -343,6 +345,56 @@ class TestSignals(LockctlCase):
                    what="waiter gone")
 
 
+class TestHoldAtLeast(LockctlCase):
+    """--hold-at-least MS: when CMD ends sooner, lockctl exits at once and
+    leaves the key taken until MS after it acquired it (RELEASE ...
+    LINGER); waiters get it when that runs out."""
+
+    def test_fast_cmd_leaves_key_taken_until_ms_after_acquisition(self):
+        t0 = time.monotonic()
+        rc, _, err = self.lockctl("--hold-at-least", 1500, "k", "--", "true")
+        t1 = time.monotonic()
+        self.assertEqual((rc, err), (0, ""))
+        self.assertLess(t1 - t0, 1.0, "lockctl waited out the time itself")
+        other = self.connect(self.b)
+        self.assertEqual(other.req("ACQUIRE k"), "BUSY")
+        m = re.fullmatch(r"OK %s ([0-9]+) [0-9]+" % UUID_RE, self.owner("k"))
+        self.assertIsNotNone(m, "the key is not taken after lockctl exited")
+        self.assertLessEqual(int(m.group(1)), 1500)
+        # lockctl acquired between t0 and t1: the key is taken until 1.5 s
+        # after that (a few ms of rounding allowed), then a waiter gets it.
+        self.assertToken(other.req("ACQUIRE k WAIT 5000", timeout=10))
+        got = time.monotonic()
+        self.assertGreaterEqual(got, t0 + 1.5 - 0.02,
+                                "the key was free too early")
+        self.assertLess(got, t1 + 1.5 + 0.25,
+                        "the waiter got the key late after it expired")
+
+    def test_without_it_the_key_is_free_at_once(self):
+        rc, _, err = self.lockctl("k", "--", "true")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(self.owner("k"), "OK -")
+        self.assertToken(self.connect(self.b).req("ACQUIRE k"))
+
+    def test_cmd_longer_than_ms_releases_at_once(self):
+        rc, _, err = self.lockctl("--hold-at-least", 200, "k", "--",
+                                  "sleep", "0.4")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(self.owner("k"), "OK -")
+        self.assertToken(self.connect(self.b).req("ACQUIRE k"))
+
+    def test_cmd_stopped_by_signal_leaves_the_same_lock_taken(self):
+        p = self.spawn("--hold-at-least", 5000, "k", "--",
+                       *self.work("w", 30))
+        _, _, tok, _ = self.started("w")
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = self.finish(p)
+        self.assertEqual(rc, 7, err)      # the worker's own TERM exit
+        self.assertEqual(self.connect(self.b).req("ACQUIRE k"), "BUSY")
+        self.assertRegex(self.owner("k"), r"\AOK %s [0-9]+ %d\Z"
+                         % (UUID_RE, tok))
+
+
 class TestSubcommands(LockctlCase):
     def test_ping(self):
         self.assertEqual(self.lockctl("ping"), (0, "OK PONG\n", ""))
@@ -453,7 +505,11 @@ class TestUsage(LockctlCase):
                      "k", "--", "true"), ("-t", "0", "k", "--", "true"),
                      ("-E", "256", "k", "--", "true"), ("-q", "ping"),
                      ("-w",), ("owner",), ("ping", "extra"),
-                     ("-H", "h:99999", "ping"), ("bad key", "--", "true")):
+                     ("-H", "h:99999", "ping"), ("bad key", "--", "true"),
+                     ("--hold-at-least", "soon", "k", "--", "true"),
+                     ("--hold-at-least", "-1", "k", "--", "true"),
+                     ("--hold-at-least", "2147483648", "k", "--", "true"),
+                     ("--hold-at-least",), ("--no-such-option", "ping")):
             rc, out, err = self.lockctl(*args)
             self.assertEqual(rc, 64, "lockctl %r: %r" % (args, err))
             self.assertTrue(err.startswith("lockctl: "), err)
@@ -487,7 +543,7 @@ class TestManPage(unittest.TestCase):
                                    text=True, timeout=10).stdout
         with open(self.MAN) as f:
             man = f.read()
-        for opt in "aEHhktUVw":
+        for opt in list("aEHhktUVw") + ["-hold-at-least"]:
             self.assertRegex(help_text, r"(?m)^  -%s\b" % opt)
             self.assertRegex(man, r"(?m)^\.It Fl %s\b" % opt)
         for sub in ("owner", "stats", "ping"):
