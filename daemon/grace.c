@@ -590,9 +590,10 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 	}
 	g->state = G_DETACHED;
 	g->b->stats.detached++;
-	log_info("session %s: connection ended without QUIT; its %zu "
-	    "lock(s) are kept for its grace of %ld ms", g->cid,
-	    locks_held(cl, NULL, NULL), g->grace_ms);
+	if (!g->b->stopping)
+		log_info("session %s: connection ended without QUIT; its %zu "
+		    "lock(s) are kept for its grace of %ld ms", g->cid,
+		    locks_held(cl, NULL, NULL), g->grace_ms);
 	if (record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS) != 0)
 		log_info("session %s: Redis unreachable; the record says it "
 		    "is attached until it expires", g->cid);
@@ -746,8 +747,8 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 	g->grace_ms = strtol(rest[1].p, NULL, 10);
 	snprintf(g->owner, sizeof g->owner, "%s/%lu", g->cid, g->gen);
 	/* the connection it replaces, if it is this broker's */
-	if ((old = grace_find(g->b, g->cid, g)) != NULL)
-		taken_over(old);
+	while ((old = grace_find(g->b, g->cid, g)) != NULL)
+		taken_over(old);	/* settles it: out of the table */
 	g->cl = locks_client_new(g->b->locks, g->owner, &ghost_ops, g);
 	g->quiet = 1;
 	g->pending = 1;		/* this loop, until it is over */

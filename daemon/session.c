@@ -249,6 +249,8 @@ session_grace_answer(struct session *s, enum proto_err err, const char *text)
 		send_line(s, "%s", text);
 	else
 		send_err(s, err, text);
+	if (s->cmd == CMD_RESUME && err != PERR_NONE)
+		s->used = 0;		/* it holds nothing: it may try again */
 	answered(s);
 }
 
