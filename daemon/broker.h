@@ -86,6 +86,8 @@ void session_grace_answer(struct session *s, enum proto_err err,
  * (its holds adopted) and grace object g, and answers OK <n> <keys>. */
 void session_grace_resumed(struct session *s, struct grace *g,
     struct lclient *cl, const char *cid);
+/* The record write a fresh grant's OK waited for is in. */
+void session_grace_recorded(struct session *s);
 /* g is settled: the session is no longer a grace session. */
 void session_grace_drop(struct session *s);
 /* Another connection resumed this session: close it now, leaving its

@@ -106,9 +106,10 @@ ghost_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 ghost_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms)
+    long ttl_ms, int fresh)
 {
-	grace_changed(arg, key, keylen, holds, ttl_ms);
+	(void)fresh;
+	grace_changed(arg, key, keylen, holds, ttl_ms, 0);
 }
 
 static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
@@ -264,6 +265,7 @@ record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
 
 static void write_done(void *arg, int ok, long long status,
     const struct store_str *rest, size_t n);
+static void taken_over(struct grace *g);
 
 /*
  * The whole record: session.lua "write" with the state and every hold.
@@ -306,26 +308,47 @@ noop_done(void *arg, int ok, long long status, const struct store_str *rest,
 	grace_unref(arg);
 }
 
-void
+/* A fresh grant's record write is in: its session may say OK now. */
+static void
+fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (!ok)
+		log_info("session %s: Redis did not confirm the record of a "
+		    "new lock; a RESUME may not give it back", g->cid);
+	if (!g->dead && g->s != NULL)
+		session_grace_recorded(g->s);
+	if (!g->dead && ok && status == 0)
+		taken_over(g);
+	grace_unref(g);
+}
+
+int
 grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms)
+    unsigned holds, long ttl_ms, int fresh)
 {
 	char num[4][24], val[HOLD_VAL_MAX];
 	struct rargs r = { .num = num };
 	int l = holds == 0 ? 0 : snprintf(val, sizeof val, "%u %ld", holds,
-	    ttl_ms);
+	    ttl_ms), rc;
 
 	if (g == NULL || g->dead || g->quiet || g->opening ||
 	    g->state == G_RESUMING)
-		return;
+		return 0;
 	rargs_str(&r, "key");
 	rargs_num(&r, (long long)g->gen);
 	rargs_add(&r, key, keylen);
 	rargs_add(&r, val, (size_t)l);
-	if (record_call(g, &r, noop_done) != 0)
+	fresh = fresh && g->s != NULL;
+	if ((rc = record_call(g, &r, fresh ? fresh_done : noop_done)) != 0)
 		log_debug("session %s: record of '%.*s' not written (Redis "
 		    "unreachable)", g->cid, (int)keylen, key);
 	free(r.a);
+	return fresh && rc == 0;
 }
 
 static int

@@ -65,9 +65,13 @@ void grace_session_end(struct grace *g, struct lclient *cl,
  */
 size_t grace_stop(struct broker *b, int final);
 
-/* A hold of g's session changed (the lock client's changed hook): the
- * record follows. */
-void grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms);
+/*
+ * A hold of g's session changed (the lock client's changed hook): the
+ * record follows.  For a fresh grant, returns 1 when the session must hold
+ * its OK back until session_grace_recorded: a client told OK has the lock
+ * in the record, so a RESUME after its broker died gives it back.
+ */
+int grace_changed(struct grace *g, const char *key, size_t keylen,
+    unsigned holds, long ttl_ms, int fresh);
 
 #endif

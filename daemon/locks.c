@@ -305,11 +305,11 @@ reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
  * defect 5). */
 /* Tell a client that keeps a record of its holds (grace sessions). */
 static void
-held_changed(const struct lock *lk, struct lclient *cl)
+held_changed(const struct lock *lk, struct lclient *cl, int fresh)
 {
 	if (cl->ops->changed != NULL && !cl->closing)
 		cl->ops->changed(cl->arg, lk->name, lk->te.keylen, lk->holds,
-		    lk->ttl_ms);
+		    lk->ttl_ms, fresh);
 }
 
 static long
@@ -527,7 +527,7 @@ hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
 	cl->nheld++;
 	lt->stats.locks_held++;
 	renew_schedule(lt, lk->renew_at);
-	held_changed(lk, cl);
+	held_changed(lk, cl, 1);
 }
 
 static void
@@ -542,7 +542,7 @@ hold_end(struct lock *lk)
 	lk->holder = NULL;
 	lk->holds = 0;
 	lk->reclaim_until = 0;
-	held_changed(lk, cl);
+	held_changed(lk, cl, 0);
 }
 
 /* Remember lk for cl's next RELEASE/RENEW of it (struct lostkey). */
@@ -837,7 +837,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	if (lk != NULL && lk->holder == cl) {
 		lk->holds++;
 		lt->stats.acquires++;
-		held_changed(lk, cl);
+		held_changed(lk, cl, 0);
 		reply(cl, LK_OK, lk->token, NULL);
 		return;
 	}
@@ -1066,7 +1066,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	}
 	if (lk->holds > 1) {
 		lk->holds--;
-		held_changed(lk, cl);
+		held_changed(lk, cl, 0);
 		reply(cl, LK_OK, lk->holds, NULL);
 		return;
 	}
@@ -1109,7 +1109,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		lk->renew_at = now_ms() + renew_period(ttl);
 		renew_schedule(lk->lt, lk->renew_at);
 		lk->lt->stats.renewals++;
-		held_changed(lk, cl);
+		held_changed(lk, cl, 0);
 		reply(cl, LK_OK, ttl, NULL);
 	} else {
 		/* Lost: say so now and forget it (no EVENT: this reply is

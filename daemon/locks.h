@@ -47,9 +47,10 @@ struct lk_client_ops {
 	void (*lost)(void *arg, const char *key, size_t keylen,
 	    long long token);
 	/* Optional (grace sessions record their holds in Redis): a hold of
-	 * the client changed; holds 0 when it ended (released, lost). */
+	 * the client changed; holds 0 when it ended (released, lost); fresh
+	 * when it was just granted (its OK follows at once). */
 	void (*changed)(void *arg, const char *key, size_t keylen,
-	    unsigned holds, long ttl_ms);
+	    unsigned holds, long ttl_ms, int fresh);
 };
 
 struct locks_cfg {

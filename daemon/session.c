@@ -76,6 +76,9 @@ struct session {
 	unsigned quit:1;		/* ended by QUIT */
 	unsigned used:1;		/* took or asked for locks: no RESUME */
 	unsigned killed:1;		/* resumed by another connection */
+	unsigned await_record:1;	/* a grant's OK waits for its record */
+	unsigned stashed:1;		/* and here it is */
+	long long stash_token;
 };
 
 static void process_input(struct session *s);
@@ -190,6 +193,11 @@ on_reply(void *arg, const struct lk_result *r)
 {
 	struct session *s = arg;
 
+	if (s->await_record && r->status == LK_OK) {
+		s->stashed = 1;		/* session_grace_recorded sends it */
+		s->stash_token = r->n;
+		return;
+	}
 	if (r->status == LK_BUSY)
 		send_line(s, "BUSY");
 	else if (r->status != LK_OK)
@@ -220,12 +228,13 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms)
+    long ttl_ms, int fresh)
 {
 	struct session *s = arg;
 
-	if (s->grace != NULL)
-		grace_changed(s->grace, key, keylen, holds, ttl_ms);
+	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
+	    ttl_ms, fresh))
+		s->await_record = 1;
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
@@ -258,6 +267,19 @@ void
 session_grace_drop(struct session *s)
 {
 	s->grace = NULL;
+}
+
+void
+session_grace_recorded(struct session *s)
+{
+	if (!s->await_record)
+		return;
+	s->await_record = 0;
+	if (s->stashed) {
+		s->stashed = 0;
+		send_line(s, "OK %lld", s->stash_token);
+		answered(s);
+	}
 }
 
 void
