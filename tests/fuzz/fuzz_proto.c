@@ -77,13 +77,29 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 		CHECK(r->key == NULL && r->keylen == 0, line, len);
 	}
 	if (r->word != NULL) {
-		CHECK(r->cmd == CMD_HELLO || r->cmd == CMD_AUTH, line, len);
+		CHECK(r->cmd == CMD_HELLO || r->cmd == CMD_AUTH ||
+		    r->cmd == CMD_RESUME, line, len);
 		CHECK(r->wordlen >= 1 && r->wordlen <= PROTO_NAME_MAX, line, len);
 		CHECK(inside(r->word, r->wordlen, line, len), line, len);
 		for (size_t i = 0; i < r->wordlen; i++)
 			CHECK(r->word[i] >= 0x21 && r->word[i] <= 0x7e, line, len);
 	}
 	CHECK(r->cmd != CMD_AUTH || r->word != NULL, line, len);
+	CHECK((r->cmd == CMD_RESUME) == (r->word2 != NULL), line, len);
+	if (r->word2 != NULL) {
+		CHECK(r->word != NULL, line, len);
+		CHECK(r->word2len >= 1 && r->word2len <= PROTO_NAME_MAX, line,
+		    len);
+		CHECK(inside(r->word2, r->word2len, line, len), line, len);
+	}
+	CHECK(!r->has_grace || r->cmd == CMD_HELLO, line, len);
+	CHECK(!r->has_linger || r->cmd == CMD_RELEASE, line, len);
+	if (r->has_grace)
+		CHECK(r->grace_ms >= 0 && r->grace_ms <= PROTO_MS_MAX, line,
+		    len);
+	if (r->has_linger)
+		CHECK(r->linger_ms >= 0 && r->linger_ms <= PROTO_MS_MAX, line,
+		    len);
 	CHECK(r->has_wait == 0 || r->has_wait == 1, line, len);
 	CHECK(r->has_ttl == 0 || r->has_ttl == 1, line, len);
 	CHECK(!r->has_wait || r->cmd == CMD_ACQUIRE, line, len);
@@ -113,6 +129,12 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 		p += sprintf(p, " %.*s", (int)r->keylen, r->key);
 	if (r->word != NULL)
 		p += sprintf(p, " %.*s", (int)r->wordlen, r->word);
+	if (r->word2 != NULL)
+		p += sprintf(p, " %.*s", (int)r->word2len, r->word2);
+	if (r->has_grace)
+		p += sprintf(p, " GRACE %ld", r->grace_ms);
+	if (r->has_linger)
+		p += sprintf(p, " LINGER %ld", r->linger_ms);
 	if (r->cmd == CMD_EVENTS)
 		p += sprintf(p, " %s", r->on ? "ON" : "OFF");
 	if (r->has_wait)
@@ -123,7 +145,12 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	    PERR_NONE && !empty, line, len);
 	CHECK(r2.cmd == r->cmd && r2.keylen == r->keylen &&
 	    r2.wordlen == r->wordlen && r2.has_wait == r->has_wait &&
-	    r2.has_ttl == r->has_ttl && r2.on == r->on, line, len);
+	    r2.has_ttl == r->has_ttl && r2.on == r->on &&
+	    r2.word2len == r->word2len && r2.has_grace == r->has_grace &&
+	    r2.grace_ms == r->grace_ms && r2.has_linger == r->has_linger &&
+	    r2.linger_ms == r->linger_ms, line, len);
+	CHECK(r->word2 == NULL || memcmp(r2.word2, r->word2, r->word2len) == 0,
+	    line, len);
 	CHECK(r->key == NULL || memcmp(r2.key, r->key, r->keylen) == 0,
 	    line, len);
 	CHECK(r->word == NULL || memcmp(r2.word, r->word, r->wordlen) == 0,
