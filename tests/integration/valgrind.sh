@@ -214,6 +214,42 @@ a.req("ACQUIRE lost2", TOK)
 redis("DEL", "vg:lock:lost2")
 a.req("RELEASE lost2", "ERR LOST .*")
 a.req("ACQUIRE lost2", TOK)
+# Grace sessions (issue 12): detach, RESUME, LINGER, the grace's end, a
+# RESUME that takes over a connection still open, a waiter dropped with
+# its connection; one more is left detached for SIGTERM's hand-over.
+g = C()
+_, gid, _, gsec = g.req("HELLO vg GRACE 1500",
+                        "OK [-0-9a-f]{36} lockbroker/[^ ]+ [0-9a-f]{32}").split()
+g.req("ACQUIRE gk", TOK)
+g.req("ACQUIRE gk", TOK)
+b.req("ACQUIRE gw", TOK)
+g.send("ACQUIRE gw WAIT 20000")
+time.sleep(0.2)
+g.close()
+time.sleep(0.2)
+b.req("RELEASE gw", "OK 0")
+h = C()
+h.req("RESUME %s %s" % (gid, "0" * 32), "ERR NOAUTH .*")
+h.req("RESUME %s %s" % (gid, gsec), "OK 1 gk")
+h.req("RELEASE gk LINGER 300", "OK 1")
+h.req("RELEASE gk LINGER 300", "OK 0")
+h.req("ACQUIRE gk2", TOK)
+o = C()
+o.req("RESUME %s %s" % (gid, gsec), "OK 1 gk2")
+try:
+    h.line(timeout=5)
+    raise SystemExit("the resumed-over connection got a line")
+except SystemExit as e:
+    if "connection closed" not in str(e):
+        raise
+o.close()
+wait_for(lambda: "grace_expired=1" in a.req("STATS", "OK .*"), "grace end")
+q = C()
+q.req("RESUME %s %s" % (gid, gsec), "ERR NOSESSION .*")
+x = C()
+x.req("HELLO vgx GRACE 60000", "OK .*")
+x.req("ACQUIRE xk", TOK)
+x.close()
 # Metrics.
 if http_status("GET", "/metrics") != 200:
     raise SystemExit("GET /metrics did not answer 200")
