@@ -1478,6 +1478,15 @@ locks_store_down(void *arg)
 static void
 lock_wake(struct lock *lk)
 {
+	if (lk->holder != NULL && !lk->releasing) {
+		/* Released elsewhere while a session here holds it: that
+		 * hold is stale (its session was resumed on another broker,
+		 * or the lock was lost).  Check it now, not at its next
+		 * renewal, so the waiters here do not wait for that. */
+		lk->renew_at = now_ms();
+		renew_schedule(lk->lt, lk->renew_at);
+		return;
+	}
 	if (lk->attempt) {
 		lk->woken = 1;
 		return;
