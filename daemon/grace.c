@@ -196,6 +196,14 @@ touch_period(const struct grace *g)
 	    TOUCH_MAX_MS : p;
 }
 
+/* An attached record outlives a broker that stops touching it by the
+ * grace. */
+static long
+attached_px(const struct grace *g)
+{
+	return g->grace_ms + 2 * touch_period(g);
+}
+
 /* --- record calls ------------------------------------------------------ */
 
 /* Argument list builder for session.lua. */
@@ -265,6 +273,8 @@ record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
 
 static void write_done(void *arg, int ok, long long status,
     const struct store_str *rest, size_t n);
+static void resumed_done(void *arg, int ok, long long status,
+    const struct store_str *rest, size_t n);
 static void taken_over(struct grace *g);
 
 /*
@@ -273,7 +283,8 @@ static void taken_over(struct grace *g);
  * write, and to make the record again when Redis lost it.
  */
 static int
-record_write(struct grace *g, const char *state, long px)
+record_write(struct grace *g, const char *state, long px,
+    store_session_fn *fn)
 {
 	size_t nheld = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
 	char num[8][24];
@@ -291,7 +302,7 @@ record_write(struct grace *g, const char *state, long px)
 	rargs_str(&r, state);
 	if (g->cl != NULL)
 		locks_holds(g->cl, add_hold, &h);
-	rc = record_call(g, &r, write_done);
+	rc = record_call(g, &r, fn);
 	free(h.val);
 	free(r.a);
 	return rc;
@@ -322,6 +333,8 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 		    "new lock; a RESUME may not give it back", g->cid);
 	if (!g->dead && g->s != NULL)
 		session_grace_recorded(g->s);
+	if (!g->dead && ok && status < 0 && g->state == G_ATTACHED)
+		record_write(g, "attached", attached_px(g), write_done);
 	if (!g->dead && ok && status == 0)
 		taken_over(g);
 	grace_unref(g);
@@ -371,11 +384,6 @@ record_simple(struct grace *g, const char *op, long long arg,
 
 /* --- attached: HELLO GRACE, touches ------------------------------------ */
 
-static long
-attached_px(const struct grace *g)
-{
-	return g->grace_ms + 2 * touch_period(g);
-}
 
 /* Another connection resumed the session: this one must go, and its
  * broker forget the holds (they are the other connection's now). */
@@ -415,7 +423,9 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 
 	(void)rest;
 	(void)n;
-	if (!g->dead && g->opening) {
+	if (!g->dead && g->opening && g->s == NULL) {
+		g->opening = 0;		/* its connection is gone */
+	} else if (!g->dead && g->opening) {
 		g->opening = 0;
 		if (!ok) {
 			opening_failed(g, "Redis did not record the session; "
@@ -448,7 +458,7 @@ touch_done(void *arg, int ok, long long status, const struct store_str *rest,
 		if (status == 0)
 			taken_over(g);
 		else if (status < 0 && record_write(g, "attached",
-		    attached_px(g)) == 0)
+		    attached_px(g), write_done) == 0)
 			log_info("session %s: its record was gone from Redis; "
 			    "written again", g->cid);
 	}
@@ -490,20 +500,12 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 	g->cl = cl;
 	g->grace_ms = grace_ms;
 	g->opening = 1;
-	if (record_write(g, "attached", attached_px(g)) != 0) {
+	if (record_write(g, "attached", attached_px(g), write_done) != 0) {
 		g->opening = 0;
 		opening_failed(g, "Redis is unreachable");
 		return;
 	}
 	timer_in(g, touch_period(g));
-}
-
-void
-grace_off(struct grace *g)
-{
-	record_simple(g, "end", TOMBSTONE_MS, "ended", noop_done);
-	g->cl = NULL;		/* the session's, still */
-	grace_settle(g);
 }
 
 /* --- detached: the grace runs ------------------------------------------ */
@@ -597,11 +599,11 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 	g->cl = cl;
 	event_del(g->timer);
 	locks_client_handover(cl, &ghost_ops, g);
-	if (g->opening && g->fresh) {
+	if (g->opening && g->fresh && how == GRACE_LOST) {
 		/* gone before it heard its secret: nobody can resume it */
-		g->opening = 0;
 		how = GRACE_QUIT;
 	}
+	g->opening = 0;		/* nobody to answer */
 	if (how == GRACE_TAKEN || g->dead) {
 		grace_abandon(g);
 		return;
@@ -617,7 +619,8 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 		log_info("session %s: connection ended without QUIT; its %zu "
 		    "lock(s) are kept for its grace of %ld ms", g->cid,
 		    locks_held(cl, NULL, NULL), g->grace_ms);
-	if (record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS) != 0)
+	if (record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS,
+	    write_done) != 0)
 		log_info("session %s: Redis unreachable; the record says it "
 		    "is attached until it expires", g->cid);
 	if (g->b->stopping)
@@ -658,34 +661,60 @@ grace_stop(struct broker *b, int final)
 static void
 resume_finish(struct grace *g)
 {
-	struct session *s = g->s;
-	size_t n;
-
 	g->quiet = 0;
 	if (g->failed) {
 		/* Some keys are the new generation's in Redis, some maybe
 		 * not: a RESUME again takes them all (any earlier
 		 * generation's value is taken over). */
-		if (s != NULL)
-			session_grace_answer(s, PERR_UNAVAILABLE, "Redis did "
+		if (g->s != NULL)
+			session_grace_answer(g->s, PERR_UNAVAILABLE, "Redis did "
 			    "not answer for every key; send RESUME again");
 		grace_abandon(g);
 		return;
 	}
-	n = locks_held(g->cl, NULL, NULL);
-	g->b->stats.resumes++;
-	log_info("session %s resumed (generation %lu) with %zu lock(s)",
-	    g->cid, g->gen, n);
-	if (s == NULL) {
-		/* its new connection is gone already */
-		g->state = G_ATTACHED;
-		grace_session_end(g, g->cl, GRACE_LOST);
+	/* OK only once the record, checked against this generation, says
+	 * so: a RESUME that raced this one and came later has won. */
+	if (record_write(g, "attached", attached_px(g), resumed_done) != 0) {
+		g->refs++;
+		resumed_done(g, 0, 0, NULL, 0);
+	}
+}
+
+static void
+resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+	struct session *s = g->s;
+
+	(void)rest;
+	(void)n;
+	if (g->dead) {
+		grace_unref(g);
 		return;
 	}
+	if (!ok || status != 1) {
+		if (s != NULL)
+			session_grace_answer(s, ok ? PERR_NOSESSION :
+			    PERR_UNAVAILABLE, ok ? "another connection "
+			    "resumed the session meanwhile" : "Redis did not "
+			    "confirm the session; send RESUME again");
+		grace_abandon(g);
+		grace_unref(g);
+		return;
+	}
+	g->b->stats.resumes++;
+	log_info("session %s resumed (generation %lu) with %zu lock(s)",
+	    g->cid, g->gen, locks_held(g->cl, NULL, NULL));
 	g->state = G_ATTACHED;
-	record_write(g, "attached", attached_px(g));
-	timer_in(g, touch_period(g));
-	session_grace_resumed(s, g, g->cl, g->cid);
+	if (s == NULL) {
+		/* its new connection is gone already */
+		grace_session_end(g, g->cl, GRACE_LOST);
+	} else {
+		timer_in(g, touch_period(g));
+		session_grace_resumed(s, g, g->cl, g->cid);
+	}
+	grace_unref(g);
 }
 
 static void
@@ -722,22 +751,34 @@ hold_parse(const struct store_str *v, unsigned *holds, long *ttl)
 		*holds = 1;
 }
 
-static struct grace *
-grace_find(struct broker *b, const char *cid, const struct grace *not)
+/*
+ * The connections of this broker that g's RESUME replaced: earlier
+ * generations of its client-id, a RESUME in progress included once Redis
+ * gave it its (lower) generation.  One still waiting for that is left
+ * alone: it comes later, so it wins, and the record tells g so
+ * (resumed_done).
+ */
+static void
+take_over_local(struct grace *g)
 {
-	struct grace *g;
+	struct grace *o, *next;
 
-	TAILQ_FOREACH(g, &b->graces, link)
-		if (g != not && strcmp(g->cid, cid) == 0)
-			return g;
-	return NULL;
+	for (o = TAILQ_FIRST(&g->b->graces); o != NULL; o = next) {
+		next = TAILQ_NEXT(o, link);
+		if (o != g && o->gen < g->gen && (o->state != G_RESUMING ||
+		    o->gen > 1) && strcmp(o->cid, g->cid) == 0) {
+			/* may free other entries (a session's): restart */
+			taken_over(o);
+			next = TAILQ_FIRST(&g->b->graces);
+		}
+	}
 }
 
 static void
 resume_done(void *arg, int ok, long long status, const struct store_str *rest,
     size_t n)
 {
-	struct grace *g = arg, *old;
+	struct grace *g = arg;
 	struct session *s = g->s;
 
 	if (g->dead) {
@@ -770,8 +811,7 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 	g->grace_ms = strtol(rest[1].p, NULL, 10);
 	snprintf(g->owner, sizeof g->owner, "%s/%lu", g->cid, g->gen);
 	/* the connection it replaces, if it is this broker's */
-	while ((old = grace_find(g->b, g->cid, g)) != NULL)
-		taken_over(old);	/* settles it: out of the table */
+	take_over_local(g);
 	g->cl = locks_client_new(g->b->locks, g->owner, &ghost_ops, g);
 	g->quiet = 1;
 	g->pending = 1;		/* this loop, until it is over */

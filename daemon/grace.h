@@ -36,8 +36,6 @@ struct session;
  */
 void grace_hello(struct broker *b, struct session *s, struct grace **gp,
     struct lclient *cl, const char *id, long grace_ms);
-/* HELLO ... GRACE 0: the session stops being a grace session. */
-void grace_off(struct grace *g);
 /*
  * RESUME id secret on a fresh session s.  Returns the grace object the
  * session keeps while it waits (NULL: answered already).  Answers through

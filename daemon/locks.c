@@ -113,6 +113,8 @@ struct pending {
 	enum pend_kind kind;
 	char id[OWNER_MAX + 1];
 	long long token;		/* PEND_RELEASE */
+	int64_t linger_until;		/* RELEASE ... LINGER: keep the key
+					 * taken until then (monotonic ms) */
 	size_t keylen;
 	char key[];
 };
@@ -246,7 +248,7 @@ pending_push(struct locks *lt, struct pending *p)
 	pending_arm(lt);
 }
 
-static void
+static struct pending *
 pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
     const char *id, long long token)
 {
@@ -257,8 +259,9 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 		    p->keylen == lk->te.keylen &&
 		    memcmp(p->key, lk->name, p->keylen) == 0 &&
 		    strcmp(p->id, id) == 0)
-			return;		/* already to be done */
+			return p;	/* already to be done */
 	p = xmalloc(sizeof *p + lk->te.keylen);
+	p->linger_until = 0;
 
 	p->lt = lt;
 	p->kind = kind;
@@ -267,6 +270,7 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 	p->keylen = lk->te.keylen;
 	memcpy(p->key, lk->name, lk->te.keylen);
 	pending_push(lt, p);
+	return p;
 }
 
 /* cl now holds key again: a queued forget of its unanswered grant (by
@@ -566,11 +570,14 @@ lost_remember(struct lclient *cl, const struct lock *lk, long long token,
  * sessions of this broker ask Redis again instead of waiting on a hold
  * that may be gone (issue 9, defect 6). */
 static void
-hold_release_deferred(struct lock *lk)
+hold_release_deferred(struct lock *lk, long linger_ms)
 {
 	struct lclient *cl = lk->holder;
+	struct pending *p = pending_add(lk->lt, PEND_RELEASE, lk, cl->id,
+	    lk->token);
 
-	pending_add(lk->lt, PEND_RELEASE, lk, cl->id, lk->token);
+	if (linger_ms > 0)		/* LINGER still counts from now */
+		p->linger_until = now_ms() + linger_ms;
 	lost_remember(cl, lk, lk->token, 1);
 	hold_end(lk);
 }
@@ -909,7 +916,7 @@ release_done(void *arg, int ok, int released)
 	if (!ok && cl != NULL) {
 		/* It may or may not have reached Redis: run it again as soon
 		 * as Redis answers, and stop holding it here. */
-		hold_release_deferred(lk);
+		hold_release_deferred(lk, op->linger_ms);
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
 		/* A session's end or an orphan grant: the same, unanswered. */
@@ -951,7 +958,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		/* Neither half is known: free whichever happened as soon as
 		 * Redis answers. */
 		if (cl != NULL) {
-			hold_release_deferred(lk);
+			hold_release_deferred(lk, 0);
 			reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		} else {
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
@@ -1076,9 +1083,10 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	op->linger_ms = linger_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms :
 	    linger_ms > 0 ? linger_ms : 0;
 	if (release_send(lk, op) != 0) {
+		linger_ms = op->linger_ms;
 		op_done(op);
 		free(op);
-		hold_release_deferred(lk);
+		hold_release_deferred(lk, linger_ms);
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		lock_pump(lk);
 		return;
@@ -1383,6 +1391,10 @@ pending_flush(struct locks *lt)
 		if (p->kind == PEND_FORGET)
 			rc = store_forget(lt->st, p->key, p->keylen, p->id,
 			    strlen(p->id), pending_done, p);
+		else if (p->linger_until > now_ms())
+			rc = store_linger(lt->st, p->key, p->keylen, p->id,
+			    strlen(p->id), p->token, (long)(p->linger_until -
+			    now_ms()), pending_done, p);
 		else
 			rc = store_release(lt->st, p->key, p->keylen, p->id,
 			    strlen(p->id), p->token, pending_done, p);
@@ -1625,7 +1637,6 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 {
 	struct lock *lk = cl->wlock;
 
-	cl->no_wait = 1;
 	if (lk != NULL) {
 		/* a grant on its way finds nobody, and is freed */
 		if (cl->op != NULL && cl->op->cl == cl)

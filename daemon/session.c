@@ -317,8 +317,9 @@ cmd_hello(struct session *s, const struct proto_req *req)
 		return;
 	}
 	if (req->has_grace && ms == 0 && s->grace != NULL) {
-		grace_off(s->grace);
-		s->grace = NULL;
+		send_err(s, PERR_BADARG, "a grace session keeps a grace until "
+		    "QUIT; give a small one instead");
+		return;
 	}
 	if (!req->has_grace || ms == 0) {
 		send_line(s, "OK %s lockbroker/%s", s->id, LOCKBROKER_VERSION);
