@@ -126,6 +126,13 @@ class GraceCase(BrokerTestCase):
     def exists(self, key):
         return self.redis.cli("EXISTS", self.lock_key(key)) == 1
 
+    def reply_or_closed(self, c, timeout=5.0):
+        """The next reply, or "(closed)" if the broker closed first."""
+        try:
+            return c.readline(timeout)
+        except EOFError:
+            return "(closed)"
+
     def value(self, key):
         return self.redis.cli("GET", self.lock_key(key))
 
@@ -202,6 +209,112 @@ class TestResume(GraceCase):
         self.assertErr(g.req("RESUME %s %s" % (cid, secret)), "BADARG")
         # The refusals took nothing away: the right secret still works.
         self.assertEqual(self.resume(self.connect(b), cid, secret), ["k"])
+
+    def test_two_resumes_at_once_only_one_answered_ok(self):
+        # Guards: two RESUMEs of one session sent at the same moment (both
+        # to one broker, or one to each of two) after its connection with
+        # 20 keys was reset: one answers OK with every key and keeps them,
+        # the other ERR NOSESSION.  Both were answered OK before the OK
+        # waited for a record write checked against its generation.  In
+        # half the rounds Redis is stopped while both are sent, so they
+        # surely overlap there and exactly one OK is the rule.  Otherwise
+        # the second may reach Redis only after the first was answered:
+        # then both OK is two resumes one after the other, and the first
+        # connection must be closed (at its next touch, 1 s here).
+        self.redis = self.start_redis()     # paused in some rounds
+        self.addCleanup(self.redis.resume)
+        b1, b2 = self.start_broker(), self.start_broker()
+        obs = self.connect(b1)
+        one_after_other = []
+        for rnd in range(12):
+            pair, where = (((b1, b1), "one broker") if rnd % 2 == 0 else
+                           ((b1, b2), "two brokers"))
+            stopped = rnd % 4 >= 2
+            if stopped:
+                where += ", Redis stopped"
+            keys = sorted("r%d-%02d" % (rnd, i) for i in range(20))
+            a = b1.client()
+            cid, secret = self.grace_hello(a, 3000)
+            toks = {k: self.assertToken(a.req("ACQUIRE " + k)) for k in keys}
+            base = int(self.stats(obs)["detached"])
+            a.reset()
+            wait_until(lambda: int(self.stats(obs)["detached"]) > base, 2.0,
+                       what="the session detached")
+            x, y = self.connect(pair[0]), self.connect(pair[1])
+            line = "RESUME %s %s" % (cid, secret)
+            if stopped:
+                self.redis.pause()
+            try:
+                x.send(line)
+                y.send(line)
+                if stopped:
+                    time.sleep(0.1)     # both wait in Redis
+            finally:
+                self.redis.resume()
+            replies = [self.reply_or_closed(c) for c in (x, y)]
+            what = "round %d (%s): %r" % (rnd, where, replies)
+            oks = [i for i, r in enumerate(replies) if r.startswith("OK")]
+            for i in oks:
+                got = replies[i].split()
+                self.assertEqual(got[1], str(len(keys)), what)
+                self.assertEqual(sorted(got[2:]), keys, what)
+            if len(oks) == 2 and not stopped:
+                t0 = time.monotonic()
+                while not (x.eof or y.eof) and ms_since(t0) < 2000:
+                    x.no_reply(0.02)
+                    y.no_reply(0.02)
+                self.assertTrue(x.eof != y.eof, "%s: both answered OK; "
+                                "closed within 2 s: %r" % (what,
+                                                           [x.eof, y.eof]))
+                one_after_other.append(rnd)
+                win, lose = (y, x) if x.eof else (x, y)
+            else:
+                self.assertEqual(len(oks), 1, what)
+                win, lose = (x, y) if oks[0] == 0 else (y, x)
+                self.assertErr(replies[1 - oks[0]], "NOSESSION")
+                self.assertEqual(lose.req("HELD"), "OK 0")
+            for k, tok in toks.items():
+                self.assertEqual(self.held_by(obs, k), (cid, tok), k)
+            win.send("HELD")
+            held = self.reply_or_closed(win)
+            self.assertEqual(sorted(held.split()[2:]), keys, "%s: then "
+                             "HELD %r" % (what, held))
+            self.assertEqual(win.req("QUIT"), "OK")
+        print("\n  both OK, one after the other, in rounds %r"
+              % one_after_other, end=" ", flush=True)
+
+    def test_resumed_session_waits_again(self):
+        # Guards: ACQUIRE ... WAIT of a resumed session (same broker and
+        # another one) waits: BUSY after the WAIT, or OK once the key is
+        # released meanwhile; it answered BUSY at once (the hand-over to
+        # the resuming connection kept the detached session's no-wait).
+        b1, b2 = self.start_broker(), self.start_broker()
+        other = self.connect(b1)
+        self.assertToken(other.req("ACQUIRE k"))
+        obs = self.connect(b1)
+        for to in (b1, b2):
+            a = b1.client()
+            cid, secret = self.grace_hello(a, 5000)
+            self.assertToken(a.req("ACQUIRE mine"))
+            base = int(self.stats(obs)["detached"])
+            a.reset()
+            wait_until(lambda: int(self.stats(obs)["detached"]) > base, 2.0,
+                       what="the session detached")
+            n = self.connect(to)
+            self.assertEqual(self.resume(n, cid, secret), ["mine"])
+            if to is b1:
+                r, ms = n.timed_req("ACQUIRE k WAIT 1500", timeout=4.0)
+                self.assertEqual(r, "BUSY")
+                self.assertGreaterEqual(ms, 1400, "BUSY after %.0f ms, not "
+                                        "after the WAIT" % ms)
+                self.assertLess(ms, 2500)
+            else:
+                n.send("ACQUIRE k WAIT 1500")
+                self.assertTrue(n.no_reply(0.3), "answered %r at once"
+                                % n.buf)
+                self.assertEqual(other.req("RELEASE k"), "OK 0")
+                self.assertToken(n.readline(1.0))
+            self.assertEqual(n.req("QUIT"), "OK")
 
 
 class TestGraceEnd(GraceCase):
@@ -542,6 +655,33 @@ class TestDroppedConnection(GraceCase):
         self.assertEqual(self.held_by(chk, "k2"), (cid, tok))
         self.assertEqual(n.req("HELD"), "OK 1 k2")
 
+    def test_re_hello_grace_reset_before_redis_answers(self):
+        # Guards: HELLO ... GRACE sent again on a grace session while
+        # Redis is stopped, its connection reset before Redis answers: the
+        # broker stays up when the answer comes (it used the gone session:
+        # SIGSEGV, or an ASan report), and the session can be resumed.
+        self.redis = self.start_redis()     # paused below
+        b = self.start_broker()
+        a = self.connect(b)
+        cid, secret = self.grace_hello(a, 30000, "x")
+        self.assertToken(a.req("ACQUIRE k"))
+        self.redis.pause()
+        self.addCleanup(self.redis.resume)
+        try:
+            a.send("HELLO x GRACE 20000")
+            self.assertTrue(a.no_reply(0.2), "answered with Redis stopped")
+            a.reset()
+            time.sleep(0.2)     # the broker sees the reset
+        finally:
+            self.redis.resume()
+        time.sleep(0.3)         # Redis answers the write
+        self.assertTrue(b.alive(), "broker died:\n" + b.log()[-3000:])
+        c = self.connect(b)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        self.assertEqual(self.resume(c, cid, secret), ["k"])
+        self.assertEqual(c.req("QUIT"), "OK")
+        self.assertTrue(b.alive(), "broker died:\n" + b.log()[-3000:])
+
 
 class TestLinger(GraceCase):
     def test_linger_keeps_the_key_then_wakes_the_waiter(self):
@@ -608,6 +748,61 @@ class TestLinger(GraceCase):
         self.assertGreater(self.owner(c, "n")[1], 20000)
         self.assertEqual(a.req("RELEASE n"), "OK 0")
         self.assertFalse(self.exists("n"))
+
+    def test_linger_answered_unavailable_lingers_when_redis_is_back(self):
+        # Guards: RELEASE ... LINGER that times out (Redis stopped longer
+        # than redis_timeout_ms: ERR UNAVAILABLE) still lingers once Redis
+        # is back: the key stays taken, with a TTL of at most the linger,
+        # until about the linger after the RELEASE.  It was run as a plain
+        # release then, freeing the key at once.
+        self.redis = self.start_redis()     # paused below
+        b = self.start_broker("--redis_timeout_ms", "300")
+        a, c = self.connect(b), self.connect(b)
+        cid = a.hello()
+        self.assertToken(a.req("ACQUIRE k"))
+        self.redis.pause()
+        self.addCleanup(self.redis.resume)
+        try:
+            # The broker notices first: a RELEASE sent on the connection
+            # and timed out reaches Redis when woken and lingers by itself.
+            self.assertErr(c.req("OWNER probe", timeout=3.0), "UNAVAILABLE")
+            wait_until(lambda: self.stats(c)["redis"] == "down", 3.0,
+                       what="STATS redis=down")
+            t0 = time.monotonic()
+            r = a.req("RELEASE k LINGER 3000", timeout=3.0)
+            self.assertErr(r, "UNAVAILABLE")
+            self.assertLess(ms_since(t0), 1500, "RELEASE took too long")
+            time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
+        finally:
+            self.redis.resume()
+        wait_until(lambda: self.stats(c)["redis"] == "up", 5.0,
+                   what="STATS redis=up after SIGCONT")
+
+        def settled():
+            own = self.owner(c, "k")
+            return own is None or own[1] <= 3000
+        # The release left over from the outage runs once Redis answers.
+        wait_until(settled, 2.0, what="k freed or lingering")
+        back_ms = ms_since(t0)
+        own = self.owner(c, "k")
+        self.assertIsNotNone(own, "k free %.0f ms after RELEASE ... LINGER "
+                             "3000 (answered ERR UNAVAILABLE)" % back_ms)
+        self.assertEqual(own[0], cid)
+        self.assertLessEqual(own[1], 3000)
+        self.assertEqual(c.req("ACQUIRE k"), "BUSY")
+        self.assertTrue(self.exists("k"))
+        # Free about the linger after the RELEASE, not later.
+        while ms_since(t0) < 5000:
+            r = c.req("ACQUIRE k")
+            if r != "BUSY":
+                break
+            time.sleep(0.05)
+        ms = ms_since(t0)
+        self.assertToken(r)
+        print("\n  linger after ERR UNAVAILABLE: free after %.0f ms"
+              % ms, end=" ", flush=True)
+        self.assertGreaterEqual(ms, 2900, "freed before the linger ended")
+        self.assertLessEqual(ms, 3600, "still taken long after the linger")
 
 
 class TestEnds(GraceCase):
