@@ -433,9 +433,9 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 		} else if (status == 0) {
 			opening_failed(g, "the session was resumed elsewhere");
 		} else {
-			g->fresh = 0;
 			char line[160];
 
+			g->fresh = 0;
 			snprintf(line, sizeof line, "OK %s lockbroker/%s %s",
 			    g->cid, LOCKBROKER_VERSION, g->secret);
 			session_grace_answer(g->s, PERR_NONE, line);
