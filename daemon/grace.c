@@ -718,17 +718,33 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
 }
 
 static void
+released_done(void *arg, int ok, int released)
+{
+	(void)ok;
+	(void)released;
+	grace_unref(arg);
+}
+
+static void
 takeover_done(void *arg, int ok, int granted, long long token)
 {
 	struct takeover *t = arg;
 	struct grace *g = t->g;
 
-	if (!ok)
+	if (!ok) {
 		g->failed = 1;
-	else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
-	    t->keylen, token, t->holds, t->ttl_ms) != 0)
-		log_warn("session %s: '%.*s' is held by another session here; "
-		    "not resumed", g->cid, (int)t->keylen, t->key);
+	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
+	    t->keylen, token, t->holds, t->ttl_ms) != 0) {
+		/* a stale hold here is being released: rare; free the key
+		 * rather than leave it taken, unlisted, until its TTL */
+		log_warn("session %s: '%.*s' was being released here by "
+		    "another session; not resumed, freed", g->cid,
+		    (int)t->keylen, t->key);
+		g->refs++;
+		if (store_release(g->b->store, t->key, t->keylen, g->owner,
+		    strlen(g->owner), token, released_done, g) != 0)
+			g->refs--;
+	}
 	free(t);
 	if (--g->pending == 0 && !g->dead)
 		resume_finish(g);

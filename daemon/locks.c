@@ -1672,9 +1672,15 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen,
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_get(lt, key, keylen);
 
-	if (lk->holder != NULL && lk->holder != cl) {
+	if (lk->holder != NULL && lk->holder != cl && lk->releasing) {
 		lock_gc(lk);
-		return -1;
+		return -1;	/* its release's reply ends that hold */
+	}
+	if (lk->holder != NULL && lk->holder != cl) {
+		/* Redis just showed the key as cl's: the hold here is stale
+		 * (e.g. of a session resumed on another broker, which passed
+		 * the key on there without a release message). */
+		hold_lost(lk, 1);
 	}
 	if (lk->holder == NULL)
 		hold_start(lk, cl, token, clamp_ttl(lt, ttl_ms), now_us());

@@ -121,8 +121,8 @@ void locks_client_eof(struct lclient *cl);
  * say (replies of its releases in flight, lost locks).  abandon: free cl
  * and forget its holds here without touching Redis (another session owns
  * them now, or they are left in Redis for one).  adopt: cl holds key with
- * this token as Redis says (a resumed session); -1 if another local
- * session holds it.
+ * this token as Redis says (a resumed session): another local session's
+ * hold of it is stale and ends as lost; -1 if that one is being released.
  */
 void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
     void *arg);
