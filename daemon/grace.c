@@ -331,12 +331,18 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 	if (!ok)
 		log_info("session %s: Redis did not confirm the record of a "
 		    "new lock; a RESUME may not give it back", g->cid);
-	if (!g->dead && g->s != NULL)
-		session_grace_recorded(g->s);
-	if (!g->dead && ok && status < 0 && g->state == G_ATTACHED)
-		record_write(g, "attached", attached_px(g), write_done);
-	if (!g->dead && ok && status == 0)
+	if (g->dead) {
+		/* its session is gone or taken over */
+	} else if (ok && status == 0) {
+		/* resumed elsewhere: this connection goes, its OK unsaid (the
+		 * new lock, granted to the old generation, runs out its TTL) */
 		taken_over(g);
+	} else if (ok && status < 0 && g->state == G_ATTACHED &&
+	    record_write(g, "attached", attached_px(g), fresh_done) == 0) {
+		/* the record was gone: the OK waits for it written again */
+	} else if (g->s != NULL) {
+		session_grace_recorded(g->s);
+	}
 	grace_unref(g);
 }
 

@@ -248,9 +248,10 @@ pending_push(struct locks *lt, struct pending *p)
 	pending_arm(lt);
 }
 
-static struct pending *
-pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
-    const char *id, long long token)
+/* linger_until: a RELEASE ... LINGER's end (monotonic ms), or 0. */
+static void
+pending_add_until(struct locks *lt, enum pend_kind kind, const struct lock *lk,
+    const char *id, long long token, int64_t linger_until)
 {
 	struct pending *p;
 
@@ -258,10 +259,13 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 		if (p->kind == kind && p->token == token &&
 		    p->keylen == lk->te.keylen &&
 		    memcmp(p->key, lk->name, p->keylen) == 0 &&
-		    strcmp(p->id, id) == 0)
-			return p;	/* already to be done */
+		    strcmp(p->id, id) == 0) {
+			if (linger_until > p->linger_until)
+				p->linger_until = linger_until;
+			return;		/* already to be done */
+		}
 	p = xmalloc(sizeof *p + lk->te.keylen);
-	p->linger_until = 0;
+	p->linger_until = linger_until;
 
 	p->lt = lt;
 	p->kind = kind;
@@ -270,7 +274,13 @@ pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 	p->keylen = lk->te.keylen;
 	memcpy(p->key, lk->name, lk->te.keylen);
 	pending_push(lt, p);
-	return p;
+}
+
+static void
+pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
+    const char *id, long long token)
+{
+	pending_add_until(lt, kind, lk, id, token, 0);
 }
 
 /* cl now holds key again: a queued forget of its unanswered grant (by
@@ -573,11 +583,10 @@ static void
 hold_release_deferred(struct lock *lk, long linger_ms)
 {
 	struct lclient *cl = lk->holder;
-	struct pending *p = pending_add(lk->lt, PEND_RELEASE, lk, cl->id,
-	    lk->token);
 
-	if (linger_ms > 0)		/* LINGER still counts from now */
-		p->linger_until = now_ms() + linger_ms;
+	/* a LINGER still counts from now */
+	pending_add_until(lk->lt, PEND_RELEASE, lk, cl->id, lk->token,
+	    linger_ms > 0 ? now_ms() + linger_ms : 0);
 	lost_remember(cl, lk, lk->token, 1);
 	hold_end(lk);
 }
@@ -919,8 +928,10 @@ release_done(void *arg, int ok, int released)
 		hold_release_deferred(lk, op->linger_ms);
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
-		/* A session's end or an orphan grant: the same, unanswered. */
-		pending_add(lk->lt, PEND_RELEASE, lk, op->id, op->token);
+		/* A session's end or an orphan grant: the same, unanswered
+		 * (a LINGER too: its session left while it was sent). */
+		pending_add_until(lk->lt, PEND_RELEASE, lk, op->id, op->token,
+		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0);
 	} else if (cl == NULL) {
 		if (released)
 			lk->lt->stats.releases++;

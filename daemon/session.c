@@ -267,6 +267,7 @@ void
 session_grace_drop(struct session *s)
 {
 	s->grace = NULL;
+	session_grace_recorded(s);	/* an OK held back for it goes now */
 }
 
 void

@@ -1183,7 +1183,9 @@ store_linger(struct store *st, const char *key, size_t keylen,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 
-#define SESSION_ARGS_MAX 2048		/* record arguments per call */
+/* Record arguments per call: 7 + 2 per key, for max_locks_per_session
+ * up to its largest value and then some. */
+#define SESSION_ARGS_MAX (1 << 22)
 
 int
 store_session(struct store *st, const char *cid, size_t cidlen,
