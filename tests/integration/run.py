@@ -14,7 +14,10 @@ status is 1 if anything failed or no test ran (passed) at all.
 
 import os
 import sys
+import time
 import unittest
+
+SLOWEST = 12        # the longest tests, listed after the run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,6 +29,26 @@ def test_name(arg):
     return arg
 
 
+class TimedResult(unittest.TextTestResult):
+    """Remembers how long each test took (setUp and cleanups included),
+    so a run ends with the list of the slowest: the suite has a time
+    budget (README) and this says where it goes."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.took = {}
+        self._t0 = None
+
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if self._t0 is not None:
+            self.took[test.id()] = time.monotonic() - self._t0
+
+
 def main(argv):
     sys.path.insert(0, HERE)
     os.chdir(HERE)
@@ -35,8 +58,13 @@ def main(argv):
     else:
         suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
     verbosity = int(os.environ.get("VERBOSITY", "2"))
-    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=verbosity)
+    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=verbosity,
+                                     resultclass=TimedResult)
     result = runner.run(suite)
+    slow = sorted(result.took.items(), key=lambda kv: -kv[1])[:SLOWEST]
+    if len(result.took) > 1:
+        print("slowest: %s" % ", ".join("%s %.1fs" % (name, secs)
+                                        for name, secs in slow))
 
     # One count per failing test (a failure plus a failing cleanup is one);
     # errors in module/class fixtures count too.
