@@ -211,8 +211,11 @@ struct rargs {
 	struct store_str *a;
 	size_t n, cap;
 	char (*num)[24];		/* numbers written out, one per slot */
-	size_t nnum;
+	size_t nnum, numcap;
 };
+
+#define RARGS(nums) \
+	{ .num = (nums), .numcap = sizeof (nums) / sizeof (nums)[0] }
 
 static void
 rargs_add(struct rargs *r, const char *p, size_t len)
@@ -236,7 +239,11 @@ rargs_str(struct rargs *r, const char *p)
 static void
 rargs_num(struct rargs *r, long long v)
 {
-	int l = snprintf(r->num[r->nnum], sizeof r->num[0], "%lld", v);
+	int l;
+
+	if (r->nnum == r->numcap)
+		fatalx("grace: more numbers than the call has room for");
+	l = snprintf(r->num[r->nnum], sizeof r->num[0], "%lld", v);
 
 	rargs_add(r, r->num[r->nnum++], (size_t)l);
 }
@@ -288,7 +295,7 @@ record_write(struct grace *g, const char *state, long px,
 {
 	size_t nheld = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
 	char num[8][24];
-	struct rargs r = { .num = num };
+	struct rargs r = RARGS(num);
 	struct holdvals h = { &r, NULL, 0 };
 	int rc;
 
@@ -351,7 +358,7 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
     unsigned holds, long ttl_ms, int fresh)
 {
 	char num[4][24], val[HOLD_VAL_MAX];
-	struct rargs r = { .num = num };
+	struct rargs r = RARGS(num);
 	int l = holds == 0 ? 0 : snprintf(val, sizeof val, "%u %ld", holds,
 	    ttl_ms), rc;
 
@@ -375,7 +382,7 @@ record_simple(struct grace *g, const char *op, long long arg,
     const char *arg2, store_session_fn *fn)
 {
 	char num[4][24];
-	struct rargs r = { .num = num };
+	struct rargs r = RARGS(num);
 	int rc;
 
 	rargs_str(&r, op);
@@ -866,7 +873,7 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 	char cid[CLIENTID_LEN + 1];
 	struct grace *g;
 	char num[4][24];
-	struct rargs r = { .num = num };
+	struct rargs r = RARGS(num);
 
 	for (size_t i = 0; i < idlen; i++)
 		if (strchr("0123456789abcdef-", id[i]) == NULL || id[i] == '\0')

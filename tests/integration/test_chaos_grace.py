@@ -85,22 +85,10 @@ import unittest
 
 import harness
 from harness import UUID_RE, Client, wait_until
-from test_chaos import Resource
+from test_chaos import SANITIZED, Resource
 from test_grace import GRACE_HELLO_RE
 
 
-def _sanitized():
-    if (os.environ.get("LOCKBROKER_SANITIZED") == "1" or
-            "/asan/" in harness.BROKER_BIN):
-        return True
-    try:
-        with open(harness.BROKER_BIN, "rb") as f:
-            return b"__asan_init" in f.read()
-    except OSError:
-        return False
-
-
-SANITIZED = _sanitized()
 
 N_BROKERS = 3
 N_CLIENTS = 10
