@@ -150,11 +150,10 @@ owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
 {
 	const char *colon = printable(value, len) ?
 	    memrchr(value, ':', len) : NULL;
+	/* the owner ends at the token's colon, or at a '/' before it */
 	const char *slash = colon != NULL ?
 	    memchr(value, '/', (size_t)(colon - value)) : NULL;
-
-	if (slash != NULL && slash > value)
-		colon = slash;
+	const char *end = slash != NULL && slash > value ? slash : colon;
 
 	if (!printable(value, len))
 		c->fn.owner(c->arg, 1, "?", 1, 0, pttl);
@@ -164,9 +163,8 @@ owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
 		c->fn.owner(c->arg, 1, "?", 1, strtoll(colon + 1, NULL, 10),
 		    pttl);
 	else
-		c->fn.owner(c->arg, 1, value, (size_t)(colon - value),
-		    strtoll((const char *)memrchr(value, ':', len) + 1, NULL,
-		    10), pttl);
+		c->fn.owner(c->arg, 1, value, (size_t)(end - value),
+		    strtoll(colon + 1, NULL, 10), pttl);
 }
 
 /* A session record's reply: {status, ...} or a bare status. */
