@@ -49,7 +49,7 @@
 /* An ended record stays this long: every connection left behind touches
  * it (and learns it is over) within a touch period. */
 #define TOMBSTONE_MS (2 * TOUCH_MAX_MS + TOUCH_MIN_MS)
-#define HOLD_VAL_MAX 48			/* "<holds> <ttl>" */
+#define HOLD_VAL_MAX 48			/* "<holds> <ttl> [<kind>]" */
 
 enum gstate { G_ATTACHED, G_DETACHED, G_RESUMING, G_ENDING };
 
@@ -81,6 +81,7 @@ struct takeover {
 	struct grace *g;
 	unsigned holds;
 	long ttl_ms;
+	long kind;
 	size_t keylen;
 	char key[];
 };
@@ -106,10 +107,10 @@ ghost_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 ghost_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, int fresh)
+    long ttl_ms, long kind, int fresh)
 {
 	(void)fresh;
-	grace_changed(arg, key, keylen, holds, ttl_ms, 0);
+	grace_changed(arg, key, keylen, holds, ttl_ms, kind, 0);
 }
 
 static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
@@ -254,12 +255,23 @@ struct holdvals {
 	size_t n;
 };
 
+/* A hold's value in the record: "<holds> <ttl>" for an exclusive lock
+ * (as before issue 13), "<holds> <ttl> <kind>" for a shared hold (0) or
+ * a permit (n). */
+static int
+hold_val(char *buf, unsigned holds, long ttl_ms, long kind)
+{
+	return kind == LK_EXCLUSIVE ? snprintf(buf, HOLD_VAL_MAX, "%u %ld",
+	    holds, ttl_ms) : snprintf(buf, HOLD_VAL_MAX, "%u %ld %ld", holds,
+	    ttl_ms, kind);
+}
+
 static void
 add_hold(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms)
+    long ttl_ms, long kind)
 {
 	struct holdvals *h = arg;
-	int l = snprintf(h->val[h->n], HOLD_VAL_MAX, "%u %ld", holds, ttl_ms);
+	int l = hold_val(h->val[h->n], holds, ttl_ms, kind);
 
 	rargs_add(h->r, key, keylen);
 	rargs_add(h->r, h->val[h->n++], (size_t)l);
@@ -355,12 +367,11 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 
 int
 grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms, int fresh)
+    unsigned holds, long ttl_ms, long kind, int fresh)
 {
 	char num[4][24], val[HOLD_VAL_MAX];
 	struct rargs r = RARGS(num);
-	int l = holds == 0 ? 0 : snprintf(val, sizeof val, "%u %ld", holds,
-	    ttl_ms), rc;
+	int l = holds == 0 ? 0 : hold_val(val, holds, ttl_ms, kind), rc;
 
 	if (g == NULL || g->dead || g->quiet || g->opening ||
 	    g->state == G_RESUMING)
@@ -747,7 +758,7 @@ takeover_done(void *arg, int ok, int granted, long long token)
 	if (!ok) {
 		g->failed = 1;
 	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
-	    t->keylen, token, t->holds, t->ttl_ms) != 0) {
+	    t->keylen, t->kind, token, t->holds, t->ttl_ms) != 0) {
 		/* a stale hold here is being released: rare; free the key
 		 * rather than leave it taken, unlisted, until its TTL */
 		log_warn("session %s: '%.*s' was being released here by "
@@ -764,18 +775,21 @@ takeover_done(void *arg, int ok, int granted, long long token)
 	grace_unref(g);
 }
 
-/* "<holds> <ttl>" as written by add_hold. */
+/* "<holds> <ttl> [<kind>]" as written by hold_val. */
 static void
-hold_parse(const struct store_str *v, unsigned *holds, long *ttl)
+hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind)
 {
 	char buf[HOLD_VAL_MAX];
 	size_t l = v->len < sizeof buf - 1 ? v->len : sizeof buf - 1;
-	char *end;
+	char *end, *kend;
 
 	memcpy(buf, v->p, l);
 	buf[l] = '\0';
 	*holds = (unsigned)strtoul(buf, &end, 10);
-	*ttl = strtol(end, NULL, 10);
+	*ttl = strtol(end, &end, 10);
+	*kind = strtol(end, &kend, 10);
+	if (kend == end || *kind < 0 || *kind > PROTO_LIMIT_MAX)
+		*kind = LK_EXCLUSIVE;
 	if (*holds == 0)
 		*holds = 1;
 }
@@ -850,7 +864,7 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 		t->g = g;
 		t->keylen = rest[i].len;
 		memcpy(t->key, rest[i].p, rest[i].len);
-		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms);
+		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms, &t->kind);
 		g->refs++;
 		g->pending++;
 		if (store_takeover(g->b->store, t->key, t->keylen, g->cid,

@@ -70,6 +70,6 @@ size_t grace_stop(struct broker *b, int final);
  * in the record, so a RESUME after its broker died gives it back.
  */
 int grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms, int fresh);
+    unsigned holds, long ttl_ms, long kind, int fresh);
 
 #endif

@@ -2,9 +2,17 @@
  * locks.c - lock table: holds, FIFO waiters, wake-ups, batched renewal.
  *
  * A key's entry (struct lock) exists while anything refers to it: a local
- * holder, a waiter, or a Redis operation in flight (refs).  lock_pump() is
- * the one place that moves a key forward: when nothing is in flight and
- * no local session holds it, the first waiter gets an acquire attempt.
+ * hold, a waiter, or a Redis operation in flight (refs).  lock_pump() is
+ * the one place that moves a key forward: each waiter from the head of the
+ * FIFO whose kind goes with what is held and tried here (may_try) gets an
+ * acquire attempt; the first that does not go stops the walk, so nobody
+ * overtakes it (a waiting writer holds back the readers behind it).
+ *
+ * Kinds (issue 13): a key is a lock or a semaphore.  A lock has one
+ * exclusive hold or any number of shared ones; a semaphore of n permits
+ * has at most n holds.  Each hold (struct hold) has its own token, TTL
+ * and renewal; Redis keeps a shared lock or a semaphore as a sorted set
+ * (store.h), an exclusive lock as a string.
  * Every event that may unblock a key (release reply, attempt reply, pub/sub
  * message, retry timer, waiter leaving) ends in lock_pump(), which also
  * frees the entry once nothing refers to it -- so it is always the last
@@ -65,25 +73,39 @@
 #define HANDOFF_FAIR 4
 #define YIELD_MS 5
 
-struct lock {
-	struct keytab_entry te;		/* te.key points at name */
-	struct locks *lt;
-	struct lclient *holder;		/* local session holding it, or NULL */
-	TAILQ_ENTRY(lock) hlink;	/* in holder->held */
-	TAILQ_ENTRY(lock) alink;	/* in lt->held (all held keys) */
+/* One session's hold of a key. */
+struct hold {
+	struct lock *lk;
+	struct lclient *cl;
+	TAILQ_ENTRY(hold) klink;	/* in lk->holds */
+	TAILQ_ENTRY(hold) hlink;	/* in cl->held */
+	TAILQ_ENTRY(hold) alink;	/* in lt->held (all holds) */
 	long long token;
-	unsigned holds;
+	unsigned count;			/* reentrant holds */
+	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
 	long ttl_ms;
 	int64_t renew_at;		/* monotonic ms */
-	struct lclient *whead, *wtail;	/* FIFO of local waiters */
-	unsigned refs;			/* Redis operations in flight */
-	unsigned attempt:1;		/* an acquire attempt in flight */
-	unsigned releasing:1;		/* a release in flight */
-	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
-	unsigned in_delay:1;		/* free, but a failover lock delay runs */
 	int64_t reclaim_until;		/* its reassert got no answer: renew
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
+	unsigned releasing:1;		/* its release in flight */
+};
+
+struct lock {
+	struct keytab_entry te;		/* te.key points at name */
+	struct locks *lt;
+	TAILQ_HEAD(, hold) holds;	/* local holds: one exclusive, or
+					 * shared ones, or permits */
+	unsigned nholds;
+	long limit;			/* 0 a lock, n a semaphore: fixed while
+					 * anything here holds or waits */
+	struct lclient *whead, *wtail;	/* FIFO of local waiters */
+	unsigned refs;			/* Redis operations in flight */
+	unsigned attempts;		/* acquire attempts in flight */
+	unsigned excl_attempt:1;	/* one of them exclusive (alone) */
+	unsigned releasing;		/* releases in flight */
+	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
+	unsigned in_delay:1;		/* free, but a failover lock delay runs */
 	unsigned woken:1;		/* a wake came while attempt in flight */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
@@ -138,12 +160,13 @@ struct lclient {
 	char id[OWNER_MAX + 1];
 	const struct lk_client_ops *ops;
 	void *arg;
-	TAILQ_HEAD(, lock) held;
+	TAILQ_HEAD(, hold) held;
 	size_t nheld;
 	struct lostkey *lost;
 	/* The request in progress, when it waits on a key or on Redis. */
 	struct lock *wlock;		/* the key it waits for */
 	struct lclient *wnext;		/* next waiter on wlock */
+	long wkind;			/* what it asks for */
 	long wttl;			/* TTL to acquire with */
 	int64_t deadline;		/* monotonic ms; wait ends */
 	int64_t wstart_us;		/* when the wait began */
@@ -162,17 +185,21 @@ struct op {
 	char next_id[OWNER_MAX + 1];
 	int64_t sent_us;
 	long long token;
+	long kind;			/* an attempt's: what it asks for */
 	long ttl_ms;
 	long linger_ms;			/* release: RELEASE ... LINGER */
 	char id[OWNER_MAX + 1];	/* the hold's (or requester's) owner */
 };
 
-/* A batch of renewals: one script call for many keys. */
+/* A batch of renewals: one script call for many holds.  A hold may end
+ * while its renewal is in flight: the reply finds it again by key and
+ * token (tokens are unique per key). */
 struct renew_batch {
 	struct locks *lt;
 	int reassert;			/* after a reconnect: reassert.lua */
 	size_t n;
 	struct lock *lk[STORE_RENEW_BATCH];
+	struct hold *h[STORE_RENEW_BATCH];	/* while sending only */
 	long long token[STORE_RENEW_BATCH];
 	long ttl[STORE_RENEW_BATCH];
 };
@@ -182,7 +209,7 @@ struct locks {
 	struct locks_cfg cfg;
 	struct store *st;
 	struct keytab *keys;
-	TAILQ_HEAD(, lock) held;
+	TAILQ_HEAD(, hold) held;
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
@@ -314,18 +341,21 @@ reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 	cl->ops->reply(cl->arg, &r);
 }
 
+/* Tell a client that keeps a record of its holds (grace sessions);
+ * count 0: the hold ended. */
+static void
+held_changed(const struct hold *h, unsigned count, int fresh)
+{
+	struct lclient *cl = h->cl;
+
+	if (cl->ops->changed != NULL && !cl->closing)
+		cl->ops->changed(cl->arg, h->lk->name, h->lk->te.keylen, count,
+		    h->ttl_ms, h->kind, fresh);
+}
+
 /* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
  * key could expire in Redis before its first renewal lands (issue 9,
  * defect 5). */
-/* Tell a client that keeps a record of its holds (grace sessions). */
-static void
-held_changed(const struct lock *lk, struct lclient *cl, int fresh)
-{
-	if (cl->ops->changed != NULL && !cl->closing)
-		cl->ops->changed(cl->arg, lk->name, lk->te.keylen, lk->holds,
-		    lk->ttl_ms, fresh);
-}
-
 static long
 clamp_ttl(const struct locks *lt, long ttl_ms)
 {
@@ -376,6 +406,7 @@ lock_get(struct locks *lt, const char *key, size_t keylen)
 	lk->te.key = lk->name;
 	lk->te.keylen = keylen;
 	lk->lt = lt;
+	TAILQ_INIT(&lk->holds);
 	keytab_insert(lt->keys, &lk->te);
 	return lk;
 }
@@ -384,7 +415,7 @@ lock_get(struct locks *lt, const char *key, size_t keylen)
 static void
 lock_gc(struct lock *lk)
 {
-	if (lk->holder || lk->whead || lk->refs || lk->attempt ||
+	if (lk->nholds || lk->whead || lk->refs || lk->attempts ||
 	    lk->releasing)
 		return;
 	keytab_remove(lk->lt->keys, &lk->te);
@@ -426,10 +457,13 @@ op_done(struct op *op)
 /* --- waiters --------------------------------------------------------- */
 
 static void
-waiter_push(struct lock *lk, struct lclient *cl, long wait_ms, long ttl_ms)
+waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
+    long ttl_ms)
 {
 	cl->wlock = lk;
 	cl->wnext = NULL;
+	cl->wkind = kind;
+	lk->limit = kind > 0 ? kind : 0;
 	cl->wttl = ttl_ms;
 	cl->wstart_us = now_us();
 	cl->deadline = cl->wstart_us / 1000 + wait_ms;
@@ -520,43 +554,84 @@ lost_forget(struct lclient *cl, const char *key, size_t keylen, int *found)
 	}
 }
 
-static void
-hold_start(struct lock *lk, struct lclient *cl, long long token, long ttl,
-    int64_t sent_us)
+/* cl's hold of lk, or NULL. */
+static struct hold *
+hold_of(const struct lock *lk, const struct lclient *cl)
+{
+	struct hold *h;
+
+	TAILQ_FOREACH(h, &lk->holds, klink)
+		if (h->cl == cl)
+			return h;
+	return NULL;
+}
+
+/* The hold of lk with this token (unique per key), or NULL. */
+static struct hold *
+hold_by_token(const struct lock *lk, long long token)
+{
+	struct hold *h;
+
+	TAILQ_FOREACH(h, &lk->holds, klink)
+		if (h->token == token)
+			return h;
+	return NULL;
+}
+
+/* lk's exclusive hold, or NULL (it is then alone). */
+static struct hold *
+hold_excl(const struct lock *lk)
+{
+	struct hold *h = TAILQ_FIRST(&lk->holds);
+
+	return h != NULL && h->kind == LK_EXCLUSIVE ? h : NULL;
+}
+
+static struct hold *
+hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
+    long ttl, int64_t sent_us)
 {
 	struct locks *lt = lk->lt;
+	struct hold *h = xcalloc(1, sizeof *h);
 	int found;
 
 	lost_forget(cl, lk->name, lk->te.keylen, &found);
 	pending_drop(lt, lk->name, lk->te.keylen, cl->id);
-	lk->holder = cl;
-	lk->token = token;
-	lk->holds = 1;
-	lk->reclaim_until = 0;
-	lk->ttl_ms = ttl;
+	h->lk = lk;
+	h->cl = cl;
+	h->kind = kind;
+	h->token = token;
+	h->count = 1;
+	h->ttl_ms = ttl;
 	/* The TTL started in Redis at most when the request was sent. */
-	lk->renew_at = sent_us / 1000 + renew_period(ttl);
-	TAILQ_INSERT_TAIL(&cl->held, lk, hlink);
-	TAILQ_INSERT_TAIL(&lt->held, lk, alink);
+	h->renew_at = sent_us / 1000 + renew_period(ttl);
+	lk->limit = kind > 0 ? kind : 0;
+	TAILQ_INSERT_TAIL(&lk->holds, h, klink);
+	TAILQ_INSERT_TAIL(&cl->held, h, hlink);
+	TAILQ_INSERT_TAIL(&lt->held, h, alink);
+	lk->nholds++;
 	cl->nheld++;
 	lt->stats.locks_held++;
-	renew_schedule(lt, lk->renew_at);
-	held_changed(lk, cl, 1);
+	renew_schedule(lt, h->renew_at);
+	held_changed(h, 1, 1);
+	return h;
 }
 
+/* The hold is over here: unlink and free it (its lock stays). */
 static void
-hold_end(struct lock *lk)
+hold_end(struct hold *h)
 {
-	struct lclient *cl = lk->holder;
+	struct lock *lk = h->lk;
+	struct lclient *cl = h->cl;
 
-	TAILQ_REMOVE(&cl->held, lk, hlink);
-	TAILQ_REMOVE(&lk->lt->held, lk, alink);
+	TAILQ_REMOVE(&lk->holds, h, klink);
+	TAILQ_REMOVE(&cl->held, h, hlink);
+	TAILQ_REMOVE(&lk->lt->held, h, alink);
+	lk->nholds--;
 	cl->nheld--;
 	lk->lt->stats.locks_held--;
-	lk->holder = NULL;
-	lk->holds = 0;
-	lk->reclaim_until = 0;
-	held_changed(lk, cl, 0);
+	held_changed(h, 0, 0);
+	free(h);
 }
 
 /* Remember lk for cl's next RELEASE/RENEW of it (struct lostkey). */
@@ -580,25 +655,27 @@ lost_remember(struct lclient *cl, const struct lock *lk, long long token,
  * sessions of this broker ask Redis again instead of waiting on a hold
  * that may be gone (issue 9, defect 6). */
 static void
-hold_release_deferred(struct lock *lk, long linger_ms)
+hold_release_deferred(struct hold *h, long linger_ms)
 {
-	struct lclient *cl = lk->holder;
+	struct lock *lk = h->lk;
+	struct lclient *cl = h->cl;
 
 	/* a LINGER still counts from now */
-	pending_add_until(lk->lt, PEND_RELEASE, lk, cl->id, lk->token,
+	pending_add_until(lk->lt, PEND_RELEASE, lk, cl->id, h->token,
 	    linger_ms > 0 ? now_ms() + linger_ms : 0);
-	lost_remember(cl, lk, lk->token, 1);
-	hold_end(lk);
+	lost_remember(cl, lk, h->token, 1);
+	hold_end(h);
 }
 
-/* Redis no longer shows lk as its holder's: tell the holder, free it. */
+/* Redis no longer shows the hold: tell its session, free it. */
 static void
-hold_lost(struct lock *lk, int remember)
+hold_lost(struct hold *h, int remember)
 {
-	struct lclient *cl = lk->holder;
-	long long token = lk->token;
+	struct lock *lk = h->lk;
+	struct lclient *cl = h->cl;
+	long long token = h->token;
 
-	hold_end(lk);
+	hold_end(h);
 	lk->lt->stats.lost++;
 	log_info("lock '%s' (token %lld) of client %s was lost", lk->name,
 	    token, cl->id);
@@ -641,7 +718,7 @@ release_orphan(struct lock *lk, const char *id, long long token)
 		free(op);
 		return;
 	}
-	lk->releasing = 1;
+	lk->releasing++;
 }
 
 static void
@@ -683,10 +760,42 @@ waiters_expire(struct lock *lk)
 	}
 }
 
+/*
+ * Whether a request of this kind may ask Redis now, as far as this broker
+ * knows: an exclusive one when nothing is held or tried here; a shared
+ * one beside shared holds and attempts, unless a waiter on another broker
+ * announced itself (a writer: the reads here drain first, see YIELD_MS);
+ * a permit while holds and attempts here are fewer than the limit.
+ */
+static int
+may_try(const struct lock *lk, long kind)
+{
+	if (kind == LK_EXCLUSIVE)
+		return lk->nholds == 0 && lk->attempts == 0;
+	if (lk->excl_attempt || hold_excl(lk) != NULL)
+		return 0;
+	if (kind == LK_SHARED)
+		return !(lk->wanted && lk->nholds > 0);
+	return lk->nholds + lk->attempts < (unsigned long)kind;
+}
+
+/* A waiter not being tried: it waits for something here or elsewhere. */
+static int
+has_blocked_waiter(const struct lock *lk)
+{
+	const struct lclient *w;
+
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->op == NULL)
+			return 1;
+	return 0;
+}
+
 static void
 lock_pump(struct lock *lk)
 {
 	struct locks *lt = lk->lt;
+	struct lclient *w, *next;
 
 	if (lt->st != NULL && !key_up(lk)) {
 		/* waiters wait out the reconnect (locks_store_up pumps); one
@@ -696,11 +805,16 @@ lock_pump(struct lock *lk)
 		lock_gc(lk);
 		return;
 	}
-	while (!lk->holder && !lk->attempt && !lk->releasing &&
-	    !lk->remote_busy && lk->whead != NULL) {
-		struct lclient *w = lk->whead;
+	/* From the head: those being tried are passed, the first that may
+	 * not go now stops the walk (FIFO across kinds). */
+	for (w = lk->whead; w != NULL; w = next) {
 		struct op *op;
 
+		next = w->wnext;
+		if (w->op != NULL)
+			continue;
+		if (lk->releasing || lk->remote_busy || !may_try(lk, w->wkind))
+			break;
 		if (lk->yield_until_ms > now_ms()) {
 			/* a remote waiter's turn: try after it had its go */
 			lock_retry_at(lk, lk->yield_until_ms);
@@ -708,13 +822,16 @@ lock_pump(struct lock *lk)
 		}
 		op = op_new(lt, lk, w);
 		op->sent_us = now_us();
+		op->kind = w->wkind;
 		owner_copy(op->id, w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
-		    strlen(w->id), w->wttl, w->deadline > now_ms(), attempt_done,
-		    op) == 0) {
-			lk->attempt = 1;
-			lk->woken = 0;
-			return;
+		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
+		    attempt_done, op) == 0) {
+			if (lk->attempts++ == 0)
+				lk->woken = 0;
+			if (w->wkind == LK_EXCLUSIVE)
+				lk->excl_attempt = 1;
+			continue;
 		}
 		op_done(op);
 		free(op);
@@ -736,10 +853,13 @@ attempt_done(void *arg, int ok, int granted, long long n)
 
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
 	int64_t sent_us = op->sent_us;
+	long kind = op->kind;
 
 	memcpy(id, op->id, sizeof id);		/* the requester's client-id */
 	free(op);
-	lk->attempt = 0;
+	lk->attempts--;
+	if (kind == LK_EXCLUSIVE)
+		lk->excl_attempt = 0;
 	lk->freed_us = 0;
 	lk->in_delay = 0;
 	if (!ok || granted)
@@ -773,6 +893,13 @@ attempt_done(void *arg, int ok, int granted, long long n)
 				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
 			else
 				reply(w, LK_UNAVAILABLE, 0, WHY_NOT_ACKED);
+		}
+	} else if (granted == 3) {
+		/* another kind in Redis: say which (nothing was written) */
+		if (w != NULL) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_KIND, n, NULL);
 		}
 	} else if (granted == 2 && w != NULL && now_ms() >= w->deadline) {
 		/* free, but a lock delay runs: nobody may have it yet */
@@ -808,7 +935,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 			histo_observe(&lt->stats.handoff, t - freed_us);
 		waiter_remove(w);
 		lk->handoffs = 0;
-		hold_start(lk, w, n, w->wttl, sent_us);
+		hold_start(lk, w, kind, n, w->wttl, sent_us);
 		lt->stats.acquires++;
 		reply(w, LK_OK, n, NULL);
 	} else if (w != NULL && now_ms() >= w->deadline) {
@@ -843,18 +970,45 @@ limit_hit(struct locks *lt, const char *which)
 	log_warn("%s reached: ACQUIRE answered ERR LIMIT", which);
 }
 
+/* The key's kind here (0 a lock, n a semaphore of n permits) while
+ * anything holds, waits or is tried here; -1 when nothing does. */
+static long
+lock_kind_here(const struct lock *lk)
+{
+	if (lk == NULL || (lk->nholds == 0 && lk->whead == NULL &&
+	    lk->attempts == 0))
+		return -1;
+	return lk->limit;
+}
+
 void
 locks_acquire(struct lclient *cl, const char *key, size_t keylen,
-    long wait_ms, long ttl_ms)
+    long kind, long wait_ms, long ttl_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+	long here = lock_kind_here(lk);
 
-	if (lk != NULL && lk->holder == cl) {
-		lk->holds++;
+	if (here >= 0 && here != (kind > 0 ? kind : 0)) {
+		/* a semaphore's limit is fixed while anyone here holds or
+		 * waits; Redis says the same of holders elsewhere */
+		lt->stats.acquire_errors++;
+		reply(cl, LK_KIND, here, NULL);
+		return;
+	}
+	if (h != NULL && kind == LK_EXCLUSIVE && h->kind == LK_SHARED) {
+		/* no silent upgrade: two readers doing it deadlock */
+		lt->stats.acquire_errors++;
+		reply(cl, LK_UPGRADE, 0, NULL);
+		return;
+	}
+	if (h != NULL) {
+		/* reentrant; an exclusive hold covers a shared request */
+		h->count++;
 		lt->stats.acquires++;
-		held_changed(lk, cl, 0);
-		reply(cl, LK_OK, lk->token, NULL);
+		held_changed(h, h->count, 0);
+		reply(cl, LK_OK, h->token, NULL);
 		return;
 	}
 	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
@@ -874,10 +1028,11 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
 	if (lk != NULL && wait_ms == 0 &&
-	    (lk->holder || lk->whead || lk->attempt)) {
-		/* Someone is ahead: whatever happens next, the key will not
-		 * be free for a one-try request.  (A release alone in flight
-		 * is no one: the request queues behind it and asks Redis.) */
+	    (has_blocked_waiter(lk) || !may_try(lk, kind))) {
+		/* Someone is ahead, or what is held here excludes it: the
+		 * key will not be free for a one-try request.  (A release
+		 * alone in flight is no one: the request queues behind it
+		 * and asks Redis.) */
 		lt->stats.busy++;
 		reply(cl, LK_BUSY, 0, NULL);
 		return;
@@ -889,7 +1044,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		return;
 	}
 	lk = lock_get(lt, key, keylen);
-	waiter_push(lk, cl, wait_ms, clamp_ttl(lt, ttl_ms));
+	waiter_push(lk, cl, kind, wait_ms, clamp_ttl(lt, ttl_ms));
 	lock_pump(lk);
 }
 
@@ -920,23 +1075,24 @@ release_done(void *arg, int ok, int released)
 	struct op *op = arg;
 	struct lock *lk = op->lk;
 	struct lclient *cl = op_done(op);
+	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
-	lk->releasing = 0;
-	if (!ok && cl != NULL) {
+	lk->releasing--;
+	if (!ok && h != NULL) {
 		/* It may or may not have reached Redis: run it again as soon
 		 * as Redis answers, and stop holding it here. */
-		hold_release_deferred(lk, op->linger_ms);
+		hold_release_deferred(h, op->linger_ms);
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
 		/* A session's end or an orphan grant: the same, unanswered
 		 * (a LINGER too: its session left while it was sent). */
 		pending_add_until(lk->lt, PEND_RELEASE, lk, op->id, op->token,
 		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0);
-	} else if (cl == NULL) {
+	} else if (h == NULL) {
 		if (released)
 			lk->lt->stats.releases++;
 	} else {
-		hold_end(lk);
+		hold_end(h);
 		if (released) {
 			lk->lt->stats.releases++;
 			reply(cl, LK_OK, 0, NULL);
@@ -945,15 +1101,22 @@ release_done(void *arg, int ok, int released)
 			reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
-	if (ok && lk->whead != NULL && op->linger_ms == 0)
+	if (ok && lk->whead != NULL && op->linger_ms == 0) {
 		lk->freed_us = now_us();
+		/* a permit or a read hold given back here may be what a
+		 * waiter here was told was taken */
+		if (op->kind != LK_EXCLUSIVE)
+			lk->remote_busy = 0;
+	}
 	free(op);
 	lock_pump(lk);
 }
 
 /*
  * The last hold of a lock with a local waiter: release it and grant it to
- * that waiter in one script call.  Both sessions wait on the same op.
+ * that waiter in one script call (an exclusive lock to an exclusive
+ * waiter, a permit to a waiter for one).  Both sessions wait on the same
+ * op.
  */
 static void
 handoff_done(void *arg, int ok, int granted, long long n)
@@ -963,13 +1126,14 @@ handoff_done(void *arg, int ok, int granted, long long n)
 	struct locks *lt = op->lt;
 	struct lclient *w = op->next;
 	struct lclient *cl = op_done(op);
+	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
-	lk->releasing = 0;
+	lk->releasing--;
 	if (!ok) {
 		/* Neither half is known: free whichever happened as soon as
 		 * Redis answers. */
-		if (cl != NULL) {
-			hold_release_deferred(lk, 0);
+		if (h != NULL) {
+			hold_release_deferred(h, 0);
 			reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		} else {
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
@@ -985,8 +1149,8 @@ handoff_done(void *arg, int ok, int granted, long long n)
 	} else if (granted) {
 		int64_t t = now_us();
 
-		if (cl != NULL)
-			hold_end(lk);	/* else ended when the session went */
+		if (h != NULL)
+			hold_end(h);	/* else ended when the session went */
 		lt->stats.releases++;
 		if (granted == -2)	/* in case its undo failed */
 			pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
@@ -1009,7 +1173,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 			histo_observe(&lt->stats.handoff, t - op->sent_us);
 			waiter_remove(w);
-			hold_start(lk, w, n, w->wttl, op->sent_us);
+			hold_start(lk, w, op->kind, n, w->wttl, op->sent_us);
 			lt->stats.acquires++;
 			reply(w, LK_OK, n, NULL);
 		} else {
@@ -1022,9 +1186,9 @@ handoff_done(void *arg, int ok, int granted, long long n)
 		}
 		if (cl != NULL)
 			reply(cl, LK_OK, 0, NULL);
-	} else if (cl != NULL) {
+	} else if (h != NULL) {
 		/* The releasing hold was gone; the waiter tries normally. */
-		hold_end(lk);
+		hold_end(h);
 		lt->stats.lost++;
 		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
@@ -1032,12 +1196,27 @@ handoff_done(void *arg, int ok, int granted, long long n)
 	lock_pump(lk);
 }
 
+/* The first waiter not being tried, if it may take h's place at once: an
+ * exclusive lock goes to an exclusive waiter, a permit to a waiter for
+ * one (a shared hold is never handed over: its readers go together). */
+static struct lclient *
+handoff_target(const struct lock *lk, const struct hold *h)
+{
+	struct lclient *w;
+
+	for (w = lk->whead; w != NULL && w->op != NULL; w = w->wnext)
+		;
+	if (w == NULL || h->kind == LK_SHARED || w->wkind != h->kind)
+		return NULL;
+	return w;
+}
+
 /* Hand over, or release plainly when a remote waiter is owed a turn. */
 static int
-release_send(struct lock *lk, struct op *op)
+release_send(struct lock *lk, struct hold *h, struct op *op)
 {
 	struct locks *lt = lk->lt;
-	struct lclient *w = lk->whead;
+	struct lclient *w = handoff_target(lk, h);
 	int64_t now = now_ms();
 
 	if (lt->st == NULL)
@@ -1052,8 +1231,22 @@ release_send(struct lock *lk, struct op *op)
 		lt->stats.fair_yields++;
 		w = NULL;
 	}
-	if (w == NULL) {
+	if (w == NULL && h->kind == LK_SHARED && lk->nholds > 1) {
+		/* other reads here go on: a writer waiting elsewhere (wanted)
+		 * still waits for them, and the readers here still hold back
+		 * for it */
+	} else if (w == NULL && h->kind == LK_SHARED) {
+		if (lk->wanted && lk->whead != NULL) {
+			/* the last read here, and a writer waits elsewhere:
+			 * the readers here let it go first */
+			lk->yield_until_ms = now + YIELD_MS;
+			lt->stats.fair_yields++;
+		}
 		lk->wanted = 0;		/* this release publishes */
+	} else if (w == NULL) {
+		lk->wanted = 0;		/* this release publishes */
+	}
+	if (w == NULL) {
 		return store_release(lt->st, lk->name, lk->te.keylen, op->id,
 		    strlen(op->id), op->token, release_done, op);
 	}
@@ -1076,33 +1269,36 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
 	struct op *op;
 
-	if (lk == NULL || lk->holder != cl) {
+	if (h == NULL) {
 		reply_not_held(cl, key, keylen, 1);
 		return;
 	}
-	if (lk->holds > 1) {
-		lk->holds--;
-		held_changed(lk, cl, 0);
-		reply(cl, LK_OK, lk->holds, NULL);
+	if (h->count > 1) {
+		h->count--;
+		held_changed(h, h->count, 0);
+		reply(cl, LK_OK, h->count, NULL);
 		return;
 	}
 	op = op_new(lt, lk, cl);
 	owner_copy(op->id, cl->id);
-	op->token = lk->token;
+	op->token = h->token;
+	op->kind = h->kind;
 	op->linger_ms = linger_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms :
 	    linger_ms > 0 ? linger_ms : 0;
-	if (release_send(lk, op) != 0) {
+	if (release_send(lk, h, op) != 0) {
 		linger_ms = op->linger_ms;
 		op_done(op);
 		free(op);
-		hold_release_deferred(lk, linger_ms);
+		hold_release_deferred(h, linger_ms);
 		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		lock_pump(lk);
 		return;
 	}
-	lk->releasing = 1;
+	h->releasing = 1;
+	lk->releasing++;
 }
 
 /* --- renew ----------------------------------------------------------- */
@@ -1115,29 +1311,42 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 	struct lclient *cl = op_done(op);
 	long long token = op->token;
 	long ttl = op->ttl_ms;
+	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
 	free(op);
 	if (cl == NULL) {
 		/* session gone meanwhile */
 	} else if (!ok || n != 1) {
 		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
-	} else if (lk->holder != cl || lk->token != token) {
+	} else if (h == NULL || h->token != token) {
 		reply_not_held(cl, lk->name, lk->te.keylen, 0);
 	} else if (renewed[0]) {
-		lk->ttl_ms = ttl;
-		lk->renew_at = now_ms() + renew_period(ttl);
-		renew_schedule(lk->lt, lk->renew_at);
+		h->ttl_ms = ttl;
+		h->renew_at = now_ms() + renew_period(ttl);
+		renew_schedule(lk->lt, h->renew_at);
 		lk->lt->stats.renewals++;
-		held_changed(lk, cl, 0);
+		held_changed(h, h->count, 0);
 		reply(cl, LK_OK, ttl, NULL);
 	} else {
 		/* Lost: say so now and forget it (no EVENT: this reply is
 		 * the news). */
-		hold_end(lk);
+		hold_end(h);
 		lk->lt->stats.lost++;
 		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	lock_pump(lk);
+}
+
+static void
+renew_item(struct store_renew_item *item, const struct hold *h, long ttl_ms)
+{
+	item->key = h->lk->name;
+	item->keylen = h->lk->te.keylen;
+	item->owner = h->cl->id;
+	item->ownerlen = strlen(h->cl->id);
+	item->token = h->token;
+	item->ttl_ms = ttl_ms;
+	item->kind = h->kind == LK_EXCLUSIVE ? STORE_EXCLUSIVE : h->kind;
 }
 
 void
@@ -1145,22 +1354,18 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
 	struct store_renew_item item;
 	struct op *op;
 
-	if (lk == NULL || lk->holder != cl) {
+	if (h == NULL) {
 		reply_not_held(cl, key, keylen, 0);
 		return;
 	}
 	op = op_new(lt, lk, cl);
-	op->token = lk->token;
-	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : lk->ttl_ms;
-	item.key = lk->name;
-	item.keylen = keylen;
-	item.owner = cl->id;
-	item.ownerlen = strlen(cl->id);
-	item.token = lk->token;
-	item.ttl_ms = op->ttl_ms;
+	op->token = h->token;
+	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : h->ttl_ms;
+	renew_item(&item, h, op->ttl_ms);
 	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
 		op_done(op);
 		free(op);
@@ -1169,10 +1374,10 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 }
 
 /*
- * Auto-renewal: one timer for the whole table.  When it fires, every held
- * key due within a sixth of its TTL is renewed, up to STORE_RENEW_BATCH
- * keys per script call, so 100,000 locks cost a few hundred calls per
- * renew period, not 100,000.
+ * Auto-renewal: one timer for the whole table.  When it fires, every hold
+ * due within a sixth of its TTL is renewed, up to STORE_RENEW_BATCH holds
+ * per script call, so 100,000 locks cost a few hundred calls per renew
+ * period, not 100,000.
  */
 static void
 renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
@@ -1182,17 +1387,18 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct lock *lk = b->lk[i];
+		struct hold *h = hold_by_token(lk, b->token[i]);
 
 		lk->refs--;
 		/* a reassert that got no answer (its master down, or busy
 		 * rejoining the cluster) is tried again at the next renewal:
 		 * a plain renewal would report the lock lost where the
 		 * reassert sets it again during a lock delay */
-		if (b->reassert && lk->token == b->token[i]) {
+		if (b->reassert && h != NULL) {
 			if (ok && i < n && renewed[i] >= 0)
-				lk->reclaim_until = 0;
-			else if (lk->reclaim_until == 0)
-				lk->reclaim_until = now_ms() +
+				h->reclaim_until = 0;
+			else if (h->reclaim_until == 0)
+				h->reclaim_until = now_ms() +
 				    lt->cfg.reclaim_ms;
 		}
 		if (ok && i < n && renewed[i] > 0) {
@@ -1203,9 +1409,9 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 				    "Redis after a master change", lk->name,
 				    b->token[i]);
 			}
-		} else if (ok && i < n && renewed[i] == 0 && lk->holder &&
-		    lk->token == b->token[i] && !lk->releasing) {
-			hold_lost(lk, 1);
+		} else if (ok && i < n && renewed[i] == 0 && h != NULL &&
+		    !h->releasing) {
+			hold_lost(h, 1);
 		}
 	}
 	for (size_t i = 0; i < b->n; i++)
@@ -1218,15 +1424,8 @@ renew_send(struct locks *lt, struct renew_batch *b)
 {
 	struct store_renew_item items[STORE_RENEW_BATCH];
 
-	for (size_t i = 0; i < b->n; i++) {
-		struct lock *lk = b->lk[i];
-		items[i].key = lk->name;
-		items[i].keylen = lk->te.keylen;
-		items[i].owner = lk->holder->id;
-		items[i].ownerlen = strlen(lk->holder->id);
-		items[i].token = b->token[i];
-		items[i].ttl_ms = b->ttl[i];
-	}
+	for (size_t i = 0; i < b->n; i++)
+		renew_item(&items[i], b->h[i], b->ttl[i]);
 	if (store_renew(lt->st, items, b->n, b->reassert, renew_batch_done,
 	    b) != 0) {
 		/* Redis is down: the reconnect renews everything at once. */
@@ -1241,40 +1440,41 @@ renew_tick(struct locks *lt, int all)
 {
 	int64_t now = now_ms(), next = 0;
 	struct renew_batch *batch[2] = { NULL, NULL };	/* renew, reassert */
-	struct lock *lk;
+	struct hold *h;
 	int up = lt->st != NULL && store_is_up(lt->st);
 
 	lt->renew_due = 0;
-	TAILQ_FOREACH(lk, &lt->held, alink) {
-		int due = all || lk->renew_at - lk->ttl_ms / 6 <= now;
+	TAILQ_FOREACH(h, &lt->held, alink) {
+		int due = all || h->renew_at - h->ttl_ms / 6 <= now;
 		/* past the lock delay a reassert is a renewal with more keys
 		 * (which a migrating slot answers TRYAGAIN) */
-		int ra = all || lk->reclaim_until > now;
+		int ra = all || h->reclaim_until > now;
 		struct renew_batch *b = batch[ra];
 
 		if (due)
-			lk->renew_at = now + renew_period(lk->ttl_ms);
+			h->renew_at = now + renew_period(h->ttl_ms);
 		/* Not renewed: a release in flight, or no Redis (the
 		 * reconnect renews everything at once). */
-		if (due && !lk->releasing && up) {
+		if (due && !h->releasing && up) {
 			if (b == NULL) {
 				b = batch[ra] = xmalloc(sizeof *b);
 				b->lt = lt;
 				b->reassert = ra;
 				b->n = 0;
 			}
-			b->lk[b->n] = lk;
-			b->token[b->n] = lk->token;
-			b->ttl[b->n] = lk->ttl_ms;
+			b->lk[b->n] = h->lk;
+			b->h[b->n] = h;
+			b->token[b->n] = h->token;
+			b->ttl[b->n] = h->ttl_ms;
 			b->n++;
-			lk->refs++;
+			h->lk->refs++;
 			if (b->n == STORE_RENEW_BATCH) {
 				renew_send(lt, b);
 				batch[ra] = NULL;
 			}
 		}
-		if (next == 0 || lk->renew_at < next)
-			next = lk->renew_at;
+		if (next == 0 || h->renew_at < next)
+			next = h->renew_at;
 	}
 	for (int i = 0; i < 2; i++)
 		if (batch[i] != NULL)
@@ -1316,14 +1516,17 @@ renew_schedule(struct locks *lt, int64_t when)
 
 /* --- owner ----------------------------------------------------------- */
 
+_Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
+
 static void
-owner_done(void *arg, int ok, const char *owner, size_t ownerlen,
-    long long token, long long pttl)
+owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
+    size_t n, size_t total)
 {
 	struct op *op = arg;
 	struct lclient *cl = op_done(op);
-	struct lk_result r = { .status = LK_OK, .owner = owner,
-	    .ownerlen = ownerlen, .token = token, .n = pttl };
+	struct lk_holder h[STORE_OWNER_SHOWN];
+	struct lk_result r = { .status = LK_OK, .holders = h, .total = total,
+	    .kind = kind == STORE_EXCLUSIVE ? LK_EXCLUSIVE : kind };
 
 	free(op);
 	if (cl == NULL)
@@ -1331,6 +1534,12 @@ owner_done(void *arg, int ok, const char *owner, size_t ownerlen,
 	if (!ok) {
 		reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		return;
+	}
+	for (r.nholders = 0; r.nholders < n && r.nholders < STORE_OWNER_SHOWN;
+	    r.nholders++) {
+		h[r.nholders] = (struct lk_holder){ sh[r.nholders].owner,
+		    sh[r.nholders].ownerlen, sh[r.nholders].token,
+		    sh[r.nholders].pttl };
 	}
 	cl->ops->reply(cl->arg, &r);
 }
@@ -1372,6 +1581,18 @@ pending_done(void *arg, int ok, int released)
 	free(p);
 }
 
+/* The hold of lk of the session with client-id id, or NULL. */
+static struct hold *
+hold_of_id(const struct lock *lk, const char *id)
+{
+	struct hold *h;
+
+	TAILQ_FOREACH(h, &lk->holds, klink)
+		if (strcmp(h->cl->id, id) == 0)
+			return h;
+	return NULL;
+}
+
 /*
  * Send every pending clean-up; what cannot be sent stays for next time.
  * A key with a Redis operation in flight is left for later: a clean-up
@@ -1390,12 +1611,12 @@ pending_flush(struct locks *lt)
 		int rc;
 
 		list = p->next;
-		if (p->kind == PEND_FORGET && lk != NULL && lk->holder != NULL &&
-		    strcmp(lk->holder->id, p->id) == 0) {
+		if (p->kind == PEND_FORGET && lk != NULL &&
+		    hold_of_id(lk, p->id) != NULL) {
 			free(p);	/* that client holds it now */
 			continue;
 		}
-		if (lk != NULL && (lk->attempt || lk->releasing || lk->refs)) {
+		if (lk != NULL && (lk->attempts || lk->releasing || lk->refs)) {
 			pending_push(lt, p);
 			continue;
 		}
@@ -1501,16 +1722,20 @@ locks_store_down(void *arg)
 static void
 lock_wake(struct lock *lk)
 {
-	if (lk->holder != NULL && !lk->releasing) {
-		/* Released elsewhere while a session here holds it: that
-		 * hold is stale (its session was resumed on another broker,
-		 * or the lock was lost).  Check it now, not at its next
-		 * renewal, so the waiters here do not wait for that. */
-		lk->renew_at = now_ms();
-		renew_schedule(lk->lt, lk->renew_at);
+	struct hold *x = hold_excl(lk);
+
+	if (x != NULL && !x->releasing) {
+		/* Released elsewhere while a session here holds it alone:
+		 * that hold is stale (its session was resumed on another
+		 * broker, or the lock was lost).  Check it now, not at its
+		 * next renewal, so the waiters here do not wait for that.
+		 * (A shared hold or a permit released elsewhere is news for
+		 * the waiters here only.) */
+		x->renew_at = now_ms();
+		renew_schedule(lk->lt, x->renew_at);
 		return;
 	}
-	if (lk->attempt) {
+	if (lk->attempts) {
 		lk->woken = 1;
 		return;
 	}
@@ -1586,6 +1811,7 @@ locks_client_free(struct lclient *cl)
 {
 	struct locks *lt;
 	struct lock *lk;
+	struct hold *h;
 
 	if (cl == NULL)
 		return;
@@ -1602,11 +1828,13 @@ locks_client_free(struct lclient *cl)
 		waiter_remove(cl);
 		lock_pump(lk);
 	}
-	while ((lk = TAILQ_FIRST(&cl->held)) != NULL) {
-		long long token = lk->token;
+	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
+		long long token = h->token;
+		int releasing = h->releasing;
 
-		hold_end(lk);
-		if (!lk->releasing)
+		lk = h->lk;
+		hold_end(h);
+		if (!releasing)
 			release_orphan(lk, cl->id, token);
 		lock_pump(lk);
 	}
@@ -1666,59 +1894,68 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 void
 locks_client_abandon(struct lclient *cl)
 {
-	struct lock *lk;
+	struct hold *h;
 
 	cl->closing = 1;
-	while ((lk = TAILQ_FIRST(&cl->held)) != NULL) {
-		hold_end(lk);
+	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
+		struct lock *lk = h->lk;
+
+		hold_end(h);
 		lock_pump(lk);
 	}
 	locks_client_free(cl);
 }
 
 int
-locks_adopt(struct lclient *cl, const char *key, size_t keylen,
+locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
     long long token, unsigned holds, long ttl_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_get(lt, key, keylen);
+	struct hold *h, *next;
 
-	if (lk->holder != NULL && lk->holder != cl && lk->releasing) {
-		lock_gc(lk);
-		return -1;	/* its release's reply ends that hold */
+	/* Redis just showed the key as cl's: a hold here it excludes is
+	 * stale (e.g. of a session resumed on another broker, which passed
+	 * the key on there without a release message). */
+	for (h = TAILQ_FIRST(&lk->holds); h != NULL; h = next) {
+		next = TAILQ_NEXT(h, klink);
+		if (h->cl == cl || (kind != LK_EXCLUSIVE &&
+		    h->kind != LK_EXCLUSIVE && h->kind == kind))
+			continue;
+		if (h->releasing) {
+			lock_gc(lk);
+			return -1;	/* its release's reply ends that hold */
+		}
+		hold_lost(h, 1);
 	}
-	if (lk->holder != NULL && lk->holder != cl) {
-		/* Redis just showed the key as cl's: the hold here is stale
-		 * (e.g. of a session resumed on another broker, which passed
-		 * the key on there without a release message). */
-		hold_lost(lk, 1);
-	}
-	if (lk->holder == NULL)
-		hold_start(lk, cl, token, clamp_ttl(lt, ttl_ms), now_us());
-	lk->holds = holds > 0 ? holds : 1;
+	if ((h = hold_of(lk, cl)) == NULL)
+		h = hold_start(lk, cl, kind, token, clamp_ttl(lt, ttl_ms),
+		    now_us());
+	h->count = holds > 0 ? holds : 1;
 	lk->remote_busy = 0;
 	return 0;
 }
 
 void
 locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
-    size_t keylen, unsigned holds, long ttl_ms), void *arg)
+    size_t keylen, unsigned holds, long ttl_ms, long kind), void *arg)
 {
-	const struct lock *lk;
+	const struct hold *h;
 
-	TAILQ_FOREACH(lk, &cl->held, hlink)
-		fn(arg, lk->name, lk->te.keylen, lk->holds, lk->ttl_ms);
+	TAILQ_FOREACH(h, &cl->held, hlink)
+		fn(arg, h->lk->name, h->lk->te.keylen, h->count, h->ttl_ms,
+		    h->kind);
 }
 
 size_t
 locks_held(const struct lclient *cl,
     void (*fn)(void *arg, const char *key, size_t keylen), void *arg)
 {
-	const struct lock *lk;
+	const struct hold *h;
 
 	if (fn != NULL)
-		TAILQ_FOREACH(lk, &cl->held, hlink)
-			fn(arg, lk->name, lk->te.keylen);
+		TAILQ_FOREACH(h, &cl->held, hlink)
+			fn(arg, h->lk->name, h->lk->te.keylen);
 	return cl->nheld;
 }
 

@@ -1,10 +1,13 @@
 /*
  * locks.h - the broker's lock table, in domain terms.
  *
- * Per key: the local session holding it (hold count, token, TTL), a FIFO
- * of local waiters, and at most one Redis operation in flight (an acquire
- * attempt or a release), so same-key requests are serialized here and
- * never race each other in Redis.  Renewal of every held lock is batched.
+ * Per key: the local sessions holding it (hold count, token, TTL each),
+ * a FIFO of local waiters, and the Redis operations in flight, so
+ * same-key requests are serialized here and never race each other in
+ * Redis: one exclusive attempt or release at a time, or several attempts
+ * for holds that go together (shared holds, permits below the limit).
+ * A key is a lock (held by one, or shared by readers) or a semaphore of
+ * n permits (issue 13).  Renewal of every hold is batched.
  * Nothing here sees a protocol line or a Redis reply.
  *
  * A client (one per session) has at most one request in progress; every
@@ -26,18 +29,36 @@ struct store;
 struct locks;
 struct lclient;
 
+/* What an ACQUIRE asks for: an exclusive hold, a shared one, or one of
+ * n > 0 permits (the key is then a semaphore). */
+#define LK_EXCLUSIVE (-1L)
+#define LK_SHARED 0L
+
+/* LK_KIND: the key is of another kind than asked (lk_result.n: 0 a lock,
+ * n > 0 a semaphore of n permits); LK_UPGRADE: the session holds the key
+ * shared and asked for it exclusive. */
 enum lk_status { LK_OK, LK_BUSY, LK_NOTHELD, LK_LOST, LK_UNAVAILABLE,
-    LK_LIMIT };
+    LK_LIMIT, LK_KIND, LK_UPGRADE };
+
+/* A holder OWNER shows (valid during the reply only); at most
+ * LK_OWNER_SHOWN are. */
+#define LK_OWNER_SHOWN 16
+struct lk_holder {
+	const char *owner;		/* client-id, "?" for foreign bytes */
+	size_t ownerlen;
+	long long token;
+	long long pttl;			/* ms left, -1 no expiry */
+};
 
 struct lk_result {
 	enum lk_status status;
-	/* OK: the token (acquire), holds left (release), TTL set (renew),
-	 * PTTL (owner). */
+	/* OK: the token (acquire), holds left (release), TTL set (renew). */
 	long long n;
-	/* owner: the holder's client-id (NULL when free) and token. */
-	const char *owner;
-	size_t ownerlen;
-	long long token;
+	/* owner: the key's kind (LK_EXCLUSIVE, LK_SHARED, permits) and
+	 * nholders of total holders (0: free), soonest to expire first. */
+	long kind;
+	const struct lk_holder *holders;
+	size_t nholders, total;
 	const char *why;		/* for errors: a short reason */
 };
 
@@ -48,9 +69,10 @@ struct lk_client_ops {
 	    long long token);
 	/* Optional (grace sessions record their holds in Redis): a hold of
 	 * the client changed; holds 0 when it ended (released, lost); fresh
-	 * when it was just granted (its OK follows at once). */
+	 * when it was just granted (its OK follows at once); kind as the
+	 * hold was asked for (LK_EXCLUSIVE, LK_SHARED, permits). */
 	void (*changed)(void *arg, const char *key, size_t keylen,
-	    unsigned holds, long ttl_ms, int fresh);
+	    unsigned holds, long ttl_ms, long kind, int fresh);
 };
 
 struct locks_cfg {
@@ -78,7 +100,8 @@ struct locks_stats {
 					 * in the same script call */
 	uint64_t fair_yields;		/* releases that let a remote waiter
 					 * try first */
-	size_t locks_held;		/* keys held by local sessions now */
+	size_t locks_held;		/* holds of local sessions now (keys
+					 * held, shared holds and permits) */
 	size_t waiters;			/* ACQUIREs waiting now */
 	size_t keys;			/* lock table entries */
 	struct histo acquire_wait;	/* ACQUIRE to OK, for granted waits */
@@ -128,14 +151,16 @@ void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
     void *arg);
 void locks_client_abandon(struct lclient *cl);
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
-    long long token, unsigned holds, long ttl_ms);
-/* Visit cl's holds with their counts and TTLs. */
+    long kind, long long token, unsigned holds, long ttl_ms);
+/* Visit cl's holds with their counts, TTLs and kinds. */
 void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
-    const char *key, size_t keylen, unsigned holds, long ttl_ms), void *arg);
+    const char *key, size_t keylen, unsigned holds, long ttl_ms, long kind),
+    void *arg);
 
-/* wait_ms < 0: none given (one try); ttl_ms <= 0: the default. */
+/* kind: LK_EXCLUSIVE, LK_SHARED or n permits; wait_ms < 0: none given
+ * (one try); ttl_ms <= 0: the default. */
 void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
-    long wait_ms, long ttl_ms);
+    long kind, long wait_ms, long ttl_ms);
 /* linger_ms > 0: the last hold leaves the key taken that long (LINGER). */
 void locks_release(struct lclient *cl, const char *key, size_t keylen,
     long linger_ms);

@@ -184,8 +184,70 @@ status_err(enum lk_status st)
 	case LK_LOST: return PERR_LOST;
 	case LK_UNAVAILABLE: return PERR_UNAVAILABLE;
 	case LK_LIMIT: return PERR_LIMIT;
+	case LK_KIND: return PERR_BADARG;
+	case LK_UPGRADE: return PERR_BADARG;
 	default: return PERR_NONE;
 	}
+}
+
+/*
+ * OWNER's answer.  An exclusive lock: OK <client-id> <ttl-ms-left> <token>
+ * (v1).  1.1, a shared lock: OK SHARED <holders> then <client-id>
+ * <ttl-ms-left> <token> per holder shown; a semaphore: OK SEMAPHORE
+ * <holders> <limit> then the same.  At most LK_OWNER_SHOWN holders are
+ * shown, soonest to expire first: the line stays bounded.
+ */
+static void
+send_owner(struct session *s, const struct lk_result *r)
+{
+	/* a holder: client-id (at most OWNER_MAX, "?" for foreign bytes)
+	 * and two numbers */
+	char line[64 + LK_OWNER_SHOWN * (OWNER_MAX + 48)];
+	size_t len;
+	int n;
+
+	if (r->nholders == 0) {
+		send_line(s, "OK -");
+		return;
+	}
+	if (r->kind == LK_EXCLUSIVE) {
+		send_line(s, "OK %.*s %lld %lld", (int)r->holders[0].ownerlen,
+		    r->holders[0].owner, r->holders[0].pttl,
+		    r->holders[0].token);
+		return;
+	}
+	if (r->kind == LK_SHARED)
+		n = snprintf(line, sizeof line, "OK SHARED %zu", r->total);
+	else
+		n = snprintf(line, sizeof line, "OK SEMAPHORE %zu %ld",
+		    r->total, r->kind);
+	len = n > 0 ? (size_t)n : 0;
+	for (size_t i = 0; i < r->nholders && len < sizeof line; i++) {
+		const struct lk_holder *h = &r->holders[i];
+
+		n = snprintf(line + len, sizeof line - len, " %.*s %lld %lld",
+		    (int)(h->ownerlen > OWNER_MAX ? OWNER_MAX : h->ownerlen),
+		    h->owner, h->pttl, h->token);
+		if (n < 0 || (size_t)n >= sizeof line - len)
+			break;		/* cannot happen: sized above */
+		len += (size_t)n;
+	}
+	send_line(s, "%.*s", (int)len, line);
+}
+
+/* ERR BADARG for a key of another kind than asked (LK_KIND, n) or a
+ * shared hold asked for exclusive (LK_UPGRADE). */
+static void
+send_kind_err(struct session *s, const struct lk_result *r)
+{
+	if (r->status == LK_UPGRADE)
+		send_err(s, PERR_BADARG, "this session holds the key SHARED: "
+		    "RELEASE it first (no upgrade to exclusive)");
+	else if (r->n > 0)
+		send_line(s, "ERR BADARG the key is a semaphore with LIMIT %lld",
+		    r->n);
+	else
+		send_err(s, PERR_BADARG, "the key is a lock, not a semaphore");
 }
 
 static void
@@ -200,13 +262,12 @@ on_reply(void *arg, const struct lk_result *r)
 	}
 	if (r->status == LK_BUSY)
 		send_line(s, "BUSY");
+	else if (r->status == LK_KIND || r->status == LK_UPGRADE)
+		send_kind_err(s, r);
 	else if (r->status != LK_OK)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
-	else if (s->cmd == CMD_OWNER && r->owner == NULL)
-		send_line(s, "OK -");
 	else if (s->cmd == CMD_OWNER)
-		send_line(s, "OK %.*s %lld %lld", (int)r->ownerlen, r->owner,
-		    r->n, r->token);
+		send_owner(s, r);
 	else
 		send_line(s, "OK %lld", r->n);
 	s->busy = 0;
@@ -228,12 +289,12 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, int fresh)
+    long ttl_ms, long kind, int fresh)
 {
 	struct session *s = arg;
 
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
-	    ttl_ms, fresh))
+	    ttl_ms, kind, fresh))
 		s->await_record = 1;
 }
 
@@ -498,7 +559,8 @@ dispatch(struct session *s, const struct proto_req *req)
 		s->used = 1;
 		s->busy = 1;
 		locks_acquire(s->cl, req->key, req->keylen,
-		    req->has_wait ? req->wait_ms : -1,
+		    req->shared ? LK_SHARED : req->limit > 0 ? req->limit :
+		    LK_EXCLUSIVE, req->has_wait ? req->wait_ms : -1,
 		    req->has_ttl ? req->ttl_ms : 0);
 		return;
 	case CMD_RELEASE:

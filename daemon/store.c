@@ -19,6 +19,7 @@
 #include "slot.h"
 #include "util.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,7 +105,7 @@ cmd_fail(struct cmd *c)
 		c->fn.renew(c->arg, 0, NULL, c->nrenew);
 		break;
 	case K_OWNER:
-		c->fn.owner(c->arg, 0, NULL, 0, 0, 0);
+		c->fn.owner(c->arg, 0, STORE_EXCLUSIVE, NULL, 0, 0);
 		break;
 	case K_TAKEOVER:
 		c->fn.acquire(c->arg, 0, 0, 0);
@@ -141,12 +142,14 @@ printable(const char *p, size_t len)
 	return len > 0;
 }
 
-/* OWNER: split the stored value for the caller; a value no broker wrote
- * (foreign bytes under our prefix) shows as "?", never echoed raw.  The
- * owner is the client-id: a resumed session's generation or a lingering
- * release's mark ("/..." after it) is the store's business. */
+/* OWNER: split a stored value (a lock's string, a set's holder) for the
+ * caller; a value no broker wrote (foreign bytes under our prefix) shows
+ * as "?", never echoed raw.  The owner is the client-id: a resumed
+ * session's generation or a lingering release's mark ("/..." after it) is
+ * the store's business.  h points into value. */
 static void
-owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
+holder_split(const char *value, size_t len, long long pttl,
+    struct store_holder *h)
 {
 	const char *colon = printable(value, len) ?
 	    memrchr(value, ':', len) : NULL;
@@ -155,16 +158,64 @@ owner_deliver(struct cmd *c, const char *value, size_t len, long long pttl)
 	    memchr(value, '/', (size_t)(colon - value)) : NULL;
 	const char *end = slash != NULL && slash > value ? slash : colon;
 
+	*h = (struct store_holder){ "?", 1, 0, pttl };
 	if (!printable(value, len))
-		c->fn.owner(c->arg, 1, "?", 1, 0, pttl);
-	else if (colon == NULL)
-		c->fn.owner(c->arg, 1, value, len, 0, pttl);
-	else if (colon == value)
-		c->fn.owner(c->arg, 1, "?", 1, strtoll(colon + 1, NULL, 10),
-		    pttl);
-	else
-		c->fn.owner(c->arg, 1, value, (size_t)(end - value),
-		    strtoll(colon + 1, NULL, 10), pttl);
+		return;
+	if (colon == NULL) {
+		h->owner = value;
+		h->ownerlen = len;
+		return;
+	}
+	h->token = strtoll(colon + 1, NULL, 10);
+	if (colon != value) {
+		h->owner = value;
+		h->ownerlen = (size_t)(end - value);
+	}
+}
+
+/*
+ * owner.lua's reply: {} free; {value, pttl} held exclusive; {kind, total,
+ * value, pttl, ...} held shared or a semaphore, at most STORE_OWNER_SHOWN
+ * holders of total.  -1 when the shape is wrong.
+ */
+static int
+owner_deliver(struct cmd *c, const redisReply *r)
+{
+	struct store_holder h[STORE_OWNER_SHOWN];
+	size_t n;
+
+	if (r->type != REDIS_REPLY_ARRAY)
+		return -1;
+	if (r->elements == 0) {
+		c->fn.owner(c->arg, 1, STORE_EXCLUSIVE, NULL, 0, 0);
+		return 0;
+	}
+	if (r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING) {
+		if (!store_is_int(r->element[1]))
+			return -1;
+		holder_split(r->element[0]->str, (size_t)r->element[0]->len,
+		    r->element[1]->integer, &h[0]);
+		c->fn.owner(c->arg, 1, STORE_EXCLUSIVE, h, 1, 1);
+		return 0;
+	}
+	n = (r->elements - 2) / 2;
+	if (r->elements < 4 || r->elements % 2 != 0 ||
+	    n > STORE_OWNER_SHOWN || !store_is_int(r->element[0]) ||
+	    !store_is_int(r->element[1]) || r->element[0]->integer < 0 ||
+	    r->element[0]->integer > LONG_MAX ||
+	    r->element[1]->integer < (long long)n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const redisReply *v = r->element[2 + 2 * i];
+		const redisReply *pttl = r->element[3 + 2 * i];
+
+		if (v->type != REDIS_REPLY_STRING || !store_is_int(pttl))
+			return -1;
+		holder_split(v->str, (size_t)v->len, pttl->integer, &h[i]);
+	}
+	c->fn.owner(c->arg, 1, (long)r->element[0]->integer, h, n,
+	    (size_t)r->element[1]->integer);
+	return 0;
 }
 
 /* A session record's reply: {status, ...} or a bare status. */
@@ -221,7 +272,9 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    !store_is_int(r->element[0]) || !store_is_int(r->element[1]))
 			return -1;
-		if (r->element[0]->integer < -1 || r->element[0]->integer > 2)
+		/* 3 (another kind) from acquire scripts only, never parked */
+		if (r->element[0]->integer < -1 || r->element[0]->integer >
+		    (c->kind == K_ACQUIRE ? 3 : 2))
 			return -1;
 		if (c->kind == K_ACQUIRE && c->group != NULL &&
 		    r->element[0]->integer == 1) {
@@ -253,19 +306,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		return 0;
 	}
 	case K_OWNER:
-		if (r->type != REDIS_REPLY_ARRAY)
-			return -1;
-		if (r->elements == 0) {
-			c->fn.owner(c->arg, 1, NULL, 0, 0, 0);
-			return 0;
-		}
-		if (r->elements != 2 ||
-		    r->element[0]->type != REDIS_REPLY_STRING ||
-		    !store_is_int(r->element[1]))
-			return -1;
-		owner_deliver(c, r->element[0]->str,
-		    (size_t)r->element[0]->len, r->element[1]->integer);
-		return 0;
+		return owner_deliver(c, r);
 	}
 	return -1;
 }
@@ -907,15 +948,24 @@ grant_keys(const struct store *st, const char *key, size_t keylen,
 	return r->slot < 0 ? single_nk : 4;
 }
 
+/*
+ * acquire.lua (exclusive) or sacquire.lua (shared, a permit: ARGV[6] is the
+ * kind); both take the owner as ARGV[1], so a grant WAIT did not confirm is
+ * undone by value alike (group_undo).
+ */
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24];
+	char ttl[24], kd[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
+	int kl = snprintf(kd, sizeof kd, "%ld", kind);
 	struct piece p[16];
 	struct route r;
+
+	if (kind < STORE_EXCLUSIVE)
+		return -1;
 
 	route_of(st, key, keylen, &r);
 	np = nk = grant_keys(st, key, keylen, &r, 3, p);
@@ -925,12 +975,14 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	    r.taglen };
 	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
+	if (kind != STORE_EXCLUSIVE)
+		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
 	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
-	return grant_call(st, &r, SCRIPT_ACQUIRE, nk, p, np, 3 + nk, ta, fn,
-	    arg);
+	return grant_call(st, &r, kind == STORE_EXCLUSIVE ? SCRIPT_ACQUIRE :
+	    SCRIPT_SACQUIRE, nk, p, np, 3 + nk, ta, fn, arg);
 }
 
 int
@@ -1007,16 +1059,22 @@ renew_call(struct store *st, const struct route *r,
     store_renew_fn *fn, void *arg)
 {
 	struct piece p[3 * STORE_RENEW_BATCH + 3 + TENURE_ARGS];
-	char ttls[STORE_RENEW_BATCH][24], toks[STORE_RENEW_BATCH][24];
+	/* "<ttl>" exclusive, "<ttl>:<kind>" shared or a permit */
+	char ttls[STORE_RENEW_BATCH][48], toks[STORE_RENEW_BATCH][24];
 	int cl = reassert && r->slot >= 0, ta = 0;
 	size_t nk = !reassert ? n : cl ? n + 3 : n + 1, np = nk + 2 * n;
 	struct cmd *c;
 
 	if (n == 0 || n > STORE_RENEW_BATCH)
 		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].kind < STORE_EXCLUSIVE)
+			return -1;
 	for (size_t i = 0; i < n; i++) {
-		int tl = snprintf(ttls[i], sizeof ttls[i], "%ld",
-		    items[i].ttl_ms);
+		int tl = items[i].kind == STORE_EXCLUSIVE ?
+		    snprintf(ttls[i], sizeof ttls[i], "%ld", items[i].ttl_ms) :
+		    snprintf(ttls[i], sizeof ttls[i], "%ld:%ld",
+		    items[i].ttl_ms, items[i].kind);
 		p[i] = (struct piece){ st->lockpfx, st->lockpfxlen,
 		    items[i].key, items[i].keylen };
 		value_piece(&p[nk + i], items[i].owner, items[i].ownerlen,

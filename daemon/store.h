@@ -60,9 +60,20 @@ struct store_hooks {
 	void *arg;
 };
 
+/*
+ * A key's kind, as an acquire asks for it and Redis stores it (issue 13):
+ * STORE_EXCLUSIVE a lock held by one (a string "<client-id>:<token>");
+ * 0 a lock held shared, by any number of readers; n > 0 a semaphore of n
+ * permits.  Shared locks and semaphores are one sorted set per key, a
+ * member "<client-id>:<token>" per holder scored by its expiry.
+ */
+#define STORE_EXCLUSIVE (-1L)
+
 /* granted 1: n is the token; 0: held by another, n is the holder's PTTL
  * (-1: no expiry); 2: free, but a lock delay runs n ms more (a new master
- * tenure); -1: the fencing counter is exhausted (2^53-1); -2: granted, but
+ * tenure); 3: the key is of another kind than asked (n: 0 a lock, shared
+ * or exclusive; > 0 a semaphore of n permits), nothing was written;
+ * -1: the fencing counter is exhausted (2^53-1); -2: granted, but
  * WAIT did not confirm it reached the replicas, so it was undone (or the
  * undo failed: the caller frees such a grant by owner, to be sure).  For a
  * handoff, -1 and -2 mean the release happened and the grant did not. */
@@ -73,12 +84,24 @@ typedef void store_release_fn(void *arg, int ok, int released);
  * mode: its master did not answer, the others did). */
 typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
 /*
- * owner NULL when the key is free; else the holder's client-id and token,
- * with owner "?" (token 0) for a value no broker wrote (foreign bytes are
- * never passed on).
+ * A holder as OWNER shows it: its client-id and token, with owner "?"
+ * (token 0) for a value no broker wrote (foreign bytes are never passed
+ * on), and the ms its hold has left (-1: no expiry).
  */
-typedef void store_owner_fn(void *arg, int ok, const char *owner,
-    size_t ownerlen, long long token, long long pttl);
+struct store_holder {
+	const char *owner;
+	size_t ownerlen;
+	long long token;
+	long long pttl;
+};
+#define STORE_OWNER_SHOWN 16		/* most holders OWNER lists */
+/*
+ * kind: STORE_EXCLUSIVE, 0 (shared) or the permits (see above); h: n
+ * holders (n 0: free), soonest to expire first, at most STORE_OWNER_SHOWN
+ * of total.  Valid during the call only.
+ */
+typedef void store_owner_fn(void *arg, int ok, long kind,
+    const struct store_holder *h, size_t n, size_t total);
 
 /*
  * A session record's answer (session.lua): status, then the rest of the
@@ -100,6 +123,7 @@ struct store_renew_item {
 	size_t ownerlen;
 	long long token;
 	long ttl_ms;
+	long kind;			/* STORE_EXCLUSIVE, 0 shared, n permits */
 };
 
 #define STORE_RENEW_BATCH 256		/* most keys in one renew call */
@@ -140,12 +164,15 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
     const char *addr, int up, size_t inflight, uint64_t redirects),
     void *arg);
 
-/* will_wait: a BUSY answer makes the script announce the wait (wanted). */
+/* will_wait: a BUSY answer makes the script announce the wait (wanted).
+ * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit
+ * (sacquire.lua). */
 int store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg);
 /*
- * Release owner's hold (token) and give the key to next_owner in one call:
+ * Release owner's hold (token) and give the key to next_owner in one call
+ * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):
  * the callback gets granted = 1 and the new token, or granted = 0 when the
  * releasing hold was already lost (the key is then left alone).
  */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_WORDS 8	/* the longest valid request has 6 words */
+#define MAX_WORDS 8	/* the longest valid request has 8 words */
 
 /* How the arguments after the verb are read. */
 enum shape {
@@ -35,13 +35,17 @@ struct cmd_def {
 #define OPT_WAIT   1u
 #define OPT_TTL    2u
 #define OPT_LINGER 4u
+#define OPT_SHARED 8u	/* 1.1: a flag, no value */
+#define OPT_LIMIT  16u	/* 1.1 */
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_HELLO]   = { "HELLO",   SHAPE_HELLO, 0,
 			  "HELLO [name] [GRACE <ms>]" },
-	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS, OPT_WAIT | OPT_TTL,
-			  "ACQUIRE <key> [WAIT <ms>] [TTL <ms>]" },
+	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS,
+			  OPT_WAIT | OPT_TTL | OPT_SHARED | OPT_LIMIT,
+			  "ACQUIRE <key> [SHARED | LIMIT <n>] [WAIT <ms>] "
+			  "[TTL <ms>]" },
 	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY_OPTS, OPT_LINGER,
 			  "RELEASE <key> [LINGER <ms>]" },
 	[CMD_RENEW]   = { "RENEW",   SHAPE_KEY_OPTS, OPT_TTL,
@@ -156,6 +160,15 @@ parse_key(const struct word *w, const struct proto_limits *lim,
 	return PERR_NONE;
 }
 
+/* LIMIT's value: decimal 1..PROTO_LIMIT_MAX, or -1. */
+static long
+parse_limit(const struct word *w)
+{
+	long v = w->len <= 7 ? parse_ms(w) : -1;
+
+	return v >= 1 && v <= PROTO_LIMIT_MAX ? v : -1;
+}
+
 static enum proto_err
 parse_opts(const struct word *w, int n, unsigned allowed,
     struct proto_req *req, const char **why)
@@ -170,12 +183,40 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 			opt = OPT_TTL;
 		else if (word_is(&w[i], "LINGER"))
 			opt = OPT_LINGER;
+		else if (word_is(&w[i], "SHARED"))
+			opt = OPT_SHARED;
+		else if (word_is(&w[i], "LIMIT"))
+			opt = OPT_LIMIT;
 		else
 			return bad(why, "unknown option");
 		if (!(allowed & opt))
 			return bad(why, "option not allowed here");
+		if (opt == OPT_SHARED) {
+			if (req->shared)
+				return bad(why, "SHARED given twice");
+			if (req->limit > 0)
+				return bad(why, "SHARED and LIMIT exclude "
+				    "each other");
+			req->shared = 1;
+			i--;		/* a flag: no value follows */
+			continue;
+		}
 		if (i + 1 >= n)
-			return bad(why, "option needs a value in ms");
+			return bad(why, opt == OPT_LIMIT ? "LIMIT needs a "
+			    "number of permits" : "option needs a value in ms");
+		if (opt == OPT_LIMIT) {
+			if (req->limit > 0)
+				return bad(why, "LIMIT given twice");
+			if (req->shared)
+				return bad(why, "SHARED and LIMIT exclude "
+				    "each other");
+			if ((req->limit = parse_limit(&w[i + 1])) < 0) {
+				req->limit = 0;
+				return bad(why, "LIMIT must be decimal "
+				    "1..1000000");
+			}
+			continue;
+		}
 		if ((v = parse_ms(&w[i + 1])) < 0)
 			return bad(why, "ms must be decimal 0..2147483647");
 		if (opt == OPT_WAIT) {

@@ -16,6 +16,7 @@
 #define PROTO_VERSION "1"
 #define PROTO_MS_MAX 2147483647L	/* largest WAIT/TTL value accepted */
 #define PROTO_NAME_MAX 64		/* longest HELLO name / AUTH token word */
+#define PROTO_LIMIT_MAX 1000000L	/* most permits a LIMIT may give */
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -74,6 +75,8 @@ struct proto_req {
 	int has_wait, has_ttl, has_grace, has_linger;
 	long wait_ms, ttl_ms, grace_ms, linger_ms;
 	int on;				/* EVENTS ON (1) / OFF (0) */
+	int shared;			/* 1.1: ACQUIRE ... SHARED */
+	long limit;			/* 1.1: ACQUIRE ... LIMIT n (0: none) */
 };
 
 /*

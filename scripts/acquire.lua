@@ -18,7 +18,8 @@
 -- largest integer a Lua number (a double) holds exactly: no token is left,
 -- and nothing was written; or {2, ms} when the key is free but a lock delay
 -- runs for ms more (a new master tenure: its holder's broker may still be
--- reclaiming it).  The value stored is "<client-id>:<token>".
+-- reclaiming it); or {3, n} when the key is a semaphore of n permits (see
+-- below).  The value stored is "<client-id>:<token>".
 -- Tokens are formatted with %d: Lua's default number format (%.14g) writes
 -- 1e+14 for 100000000000000 (issue 9, defect 7).
 -- A caller that will wait announces it on the wanted channel, so that the
@@ -28,20 +29,47 @@
 -- holds, so such a value is a remnant (a release lost with a failed
 -- master's writes, a grant whose reply was lost) and its token may be
 -- older than grants made since (issue 10: tokens never go back).
+-- A key held shared or as a semaphore is a sorted set of holders (issue
+-- 13, lib/holders.lua): expired holders and a remnant of the caller's own
+-- are removed first; with none left the key is free.  Else a shared lock
+-- answers {0, pttl} (the key's PTTL: its last reader's expiry), a
+-- semaphore of n permits {3, n} (another kind; nothing granted).
+-- The string path calls none of lib/holders.lua's functions (the
+-- benchmark loads this file without expanding includes).
 -- @include slot_tenure.lua
+-- @include holders.lua
 if KEYS[4] then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 end
-local v = redis.call('GET', KEYS[1])
-if v then
-  local owner = string.match(v, '^(.*):%d+$')
-  if owner ~= ARGV[1] then
-    if ARGV[5] == '1' then
-      local pub = string.sub(ARGV[3], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-      redis.call(pub, ARGV[3], ARGV[4])
-    end
-    return {0, redis.call('PTTL', KEYS[1])}
+local function busy()
+  if ARGV[5] == '1' then
+    local pub = string.sub(ARGV[3], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
+    redis.call(pub, ARGV[3], ARGV[4])
   end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'zset' then
+  local n = prune(KEYS[1], now_ms())
+  if n > 0 and remove_owner(KEYS[1], ARGV[1]) > 0 then
+    n = settle(KEYS[1])
+  end
+  if n > 0 then
+    local kind = kind_of(KEYS[1])
+    if kind > 0 then
+      return {3, kind}
+    end
+    return busy()
+  end
+  t = 'none'
+end
+if t == 'string' then
+  local owner = string.match(redis.call('GET', KEYS[1]), '^(.*):%d+$')
+  if owner ~= ARGV[1] then
+    return busy()
+  end
+elseif t ~= 'none' then
+  return busy()  -- bytes no broker wrote: taken, by no one we know
 else
   local delay = redis.call('PTTL', KEYS[3])
   if delay > 0 then

@@ -10,12 +10,25 @@
 -- lock it got must not stay taken until its TTL ends.  Any token: the
 -- client-id names the session, and the broker sends this before anything
 -- else on the new connection.
--- Returns 1 when it freed the key, 0 when the key was not that client's.
-local v = redis.call('GET', KEYS[1])
-if v and string.match(v, '^(.*):%d+$') == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  local pub = string.sub(ARGV[2], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-  redis.call(pub, ARGV[2], ARGV[3])
+-- A shared lock or a semaphore (a sorted set of holders, lib/holders.lua)
+-- loses every holder of that client-id, whatever its token; the key's
+-- expiry follows its last holder (with none left it is deleted).
+-- Returns 1 when it freed the key (or removed holders of it), 0 when the
+-- key was not that client's.
+-- @include holders.lua
+local k = KEYS[1]
+local t = redis.call('TYPE', k).ok
+if t == 'zset' then
+  if prune(k, now_ms()) == 0 or remove_owner(k, ARGV[1]) == 0 then
+    return 0
+  end
+  settle(k)
+  publish(ARGV[2], ARGV[3])
+  return 1
+end
+if t == 'string' and owner_of(redis.call('GET', k)) == ARGV[1] then
+  redis.call('DEL', k)
+  publish(ARGV[2], ARGV[3])
   return 1
 end
 return 0

@@ -14,12 +14,26 @@
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
 -- Returns {1, token} when the lock passed to the next owner with a new
 -- token, or {0, 0} when the releasing holder no longer held it (lost); the
--- key is then left as it was.  No PUBLISH then: the lock is not free, so
+-- key is then left as it was (but for a set's expired holders, pruned).  No PUBLISH then: the lock is not free, so
 -- other brokers' waiters have nothing to wake for.  When the counter has
 -- passed 2^53-1 (see acquire.lua) the lock is released plainly, with its
 -- PUBLISH, and {-1, 0} returned: no token is left for the next owner.
+-- A semaphore's permit (a sorted set of holders, lib/holders.lua) passes
+-- the same way: the releasing holder, present and unexpired, leaves the
+-- set and the next owner joins it with its own expiry; the key's expiry
+-- follows.  Counter exhausted: the permit is released (and published).
 -- @include slot_tenure.lua
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- @include holders.lua
+local k = KEYS[1]
+local t = redis.call('TYPE', k).ok
+local zset = t == 'zset'
+local now
+if zset then
+  now = now_ms()
+  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
+    return {0, 0}
+  end
+elseif t ~= 'string' or redis.call('GET', k) ~= ARGV[1] then
   return {0, 0}
 end
 if KEYS[4] then
@@ -27,12 +41,21 @@ if KEYS[4] then
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last >= 9007199254740991 then
-  redis.call('DEL', KEYS[1])
-  local pub = string.sub(ARGV[4], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-  redis.call(pub, ARGV[4], ARGV[5])
+  if zset then
+    redis.call('ZREM', k, ARGV[1])
+    settle(k)
+  else
+    redis.call('DEL', k)
+  end
+  publish(ARGV[4], ARGV[5])
   return {-1, 0}
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[2] .. ':' .. string.format('%d', token),
-  'PX', ARGV[3])
+local v = ARGV[2] .. ':' .. string.format('%d', token)
+if zset then
+  redis.call('ZREM', k, ARGV[1])
+  hold(k, v, now, ARGV[3], kind_of(k))
+else
+  redis.call('SET', k, v, 'PX', ARGV[3])
+end
 return {1, token}

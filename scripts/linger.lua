@@ -10,13 +10,32 @@
 -- though the key is not free yet: waiters elsewhere ask again and learn
 -- its new, short PTTL, so they try again the moment it expires instead of
 -- at the PTTL they saw before.
+-- A shared hold or a permit (a sorted set of holders, lib/holders.lua):
+-- the caller's holder, present and unexpired, is replaced by the
+-- lingering one, expiring in ARGV[2] ms (a permit stays taken that long),
+-- and the key's expiry follows its last holder.
 -- Returns 1 when done, 0 when the hold was lost.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
+-- @include holders.lua
+local k = KEYS[1]
+local t = redis.call('TYPE', k).ok
 local owner = string.match(ARGV[1], '^[^/:]*')
 local token = string.match(ARGV[1], ':(%d+)$')
-redis.call('SET', KEYS[1], owner .. '/linger:' .. token, 'PX', ARGV[2])
-local pub = string.sub(ARGV[3], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-redis.call(pub, ARGV[3], ARGV[4])
+if not token then
+  return 0
+end
+local v = owner .. '/linger:' .. token
+if t == 'zset' then
+  local now = now_ms()
+  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
+    return 0
+  end
+  redis.call('ZREM', k, ARGV[1])
+  redis.call('ZADD', k, num(now + tonumber(ARGV[2])), v)
+  settle(k)
+elseif t == 'string' and redis.call('GET', k) == ARGV[1] then
+  redis.call('SET', k, v, 'PX', ARGV[2])
+else
+  return 0
+end
+publish(ARGV[3], ARGV[4])
 return 1

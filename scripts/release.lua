@@ -7,8 +7,30 @@
 -- ARGV[3]  the lock name, published so other brokers wake their waiters
 -- Returns 1 when released, 0 when the key was gone or held by another
 -- (the caller's lock was lost).
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+-- A shared lock or a semaphore (a sorted set of holders, lib/holders.lua):
+-- the caller's holder, present and unexpired, leaves the set (the key's
+-- expiry follows its last holder; with none left it is deleted) and the
+-- release is published too (a read hold or a permit freed is news for
+-- waiters elsewhere): 1.  An expired holder is removed: 0.
+-- It works by value alone, whatever the key's kind: it is also the undo of
+-- a grant WAIT did not confirm (store.c, group_undo).  The string path
+-- calls none of lib/holders.lua's functions (the benchmark loads this file
+-- without expanding includes).
+-- @include holders.lua
+local k = KEYS[1]
+local t = redis.call('TYPE', k).ok
+if t == 'zset' then
+  local now = now_ms()
+  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
+    return 0
+  end
+  redis.call('ZREM', k, ARGV[1])
+  settle(k)
+  publish(ARGV[2], ARGV[3])
+  return 1
+end
+if t == 'string' and redis.call('GET', k) == ARGV[1] then
+  redis.call('DEL', k)
   local pub = string.sub(ARGV[2], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
   redis.call(pub, ARGV[2], ARGV[3])
   return 1

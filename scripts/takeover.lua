@@ -10,25 +10,58 @@
 -- exact values, so its renewals and releases fail from now on, whatever
 -- its broker still believes.  Anything else (expired, another's, a later
 -- generation's, a lingering release) is left alone.
+-- A shared hold or a permit (a sorted set of holders, lib/holders.lua):
+-- the first such holder of the session, soonest to expire first, is
+-- replaced by the new value, expiring in ARGV[3] ms; the key's expiry
+-- follows its last holder.
 -- Returns {1, token} when taken over, {0, 0} when the key was not the
 -- session's any more.
-local v = redis.call('GET', KEYS[1])
-if not v then
-  return {0, 0}
-end
+-- @include holders.lua
 local n = #ARGV[1]
-if string.sub(v, 1, n) ~= ARGV[1] then
+
+-- The token of value v if it is a hold of an earlier generation of the
+-- session, else nil.
+local function earlier(v)
+  if string.sub(v, 1, n) ~= ARGV[1] then
+    return nil
+  end
+  local rest = string.sub(v, n + 1)
+  local gen, token = string.match(rest, '^/(%d+):(%d+)$')
+  if not gen then
+    gen = '1'
+    token = string.match(rest, '^:(%d+)$')
+  end
+  if not token or tonumber(gen) >= tonumber(ARGV[2]) then
+    return nil
+  end
+  return token
+end
+
+local k = KEYS[1]
+local t = redis.call('TYPE', k).ok
+if t == 'zset' then
+  local now = now_ms()
+  if prune(k, now) == 0 then
+    return {0, 0}
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(0', '+inf')) do
+    local token = earlier(m)
+    if token then
+      local newv = ARGV[1] .. '/' .. ARGV[2] .. ':' .. token
+      redis.call('ZREM', k, m)
+      redis.call('ZADD', k, num(now + tonumber(ARGV[3])), newv)
+      settle(k)
+      return {1, tonumber(token)}
+    end
+  end
   return {0, 0}
 end
-local rest = string.sub(v, n + 1)
-local gen, token = string.match(rest, '^/(%d+):(%d+)$')
-if not gen then
-  gen = '1'
-  token = string.match(rest, '^:(%d+)$')
-end
-if not token or tonumber(gen) >= tonumber(ARGV[2]) then
+if t ~= 'string' then
   return {0, 0}
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '/' .. ARGV[2] .. ':' .. token,
-  'PX', ARGV[3])
+local token = earlier(redis.call('GET', k))
+if not token then
+  return {0, 0}
+end
+redis.call('SET', k, ARGV[1] .. '/' .. ARGV[2] .. ':' .. token, 'PX', ARGV[3])
 return {1, tonumber(token)}

@@ -94,6 +94,10 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	}
 	CHECK(!r->has_grace || r->cmd == CMD_HELLO, line, len);
 	CHECK(!r->has_linger || r->cmd == CMD_RELEASE, line, len);
+	CHECK(r->shared == 0 || (r->shared == 1 && r->cmd == CMD_ACQUIRE),
+	    line, len);
+	CHECK(r->limit == 0 || (r->cmd == CMD_ACQUIRE && r->limit >= 1 &&
+	    r->limit <= PROTO_LIMIT_MAX && !r->shared), line, len);
 	if (r->has_grace)
 		CHECK(r->grace_ms >= 0 && r->grace_ms <= PROTO_MS_MAX, line,
 		    len);
@@ -135,6 +139,10 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 		p += sprintf(p, " GRACE %ld", r->grace_ms);
 	if (r->has_linger)
 		p += sprintf(p, " LINGER %ld", r->linger_ms);
+	if (r->shared)
+		p += sprintf(p, " SHARED");
+	if (r->limit > 0)
+		p += sprintf(p, " LIMIT %ld", r->limit);
 	if (r->cmd == CMD_EVENTS)
 		p += sprintf(p, " %s", r->on ? "ON" : "OFF");
 	if (r->has_wait)
@@ -148,7 +156,8 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	    r2.has_ttl == r->has_ttl && r2.on == r->on &&
 	    r2.word2len == r->word2len && r2.has_grace == r->has_grace &&
 	    r2.grace_ms == r->grace_ms && r2.has_linger == r->has_linger &&
-	    r2.linger_ms == r->linger_ms, line, len);
+	    r2.linger_ms == r->linger_ms && r2.shared == r->shared &&
+	    r2.limit == r->limit, line, len);
 	CHECK(r->word2 == NULL || memcmp(r2.word2, r->word2, r->word2len) == 0,
 	    line, len);
 	CHECK(r->key == NULL || memcmp(r2.key, r->key, r->keylen) == 0,

@@ -179,7 +179,11 @@ void
 fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token, long long pttl)
 {
-	c->fn.owner(c->arg, ok, owner, owner ? strlen(owner) : 0, token, pttl);
+	struct store_holder h = { owner, owner ? strlen(owner) : 0, token,
+	    pttl };
+
+	c->fn.owner(c->arg, ok, STORE_EXCLUSIVE, &h, owner ? 1 : 0,
+	    owner ? 1 : 0);
 	fake_call_free(c);
 }
 
@@ -271,7 +275,7 @@ store_reconnects(const struct store *st)
 
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long ttl_ms, int will_wait,
+    const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
     store_acquire_fn *fn, void *arg)
 {
 	struct fake_call *c;
@@ -281,6 +285,7 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	c = fs_push(st, FAKE_ACQUIRE, key, keylen, owner, ownerlen, ttl_ms,
 	    arg);
 	c->fn.acquire = fn;
+	c->akind = kind;
 	c->will_wait = will_wait;
 	return 0;
 }
@@ -382,6 +387,7 @@ store_renew(struct store *st, const struct store_renew_item *items,
 		c->items[i].value = fs_value(items[i].owner,
 		    items[i].ownerlen, items[i].token, &c->items[i].valuelen);
 		c->items[i].ttl_ms = items[i].ttl_ms;
+		c->items[i].kind = items[i].kind;
 	}
 	return 0;
 }

@@ -28,12 +28,13 @@ struct fake_item {
 	char *value;
 	size_t valuelen;
 	long ttl_ms;
+	long kind;			/* STORE_EXCLUSIVE, 0 shared, permits */
 };
 
 struct fake_call {
 	struct fake_call *next;
 	enum fake_kind kind;
-	/* ACQUIRE: key, value = owner, ttl_ms, will_wait.  RELEASE: key,
+	/* ACQUIRE: key, value = owner, akind, ttl_ms, will_wait.  RELEASE: key,
 	 * value.  OWNER: key.  RENEW: n items; key, value, ttl_ms mirror
 	 * items[0].  HANDOFF: key, value (the releasing hold), next_owner = the
 	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done. */
@@ -42,6 +43,7 @@ struct fake_call {
 	char *value;
 	size_t valuelen;
 	long ttl_ms;
+	long akind;			/* ACQUIRE: what it asks for */
 	int will_wait;
 	char *next_owner;
 	size_t next_ownerlen;
@@ -81,6 +83,7 @@ void fake_acquire_done(struct fake_call *c, int ok, int granted,
 void fake_release_done(struct fake_call *c, int ok, int released);
 void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
     size_t n);
+/* An exclusive lock's owner (NULL: free). */
 void fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token,
     long long pttl);

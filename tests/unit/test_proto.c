@@ -837,6 +837,57 @@ START_TEST(test_grace_words)
 }
 END_TEST
 
+/* 1.1: ACQUIRE ... SHARED and ACQUIRE ... LIMIT n (issue 13). */
+START_TEST(test_kind_words)
+{
+	struct proto_req req;
+
+	ck_assert_int_eq(parse1("ACQUIRE k SHARED", &req), PERR_NONE);
+	ck_assert(req.shared && req.limit == 0 && !req.has_wait);
+	ck_assert_int_eq(parse1("acquire k wait 5 shared ttl 7", &req),
+	    PERR_NONE);
+	ck_assert(req.shared && req.wait_ms == 5 && req.ttl_ms == 7);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 3 WAIT 10 TTL 20", &req),
+	    PERR_NONE);
+	ck_assert(!req.shared && req.limit == 3 && req.wait_ms == 10 &&
+	    req.ttl_ms == 20);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 1000000", &req), PERR_NONE);
+	ck_assert(req.limit == 1000000);
+	ck_assert_int_eq(parse1("ACQUIRE k", &req), PERR_NONE);
+	ck_assert(!req.shared && req.limit == 0);
+	/* a key may be called SHARED or LIMIT */
+	ck_assert_int_eq(parse1("ACQUIRE SHARED", &req), PERR_NONE);
+	ck_assert(!req.shared && req.keylen == 6);
+	ck_assert_int_eq(parse1("ACQUIRE LIMIT LIMIT 2", &req), PERR_NONE);
+	ck_assert(req.limit == 2 && req.keylen == 5);
+
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 0", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 1000001", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 00000003", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT -1", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT x", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k SHARED LIMIT 2", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 2 SHARED", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k SHARED SHARED", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 2 LIMIT 2", &req),
+	    PERR_BADARG);
+	ck_assert_int_eq(parse1("ACQUIRE k SHARED 5", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RELEASE k SHARED", &req), PERR_BADARG);
+	ck_assert_int_eq(parse1("RENEW k LIMIT 2", &req), PERR_BADARG);
+	/* the longest request: 8 words */
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 2 WAIT 1 TTL 2", &req),
+	    PERR_NONE);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 2 WAIT 1 TTL 2 x", &req),
+	    PERR_BADARG);
+}
+END_TEST
+
 Suite *
 proto_suite(void)
 {
@@ -865,6 +916,7 @@ proto_suite(void)
 	tcase_add_test(tc, test_missing_value_after_full_line);
 	tcase_add_test(tc, test_req_reused);
 	tcase_add_test(tc, test_grace_words);
+	tcase_add_test(tc, test_kind_words);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tables-of-names");

@@ -1,0 +1,104 @@
+-- holders.lua - shared locks and semaphores: the holders of one key (issue
+-- 13).  Not a script of its own: scripts/embed.sh puts it where a script
+-- says "-- @include holders.lua".
+-- A shared lock or a semaphore is a sorted set under the lock key's own
+-- name (<prefix>:lock:<name>: cluster mode routes it by that name's slot,
+-- like an exclusive lock's string).  Members:
+--   "#"                score 0 (a shared lock) or -n (a semaphore of n
+--                      permits): the key's kind
+--   "<owner>:<token>"  one per holder, the value an exclusive lock stores,
+--                      scored by its expiry: absolute ms of Redis's TIME
+-- The key itself expires (PEXPIREAT) with its last holder, so the holders
+-- of a broker that died vanish on their own, and a key with no live holder
+-- left is deleted.  A holder whose score has passed is expired: scripts
+-- prune them before they look (the "#" member, scored <= 0, never is).
+-- Scores are whole ms far below 2^53: a double holds them exactly; they
+-- are written with %d (Lua's default format would write 1e+14 past 14
+-- digits).
+
+-- Redis's clock in ms.  Redis 7 replicates a script's effects, not the
+-- script, so TIME before a write is allowed.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function num(x)
+  return string.format('%d', x)
+end
+
+-- The owner part of a value "<owner>:<token>" (nil if not that shape).
+local function owner_of(v)
+  return string.match(v, '^(.*):%d+$')
+end
+
+-- PUBLISH, or SPUBLISH for cluster mode's per-slot channel ("...{tag}").
+local function publish(chan, msg)
+  local pub = string.sub(chan, -1) == '}' and 'SPUBLISH' or 'PUBLISH'
+  redis.call(pub, chan, msg)
+end
+
+-- The kind a zset key stores: 0 shared, n > 0 a semaphore of n permits.
+-- A set with no "#" (no script writes one) reads as shared.
+local function kind_of(k)
+  local s = tonumber(redis.call('ZSCORE', k, '#') or '0')
+  if s < 0 then
+    return -s
+  end
+  return 0
+end
+
+-- Live holders of k (after a prune: every holder).
+local function count(k)
+  return redis.call('ZCOUNT', k, '(0', '+inf')
+end
+
+-- Make the key's expiry its last holder's, or delete it when none is
+-- left.  Returns the holders left.
+local function settle(k)
+  local n = count(k)
+  if n == 0 then
+    redis.call('DEL', k)
+    return 0
+  end
+  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', k, num(tonumber(top[2])))
+  return n
+end
+
+-- Remove expired holders (0 < score <= now); delete the key if none is
+-- left.  Returns the live holders.
+local function prune(k, now)
+  redis.call('ZREMRANGEBYSCORE', k, '(0', num(now))
+  local n = count(k)
+  if n == 0 then
+    redis.call('DEL', k)
+  end
+  return n
+end
+
+-- Remove every holder whose owner is owner (any token).  Returns how many.
+local function remove_owner(k, owner)
+  local gone = 0
+  for _, m in ipairs(redis.call('ZRANGE', k, 0, -1)) do
+    if m ~= '#' and owner_of(m) == owner then
+      redis.call('ZREM', k, m)
+      gone = gone + 1
+    end
+  end
+  return gone
+end
+
+-- Is v a live holder of k?  (Expired ones are pruned, so: present.)
+local function holds(k, v, now)
+  local s = redis.call('ZSCORE', k, v)
+  return v ~= '#' and s and tonumber(s) > now
+end
+
+-- Add (or move) holder v, expiring at now + ttl_ms, to a key of kind
+-- (0 shared, n permits), made if absent; then fix the key's expiry.
+local function hold(k, v, now, ttl_ms, kind)
+  redis.call('ZADD', k, 'NX', num(-kind), '#')
+  redis.call('ZADD', k, num(now + tonumber(ttl_ms)), v)
+  settle(k)
+end

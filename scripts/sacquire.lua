@@ -1,0 +1,96 @@
+-- sacquire.lua - take a lock shared, or a permit of a semaphore, if one is
+-- free (issue 13; acquire.lua takes a lock exclusive).
+-- KEYS[1]  the lock key (<prefix>:lock:<name>): a sorted set of holders
+--          (lib/holders.lua), or a string when held exclusive
+-- KEYS[2]  the fencing counter (<prefix>:fence), one per prefix
+-- KEYS[3]  the lock delay (<prefix>:lockdelay, see tenure.lua)
+-- ARGV[1]  the owner: the session's client-id
+-- ARGV[2]  TTL in ms (>= 1)
+-- ARGV[3]  the "wanted" channel (<prefix>:wanted); in cluster mode the
+--          slot's channel, <prefix>:...:{tag}, published with SPUBLISH
+-- ARGV[4]  the announcement: "<broker-id> <lock name>"
+-- ARGV[5]  "1" when the caller will wait, else "0"
+-- ARGV[6]  the kind asked: "0" shared, "n" (>= 1) a permit of n
+-- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
+-- master's replication ids and the lock delay (see lib/slot_tenure.lua);
+-- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
+-- Returns, like acquire.lua:
+--   {1, token}  granted: a new token from the counter; the holder
+--               "<client-id>:<token>" joined the set
+--   {0, ms}     not now: held exclusive (ms: the PTTL, -1 no expiry), or
+--               every permit is taken (ms: until the soonest holder
+--               expires); announced on the wanted channel if the caller
+--               will wait
+--   {2, ms}     the key is free (or, for a permit, not full), but a lock
+--               delay runs ms more (a new master tenure: holds of the old
+--               master may be reclaimed meanwhile).  Readers never
+--               conflict, so a shared lock with holders is granted anyway
+--   {3, k}      the key is of another kind, nothing written: k 0 a lock
+--               (held exclusive, or shared when a permit was asked), k n a
+--               semaphore of n permits (when shared or another n was asked)
+--   {-1, 0}     the counter has passed 2^53-1 (see acquire.lua): nothing
+--               written
+-- A holder of the caller's own found in the set is a remnant (a grant
+-- whose reply was lost, a release lost with a master), as in acquire.lua:
+-- it is removed and the caller gets a new token (tokens never go back),
+-- so one session never counts twice.
+-- @include slot_tenure.lua
+-- @include holders.lua
+if KEYS[4] then
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+end
+local k = KEYS[1]
+local want = tonumber(ARGV[6])
+local now = now_ms()
+
+local function busy(ms)
+  if ARGV[5] == '1' then
+    publish(ARGV[3], ARGV[4])
+  end
+  return {0, ms}
+end
+
+local t = redis.call('TYPE', k).ok
+if t ~= 'zset' and t ~= 'none' then
+  -- held exclusive (a string "<owner>:<token>", or bytes no broker wrote)
+  if want > 0 then
+    return {3, 0}
+  end
+  return busy(redis.call('PTTL', k))
+end
+local n = 0
+if t == 'zset' then
+  n = prune(k, now)
+  if n > 0 and remove_owner(k, ARGV[1]) > 0 then
+    n = settle(k)
+  end
+end
+if n > 0 then
+  local kind = kind_of(k)
+  if kind ~= want then
+    return {3, kind}
+  end
+  if want > 0 then
+    if n >= want then
+      local first = redis.call('ZRANGEBYSCORE', k, '(0', '+inf',
+        'WITHSCORES', 'LIMIT', 0, 1)
+      return busy(tonumber(first[2]) - now)
+    end
+    local delay = redis.call('PTTL', KEYS[3])
+    if delay > 0 then
+      return {2, delay}
+    end
+  end
+else
+  local delay = redis.call('PTTL', KEYS[3])
+  if delay > 0 then
+    return {2, delay}
+  end
+end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if last >= 9007199254740991 then
+  return {-1, 0}
+end
+local token = redis.call('INCR', KEYS[2])
+hold(k, ARGV[1] .. ':' .. string.format('%d', token), now, ARGV[2], want)
+return {1, token}
