@@ -1389,7 +1389,6 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		struct lock *lk = b->lk[i];
 		struct hold *h = hold_by_token(lk, b->token[i]);
 
-		lk->refs--;
 		/* a reassert that got no answer (its master down, or busy
 		 * rejoining the cluster) is tried again at the next renewal:
 		 * a plain renewal would report the lock lost where the
@@ -1414,8 +1413,13 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 			hold_lost(h, 1);
 		}
 	}
-	for (size_t i = 0; i < b->n; i++)
+	/* A key may be in the batch more than once (several holds here):
+	 * each entry keeps its reference until its own pump, so no pump
+	 * frees a lock a later entry still names. */
+	for (size_t i = 0; i < b->n; i++) {
+		b->lk[i]->refs--;
 		lock_pump(b->lk[i]);
+	}
 	free(b);
 }
 

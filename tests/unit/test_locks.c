@@ -1164,6 +1164,35 @@ START_TEST(test_renew_every_holder)
 }
 END_TEST
 
+/* Every hold of a key found lost in one renew batch: each ends, and the
+ * key's entry goes once nothing refers to it (the batch named it twice;
+ * freeing it at the first of them was a use after free, found by
+ * test_shared under ASan). */
+START_TEST(test_renew_all_holders_lost)
+{
+	struct env e;
+	struct fake_call *fc;
+	int renewed[2] = { 0, 0 };
+	struct locks_stats st;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "r", LK_SHARED, 0);
+	acquire_k(&e, 1, "r", LK_SHARED, 0);
+	grant(&e, 0, LK_SHARED, 10);
+	grant(&e, 1, LK_SHARED, 11);
+	run_ms(&e, 1800);
+	fc = take(&e, FAKE_RENEW);
+	ck_assert_uint_eq(fc->n, 2);
+	fake_renew_done(fc, 1, renewed, 2);
+	ck_assert_int_eq(e.rec[0].nlost, 1);
+	ck_assert_int_eq(e.rec[1].nlost, 1);
+	locks_get_stats(e.lt, &st);
+	ck_assert_uint_eq(st.keys, 0);
+	ck_assert_uint_eq(st.locks_held, 0);
+	env_end(&e);
+}
+END_TEST
+
 /* A session that goes frees each of its holds; the permit it frees lets
  * a waiter here in. */
 START_TEST(test_gone_holder_frees_permit)
@@ -1243,6 +1272,7 @@ locks_suite(void)
 	tcase_add_test(tc, test_kind_mismatch);
 	tcase_add_test(tc, test_reentrant_kinds);
 	tcase_add_test(tc, test_renew_every_holder);
+	tcase_add_test(tc, test_renew_all_holders_lost);
 	tcase_add_test(tc, test_gone_holder_frees_permit);
 	suite_add_tcase(s, tc);
 	return s;
