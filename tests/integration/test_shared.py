@@ -538,6 +538,36 @@ class TestWakeLatency(SharedCase):
 
 # ---------------------------------------------------------------- kinds --
 
+class TestGraceResume(SharedCase):
+    def test_resume_elsewhere_keeps_a_permit_and_a_read(self):
+        """A grace session's permit and shared hold survive its connection
+        and come back, same tokens, on the other broker; they are renewed
+        there past their TTL and still count against the limit."""
+        g = self.connect(self.x)
+        w = g.req("HELLO rw GRACE 5000").split()
+        cid, secret = w[1], w[3]
+        t_sem = self.assertToken(g.req("ACQUIRE sem LIMIT 2 TTL 900"))
+        t_sh = self.assertToken(g.req("ACQUIRE sh SHARED TTL 900"))
+        g.close()
+        r = self.connect(self.y)
+        resumed = r.req("RESUME %s %s" % (cid, secret)).split()
+        self.assertEqual(resumed[:2], ["OK", "2"])
+        self.assertEqual(sorted(resumed[2:]), ["sem", "sh"])
+        time.sleep(1.2)                 # past the TTL: renewed by Y now
+        o = self.owner(r, "sem")
+        self.assertEqual((o[0], o[1], o[2]), ("SEMAPHORE", 1, 2))
+        self.assertEqual((o[3][0][0], o[3][0][2]), (cid, t_sem))
+        o = self.owner(r, "sh")
+        self.assertEqual((o[0], o[3][0][0], o[3][0][2]), ("SHARED", cid, t_sh))
+        other = self.connect(self.x)
+        self.assertToken(other.req("ACQUIRE sem LIMIT 2"))
+        self.assertEqual(self.connect(self.x).req("ACQUIRE sem LIMIT 2"),
+                         "BUSY")
+        self.assertEqual(r.req("RELEASE sem"), "OK 0")
+        self.assertEqual(r.req("RELEASE sh"), "OK 0")
+        self.assertIsNone(self.owner(other, "sh"))
+
+
 class TestKinds(SharedCase):
     def test_kind_and_limit_mismatch_here_and_on_the_other_broker(self):
         a, b = self.connect(self.x), self.connect(self.y)
