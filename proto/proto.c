@@ -160,11 +160,12 @@ parse_key(const struct word *w, const struct proto_limits *lim,
 	return PERR_NONE;
 }
 
-/* LIMIT's value: decimal 1..PROTO_LIMIT_MAX, or -1. */
+/* LIMIT's value: decimal 1..PROTO_LIMIT_MAX (leading zeros allowed, as
+ * for ms), or -1. */
 static long
 parse_limit(const struct word *w)
 {
-	long v = w->len <= 7 ? parse_ms(w) : -1;
+	long v = parse_ms(w);
 
 	return v >= 1 && v <= PROTO_LIMIT_MAX ? v : -1;
 }

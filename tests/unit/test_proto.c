@@ -865,6 +865,9 @@ START_TEST(test_kind_words)
 	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 1000001", &req),
 	    PERR_BADARG);
 	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 00000003", &req),
+	    PERR_NONE);
+	ck_assert(req.limit == 3);
+	ck_assert_int_eq(parse1("ACQUIRE k LIMIT 01000001", &req),
 	    PERR_BADARG);
 	ck_assert_int_eq(parse1("ACQUIRE k LIMIT -1", &req), PERR_BADARG);
 	ck_assert_int_eq(parse1("ACQUIRE k LIMIT", &req), PERR_BADARG);
