@@ -4,7 +4,9 @@
  * lockctl connects to lockbrokerd, acquires KEY and runs CMD with the lock's
  * fencing token in its environment.  A lock belongs to the broker session,
  * so lockctl keeps the connection open while CMD runs and releases the lock
- * when CMD exits, then exits with CMD's status.  With --hold-at-least it
+ * when CMD exits, then exits with CMD's status.  With --shared it takes a
+ * read hold that other --shared runs share; with --limit N one of N permits
+ * of a semaphore (protocol 1.1).  With --hold-at-least it
  * releases with RELEASE ... LINGER, so the key stays taken until that long
  * after it was acquired however fast CMD was.  If the lock is lost while
  * CMD runs (an EVENT LOST line, or the connection breaks) CMD gets SIGTERM,
@@ -52,7 +54,10 @@
 #define TOKEN_MAX_LEN	64		/* AUTH token word (PROTO_NAME_MAX) */
 #define FENCE_MAX_LEN	20		/* digits in a fencing token (2^64) */
 #define SIGBYTE_KERNEL	0x80		/* self-pipe byte: sent by the kernel */
+#define LIMIT_MAX	1000000LL	/* most permits ACQUIRE ... LIMIT takes */
 #define OPT_HOLD	256		/* getopt value of --hold-at-least */
+#define OPT_SHARED	257		/* getopt value of --shared */
+#define OPT_LIMIT	258		/* getopt value of --limit */
 
 /* Where the broker listens: TCP host and numeric port, or a unix socket. */
 struct target {
@@ -153,6 +158,10 @@ usage(FILE *f)
 "  --hold-at-least MS\n"
 "                  keep KEY taken until MS after it was acquired, even if\n"
 "                  CMD ends sooner (default 0: release when CMD ends)\n"
+"  --shared        a shared (read) hold: any number of --shared runs hold\n"
+"                  KEY together, a run without it holds KEY alone\n"
+"  --limit N       KEY is a semaphore of N permits (1..%lld): up to N runs\n"
+"                  with --limit N hold it at once\n"
 "  -a TOKEN_FILE   send AUTH with the token read from this file\n"
 "  -h              this help\n"
 "  -V              version\n"
@@ -163,7 +172,8 @@ usage(FILE *f)
 "Environment: LOCKBROKER_HOST, LOCKBROKER_PORT.\n",
 	    h != NULL && *h != '\0' ? h : DEFAULT_HOST,
 	    p != NULL && *p != '\0' ? p : DEFAULT_PORT,
-	    EX_TEMPFAIL, DEFAULT_GRACE_S, EX_TEMPFAIL, EX_SOFTWARE, EX_USAGE);
+	    EX_TEMPFAIL, DEFAULT_GRACE_S, LIMIT_MAX, EX_TEMPFAIL, EX_SOFTWARE,
+	    EX_USAGE);
 }
 
 static void usage_error(const char *fmt, ...)
@@ -180,8 +190,9 @@ usage_error(const char *fmt, ...)
 	fprintf(stderr,
 	    "usage: lockctl [-H host[:port] | -U path] [-w WAIT_MS] [-t TTL_MS]"
 	    " [-E N] [-k SECONDS]\n"
-	    "               [--hold-at-least MS] [-a TOKEN_FILE]"
-	    " KEY -- CMD [ARGS...]\n"
+	    "               [--hold-at-least MS] [--shared | --limit N]"
+	    " [-a TOKEN_FILE]\n"
+	    "               KEY -- CMD [ARGS...]\n"
 	    "       lockctl [-H host[:port] | -U path] owner KEY | stats | ping\n"
 	    "       lockctl -h | -V\n");
 	exit(EX_USAGE);
@@ -215,6 +226,10 @@ opt_name(int opt)
 
 	if (opt == OPT_HOLD)
 		return "--hold-at-least";
+	if (opt == OPT_SHARED)
+		return "--shared";
+	if (opt == OPT_LIMIT)
+		return "--limit";
 	buf[0] = '-';
 	buf[1] = (char)opt;
 	buf[2] = '\0';
@@ -1070,8 +1085,49 @@ struct opts {
 	long long busy_code;		/* -E */
 	long long grace_s;		/* -k */
 	long long hold_ms;		/* --hold-at-least, 0 when not given */
+	int shared;			/* --shared */
+	long long limit;		/* --limit, 0 when not given */
 	const char *auth_file;		/* -a */
 };
+
+/*
+ * The ACQUIRE line for KEY: "ACQUIRE KEY [SHARED | LIMIT n] [WAIT ms]
+ * [TTL ms]".  KEY was checked to leave room for the options.
+ */
+static void
+acquire_line(char *req, size_t len, const struct opts *o, const char *key)
+{
+	int n = snprintf(req, len, "ACQUIRE %s", key);
+
+	if (o->shared)
+		n += snprintf(req + n, len - (size_t)n, " SHARED");
+	else if (o->limit > 0)
+		n += snprintf(req + n, len - (size_t)n, " LIMIT %lld",
+		    o->limit);
+	if (o->wait_ms > 0)
+		n += snprintf(req + n, len - (size_t)n, " WAIT %lld",
+		    o->wait_ms);
+	if (o->ttl_ms > 0)
+		snprintf(req + n, len - (size_t)n, " TTL %lld", o->ttl_ms);
+}
+
+/*
+ * ACQUIRE was refused with an ERR reply: say what was asked and what the
+ * broker said, and for SHARED or LIMIT refused as an unknown option, that
+ * the broker is older than the words (protocol 1.1).  A key that is a
+ * semaphore of another LIMIT, or a lock where a semaphore was asked (or
+ * the other way round), comes back as the broker's own ERR BADARG text.
+ */
+static void __attribute__((noreturn))
+acquire_refused(const struct opts *o, const char *req, const char *reply)
+{
+	if ((o->shared || o->limit > 0) &&
+	    (strncmp(reply, "ERR BADCMD", 10) == 0 ||
+	    strncmp(reply, "ERR BADARG unknown option", 25) == 0))
+		die(1, "%s: %s (the broker predates %s, protocol 1.1)", req,
+		    reply, o->shared ? "SHARED" : "LIMIT");
+	die(1, "%s: %s", req, reply);
+}
 
 /*
  * Acquire KEY and run CMD under it.  Returns lockctl's exit status.
@@ -1088,13 +1144,7 @@ run_locked(struct conn *c, const struct opts *o, const char *key, char **cmd)
 	if (!reply_ok(reply))
 		die(1, "HELLO refused: %s", reply);
 
-	rv = snprintf(req, sizeof req, "ACQUIRE %s", key);
-	if (o->wait_ms > 0)
-		rv += snprintf(req + rv, sizeof req - (size_t)rv, " WAIT %lld",
-		    o->wait_ms);
-	if (o->ttl_ms > 0)
-		rv += snprintf(req + rv, sizeof req - (size_t)rv, " TTL %lld",
-		    o->ttl_ms);
+	acquire_line(req, sizeof req, o, key);
 	if (conn_send(c, req) < 0)
 		die(1, "ACQUIRE: %s", c->err);
 	/* Waiting may take long: a signal now ends lockctl. */
@@ -1113,14 +1163,20 @@ run_locked(struct conn *c, const struct opts *o, const char *key, char **cmd)
 	if (rv < 0)
 		die(1, "ACQUIRE %s: %s", key, c->err);
 	if (strcmp(reply, "BUSY") == 0) {
+		char what[64] = "";
+
+		if (o->limit > 0)
+			snprintf(what, sizeof what, " (LIMIT %lld: every "
+			    "permit taken)", o->limit);
 		if (o->wait_ms > 0)
-			msg("lock %s is busy (waited %lld ms)", key, o->wait_ms);
+			msg("lock %s is busy%s (waited %lld ms)", key, what,
+			    o->wait_ms);
 		else
-			msg("lock %s is busy", key);
+			msg("lock %s is busy%s", key, what);
 		return (int)o->busy_code;
 	}
 	if (!reply_ok(reply))
-		die(1, "ACQUIRE %s: %s", key, reply);
+		acquire_refused(o, req, reply);
 	if (strlen(reply) < 4 || strlen(reply + 3) > FENCE_MAX_LEN ||
 	    strspn(reply + 3, "0123456789") != strlen(reply + 3))
 		die(1, "ACQUIRE %s: reply without a fencing token: %s", key,
@@ -1221,6 +1277,8 @@ main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "hold-at-least", required_argument, NULL, OPT_HOLD },
+		{ "shared", no_argument, NULL, OPT_SHARED },
+		{ "limit", required_argument, NULL, OPT_LIMIT },
 		{ NULL, 0, NULL, 0 }
 	};
 	static struct conn c;
@@ -1271,12 +1329,21 @@ main(int argc, char **argv)
 		case OPT_HOLD:
 			o.hold_ms = opt_num(ch, optarg, 0, MS_MAX);
 			break;
+		case OPT_SHARED:
+			o.shared = 1;
+			break;
+		case OPT_LIMIT:
+			o.limit = opt_num(ch, optarg, 1, LIMIT_MAX);
+			break;
 		case ':':
 			usage_error("%s needs an argument", opt_name(optopt));
 		default:
 			if (optopt == 0)	/* an unknown --word */
 				usage_error("unknown option %s",
 				    argv[optind - 1]);
+			if (optopt >= OPT_HOLD)	/* --shared=... */
+				usage_error("%s takes no value",
+				    opt_name(optopt));
 			usage_error("unknown option -%c", optopt);
 		}
 	}
@@ -1284,6 +1351,8 @@ main(int argc, char **argv)
 	nargs = argc - optind;
 	if (nargs == 0)
 		usage_error("missing KEY");
+	if (o.shared && o.limit > 0)
+		usage_error("--shared and --limit exclude each other");
 	target_init(&o.target, opt_h, opt_u);
 
 	/* "KEY -- CMD" wins, so a lock may be called "stats". */
@@ -1300,6 +1369,9 @@ main(int argc, char **argv)
 			conn_auth(&c, o.auth_file);
 		return run_locked(&c, &o, key, argv + 2);
 	}
+	if (o.shared || o.limit > 0)
+		usage_error("%s is for KEY -- CMD only", o.shared ? "--shared" :
+		    "--limit");
 	if (strcmp(argv[0], "owner") == 0) {
 		if (nargs != 2)
 			usage_error("owner takes one KEY");

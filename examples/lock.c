@@ -1,7 +1,9 @@
 /*
  * lock.c - take a lockbroker lock, use its fencing token, release it.
  *
- * usage: lock [KEY [WAIT_MS]]   (defaults: example 5000)
+ * usage: lock [--shared | --limit N] [KEY [WAIT_MS]]   (defaults: example 5000)
+ * --shared takes a read hold that other --shared runs share; --limit N takes
+ * one of N permits of a semaphore (protocol 1.1).
  * The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
  * Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
  * Build: cc -std=c11 -D_POSIX_C_SOURCE=200809L -o lock lock.c
@@ -61,11 +63,23 @@ call(const char *req, char *reply, size_t len)
 int
 main(int argc, char **argv)
 {
-	const char *key = argc > 1 ? argv[1] : "example";
-	long wait_ms = argc > 2 ? strtol(argv[2], NULL, 10) : 5000;
 	const char *host = getenv("LOCKBROKER_HOST");
 	const char *port = getenv("LOCKBROKER_PORT");
+	const char *key;
+	long wait_ms;
+	char kind[32] = "";	/* "", " SHARED" or " LIMIT <n>" */
 	char req[512], reply[512];
+
+	if (argc > 1 && strcmp(argv[1], "--shared") == 0) {
+		strcpy(kind, " SHARED");
+		argv++, argc--;
+	} else if (argc > 2 && strcmp(argv[1], "--limit") == 0) {
+		snprintf(kind, sizeof kind, " LIMIT %ld",
+		    strtol(argv[2], NULL, 10));
+		argv += 2, argc -= 2;
+	}
+	key = argc > 1 ? argv[1] : "example";
+	wait_ms = argc > 2 ? strtol(argv[2], NULL, 10) : 5000;
 
 	signal(SIGPIPE, SIG_IGN);	/* a closed socket is an error, not death */
 	sock = connect_broker(host != NULL ? host : "127.0.0.1",
@@ -73,7 +87,7 @@ main(int argc, char **argv)
 	if (sock < 0 || (replies = fdopen(sock, "r")) == NULL)
 		return 1;
 
-	snprintf(req, sizeof req, "ACQUIRE %s WAIT %ld", key, wait_ms);
+	snprintf(req, sizeof req, "ACQUIRE %s%s WAIT %ld", key, kind, wait_ms);
 	if (call(req, reply, sizeof reply) < 0)
 		return 1;
 	if (strcmp(reply, "BUSY") == 0) {

@@ -1,14 +1,25 @@
 #!/usr/bin/env node
 // lock.js - take a lockbroker lock, use its fencing token, release it.
 //
-// usage: lock.js [KEY [WAIT_MS]]   (defaults: example 5000)
+// usage: lock.js [--shared | --limit N] [KEY [WAIT_MS]]   (defaults: example 5000)
+// --shared takes a read hold that other --shared runs share; --limit N takes
+// one of N permits of a semaphore (protocol 1.1).
 // The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
 // Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
 'use strict';
 const net = require('net');
 
-const key = process.argv[2] || 'example';
-const waitMs = Number(process.argv[3] || 5000);
+const args = process.argv.slice(2);
+let kind = '';                     // '', ' SHARED' or ' LIMIT <n>'
+if (args[0] === '--shared') {
+  kind = ' SHARED';
+  args.shift();
+} else if (args[0] === '--limit') {
+  kind = ` LIMIT ${args[1]}`;
+  args.splice(0, 2);
+}
+const key = args[0] || 'example';
+const waitMs = Number(args[1] || 5000);
 const host = process.env.LOCKBROKER_HOST || '127.0.0.1';
 const port = Number(process.env.LOCKBROKER_PORT || 7711);
 
@@ -52,7 +63,7 @@ function connect() {
 async function main() {
   // The lock lives as long as this connection: keep it open while working.
   const { sock, call } = await connect();
-  let reply = await call(`ACQUIRE ${key} WAIT ${waitMs}`);
+  let reply = await call(`ACQUIRE ${key}${kind} WAIT ${waitMs}`);
   if (reply === 'BUSY') {
     console.error(`lock.js: ${key} is busy`);
     sock.destroy();

@@ -2,7 +2,10 @@
 """lock.py - take a lockbroker lock, use its fencing token, release it;
 if the connection drops meanwhile, reconnect and RESUME the session.
 
-usage: lock.py [KEY [WAIT_MS [WORK_MS]]]   (defaults: example 5000 0)
+usage: lock.py [--shared | --limit N] [KEY [WAIT_MS [WORK_MS]]]
+               (defaults: example 5000 0)
+--shared takes a read hold that other --shared runs share; --limit N takes
+one of N permits of a semaphore (protocol 1.1).
 The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
 Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
 """
@@ -45,6 +48,23 @@ class Session:
         self.replies.close()
         self.sock.close()
 
+    def acquire(self, key, wait_ms, shared=False, limit=None):
+        """ACQUIRE key: alone, or with shared=True together with other
+        shared holders (many readers, one writer), or with limit=n as one
+        of n permits (at most n holders at once).  Returns the token, or
+        None if it stayed busy for wait_ms; raises ValueError on ERR."""
+        line = "ACQUIRE %s" % key
+        if shared:
+            line += " SHARED"
+        elif limit is not None:
+            line += " LIMIT %d" % limit
+        reply = self.call("%s WAIT %d" % (line, wait_ms))
+        if reply == "BUSY":
+            return None
+        if not reply.startswith("OK "):
+            raise ValueError("ACQUIRE: %s" % reply)
+        return int(reply.split()[1])
+
     def resume(self, key):
         """Reconnect and RESUME; fail unless the session still holds key.
         While the broker cannot be reached (it may be restarting) or says
@@ -69,22 +89,23 @@ class Session:
 
 
 def main():
-    key = sys.argv[1] if len(sys.argv) > 1 else "example"
-    wait_ms = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
-    work_ms = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    args, shared, limit = sys.argv[1:], False, None
+    if args[:1] == ["--shared"]:
+        shared, args = True, args[1:]
+    elif args[:1] == ["--limit"] and len(args) > 1:
+        limit, args = int(args[1]), args[2:]
+    key = args[0] if len(args) > 0 else "example"
+    wait_ms = int(args[1]) if len(args) > 1 else 5000
+    work_ms = int(args[2]) if len(args) > 2 else 0
     host = os.environ.get("LOCKBROKER_HOST", "127.0.0.1")
     port = int(os.environ.get("LOCKBROKER_PORT", "7711"))
 
     # The lock lives as long as the session: keep it open while working.
     s = Session((host, port), timeout=wait_ms / 1000 + 10)
-    reply = s.call("ACQUIRE %s WAIT %d" % (key, wait_ms))
-    if reply == "BUSY":
+    token = s.acquire(key, wait_ms, shared=shared, limit=limit)
+    if token is None:
         print("lock.py: %s is busy" % key, file=sys.stderr)
         return 75
-    if not reply.startswith("OK "):
-        print("lock.py: ACQUIRE: %s" % reply, file=sys.stderr)
-        return 1
-    token = int(reply.split()[1])
     print("acquired %s with fencing token %d" % (key, token), flush=True)
 
     # Do the work here, in steps.  Send the token with every write, so that

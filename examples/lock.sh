@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # lock.sh - take a lockbroker lock, use its fencing token, release it.
 #
-# usage: lock.sh [KEY [WAIT_MS]]   (defaults: example 5000)
+# usage: lock.sh [--shared | --limit N] [KEY [WAIT_MS]]   (defaults: example 5000)
+# --shared takes a read hold that other --shared runs share; --limit N takes
+# one of N permits of a semaphore (protocol 1.1).
 # The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
 # Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
 # Needs bash for its /dev/tcp redirection; plain sh has none.
 set -u
+kind=""				# "", " SHARED" or " LIMIT <n>"
+case ${1:-} in
+--shared)	kind=" SHARED"; shift ;;
+--limit)	kind=" LIMIT ${2:-}"; shift 2 ;;
+esac
 key=${1:-example}
 wait_ms=${2:-5000}
 host=${LOCKBROKER_HOST:-127.0.0.1}
@@ -28,7 +35,7 @@ call() {
 	reply=${reply%$'\r'}
 }
 
-call "ACQUIRE $key WAIT $wait_ms"
+call "ACQUIRE $key$kind WAIT $wait_ms"
 case $reply in
 "OK "*)	token=${reply#OK } ;;
 BUSY)	echo "lock.sh: $key is busy" >&2; exit 75 ;;

@@ -13,12 +13,14 @@
  *       (SCRIPT LOAD first), one hiredis connection per simulated client.
  *
  *   lbbench handoff  --broker H:P [--broker H:P] --contenders N --seconds S
- *                    [--hold-ms 1] [--wait-ms 10000]
+ *                    [--hold-ms 1] [--wait-ms 10000] [--permits P]
  *       N contenders (spread round-robin over the brokers) fight for one
  *       key: ACQUIRE k WAIT w, hold, RELEASE k, ACQUIRE again at once.
  *       A handoff is the time from one holder's RELEASE being written to
  *       the next holder's OK being read; it is filed as "same" or "cross"
- *       by whether the two contenders use the same broker.
+ *       by whether the two contenders use the same broker.  With
+ *       --permits P the key is a semaphore (ACQUIRE k LIMIT P WAIT w, 1.1)
+ *       and up to P contenders hold it at once.
  *
  *   lbbench sessions --broker H:P --sessions N [--keys K] [--depth D]
  *       Opens N sessions (each answers a PING), prints "ready sessions=N",
@@ -118,6 +120,7 @@ static struct {
 	double seconds, warmup, limit;
 	long max_pairs;
 	int hold_ms, wait_ms;
+	int permits;			/* handoff: LIMIT, 0 for a plain lock */
 	int keys, depth;
 
 	/* run */
@@ -136,7 +139,8 @@ static struct {
 	char fence[64], delay[64], channel[64];
 
 	/* handoff */
-	struct lconn *holder;		/* has OK, has not sent RELEASE */
+	int holding;			/* have OK, have not sent RELEASE */
+	int max_holding;		/* the most at once, in the window */
 	struct lconn *last_rel;		/* the last contender to RELEASE */
 	int64_t t_last_rel;
 	long acquisitions, self_again, overlaps, timeouts;
@@ -561,7 +565,11 @@ handoff_acquire(struct lconn *c)
 {
 	c->t_acq = now_ns();
 	c->state = S_ACQUIRE;
-	lconn_send(c, "ACQUIRE %s WAIT %d", c->key, bn.wait_ms);
+	if (bn.permits > 0)
+		lconn_send(c, "ACQUIRE %s LIMIT %d WAIT %d", c->key,
+		    bn.permits, bn.wait_ms);
+	else
+		lconn_send(c, "ACQUIRE %s WAIT %d", c->key, bn.wait_ms);
 }
 
 static void
@@ -571,8 +579,7 @@ hold_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (bn.holder == c)
-		bn.holder = NULL;
+	bn.holding--;
 	bn.last_rel = c;
 	bn.t_last_rel = now_ns();
 	c->state = S_RELEASE;
@@ -586,11 +593,14 @@ handoff_line(struct lconn *c, const char *line)
 	struct timeval hold = { bn.hold_ms / 1000, (bn.hold_ms % 1000) * 1000 };
 
 	if (c->state == S_ACQUIRE && strncmp(line, "OK ", 3) == 0) {
-		if (bn.holder != NULL)
-			bn.overlaps++;	/* two holders at once: a bug */
-		bn.holder = c;
+		/* more holders than the key has permits: a bug */
+		if (bn.holding >= (bn.permits > 0 ? bn.permits : 1))
+			bn.overlaps++;
+		bn.holding++;
 		if (in_window(t)) {
 			bn.acquisitions++;
+			if (bn.holding > bn.max_holding)
+				bn.max_holding = bn.holding;
 			if (t - c->t_acq > bn.max_wait)
 				bn.max_wait = t - c->t_acq;
 			if (bn.last_rel == c)
@@ -944,6 +954,7 @@ usage(void)
 	    "                         [--seconds S] [--warmup S] [--max-pairs N]\n"
 	    "       lbbench handoff  --broker H:P [--broker H:P] --conns N\n"
 	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
+	    "                         [--permits P]\n"
 	    "       lbbench sessions --broker H:P --conns N [--keys K] [--depth D]\n"
 	    "common: [--tag T] (key namespace) [--limit S] (hard time limit)\n",
 	    stderr);
@@ -1005,6 +1016,8 @@ parse_args(int argc, char **argv)
 			bn.hold_ms = atoi(v);
 		} else if (strcmp(o, "--wait-ms") == 0) {
 			bn.wait_ms = atoi(v);
+		} else if (strcmp(o, "--permits") == 0) {
+			bn.permits = atoi(v);
 		} else if (strcmp(o, "--keys") == 0) {
 			bn.keys = atoi(v);
 		} else if (strcmp(o, "--depth") == 0) {
@@ -1015,8 +1028,11 @@ parse_args(int argc, char **argv)
 	}
 	if (bn.conns < 1 || bn.seconds <= 0 || bn.warmup < 0 ||
 	    bn.limit <= 0 || bn.max_pairs < 1 || bn.hold_ms < 0 ||
-	    bn.wait_ms < 0 || bn.keys < 0 || bn.depth < 1)
+	    bn.wait_ms < 0 || bn.keys < 0 || bn.depth < 1 ||
+	    bn.permits < 0 || bn.permits > 1000000)
 		die("an option is out of range");
+	if (bn.permits > 0 && bn.mode != M_HANDOFF)
+		die("--permits is for handoff");
 	if (bn.mode == M_PAIRS && bn.nbrokers == 0 &&
 	    (bn.redis_port == 0 || bn.scripts == NULL))
 		die("pairs needs --broker, or --redis and --scripts");
@@ -1080,11 +1096,12 @@ main(int argc, char **argv)
 		double win = secs(bn.t_end - bn.t_measure);
 
 		printf("acquisitions=%ld seconds=%.3f rate=%.1f "
-		    "max_wait_us=%lld self_again=%ld overlaps=%ld timeouts=%ld",
+		    "max_wait_us=%lld self_again=%ld overlaps=%ld timeouts=%ld "
+		    "permits=%d max_holders=%d",
 		    bn.acquisitions, win,
 		    win > 0 ? (double)bn.acquisitions / win : 0.0,
 		    (long long)(bn.max_wait / 1000), bn.self_again, bn.overlaps,
-		    bn.timeouts);
+		    bn.timeouts, bn.permits, bn.max_holding);
 		print_samples("same", &bn.same);
 		print_samples("cross", &bn.cross);
 		putchar('\n');

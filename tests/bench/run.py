@@ -12,11 +12,13 @@ The Redis Cluster rows (a second table) use a 1-master cluster (one
 cluster-enabled redis-server given all 16384 slots with CLUSTER
 ADDSLOTSRANGE) and then a 3-master cluster (topology.ClusterTopology,
 masters=3, replicas=0), one at a time, with brokers started with
---redis_cluster.  About 2 minutes (--no-cluster: about 1).
+--redis_cluster.  About 2 minutes (--no-cluster: about 1).  --only
+runs some sections of the table alone (e.g. --only handoff: the contended
+rows, hot key and semaphore, in about 15 s).
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
-      [--no-cluster]
+      [--no-cluster] [--only pairs,handoff,memory,acks,cluster]
 
 What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
 the machine is shared and the figures are indicative.
@@ -45,6 +47,8 @@ CPU_CONNS = 50                  # the pairs run CPU time is taken around
 IDLE_SESSIONS = 10000
 LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
+SEM_PERMITS = 3                 # the semaphore row: 8 contenders, LIMIT 3
+SECTIONS = ("pairs", "handoff", "memory", "acks", "cluster")
 # the master and its one replica for the redis_replica_acks rows (harness
 # already passes --save '' --appendonly no)
 REPL_ARGS = ["--repl-diskless-sync-delay", "0"]
@@ -211,13 +215,15 @@ class Bench:
         r["commit"] = subprocess.run(
             ["git", "describe", "--always", "--dirty"], capture_output=True,
             text=True, cwd=HERE).stdout.strip() or "?"
-        b1 = Broker(a.broker, redis, self.work, "broker1")
-        b2 = Broker(a.broker, redis, self.work, "broker2")
-        self.procs += [b1, b2]
+        want = a.only
+        if "pairs" in want or "handoff" in want:
+            b1 = Broker(a.broker, redis, self.work, "broker1")
+            b2 = Broker(a.broker, redis, self.work, "broker2")
+            self.procs += [b1, b2]
 
         # 1. pairs, broker and direct, and the CPU time around the 50 run
         pairs = {}
-        for n in PAIR_CONNS:
+        for n in PAIR_CONNS if "pairs" in want else ():
             common = ["--conns", n, "--seconds", a.seconds, "--warmup",
                       a.warmup, "--limit", a.seconds + a.warmup + 30]
             cb, cr = cpu_ticks(b1.pid), cpu_ticks(redis.pid)
@@ -234,20 +240,48 @@ class Bench:
             if n == CPU_CONNS:
                 r["cpu_redis_d"] = (cpu_ticks(redis.pid) - cr,
                                     res["total"])
-        r["pairs"] = pairs
+        if pairs:
+            r["pairs"] = pairs
 
-        # 2. contended handoff: 8 on one broker; 4 + 4 on two
+        # 2. contended handoff: 8 on one broker; 4 + 4 on two; the same 8
+        # on one broker sharing a semaphore of SEM_PERMITS (LIMIT)
         common = ["--conns", CONTENDERS, "--hold-ms", 1, "--wait-ms", 10000,
                   "--seconds", a.seconds, "--warmup", a.warmup,
                   "--limit", a.seconds + a.warmup + 30]
-        r["handoff1"] = self.tool("handoff", "--broker", b1.addr, *common)
-        r["handoff2"] = self.tool("handoff", "--broker", b1.addr,
-                                  "--broker", b2.addr, *common)
-        for b in (b1, b2):
-            b.close()
-            self.procs.remove(b)
+        if "handoff" in want:
+            r["handoff1"] = self.tool("handoff", "--broker", b1.addr,
+                                      *common)
+            r["handoff2"] = self.tool("handoff", "--broker", b1.addr,
+                                      "--broker", b2.addr, *common)
+            r["semaphore"] = self.tool("handoff", "--broker", b1.addr,
+                                       "--permits", SEM_PERMITS, *common)
+        if "pairs" in want or "handoff" in want:
+            for b in (b1, b2):
+                b.close()
+                self.procs.remove(b)
+        # 3. memory, with brokers of its own
+        if "memory" in want:
+            self.memory(r, redis)
 
-        # 3. memory: fresh brokers, so nothing earlier is in their heaps
+        # 4. replica acks: a Redis master with one replica of its own, one
+        # broker with redis_replica_acks 0, then one with 1 (one at a time)
+        if "acks" in want:
+            self.replica_acks(r)
+
+        # 5. Redis Cluster: 1 master, then 3 masters (the second table)
+        if "cluster" in want:
+            redis.close()       # idle from here on; the clusters are alone
+            self.procs.remove(redis)
+            t0 = time.monotonic()
+            self.cluster(r)
+            r["cluster_s"] = time.monotonic() - t0
+        r["load_after"] = os.getloadavg()
+        r["finished"] = datetime.datetime.now(datetime.timezone.utc)
+        return r
+
+    def memory(self, r, redis):
+        """3. memory: fresh brokers, so nothing earlier is in their heaps."""
+        a = self.args
         b3 = Broker(a.broker, redis, self.work, "broker3",
                     "--max_sessions", IDLE_SESSIONS + 100)
         self.procs.append(b3)
@@ -263,21 +297,6 @@ class Bench:
         r["held"] = self.sessions(b4, LOCK_SESSIONS, LOCKS_EACH)
         b4.close()
         self.procs.remove(b4)
-
-        # 4. replica acks: a Redis master with one replica of its own, one
-        # broker with redis_replica_acks 0, then one with 1 (one at a time)
-        self.replica_acks(r)
-
-        # 5. Redis Cluster: 1 master, then 3 masters (the second table)
-        if not a.no_cluster:
-            redis.close()       # idle from here on; the clusters are alone
-            self.procs.remove(redis)
-            t0 = time.monotonic()
-            self.cluster(r)
-            r["cluster_s"] = time.monotonic() - t0
-        r["load_after"] = os.getloadavg()
-        r["finished"] = datetime.datetime.now(datetime.timezone.utc)
-        return r
 
     def replica_acks(self, r):
         """Pairs at CPU_CONNS through a broker on a master with one replica,
@@ -509,12 +528,53 @@ def n0(x):
 
 
 def table(r, args):
-    p = r["pairs"]
+    """The first table: the rows of the sections that ran (--only)."""
     rows = []
 
     def row(what, broker="", direct="", ratio=""):
         rows.append((what, broker, direct, ratio))
 
+    if "pairs" in r:
+        pair_rows(r, row)
+    if "handoff1" in r:
+        handoff_rows(r, row)
+    if "acks0" in r:
+        acks_rows(r, row)
+    if "rss_base" in r:
+        memory_rows(r, row)
+
+    head = ("measurement", "broker", "direct Redis", "broker/direct")
+    lines = [
+        "lockbroker benchmark, %s" % r["started"].strftime("%Y-%m-%d %H:%M UTC"),
+        "machine: nproc %d, %s, Linux %s; load average %.2f before, "
+        "%.2f after (1 min)" % (os.cpu_count(), cpu_model(), platform.release(),
+                                r["load_before"][0], r["load_after"][0]),
+        "%s, commit %s; redis-server %s (own, no persistence)" % (
+            r["broker_version"], r["commit"], r["redis_version"]),
+    ]
+    if "acks0" in r:
+        lines.append(
+            "replica-ack rows: a second redis-server master with one replica "
+            "(--replicaof, diskless sync), replica still linked after them: "
+            "%s" % ("yes" if r["replica_linked_after"] else "NO"))
+    if set(args.only) != set(SECTIONS):
+        lines.append("sections run (--only): %s" % ", ".join(
+            x for x in SECTIONS if x in args.only))
+    lines += [
+        "%.1f s per point after %.1f s warm-up; the run took %.0f s" % (
+            args.seconds, args.warmup,
+            (r["finished"] - r["started"]).total_seconds()),
+        "",
+    ]
+    if rows:
+        lines += render(head, rows)
+    if "cluster" in r:
+        lines += [""] + cluster_table(r)
+    return "\n".join(lines) + "\n"
+
+
+def pair_rows(r, row):
+    p = r["pairs"]
     for n in PAIR_CONNS:
         b, d = p[("broker", n)], p[("direct", n)]
         row("acquire+release pairs/s, %d conn%s" % (n, "s" if n > 1 else ""),
@@ -535,7 +595,9 @@ def table(r, args):
     row("CPU ms per 1,000 pairs (%d conns): redis-server" % CPU_CONNS,
         per_k(r["cpu_redis_b"]), per_k(r["cpu_redis_d"]))
 
-    h1, h2 = r["handoff1"], r["handoff2"]
+
+def handoff_rows(r, row):
+    h1, h2, sem = r["handoff1"], r["handoff2"], r["semaphore"]
     row("handoff RELEASE->next OK ms p50 / p99 / max, 8 on one broker",
         "%s / %s / %s" % (ms(h1["same_p50_us"]), ms(h1["same_p99_us"]),
                           ms(h1["same_max_us"])))
@@ -548,12 +610,26 @@ def table(r, args):
                           ms(h2["same_max_us"])))
     row("hot-key acquisitions/s, 8 on one broker / 4+4 on two",
         "%s / %s" % (n0(h1["rate"]), n0(h2["rate"])))
+    row("semaphore acquisitions/s, 8 on one broker, one LIMIT %d key "
+        "(ideal ~%s)" % (SEM_PERMITS, n0(SEM_PERMITS * 1000)),
+        n0(sem["rate"]))
+    row("  its RELEASE->next OK ms p50 / p99 / max",
+        "%s / %s / %s" % (ms(sem["same_p50_us"]), ms(sem["same_p99_us"]),
+                          ms(sem["same_max_us"])))
     row("longest ACQUIRE->OK wait ms, 8 on one broker / 4+4 on two",
         "%s / %s" % (ms(h1["max_wait_us"]), ms(h2["max_wait_us"])))
+    row("longest ACQUIRE->OK wait ms, 8 on the LIMIT %d key" % SEM_PERMITS,
+        ms(sem["max_wait_us"]))
     row("releaser re-granted at once / two holders at once (both runs)",
         "%d / %d" % (h1["self_again"] + h2["self_again"],
                      h1["overlaps"] + h2["overlaps"]))
+    row("LIMIT %d key: most holders at once / more than %d at once / "
+        "releaser re-granted at once" % (SEM_PERMITS, SEM_PERMITS),
+        "%d / %d / %d" % (sem["max_holders"], sem["overlaps"],
+                          sem["self_again"]))
 
+
+def acks_rows(r, row):
     a0, a1 = r["acks0"], r["acks1"]
     for acks, x in ((0, a0), (1, a1)):
         row("acquire+release pairs/s, %d conns, Redis with 1 replica, "
@@ -581,6 +657,8 @@ def table(r, args):
             r["acks_missed"], a1.get("errors", 0),
             h["self_again"] if h else "-", h["overlaps"] if h else "-"))
 
+
+def memory_rows(r, row):
     base, idle = r["rss_base"], r["idle"]["rss_sessions"]
     row("broker RSS MiB: fresh / with %s idle sessions" % n0(IDLE_SESSIONS),
         "%.1f / %.1f" % (base / 2**20, idle / 2**20))
@@ -594,27 +672,6 @@ def table(r, args):
                          held["rss_locks"] / 2**20))
     row("  bytes per lock over the %d idle sessions" % LOCK_SESSIONS,
         n0((held["rss_locks"] - held["rss_sessions"]) / nlocks))
-
-    head = ("measurement", "broker", "direct Redis", "broker/direct")
-    lines = [
-        "lockbroker benchmark, %s" % r["started"].strftime("%Y-%m-%d %H:%M UTC"),
-        "machine: nproc %d, %s, Linux %s; load average %.2f before, "
-        "%.2f after (1 min)" % (os.cpu_count(), cpu_model(), platform.release(),
-                                r["load_before"][0], r["load_after"][0]),
-        "%s, commit %s; redis-server %s (own, no persistence)" % (
-            r["broker_version"], r["commit"], r["redis_version"]),
-        "replica-ack rows: a second redis-server master with one replica "
-        "(--replicaof, diskless sync), replica still linked after them: %s" % (
-            "yes" if r["replica_linked_after"] else "NO"),
-        "%.1f s per point after %.1f s warm-up; the run took %.0f s" % (
-            args.seconds, args.warmup,
-            (r["finished"] - r["started"]).total_seconds()),
-        "",
-    ]
-    lines += render(head, rows)
-    if "cluster" in r:
-        lines += [""] + cluster_table(r)
-    return "\n".join(lines) + "\n"
 
 
 def render(head, rows):
@@ -806,7 +863,16 @@ def main():
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--no-cluster", action="store_true",
                     help="skip the Redis Cluster rows (about 45 s)")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help="run these sections only, comma-separated, of: %s "
+                    "(default: all)" % ", ".join(SECTIONS))
     args = ap.parse_args()
+    args.only = args.only.split(",")
+    for x in args.only:
+        if x not in SECTIONS:
+            ap.error("--only: no section %r (%s)" % (x, ", ".join(SECTIONS)))
+    if args.no_cluster and "cluster" in args.only:
+        args.only.remove("cluster")
     for path in (args.broker, args.tool):
         if not os.access(path, os.X_OK):
             sys.exit("run.py: %s is not built (make bench)" % path)

@@ -2,7 +2,10 @@
 test_examples.py - every client example in examples/ against a real
 broker: it waits for a lock another client holds briefly, prints the
 fencing token and exits 0; it exits 75 when the lock stays busy and 1 on an
-ERR reply or when no broker listens.  lock.py also resumes its session
+ERR reply or when no broker listens.  With --limit N it takes a permit of
+a semaphore beside other holders, with --shared a read hold beside other
+readers (protocol 1.1); three lock.py --limit 2 workers are never more
+than two inside at once.  lock.py also resumes its session
 (RESUME) when a relay between it and the broker resets its connection while
 it holds the lock, and keeps the lock with the same token.
 
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import harness
 from harness import UUID_RE, BrokerTestCase, wait_until
@@ -176,6 +180,38 @@ class ExampleTests:
         self.assertEqual(out, "")
         self.assertIn("ERR BADARG", err)
 
+    def test_limit_takes_a_permit_beside_a_holder_until_all_are_taken(self):
+        holder = self.connect(self.b)
+        held = self.assertToken(holder.req("ACQUIRE job LIMIT 2"))
+        rc, out, err = self.run_example("--limit", 2, "job", 0)
+        self.assertEqual(rc, 0, err)
+        m = re.fullmatch(TOKEN_RE % ("job", "job"), out)
+        self.assertIsNotNone(m, out)
+        self.assertNotEqual(int(m.group(1)), held)
+        self.assertToken(self.connect(self.b).req("ACQUIRE job LIMIT 2"))
+        rc, out, err = self.run_example("--limit", 2, "job", 200)
+        self.assertEqual((rc, out), (75, ""), err)
+        self.assertIn("busy", err)
+
+    def test_limit_other_than_the_semaphore_s_exits_1(self):
+        holder = self.connect(self.b)
+        self.assertToken(holder.req("ACQUIRE job LIMIT 3"))
+        rc, out, err = self.run_example("--limit", 2, "job", 0)
+        self.assertEqual((rc, out), (1, ""), err)
+        self.assertIn("ERR BADARG the key is a semaphore with LIMIT 3", err)
+
+    def test_shared_beside_a_reader_and_busy_for_a_writer(self):
+        reader = self.connect(self.b)
+        self.assertToken(reader.req("ACQUIRE job SHARED"))
+        rc, out, err = self.run_example("--shared", "job", 0)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, TOKEN_RE % ("job", "job"))
+        rc, out, err = self.run_example("job", 200)     # the writer
+        self.assertEqual((rc, out), (75, ""), err)
+        self.assertIn("busy", err)
+        self.assertRegex(reader.req("OWNER job"), r"\AOK SHARED 1 %s "
+                         r"[0-9]+ [0-9]+\Z" % UUID_RE)
+
     def test_no_broker_exits_1(self):
         rc, out, err = self.run_example("job", 0, port=harness.free_port())
         self.assertEqual(rc, 1, err)
@@ -231,6 +267,33 @@ class TestPython(ExampleTests, BrokerTestCase):
                                  "connection\n", "released job\n"])
         self.assertEqual(p.stderr.read(), "")
         self.assertEqual(watcher.req("OWNER job"), "OK -")
+
+    def test_limit_2_workers_are_never_more_than_two_inside(self):
+        """The README's rate-limited API: three workers that each hold a
+        permit of job LIMIT 2 for 1 s; OWNER, polled meanwhile, never
+        lists more than two holders, and lists three tokens in all."""
+        procs = [self.start_example("--limit", 2, "job", 10000, 1000)
+                 for _ in range(3)]
+        watcher = self.connect(self.b)
+        seen, tokens = set(), set()
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while any(p.poll() is None for p in procs) and \
+                time.monotonic() < deadline:
+            words = watcher.req("OWNER job").split()
+            if words[1:2] == ["SEMAPHORE"]:
+                self.assertEqual(words[3], "2", words)
+                seen.add(int(words[2]))
+                tokens.update(words[6::3])
+            else:
+                self.assertEqual(words, ["OK", "-"])
+            time.sleep(0.01)
+        for p in procs:
+            out, err = p.communicate(timeout=RUN_TIMEOUT)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertRegex(out, TOKEN_RE % ("job", "job"))
+        self.assertEqual(max(seen, default=0), 2,
+                         "holders seen at once: %r" % seen)
+        self.assertEqual(len(tokens), 3, tokens)
 
 
 class TestNode(ExampleTests, BrokerTestCase):

@@ -3,7 +3,9 @@ test_lockctl.py - the lockctl client against a real broker: runs under a
 lock serialize, exit statuses pass through, busy gives 75 (or -E), a lost
 lock (broker killed, key deleted in Redis) stops CMD with 70, signals reach
 CMD and the lock is released, --hold-at-least keeps the key taken after a
-fast CMD, owner/stats/ping, AUTH, unix socket, usage.
+fast CMD, --limit N lets N runs in at once and --shared lets readers in
+together while a run without it waits (protocol 1.1), owner/stats/ping,
+AUTH, unix socket, usage.
 
 lockctl is $LOCKCTL (make integration sets it), else build/lockctl.  CMDs
 are small Python scripts (WORKER below) that log what they see to a file,
@@ -27,9 +29,10 @@ LOCKCTL = os.environ.get("LOCKCTL") or os.path.join(
     harness.REPO, "build", "lockctl")
 RUN_TIMEOUT = 20.0        # no lockctl run in this file should come close
 
-# The CMD most tests run: "worker.py LOG HOLD_S [ignore-term]".  It logs
-# "start <monotonic> <token>" and "end <monotonic>", sleeps HOLD_S in
-# between, and on SIGTERM logs "term" and exits 7 (or ignores SIGTERM).
+# The CMD most tests run: "worker.py LOG HOLD_S [ignore-term] [until=PATH]".
+# It logs "start <monotonic> <token>" and "end <monotonic>", sleeps HOLD_S
+# in between (with until=PATH: until PATH exists, HOLD_S at most), and on
+# SIGTERM logs "term" and exits 7 (or ignores SIGTERM).
 WORKER = r"""
 import os, signal, sys, time
 log, hold = sys.argv[1], float(sys.argv[2])
@@ -43,7 +46,13 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN if "ignore-term" in sys.argv
               else on_term)
 note("start %.6f %s %s %d" % (time.monotonic(), os.environ["LOCKBROKER_KEY"],
                               os.environ["LOCKBROKER_TOKEN"], os.getpid()))
-time.sleep(hold)
+gate = [a[6:] for a in sys.argv[3:] if a.startswith("until=")]
+if gate:
+    deadline = time.monotonic() + hold
+    while not os.path.exists(gate[0]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+else:
+    time.sleep(hold)
 note("end %.6f" % time.monotonic())
 """
 
@@ -395,6 +404,157 @@ class TestHoldAtLeast(LockctlCase):
                          % (UUID_RE, tok))
 
 
+def most_at_once(spans):
+    """The largest number of (start, end) spans that overlap at one
+    moment (an end before a start at the same instant)."""
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    inside = most = 0
+    for _, d in edges:
+        inside += d
+        most = max(most, inside)
+    return most
+
+
+class TestSharedAndLimit(LockctlCase):
+    """--limit N: one of N permits of a semaphore (ACQUIRE ... LIMIT n);
+    --shared: a read hold (ACQUIRE ... SHARED).  A worker logs its start
+    after lockctl's OK and its end before the RELEASE, so spans that
+    overlap were inside together.  The holders that others must wait for
+    hold until the test opens their gate (worker until=PATH)."""
+
+    def setUp(self):
+        super().setUp()
+        self.gate = "until=" + self.path("gate")
+
+    def open_gate(self):
+        with open(self.path("gate"), "w"):
+            pass
+
+    def span(self, name):
+        return self.started(name)[0], self.ended(name)
+
+    def waiters(self, n, what):
+        c = self.connect(self.b)
+        wait_until(lambda: self.stats(c)["waiters"] == str(n), 5.0,
+                   what=what)
+
+    def test_limit_2_lets_two_of_three_runs_in_at_once(self):
+        procs = [self.spawn("--limit", 2, "-w", 15000, "k", "--",
+                            *self.work("w%d" % i, 10, self.gate))
+                 for i in range(3)]
+        wait_until(lambda: len([i for i in range(3) if self.log("w%d" % i)])
+                   == 2, 10.0, what="two runs to start")
+        self.waiters(1, "the third run to wait")
+        self.assertRegex(self.owner("k"), r"\AOK SEMAPHORE 2 2( %s [0-9]+ "
+                         r"[0-9]+){2}\Z" % UUID_RE)
+        self.open_gate()
+        for p in procs:
+            rc, _, err = self.finish(p)
+            self.assertEqual((rc, err), (0, ""))
+        spans = [self.span("w%d" % i) for i in range(3)]
+        self.assertEqual(most_at_once(spans), 2,
+                         "runs inside at once: %r" % spans)
+        tokens = {self.started("w%d" % i)[2] for i in range(3)}
+        self.assertEqual(len(tokens), 3, "each permit has its own token")
+        self.assertEqual(self.owner("k"), "OK -")
+
+    def test_shared_readers_run_together_and_a_writer_waits(self):
+        readers = [self.spawn("--shared", "-w", 10000, "k", "--",
+                              *self.work("r%d" % i, 10, self.gate))
+                   for i in (1, 2)]
+        self.started("r1")
+        self.started("r2")
+        self.assertRegex(self.owner("k"), r"\AOK SHARED 2( %s [0-9]+ [0-9]+)"
+                         r"{2}\Z" % UUID_RE)
+        writer = self.spawn("-w", 10000, "k", "--", *self.work("w", 0))
+        self.waiters(1, "the writer to wait")
+        self.assertEqual(self.log("w"), [])
+        self.open_gate()
+        for p in readers + [writer]:
+            rc, _, err = self.finish(p)
+            self.assertEqual((rc, err), (0, ""))
+        r1, r2 = self.span("r1"), self.span("r2")
+        self.assertEqual(most_at_once([r1, r2]), 2,
+                         "the readers were not inside together")
+        self.assertGreaterEqual(self.started("w")[0], max(r1[1], r2[1]),
+                                "the writer ran beside a reader")
+
+    def test_reader_after_a_waiting_writer_waits_behind_it(self):
+        reader = self.spawn("--shared", "k", "--",
+                            *self.work("r1", 10, self.gate))
+        self.started("r1")
+        writer = self.spawn("-w", 10000, "k", "--", *self.work("w", 0.3))
+        self.waiters(1, "the writer to wait")
+        late = self.spawn("--shared", "-w", 10000, "k", "--",
+                          *self.work("r2", 0))
+        self.waiters(2, "the second reader to wait")
+        self.assertEqual(self.log("r2"), [])
+        self.open_gate()
+        for p in (reader, writer, late):
+            rc, _, err = self.finish(p)
+            self.assertEqual((rc, err), (0, ""))
+        w = self.span("w")
+        self.assertGreaterEqual(w[0], self.ended("r1"))
+        self.assertGreaterEqual(self.started("r2")[0], w[1],
+                                "a reader overtook the waiting writer")
+
+    def test_lost_permit_or_shared_hold_stops_cmd_and_exits_70(self):
+        # As for a lock: the renewal (every TTL/3) finds the key gone.
+        for kind in (("--limit", 2), ("--shared",)):
+            key = kind[0].strip("-")
+            p = self.spawn(*kind, "-t", 600, key, "--",
+                           *self.work(key, 30))
+            _, _, tok, _ = self.started(key)
+            self.redis.cli("DEL", self.lock_key(key))
+            rc, _, err = self.finish(p, timeout=10)
+            self.assertEqual(rc, 70, err)
+            self.assertIn("EVENT LOST %s %d" % (key, tok), err)
+            self.assertIn("term", self.log(key))
+
+    def test_limit_busy_exits_75_without_running_cmd(self):
+        for _ in range(2):
+            self.assertToken(self.connect(self.b).req("ACQUIRE k LIMIT 2"))
+        rc, _, err = self.lockctl("--limit", 2, "-w", 200, "k", "--",
+                                  *self.work("w", 0))
+        self.assertEqual(rc, 75, err)
+        self.assertEqual(err, "lockctl: lock k is busy (LIMIT 2: every "
+                         "permit taken) (waited 200 ms)\n")
+        self.assertEqual(self.log("w"), [])
+
+    def test_other_kind_or_limit_is_refused_with_the_reply(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE sem LIMIT 3"))
+        self.assertToken(c.req("ACQUIRE lock"))
+        for args, want in (
+                (("--limit", 2, "sem"), "ACQUIRE sem LIMIT 2: ERR BADARG "
+                 "the key is a semaphore with LIMIT 3"),
+                (("--shared", "sem"), "ACQUIRE sem SHARED: ERR BADARG the "
+                 "key is a semaphore with LIMIT 3"),
+                (("-w", 100, "sem"), "ACQUIRE sem WAIT 100: ERR BADARG the "
+                 "key is a semaphore with LIMIT 3"),
+                (("--limit", 3, "lock"), "ACQUIRE lock LIMIT 3: ERR BADARG "
+                 "the key is a lock, not a semaphore")):
+            rc, out, err = self.lockctl(*args, "--", *self.work("w", 0))
+            self.assertEqual((rc, out, err), (1, "", "lockctl: %s\n" % want))
+        self.assertEqual(self.log("w"), [])
+        # with the same LIMIT, lockctl takes a second permit of the three
+        rc, _, err = self.lockctl("--limit", 3, "sem", "--", "true")
+        self.assertEqual((rc, err), (0, ""))
+
+    def test_limit_takes_1_to_1000000_like_the_protocol(self):
+        for n in (1, 1000000):
+            rc, out, err = self.lockctl("--limit", n, "k%d" % n, "--", "sh",
+                                        "-c", 'exec "$0" owner "$1"',
+                                        LOCKCTL, "k%d" % n)
+            self.assertEqual(rc, 0, err)
+            self.assertRegex(out, r"\AOK SEMAPHORE 1 %d %s [0-9]+ [0-9]+\n\Z"
+                             % (n, UUID_RE))
+        for n in (0, 1000001, -1, "2x"):
+            rc, _, err = self.lockctl("--limit", n, "k", "--", "true")
+            self.assertEqual(rc, 64, err)
+            self.assertIn("--limit wants a number 1..1000000", err)
+
+
 class TestSubcommands(LockctlCase):
     def test_ping(self):
         self.assertEqual(self.lockctl("ping"), (0, "OK PONG\n", ""))
@@ -509,7 +669,11 @@ class TestUsage(LockctlCase):
                      ("--hold-at-least", "soon", "k", "--", "true"),
                      ("--hold-at-least", "-1", "k", "--", "true"),
                      ("--hold-at-least", "2147483648", "k", "--", "true"),
-                     ("--hold-at-least",), ("--no-such-option", "ping")):
+                     ("--hold-at-least",), ("--no-such-option", "ping"),
+                     ("--shared", "--limit", "2", "k", "--", "true"),
+                     ("--limit", "2", "--shared", "k", "--", "true"),
+                     ("--limit",), ("--shared=1", "k", "--", "true"),
+                     ("--shared", "owner", "k"), ("--limit", "2", "stats")):
             rc, out, err = self.lockctl(*args)
             self.assertEqual(rc, 64, "lockctl %r: %r" % (args, err))
             self.assertTrue(err.startswith("lockctl: "), err)
@@ -543,7 +707,8 @@ class TestManPage(unittest.TestCase):
                                    text=True, timeout=10).stdout
         with open(self.MAN) as f:
             man = f.read()
-        for opt in list("aEHhktUVw") + ["-hold-at-least"]:
+        for opt in list("aEHhktUVw") + ["-hold-at-least", "-shared",
+                                        "-limit"]:
             self.assertRegex(help_text, r"(?m)^  -%s\b" % opt)
             self.assertRegex(man, r"(?m)^\.It Fl %s\b" % opt)
         for sub in ("owner", "stats", "ping"):
