@@ -109,6 +109,12 @@ SANITIZED = (os.environ.get("LOCKBROKER_SANITIZED") == "1" or
 N_BROKERS = 3
 N_CLIENTS = 30
 KEYS = ["chaos-a", "chaos-b", "chaos-c", "chaos-d"]
+# A semaphore too (issue 13): a quarter of the holds take one of its
+# SEM_LIMIT permits; never more than that many holders at once (outside
+# holds told LOST or cut off by a fault).
+SEM_KEY = "chaos-sem"
+SEM_LIMIT = 3
+SEM_SHARE = 0.25
 TTL_MS = 600
 WAIT_MS = 300
 PAUSE_S = 1.5                 # SIGSTOP of a broker: well over TTL_MS
@@ -251,6 +257,7 @@ class World:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.holds = []
+        self.sem_holds = []
         self.violations = []
         self.transcripts = {}     # sid -> (port, cid, lines)
         self.counts = collections.Counter()
@@ -269,8 +276,12 @@ class World:
 
     def add_hold(self, h):
         with self.lock:
-            self.holds.append(h)
-            self.counts["holds"] += 1
+            if h.key == SEM_KEY:
+                self.sem_holds.append(h)
+                self.counts["sem_holds"] += 1
+            else:
+                self.holds.append(h)
+                self.counts["holds"] += 1
 
     def broker_at(self, port):
         for b in self.brokers:
@@ -614,8 +625,13 @@ class ChaosClient(threading.Thread):
         self.world.count("writes_accepted" if ok else "stale_writes_rejected")
 
     def one_hold(self, sess):
-        key = self.rng.choice(KEYS)
-        line = "ACQUIRE %s WAIT %d TTL %d" % (key, WAIT_MS, TTL_MS)
+        if self.rng.random() < SEM_SHARE:
+            key = SEM_KEY
+            line = "ACQUIRE %s LIMIT %d WAIT %d TTL %d" % (
+                key, SEM_LIMIT, WAIT_MS, TTL_MS)
+        else:
+            key = self.rng.choice(KEYS)
+            line = "ACQUIRE %s WAIT %d TTL %d" % (key, WAIT_MS, TTL_MS)
         self.phase = "acquiring"
         r = sess.request(line)
         if r == "BUSY":
@@ -635,17 +651,19 @@ class ChaosClient(threading.Thread):
         sess.hold = h
         self.world.add_hold(h)
         self.phase = "holding"
-        self.write(sess, h)
+        if key != SEM_KEY:       # the fenced resource is for the locks
+            self.write(sess, h)
         sess.pump(self.rng.uniform(0.005, 0.020))
         if self.stall_flag:
             # Process pause: no reading, no checking, then the write.
             self.stalled = h.stalled = True
             self.world.count("stalls")
             time.sleep(STALL_S)
-            self.write(sess, h)
+            if key != SEM_KEY:
+                self.write(sess, h)
         else:
             sess.pump(0)
-            if h.told is None:
+            if h.told is None and key != SEM_KEY:
                 self.write(sess, h)
         self.phase = "releasing"
         self.stall_flag = False
@@ -852,6 +870,7 @@ class TestChaos(unittest.TestCase):
 
         self.check_after_faults()
         self.check_holds()
+        self.check_semaphore()
         self.check_resource()
         self.summary()
         if w.violations:
@@ -966,6 +985,39 @@ class TestChaos(unittest.TestCase):
                         later_min = x
                 i = j - 1
 
+    def check_semaphore(self):
+        """At no moment more than SEM_LIMIT permits held.  A client's
+        [s, e] (OK read .. RELEASE sent) lies within its true hold, so
+        overlapping client intervals overlap in truth; holds told LOST or
+        cut off by a fault are left out (their permit may rightly have
+        gone to another)."""
+        w = self.world
+        seen, events = {}, []
+        for h in w.sem_holds:
+            prev = seen.setdefault(h.token, h.sid)
+            if prev != h.sid:
+                w.violation("semaphore token %d handed to %s and %s"
+                            % (h.token, prev, h.sid), [prev, h.sid])
+            if h.told or h.broken or h.e is None:
+                continue
+            events.append((h.s, 1, h))
+            events.append((h.e, -1, h))
+        events.sort(key=lambda ev: (ev[0], ev[1]))
+        inside, top = set(), 0
+        for t, d, h in events:
+            if d < 0:
+                inside.discard(h)
+                continue
+            inside.add(h)
+            top = max(top, len(inside))
+            if len(inside) > SEM_LIMIT:
+                w.violation("%d holders of %s (LIMIT %d) at t=%.3f:\n  %s"
+                            % (len(inside), SEM_KEY, SEM_LIMIT, t - w.t0,
+                               "\n  ".join(x.describe(w.t0)
+                                           for x in inside)),
+                            [x.sid for x in inside])
+        w.count("sem_max_inside", top)
+
     def in_window(self, t):
         return any(a <= t <= b for a, b in self.world.windows)
 
@@ -1018,7 +1070,7 @@ class TestChaos(unittest.TestCase):
                 "unavailable(acquire=%d release=%d) requests=%d replies=%d "
                 "closed_with_request_outstanding=%d "
                 "closed_after_quit_before_ok=%d final_acquires=%d "
-                "violations=%d"
+                "sem_holds=%d sem_max_inside=%d violations=%d"
                 % (w.seed, w.now(), " (sanitized)" if SANITIZED else "",
                    N_BROKERS, N_CLIENTS, len(KEYS), c["sessions"], c["holds"],
                    sum(w.faults[f] for f in FAULTS),
@@ -1032,7 +1084,8 @@ class TestChaos(unittest.TestCase):
                    c["requests"], c["replies"],
                    c["closed_with_request_outstanding"],
                    c["closed_after_quit_before_ok"],
-                   c["final_acquires"], len(w.violations)))
+                   c["final_acquires"], c["sem_holds"],
+                   c["sem_max_inside"], len(w.violations)))
         sys.stderr.write("\n" + line + "\n")
         if os.environ.get("CHAOS_VERBOSE"):
             sys.stderr.write("faults:\n  " + "\n  ".join(w.fault_log) + "\n")
