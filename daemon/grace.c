@@ -622,7 +622,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 	}
 	g->cl = cl;
 	event_del(g->timer);
-	locks_client_handover(cl, &ghost_ops, g);
+	locks_client_handover(cl, &ghost_ops, g, 1);
 	if (g->opening && g->fresh && how == GRACE_LOST) {
 		/* gone before it heard its secret: nobody can resume it */
 		how = GRACE_QUIT;

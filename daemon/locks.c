@@ -106,10 +106,15 @@ struct lock {
 	unsigned releasing;		/* releases in flight */
 	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
 	unsigned in_delay:1;		/* free, but a failover lock delay runs */
-	unsigned woken:1;		/* a wake came while attempt in flight */
+	unsigned wakes;			/* wakes so far: an attempt sent before
+					 * the last one answered "held" may be
+					 * stale news (struct op.wakes) */
+	long busy_kind;			/* the kind whose attempt said "held
+					 * elsewhere" (remote_busy) */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
 	unsigned wanted:1;		/* a remote waiter announced itself */
+	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
 	char name[];
@@ -173,6 +178,8 @@ struct lclient {
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
 	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
+	unsigned detached:1;		/* a grace session with no connection:
+					 * its holds may be resumed elsewhere */
 	unsigned closing:1;		/* being freed: no more news */
 };
 
@@ -186,6 +193,7 @@ struct op {
 	int64_t sent_us;
 	long long token;
 	long kind;			/* an attempt's: what it asks for */
+	unsigned wakes;			/* an attempt's: lk->wakes when sent */
 	long ttl_ms;
 	long linger_ms;			/* release: RELEASE ... LINGER */
 	char id[OWNER_MAX + 1];	/* the hold's (or requester's) owner */
@@ -320,8 +328,8 @@ pending_drop(struct locks *lt, const char *key, size_t keylen, const char *id)
 	while (*pp != NULL) {
 		struct pending *p = *pp;
 
-		if (p->keylen == keylen && memcmp(p->key, key, keylen) == 0 &&
-		    strcmp(p->id, id) == 0) {
+		if (p->kind == PEND_FORGET && p->keylen == keylen &&
+		    memcmp(p->key, key, keylen) == 0 && strcmp(p->id, id) == 0) {
 			*pp = p->next;
 			lt->npending--;
 			free(p);
@@ -775,7 +783,7 @@ may_try(const struct lock *lk, long kind)
 	if (lk->excl_attempt || hold_excl(lk) != NULL)
 		return 0;
 	if (kind == LK_SHARED)
-		return !(lk->wanted && lk->nholds > 0);
+		return !(lk->writer_wanted && lk->nholds > 0);
 	return lk->nholds + lk->attempts < (unsigned long)kind;
 }
 
@@ -813,8 +821,11 @@ lock_pump(struct lock *lk)
 		next = w->wnext;
 		if (w->op != NULL)
 			continue;
-		if (lk->releasing || lk->remote_busy || !may_try(lk, w->wkind))
-			break;
+		if (lk->releasing || !may_try(lk, w->wkind) ||
+		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
+		    w->wkind == LK_SHARED)))
+			break;	/* (a writer's "held elsewhere" may be readers
+				 * there, which a reader may join) */
 		if (lk->yield_until_ms > now_ms()) {
 			/* a remote waiter's turn: try after it had its go */
 			lock_retry_at(lk, lk->yield_until_ms);
@@ -823,12 +834,12 @@ lock_pump(struct lock *lk)
 		op = op_new(lt, lk, w);
 		op->sent_us = now_us();
 		op->kind = w->wkind;
+		op->wakes = lk->wakes;
 		owner_copy(op->id, w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
 		    attempt_done, op) == 0) {
-			if (lk->attempts++ == 0)
-				lk->woken = 0;
+			lk->attempts++;
 			if (w->wkind == LK_EXCLUSIVE)
 				lk->excl_attempt = 1;
 			continue;
@@ -854,6 +865,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
 	int64_t sent_us = op->sent_us;
 	long kind = op->kind;
+	unsigned sent_wakes = op->wakes;
 
 	memcpy(id, op->id, sizeof id);		/* the requester's client-id */
 	free(op);
@@ -862,8 +874,6 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		lk->excl_attempt = 0;
 	lk->freed_us = 0;
 	lk->in_delay = 0;
-	if (!ok || granted)
-		lk->woken = 0;
 	if (!ok && key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM...): the script did not run.  Final for this request:
@@ -908,6 +918,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
 	} else if (granted == 2 && w != NULL) {
 		lk->remote_busy = 1;	/* try again when the delay ends */
+		lk->busy_kind = kind;
 		lk->in_delay = 1;
 		lock_retry_at(lk, now_ms() + (n < PTTL_RETRY_MAX ? n : 0) + 1);
 	} else if (granted == 2) {
@@ -942,13 +953,16 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		waiter_remove(w);
 		lt->stats.busy++;
 		reply(w, LK_BUSY, 0, NULL);
-	} else if (w != NULL && lk->woken) {
+	} else if (w != NULL && sent_wakes != lk->wakes) {
 		/* Released (pub/sub, on the other connection) after our
-		 * attempt ran: lock_pump below tries again at once. */
+		 * attempt was sent: lock_pump below tries again at once.
+		 * Once per wake: the next answer is compared with this one's
+		 * count (several attempts in flight share the key's). */
 	} else if (w != NULL) {
 		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
 		 * to run out if its holder died without releasing. */
 		lk->remote_busy = 1;
+		lk->busy_kind = kind;
 		/* A foreign key may carry any PTTL: past a day, the waiter's
 		 * own deadline (or a pub/sub wake) comes first anyway. */
 		if (n >= 0 && n < PTTL_RETRY_MAX)
@@ -1226,7 +1240,7 @@ release_send(struct lock *lk, struct hold *h, struct op *op)
 		    strlen(op->id), op->token, op->linger_ms, release_done, op);
 	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
 		lk->handoffs = 0;
-		lk->wanted = 0;
+		lk->wanted = lk->writer_wanted = 0;
 		lk->yield_until_ms = now + YIELD_MS;
 		lt->stats.fair_yields++;
 		w = NULL;
@@ -1236,15 +1250,17 @@ release_send(struct lock *lk, struct hold *h, struct op *op)
 		 * still waits for them, and the readers here still hold back
 		 * for it */
 	} else if (w == NULL && h->kind == LK_SHARED) {
-		if (lk->wanted && lk->whead != NULL) {
+		if (lk->writer_wanted && lk->whead != NULL) {
 			/* the last read here, and a writer waits elsewhere:
 			 * the readers here let it go first */
 			lk->yield_until_ms = now + YIELD_MS;
 			lt->stats.fair_yields++;
 		}
-		lk->wanted = 0;		/* this release publishes */
+		lk->wanted = lk->writer_wanted = 0;	/* this release
+							 * publishes */
 	} else if (w == NULL) {
-		lk->wanted = 0;		/* this release publishes */
+		lk->wanted = lk->writer_wanted = 0;	/* this release
+							 * publishes */
 	}
 	if (w == NULL) {
 		return store_release(lt->st, lk->name, lk->te.keylen, op->id,
@@ -1726,23 +1742,28 @@ locks_store_down(void *arg)
 static void
 lock_wake(struct lock *lk)
 {
-	struct hold *x = hold_excl(lk);
+	struct hold *x = hold_excl(lk), *h;
 
 	if (x != NULL && !x->releasing) {
 		/* Released elsewhere while a session here holds it alone:
 		 * that hold is stale (its session was resumed on another
 		 * broker, or the lock was lost).  Check it now, not at its
-		 * next renewal, so the waiters here do not wait for that.
-		 * (A shared hold or a permit released elsewhere is news for
-		 * the waiters here only.) */
+		 * next renewal, so the waiters here do not wait for that. */
 		x->renew_at = now_ms();
 		renew_schedule(lk->lt, x->renew_at);
 		return;
 	}
-	if (lk->attempts) {
-		lk->woken = 1;
-		return;
-	}
+	/* A shared hold or a permit released elsewhere is news for the
+	 * waiters here; but a detached session's hold here may be stale the
+	 * same way (resumed elsewhere and released there): check those now
+	 * too, so a writer here does not wait for their renewal. */
+	TAILQ_FOREACH(h, &lk->holds, klink)
+		if (h->cl->detached && !h->releasing) {
+			h->renew_at = now_ms();
+			renew_schedule(lk->lt, h->renew_at);
+		}
+	if (lk->attempts)
+		lk->wakes++;		/* their "held" answers are retried */
 	if (!lk->remote_busy)
 		return;
 	lk->freed_us = now_us();
@@ -1753,14 +1774,18 @@ lock_wake(struct lock *lk)
 }
 
 void
-locks_store_wanted(void *arg, const char *key, size_t keylen)
+locks_store_wanted(void *arg, const char *key, size_t keylen, int writer)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
 
 	/* News for any key this broker has (holds, is acquiring, or has
-	 * waiters for): its next releases owe the remote waiter a turn. */
-	if (lk != NULL)
+	 * waiters for): its next releases owe the remote waiter a turn; a
+	 * writer's also holds back the readers here (may_try). */
+	if (lk != NULL) {
 		lk->wanted = 1;
+		if (writer)
+			lk->writer_wanted = 1;
+	}
 }
 
 void
@@ -1876,7 +1901,7 @@ locks_client_eof(struct lclient *cl)
 
 void
 locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
-    void *arg)
+    void *arg, int detached)
 {
 	struct lock *lk = cl->wlock;
 
@@ -1893,6 +1918,7 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 	/* its own release or renewal in flight still ends its hold */
 	cl->ops = ops;
 	cl->arg = arg;
+	cl->detached = detached ? 1 : 0;
 }
 
 void

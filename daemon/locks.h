@@ -119,7 +119,9 @@ void locks_get_stats(const struct locks *lt, struct locks_stats *out);
 void locks_store_up(void *arg);
 void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
-void locks_store_wanted(void *arg, const char *key, size_t keylen);
+/* writer: the remote waiter asks for an exclusive hold. */
+void locks_store_wanted(void *arg, const char *key, size_t keylen,
+    int writer);
 void locks_store_subscribed(void *arg);
 void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets) waiting for Redis to answer again. */
@@ -138,17 +140,19 @@ void locks_client_free(struct lclient *cl);
  */
 void locks_client_eof(struct lclient *cl);
 /*
- * Grace sessions (grace.c).  detach: the connection is gone but the holds
- * stay (renewed as before); its request in progress is dropped, a grant
- * on its way is freed, never handed to it; ops/arg get what is left to
- * say (replies of its releases in flight, lost locks).  abandon: free cl
+ * Grace sessions (grace.c).  handover: cl goes to a new owner (ops, arg);
+ * its request in progress is dropped, a grant on its way is freed, never
+ * handed to it; with detached 1 the connection is gone but the holds stay
+ * (renewed as before, and checked at once on a release message: they may
+ * have been resumed elsewhere), and ops/arg get what is left to say
+ * (replies of its releases in flight, lost locks).  abandon: free cl
  * and forget its holds here without touching Redis (another session owns
  * them now, or they are left in Redis for one).  adopt: cl holds key with
  * this token as Redis says (a resumed session): another local session's
  * hold of it is stale and ends as lost; -1 if that one is being released.
  */
 void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
-    void *arg);
+    void *arg, int detached);
 void locks_client_abandon(struct lclient *cl);
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
     long kind, long long token, unsigned holds, long ttl_ms);

@@ -299,9 +299,9 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
-on_store_wanted(void *arg, const char *key, size_t keylen)
+on_store_wanted(void *arg, const char *key, size_t keylen, int writer)
 {
-	locks_store_wanted(((struct broker *)arg)->locks, key, keylen);
+	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer);
 }
 
 static void

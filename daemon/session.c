@@ -351,7 +351,7 @@ session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
 	locks_client_free(s->cl);	/* a fresh session's: holds nothing */
 	s->cl = cl;
 	s->grace = g;
-	locks_client_handover(cl, &client_ops, s);
+	locks_client_handover(cl, &client_ops, s, 0);
 	log_debug("client %s resumed session %s", s->id, cid);
 	memcpy(s->id, cid, CLIENTID_LEN);
 	cmd_held(s);

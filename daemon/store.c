@@ -973,7 +973,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
 	    r.taglen };
-	p[np++] = (struct piece){ st->idsp, STORE_ID_LEN + 1, key, keylen };
+	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->idsp :
+	    st->idplus, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
 	if (kind != STORE_EXCLUSIVE)
 		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
@@ -1415,6 +1416,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 		memcpy(st->idsp, cfg->id, strnlen(cfg->id, STORE_ID_LEN));
 	st->idsp[STORE_ID_LEN] = ' ';
 	st->idsp[STORE_ID_LEN + 1] = '\0';
+	memcpy(st->idplus, st->idsp, sizeof st->idplus);
+	st->idplus[STORE_ID_LEN] = '+';
 	st->hooks = *hooks;
 	st->watchdog_ev = event_new(base, -1, EV_PERSIST, sconn_watchdog_cb, st);
 	st->role_ev = event_new(base, -1, EV_PERSIST, sconn_role_cb, st);

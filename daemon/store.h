@@ -50,8 +50,11 @@ struct store_hooks {
 	void (*down)(void *arg);	/* a command connection lost */
 	/* A lock was released somewhere (pub/sub). */
 	void (*released)(void *arg, const char *key, size_t keylen);
-	/* A client of another broker waits for a key (pub/sub). */
-	void (*wanted)(void *arg, const char *key, size_t keylen);
+	/* A client of another broker waits for a key (pub/sub); writer: to
+	 * hold it exclusive ("<broker-id> <key>"; a reader's or a permit
+	 * waiter's is "<broker-id>+<key>", which brokers before issue 13
+	 * read as any waiter's). */
+	void (*wanted)(void *arg, const char *key, size_t keylen, int writer);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
 	void (*subscribed)(void *arg);
 	/* Cluster mode: the slot map changed, keys may live elsewhere now

@@ -387,10 +387,11 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			st->hooks.released(st->hooks.arg, key, keylen);
 		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted &&
 		    keylen > STORE_ID_LEN + 1 &&
-		    memcmp(key, st->idsp, STORE_ID_LEN + 1) != 0)
-			/* "<broker-id> <key>"; our own announcements skipped */
+		    memcmp(key, st->idsp, STORE_ID_LEN) != 0)
+			/* "<broker-id> <key>" (a writer) or "<broker-id>+<key>";
+			 * our own announcements skipped */
 			st->hooks.wanted(st->hooks.arg, key + STORE_ID_LEN + 1,
-			    keylen - STORE_ID_LEN - 1);
+			    keylen - STORE_ID_LEN - 1, key[STORE_ID_LEN] != '+');
 	}
 }
 

@@ -137,7 +137,10 @@ struct store {
 	int64_t errlog_ms;		/* last error reply logged */
 	uint64_t errlog_quiet;		/* error replies not logged since */
 	int freeing;
-	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages */
+	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
+					 * of exclusive waiters */
+	char idplus[STORE_ID_LEN + 2];	/* "<broker-id>+": of readers and
+					 * permit waiters (issue 13) */
 	struct store_hooks hooks;
 	struct conn sub;
 	struct event *watchdog_ev;	/* checks the oldest command's age */

@@ -21,10 +21,11 @@
 --               every permit is taken (ms: until the soonest holder
 --               expires); announced on the wanted channel if the caller
 --               will wait
---   {2, ms}     the key is free (or, for a permit, not full), but a lock
---               delay runs ms more (a new master tenure: holds of the old
---               master may be reclaimed meanwhile).  Readers never
---               conflict, so a shared lock with holders is granted anyway
+--   {2, ms}     the key is free, or a permit is free, or (shared) only
+--               readers hold it, but a lock delay runs ms more (a new
+--               master tenure: holds of the old master may be reclaimed
+--               meanwhile, a writer's among them: the readers seen may be
+--               a lagging replica's, and gone on the old master)
 --   {3, k}      the key is of another kind, nothing written: k 0 a lock
 --               (held exclusive, or shared when a permit was asked), k n a
 --               semaphore of n permits (when shared or another n was asked)
@@ -70,16 +71,16 @@ if n > 0 then
   if kind ~= want then
     return {3, kind}
   end
-  if want > 0 then
-    if n >= want then
-      local first = redis.call('ZRANGEBYSCORE', k, '(0', '+inf',
-        'WITHSCORES', 'LIMIT', 0, 1)
-      return busy(tonumber(first[2]) - now)
-    end
-    local delay = redis.call('PTTL', KEYS[3])
-    if delay > 0 then
-      return {2, delay}
-    end
+  if want > 0 and n >= want then
+    local first = redis.call('ZRANGEBYSCORE', k, '(0', '+inf',
+      'WITHSCORES', 'LIMIT', 0, 1)
+    return busy(tonumber(first[2]) - now)
+  end
+  -- Not even beside readers: the set may be a lagging replica's, and the
+  -- key a writer's on the old master, reclaimed during the delay.
+  local delay = redis.call('PTTL', KEYS[3])
+  if delay > 0 then
+    return {2, delay}
   end
 else
   local delay = redis.call('PTTL', KEYS[3])

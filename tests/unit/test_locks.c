@@ -874,7 +874,7 @@ START_TEST(test_fair_release_after_handoffs)
 		int next = 1 - holder;
 
 		acquire(&e, next, "k", 10000, 5000);
-		locks_store_wanted(e.lt, "k", 1);
+		locks_store_wanted(e.lt, "k", 1, 1);
 		release(&e, holder, "k");
 		fc = take(&e, FAKE_HANDOFF);
 		fake_acquire_done(fc, 1, 1, ++token);
@@ -882,7 +882,7 @@ START_TEST(test_fair_release_after_handoffs)
 		holder = next;
 	}
 	acquire(&e, 1 - holder, "k", 10000, 5000);
-	locks_store_wanted(e.lt, "k", 1);
+	locks_store_wanted(e.lt, "k", 1, 1);
 	release(&e, holder, "k");
 	ck_assert_uint_eq(pending(&e, FAKE_HANDOFF), 0);
 	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
@@ -1010,7 +1010,7 @@ START_TEST(test_remote_writer_holds_back_readers)
 	env_start(&e, NULL);
 	acquire_k(&e, 0, "k", LK_SHARED, 1000);
 	grant(&e, 0, LK_SHARED, 10);
-	locks_store_wanted(e.lt, "k", 1);
+	locks_store_wanted(e.lt, "k", 1, 1);
 	acquire_k(&e, 1, "k", LK_SHARED, 1000);
 	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
 	release(&e, 0, "k");
@@ -1193,6 +1193,96 @@ START_TEST(test_renew_all_holders_lost)
 }
 END_TEST
 
+/* Review of issue 13, finding 2: a wake while two readers' attempts are
+ * in flight retries each "held" answer once, not for ever (it was a hot
+ * loop of ~25,000 attempts/s while a LINGER kept the key taken). */
+START_TEST(test_wake_with_two_attempts_retries_once)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "k", LK_SHARED, 5000);
+	acquire_k(&e, 1, "k", LK_SHARED, 5000);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 2);
+	locks_store_released(e.lt, "k", 1);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 3000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 3000);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 2);	/* once each */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 3000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 3000);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);	/* now they wait */
+	ck_assert_uint_eq(calls(&e, FAKE_ACQUIRE), 4);
+	locks_store_released(e.lt, "k", 1);
+	grant(&e, 0, LK_SHARED, 10);
+	grant(&e, 1, LK_SHARED, 11);
+	env_end(&e);
+}
+END_TEST
+
+/* Finding 3: a writer told "held elsewhere" (by readers there) leaves;
+ * the reader behind it tries at once instead of waiting for a wake. */
+START_TEST(test_reader_behind_a_gone_writer_tries_at_once)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "k", LK_EXCLUSIVE, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	acquire_k(&e, 1, "k", LK_SHARED, 5000);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);	/* behind the writer */
+	env_free_client(&e, 0);
+	grant(&e, 1, LK_SHARED, 10);
+	env_end(&e);
+}
+END_TEST
+
+/* Finding 4: a reader or a permit waiter announced elsewhere ("+") does
+ * not hold back the readers here; only a writer does. */
+START_TEST(test_remote_reader_does_not_hold_back_readers)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "k", LK_SHARED, 0);
+	grant(&e, 0, LK_SHARED, 10);
+	locks_store_wanted(e.lt, "k", 1, 0);
+	acquire_k(&e, 1, "k", LK_SHARED, 0);
+	grant(&e, 1, LK_SHARED, 11);
+	locks_store_wanted(e.lt, "k", 1, 1);
+	acquire_k(&e, 2, "k", LK_SHARED, 0);
+	ck_assert_int_eq(e.rec[2].status, LK_BUSY);
+	env_end(&e);
+}
+END_TEST
+
+/* Finding 6: a release message makes a detached (grace) session's read
+ * hold here renew at once: it may be resumed elsewhere and released
+ * there, and a writer here must not wait for its renewal. */
+START_TEST(test_release_checks_detached_read_at_once)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "k", LK_SHARED, 0);
+	grant(&e, 0, LK_SHARED, 10);
+	locks_client_handover(e.cl[0], &ops, &e.rec[0], 1);
+	acquire_k(&e, 1, "k", LK_EXCLUSIVE, 5000);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
+	locks_store_released(e.lt, "k", 1);
+	run_ms(&e, 20);
+	fc = take(&e, FAKE_RENEW);
+	ck_assert_str_eq(fc->items[0].value, value_of(0, 10));
+	{
+		int lost[1] = { 0 };
+
+		fake_renew_done(fc, 1, lost, 1);
+	}
+	grant(&e, 1, LK_EXCLUSIVE, 11);
+	env_end(&e);
+}
+END_TEST
+
 /* A session that goes frees each of its holds; the permit it frees lets
  * a waiter here in. */
 START_TEST(test_gone_holder_frees_permit)
@@ -1273,6 +1363,10 @@ locks_suite(void)
 	tcase_add_test(tc, test_reentrant_kinds);
 	tcase_add_test(tc, test_renew_every_holder);
 	tcase_add_test(tc, test_renew_all_holders_lost);
+	tcase_add_test(tc, test_wake_with_two_attempts_retries_once);
+	tcase_add_test(tc, test_reader_behind_a_gone_writer_tries_at_once);
+	tcase_add_test(tc, test_remote_reader_does_not_hold_back_readers);
+	tcase_add_test(tc, test_release_checks_detached_read_at_once);
 	tcase_add_test(tc, test_gone_holder_frees_permit);
 	suite_add_tcase(s, tc);
 	return s;
