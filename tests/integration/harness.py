@@ -22,6 +22,7 @@ Redis start their own with self.start_redis().
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -47,8 +48,31 @@ SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
+# LBT_PORTS=<lo>-<hi> (run.py sets it when it runs modules in two lanes):
+# free_port() picks its ports there instead of asking the kernel for one.
+# The kernel hands out ports from its ephemeral range (bind to port 0,
+# and the source port of every outgoing connection), the same range for
+# every process: a port a test leaves free for a moment (Redis or a broker
+# killed, to be started again on it) could be taken by another process's
+# connection meanwhile.  Each lane gets its own range below the ephemeral
+# one, so neither lane nor any outgoing connection lands on the other's.
+_port_rng = random.Random()
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
+    span = os.environ.get("LBT_PORTS")
+    if span:
+        lo, hi = (int(x) for x in span.split("-"))
+        for _ in range(1000):
+            port = _port_rng.randint(lo, hi)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+        raise RuntimeError("no free port in LBT_PORTS=%s" % span)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

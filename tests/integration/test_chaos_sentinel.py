@@ -51,8 +51,11 @@ Set-up
                         holders stall 1.2 s before their second write;
       kill_client       (test_chaos) a few clients reset their connections.
     Normal build: 4 master kills (1 plain, 2 losing writes, 1 with a
-    paused broker), ~42 s in all on 2 cores; sanitized: 3 (no plain one),
-    ~35 s.
+    paused broker), ~28 s in all on 2 cores; sanitized: 3 (no plain one),
+    ~25 s.  (Each kill used to take 3.5 s more: the topology is ready
+    again only once no Sentinel still counts another's "master is down"
+    vote, which Sentinel drops 5 ask-periods after the last one;
+    topology.SENTINEL_DEBUG sets ask-period to 100 ms.)
 
 What is asserted (see test_chaos.py for why each check is sound)
   1. Exclusion: a hold granted while an earlier-token hold of the key was

@@ -40,9 +40,10 @@ What each test guards:
     test_brokers_exclude_and_wake_each_other  for a name on each master:
         a lock held on one broker is BUSY on the other; a waiter on the
         other broker is not answered before the release, and is answered
-        OK within 500 ms of it, in both directions; while it waits, the
-        key's master runs no more than a few scripts (the waiter is woken,
-        not polling Redis).
+        OK within 500 ms of it, in both directions; while it waits 1 s,
+        the waiting broker sends the key's master no more than a few
+        calls naming the key (MONITOR, filtered by the broker's own
+        connections: the waiter is woken, not polling Redis).
     test_wakeups_stay_in_the_shard  for a name on each master, both
         brokers SSUBSCRIBE its slot's channels <prefix>:released:{tag}
         and <prefix>:wanted:{tag} (tag as daemon/slot.c computes it) on
@@ -116,6 +117,7 @@ What each test guards:
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -124,7 +126,8 @@ import uuid
 
 import harness
 from harness import Broker, BrokerTestCase, parse_stats, wait_until
-from topology import ClusterTopology, cli, crc16, hash_slot, owner_in
+from topology import (ClusterTopology, cli, crc16, hash_slot, owner_in,
+                      split_addr)
 from test_sentinel import Session, run  # replies apart from EVENT lines
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
@@ -135,8 +138,6 @@ DOWN_REPLY_MS = 4000        # ERR UNAVAILABLE while the cluster is down
 MAX_TOKEN = 2 ** 53 - 1
 SEEDS_EXAMPLE = "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"
 TOKEN_RE = re.compile(r"OK ([0-9]+)")
-SCRIPT_CMDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro",
-               "cmdstat_eval_ro", "cmdstat_fcall", "cmdstat_fcall_ro")
 
 _shared = None
 
@@ -173,17 +174,82 @@ def slot_tag(slot, _memo={}):
     return _memo[slot]
 
 
-def script_calls(addr):
-    """Scripts (EVAL*/FCALL*) Redis at addr has run so far."""
-    text = cli(addr, "INFO", "commandstats")
-    n = 0
-    for line in text.splitlines():
-        name, _, rest = line.partition(":")
-        if name in SCRIPT_CMDS:
-            for part in rest.split(","):
-                if part.startswith("calls="):
-                    n += int(part[6:])
-    return n
+def tcp_ports_of(pid):
+    """The local ports of the TCP sockets process pid has open (read from
+    /proc): the source ports of its connections, as Redis sees them."""
+    inodes = set()
+    fds = "/proc/%d/fd" % pid
+    for fd in os.listdir(fds):
+        try:
+            link = os.readlink(os.path.join(fds, fd))
+        except OSError:
+            continue            # closed meanwhile
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            col = row.split()
+            if len(col) > 9 and col[9] in inodes:
+                ports.add(int(col[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+class KeyMonitor:
+    """MONITOR on one Redis, for a window: it opens when the constructor
+    returns (Redis said OK: later commands are shown); stop() closes it
+    with an ECHO of a unique word on another connection and returns what
+    ran in between, as (client "ip:port" or "lua", [command, args...])
+    pairs.  Commands a script runs show as "lua"; the script call itself
+    (EVALSHA ...) shows with its caller's address and arguments."""
+
+    LINE = re.compile(r"\A[0-9.]+ \[[0-9]+ ([^\]]+)\] (.*)\Z", re.S)
+
+    def __init__(self, addr):
+        self.addr = addr
+        self.sock = socket.create_connection(split_addr(addr), timeout=5.0)
+        self.sock.sendall(harness._resp_encode(["MONITOR"]))
+        self.reader = harness._RespReader(self.sock)
+        r = self.reader.reply()
+        if r != "OK":
+            self.sock.close()
+            raise AssertionError("MONITOR on %s answered %r" % (addr, r))
+
+    def stop(self):
+        mark = "lbt-monitor-end-" + uuid.uuid4().hex
+        cli(self.addr, "ECHO", mark)
+        out = []
+        try:
+            while True:
+                r = self.reader.reply()
+                if not isinstance(r, str):
+                    raise AssertionError("MONITOR on %s sent %r"
+                                         % (self.addr, r))
+                m = self.LINE.match(r)
+                if m is None:
+                    raise AssertionError("MONITOR line %r" % r)
+                args = MONITOR_ARG.findall(m.group(2))
+                if args[:2] == ["ECHO", mark]:
+                    return out
+                out.append((m.group(1), args))
+        finally:
+            self.sock.close()
+
+
+def key_calls(calls, key, ports):
+    """The commands (scripts included) in calls, as KeyMonitor.stop()
+    returns them, that clients on these local ports sent naming key."""
+    return [args for who, args in calls
+            if who != "lua" and int(who.rsplit(":", 1)[1]) in ports and
+            key in args[1:]]
 
 
 class Churn:
@@ -569,14 +635,22 @@ class TestSharedCluster(ClusterCase):
                            3.0, what="the waiter queued")
                 # Not answered before the release (and, the first time,
                 # for a full second: the key's master must not see the
-                # waiting broker poll it).
+                # waiting broker poll it).  What the master ran is seen
+                # with MONITOR: only calls from the waiting broker's
+                # connections that name this lock key count, so renewals,
+                # other keys and other brokers on this shared cluster do
+                # not.
                 quiet_s = 1.0 if not polled else 0.3
-                before = script_calls(m)
+                mon = KeyMonitor(m) if not polled else None
+                ports = tcp_ports_of(second.pid) if mon else set()
                 self.assertTrue(w.c.no_reply(quiet_s),
                                 "waiter answered %r before the release"
                                 % w.c.buf)
-                if not polled:
-                    polled.append(script_calls(m) - before)
+                if mon is not None:
+                    calls = mon.stop()
+                    ports |= tcp_ports_of(second.pid)
+                    polled.append(key_calls(calls, self.lock_key(name),
+                                            ports))
                 self.assertEqual(busy.req("ACQUIRE " + name), "BUSY")
                 t0 = time.monotonic()
                 self.assertEqual(h.req("RELEASE " + name), "OK 0")
@@ -592,11 +666,14 @@ class TestSharedCluster(ClusterCase):
                 for s in (h, busy, w):
                     s.sync()
                     s.c.close()
-        # A 100 ms poll would run ~10 scripts in that second; a renewal or
-        # a slow safety retry a few.
-        self.assertLessEqual(polled[0], 3, "the key's master ran %d scripts "
-                             "while one waiter waited 1 s: the broker polls"
-                             % polled[0])
+        # A 100 ms poll would send ~10 calls naming the key in that second;
+        # the waiter's own first attempt, if its reply came after STATS
+        # counted it, or a slow safety retry a few.
+        self.assertLessEqual(len(polled[0]), 3,
+                             "the waiting broker sent %d calls naming the "
+                             "key while its waiter waited 1 s: it polls\n%s"
+                             % (len(polled[0]), "\n".join(
+                                 " ".join(c) for c in polled[0])))
 
     def test_wakeups_stay_in_the_shard(self):
         """Wake-ups are sharded pub/sub: each broker subscribes the slot's
