@@ -34,8 +34,6 @@
 -- are removed first; with none left the key is free.  Else a shared lock
 -- answers {0, pttl} (the key's PTTL: its last reader's expiry), a
 -- semaphore of n permits {3, n} (another kind; nothing granted).
--- The string path calls none of lib/holders.lua's functions (the
--- benchmark loads this file without expanding includes).
 -- @include slot_tenure.lua
 -- @include holders.lua
 if KEYS[4] then
@@ -43,13 +41,12 @@ if KEYS[4] then
 end
 local function busy()
   if ARGV[5] == '1' then
-    local pub = string.sub(ARGV[3], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-    redis.call(pub, ARGV[3], ARGV[4])
+    publish(ARGV[3], ARGV[4])
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'zset' then
+local v = get_str(KEYS[1])
+if v == nil and redis.call('TYPE', KEYS[1]).ok == 'zset' then
   local n = prune(KEYS[1], now_ms())
   if n > 0 and remove_owner(KEYS[1], ARGV[1]) > 0 then
     n = settle(KEYS[1])
@@ -61,14 +58,13 @@ if t == 'zset' then
     end
     return busy()
   end
-  t = 'none'
+  v = false
 end
-if t == 'string' then
-  local owner = string.match(redis.call('GET', KEYS[1]), '^(.*):%d+$')
-  if owner ~= ARGV[1] then
+if v then
+  if owner_of(v) ~= ARGV[1] then
     return busy()
   end
-elseif t ~= 'none' then
+elseif v == nil then
   return busy()  -- bytes no broker wrote: taken, by no one we know
 else
   local delay = redis.call('PTTL', KEYS[3])
@@ -76,11 +72,9 @@ else
     return {2, delay}
   end
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last >= 9007199254740991 then
+local token = next_token(KEYS[2])
+if not token then
   return {-1, 0}
 end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', token),
-  'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. num(token), 'PX', ARGV[2])
 return {1, token}

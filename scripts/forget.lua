@@ -17,18 +17,17 @@
 -- key was not that client's.
 -- @include holders.lua
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
-if t == 'zset' then
-  if prune(k, now_ms()) == 0 or remove_owner(k, ARGV[1]) == 0 then
+local v = get_str(k)
+if v then
+  if owner_of(v) ~= ARGV[1] then
     return 0
   end
-  settle(k)
-  publish(ARGV[2], ARGV[3])
-  return 1
-end
-if t == 'string' and owner_of(redis.call('GET', k)) == ARGV[1] then
   redis.call('DEL', k)
-  publish(ARGV[2], ARGV[3])
-  return 1
+elseif v == false or redis.call('TYPE', k).ok ~= 'zset' or
+    prune(k, now_ms()) == 0 or remove_owner(k, ARGV[1]) == 0 then
+  return 0
+else
+  settle(k)
 end
-return 0
+publish(ARGV[2], ARGV[3])
+return 1

@@ -25,22 +25,23 @@
 -- @include slot_tenure.lua
 -- @include holders.lua
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
-local zset = t == 'zset'
+local v = get_str(k)
+local zset = false
 local now
-if zset then
+if v == nil and redis.call('TYPE', k).ok == 'zset' then
+  zset = true
   now = now_ms()
-  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
+  if not live(k, ARGV[1], now) then
     return {0, 0}
   end
-elseif t ~= 'string' or redis.call('GET', k) ~= ARGV[1] then
+elseif v ~= ARGV[1] then
   return {0, 0}
 end
 if KEYS[4] then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last >= 9007199254740991 then
+local token = next_token(KEYS[2])
+if not token then
   if zset then
     redis.call('ZREM', k, ARGV[1])
     settle(k)
@@ -50,12 +51,11 @@ if last >= 9007199254740991 then
   publish(ARGV[4], ARGV[5])
   return {-1, 0}
 end
-local token = redis.call('INCR', KEYS[2])
-local v = ARGV[2] .. ':' .. string.format('%d', token)
+local nv = ARGV[2] .. ':' .. num(token)
 if zset then
   redis.call('ZREM', k, ARGV[1])
-  hold(k, v, now, ARGV[3], kind_of(k))
+  hold(k, nv, now, ARGV[3], kind_of(k))
 else
-  redis.call('SET', k, v, 'PX', ARGV[3])
+  redis.call('SET', k, nv, 'PX', ARGV[3])
 end
 return {1, token}

@@ -17,23 +17,23 @@
 -- Returns 1 when done, 0 when the hold was lost.
 -- @include holders.lua
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
 local owner = string.match(ARGV[1], '^[^/:]*')
 local token = string.match(ARGV[1], ':(%d+)$')
 if not token then
   return 0
 end
-local v = owner .. '/linger:' .. token
-if t == 'zset' then
+local lv = owner .. '/linger:' .. token
+local v = get_str(k)
+if v == ARGV[1] then
+  redis.call('SET', k, lv, 'PX', ARGV[2])
+elseif v == nil and redis.call('TYPE', k).ok == 'zset' then
   local now = now_ms()
-  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
+  if not live(k, ARGV[1], now) then
     return 0
   end
   redis.call('ZREM', k, ARGV[1])
-  redis.call('ZADD', k, num(now + tonumber(ARGV[2])), v)
+  redis.call('ZADD', k, num(now + tonumber(ARGV[2])), lv)
   settle(k)
-elseif t == 'string' and redis.call('GET', k) == ARGV[1] then
-  redis.call('SET', k, v, 'PX', ARGV[2])
 else
   return 0
 end

@@ -10,14 +10,14 @@
 -- is free: {}.  Read only (expired holders are skipped, not removed).
 -- @include holders.lua
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
-if t == 'none' then
+local v = get_str(k)
+if v == false then
   return {}
 end
-if t == 'string' then
-  return {redis.call('GET', k), redis.call('PTTL', k)}
+if v then
+  return {v, redis.call('PTTL', k)}
 end
-if t ~= 'zset' then
+if redis.call('TYPE', k).ok ~= 'zset' then
   return {'?', redis.call('PTTL', k)}
 end
 local now = now_ms()

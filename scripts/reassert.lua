@@ -40,18 +40,19 @@ local out = {}
 for i = 1, n do
   local k, v = KEYS[i], ARGV[i]
   local ttl, kind = string.match(ARGV[n + i], '^(%d+):?(%d*)$')
-  local t = redis.call('TYPE', k).ok
   out[i] = 0
   if kind == nil or kind == '' then
-    -- held exclusive
-    if t == 'string' and redis.call('GET', k) == v then
+    -- held exclusive: one GET, no TYPE (a set answers WRONGTYPE: nil)
+    local s = get_str(k)
+    if s == v then
       redis.call('PEXPIRE', k, ttl)
       out[i] = 1
-    elseif t == 'none' and delay then
+    elseif s == false and delay then
       redis.call('SET', k, v, 'PX', ttl)
       out[i] = 2
     end
   else
+    local t = redis.call('TYPE', k).ok
     kind = tonumber(kind)
     local held = 0
     if t == 'zset' then

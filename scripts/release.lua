@@ -13,26 +13,20 @@
 -- release is published too (a read hold or a permit freed is news for
 -- waiters elsewhere): 1.  An expired holder is removed: 0.
 -- It works by value alone, whatever the key's kind: it is also the undo of
--- a grant WAIT did not confirm (store.c, group_undo).  The string path
--- calls none of lib/holders.lua's functions (the benchmark loads this file
--- without expanding includes).
+-- a grant WAIT did not confirm (store.c, group_undo).
 -- @include holders.lua
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
-if t == 'zset' then
-  local now = now_ms()
-  if prune(k, now) == 0 or not holds(k, ARGV[1], now) then
-    return 0
-  end
-  redis.call('ZREM', k, ARGV[1])
-  settle(k)
+local v = get_str(k)
+if v == ARGV[1] then
+  redis.call('DEL', k)
   publish(ARGV[2], ARGV[3])
   return 1
 end
-if t == 'string' and redis.call('GET', k) == ARGV[1] then
-  redis.call('DEL', k)
-  local pub = string.sub(ARGV[2], -1) == '}' and 'SPUBLISH' or 'PUBLISH'
-  redis.call(pub, ARGV[2], ARGV[3])
-  return 1
+if v ~= nil or redis.call('TYPE', k).ok ~= 'zset' or
+    not live(k, ARGV[1], now_ms()) then
+  return 0
 end
-return 0
+redis.call('ZREM', k, ARGV[1])
+settle(k)
+publish(ARGV[2], ARGV[3])
+return 1

@@ -8,25 +8,26 @@
 -- Keys of every kind mix in one batch, each answered alone: a string
 -- (exclusive) compared whole, a sorted set of holders (lib/holders.lua)
 -- searched for the value, present and unexpired, whose expiry becomes
--- now + ttl (and the key's, its last holder's).  No key's type can fail
--- the batch.
+-- now + ttl (and the key's, its last holder's); a string item the other
+-- kind's key answers 0, and the other way round.  No key's type can fail
+-- the batch (a GET of a set is made with pcall).
 -- @include holders.lua
 local n = #KEYS
 local out = {}
 local now
 for i = 1, n do
   local k, v = KEYS[i], ARGV[i]
-  local ttl = string.match(ARGV[n + i], '^(%d+)')
-  local t = redis.call('TYPE', k).ok
+  local ttl, kind = string.match(ARGV[n + i], '^(%d+):?(%d*)$')
   out[i] = 0
-  if t == 'string' then
-    if redis.call('GET', k) == v then
+  if kind == '' then
+    -- held exclusive: one GET, no TYPE (a set answers WRONGTYPE: nil)
+    if get_str(k) == v then
       redis.call('PEXPIRE', k, ttl)
       out[i] = 1
     end
-  elseif t == 'zset' then
+  elseif redis.call('TYPE', k).ok == 'zset' then
     now = now or now_ms()
-    if prune(k, now) > 0 and holds(k, v, now) then
+    if live(k, v, now) then
       redis.call('ZADD', k, 'XX', num(now + tonumber(ttl)), v)
       settle(k)
       out[i] = 1

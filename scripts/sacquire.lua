@@ -88,10 +88,9 @@ else
     return {2, delay}
   end
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last >= 9007199254740991 then
+local token = next_token(KEYS[2])
+if not token then
   return {-1, 0}
 end
-local token = redis.call('INCR', KEYS[2])
-hold(k, ARGV[1] .. ':' .. string.format('%d', token), now, ARGV[2], want)
+hold(k, ARGV[1] .. ':' .. num(token), now, ARGV[2], want)
 return {1, token}

@@ -38,8 +38,8 @@ local function earlier(v)
 end
 
 local k = KEYS[1]
-local t = redis.call('TYPE', k).ok
-if t == 'zset' then
+local v = get_str(k)
+if v == nil and redis.call('TYPE', k).ok == 'zset' then
   local now = now_ms()
   if prune(k, now) == 0 then
     return {0, 0}
@@ -56,10 +56,7 @@ if t == 'zset' then
   end
   return {0, 0}
 end
-if t ~= 'string' then
-  return {0, 0}
-end
-local token = earlier(redis.call('GET', k))
+local token = v and earlier(v)
 if not token then
   return {0, 0}
 end

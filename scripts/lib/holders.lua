@@ -95,6 +95,35 @@ local function holds(k, v, now)
   return v ~= '#' and s and tonumber(s) > now
 end
 
+-- The same, after pruning k's expired holders (the key is deleted when
+-- none is left): what a release, renewal or handoff of v checks first.
+local function live(k, v, now)
+  return prune(k, now) > 0 and holds(k, v, now)
+end
+
+-- The value of k when it is a string (an exclusive lock), false when k is
+-- absent, nil when it is of another type (a set of holders, or bytes no
+-- broker wrote: ask TYPE).  One command where TYPE then GET took two, on
+-- the exclusive path every lock takes.
+local function get_str(k)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'table' then
+    return nil          -- WRONGTYPE
+  end
+  return v
+end
+
+-- A new fencing token from counter, or nil when the counter has reached
+-- 2^53-1, the largest integer a Lua number (a double) holds exactly: no
+-- token is left (see acquire.lua), and nothing was written.
+local function next_token(counter)
+  local last = tonumber(redis.call('GET', counter) or '0')
+  if last >= 9007199254740991 then
+    return nil
+  end
+  return redis.call('INCR', counter)
+end
+
 -- Add (or move) holder v, expiring at now + ttl_ms, to a key of kind
 -- (0 shared, n permits), made if absent; then fix the key's expiry.
 local function hold(k, v, now, ttl_ms, kind)

@@ -10,7 +10,8 @@
  *       Each connection loops ACQUIRE k / RELEASE k on its own key, one
  *       request in flight (it waits for each reply).  Against Redis the
  *       same pair is EVALSHA of scripts/acquire.lua and scripts/release.lua
- *       (SCRIPT LOAD first), one hiredis connection per simulated client.
+ *       (SCRIPT LOAD first, "-- @include" lines expanded as the broker's
+ *       build does), one hiredis connection per simulated client.
  *
  *   lbbench handoff  --broker H:P [--broker H:P] --contenders N --seconds S
  *                    [--hold-ms 1] [--wait-ms 10000] [--permits P]
@@ -870,16 +871,14 @@ rconn_disconnect_cb(const redisAsyncContext *ac, int status)
 		die("Redis connection lost: %s", ac->errstr);
 }
 
-/* Read a script file and SCRIPT LOAD it; the SHA goes to sha (41 bytes). */
-static void
-load_script(redisContext *ctx, const char *name, char *sha)
+/* A whole file, NUL-terminated (malloc'd); dies on failure. */
+static char *
+read_text(const char *path, size_t *lenp)
 {
-	char path[512], *text;
+	char *text;
 	FILE *f;
 	long len;
-	redisReply *rep;
 
-	snprintf(path, sizeof path, "%s/%s", bn.scripts, name);
 	if ((f = fopen(path, "rb")) == NULL)
 		die("%s: %s", path, strerror(errno));
 	fseek(f, 0, SEEK_END);
@@ -890,12 +889,60 @@ load_script(redisContext *ctx, const char *name, char *sha)
 		die("cannot read %s", path);
 	fclose(f);
 	text[len] = '\0';
-	rep = redisCommand(ctx, "SCRIPT LOAD %s", text);
+	*lenp = (size_t)len;
+	return text;
+}
+
+/*
+ * Read a script file, with each "-- @include NAME" line replaced by
+ * DIR/lib/NAME as scripts/embed.sh does for the broker (the same text, so
+ * the same script), and SCRIPT LOAD it; the SHA goes to sha (41 bytes).
+ */
+static void
+load_script(redisContext *ctx, const char *name, char *sha)
+{
+	static const char inc[] = "-- @include ";
+	char path[512], *text, *out, *line, *nl;
+	size_t len, cap, n = 0;
+	redisReply *rep;
+
+	snprintf(path, sizeof path, "%s/%s", bn.scripts, name);
+	text = read_text(path, &len);
+	cap = len + 1;
+	if ((out = malloc(cap)) == NULL)
+		die("out of memory");
+	for (line = text; *line != '\0'; line = nl) {
+		size_t ll, piece;
+		char *lib = NULL, *p;
+
+		nl = strchr(line, '\n');
+		nl = nl != NULL ? nl + 1 : line + strlen(line);
+		ll = (size_t)(nl - line);
+		p = line;
+		piece = ll;
+		if (strncmp(line, inc, sizeof inc - 1) == 0) {
+			snprintf(path, sizeof path, "%s/lib/%.*s", bn.scripts,
+			    (int)(ll - (sizeof inc - 1) - (line[ll - 1] ==
+			    '\n')), line + sizeof inc - 1);
+			p = lib = read_text(path, &piece);
+		}
+		if (n + piece + 1 > cap) {
+			cap = (n + piece + 1) * 2;
+			if ((out = realloc(out, cap)) == NULL)
+				die("out of memory");
+		}
+		memcpy(out + n, p, piece);
+		n += piece;
+		free(lib);
+	}
+	out[n] = '\0';
+	rep = redisCommand(ctx, "SCRIPT LOAD %s", out);
 	if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40)
 		die("SCRIPT LOAD %s: %s", name, rep && rep->str ? rep->str :
 		    ctx->errstr);
 	memcpy(sha, rep->str, 41);
 	freeReplyObject(rep);
+	free(out);
 	free(text);
 }
 
