@@ -750,11 +750,12 @@ released_done(void *arg, int ok, int released)
 }
 
 static void
-takeover_done(void *arg, int ok, int granted, long long token)
+takeover_done(void *arg, int ok, int granted, long long token, long more)
 {
 	struct takeover *t = arg;
 	struct grace *g = t->g;
 
+	(void)more;		/* takeover.lua sets none aside */
 	if (!ok) {
 		g->failed = 1;
 	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,

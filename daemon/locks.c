@@ -73,6 +73,25 @@
 #define HANDOFF_FAIR 4
 #define YIELD_MS 5
 
+/*
+ * Local hand-offs without a Redis round trip (issue 14).  An exclusive
+ * grant made while other waiters queue here sets PASS_BLOCK tokens aside
+ * after its own (INCRBY: no other broker and no other key ever gets them),
+ * and lk->chain_* remember them.  While they last, the release of a hold
+ * of that chain passes the key straight to the next exclusive waiter,
+ * with the next token: the waiter is told OK at once and pass.lua brings
+ * Redis up to date behind it (not awaited; calls on one connection run in
+ * order, so the new holder's renewals and release come after it).  Only
+ * when Redis is known to keep the releasing hold's value past the new
+ * holder's first renewal (hold.confirmed_ms, less PASS_MARGIN_MS): no
+ * other broker can take the key before the call lands or the renewal
+ * says it did not.  A pass that finds the chain gone from Redis ends the
+ * chain here and the new holder is told it lost the key, as any holder
+ * whose renewal finds it gone.
+ */
+#define PASS_BLOCK 32
+#define PASS_MARGIN_MS 10
+
 /* One session's hold of a key. */
 struct hold {
 	struct lock *lk;
@@ -85,6 +104,11 @@ struct hold {
 	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
 	long ttl_ms;
 	int64_t renew_at;		/* monotonic ms */
+	int64_t confirmed_ms;		/* Redis keeps it at least until then:
+					 * its last grant, renewal or pass
+					 * confirmed, from the send, plus TTL
+					 * (a pass not yet confirmed: the
+					 * releasing hold's) */
 	int64_t reclaim_until;		/* its reassert got no answer: renew
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
@@ -117,6 +141,9 @@ struct lock {
 	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
+	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
+	 * first (granted by Redis), the next to hand out, the last; 0 none */
+	long long chain_first, chain_next, chain_last;
 	char name[];
 };
 
@@ -196,6 +223,7 @@ struct op {
 	unsigned wakes;			/* an attempt's: lk->wakes when sent */
 	long ttl_ms;
 	long linger_ms;			/* release: RELEASE ... LINGER */
+	long long prev_token;		/* pass: the releasing hold's token */
 	char id[OWNER_MAX + 1];	/* the hold's (or requester's) owner */
 };
 
@@ -205,6 +233,7 @@ struct op {
 struct renew_batch {
 	struct locks *lt;
 	int reassert;			/* after a reconnect: reassert.lua */
+	int64_t sent_ms;
 	size_t n;
 	struct lock *lk[STORE_RENEW_BATCH];
 	struct hold *h[STORE_RENEW_BATCH];	/* while sending only */
@@ -613,6 +642,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->ttl_ms = ttl;
 	/* The TTL started in Redis at most when the request was sent. */
 	h->renew_at = sent_us / 1000 + renew_period(ttl);
+	h->confirmed_ms = sent_us / 1000 + ttl;
 	lk->limit = kind > 0 ? kind : 0;
 	TAILQ_INSERT_TAIL(&lk->holds, h, klink);
 	TAILQ_INSERT_TAIL(&cl->held, h, hlink);
@@ -706,8 +736,34 @@ grant_too_late(int64_t sent_us, long ttl_ms)
 	return (now_us() - sent_us) * 3 >= (int64_t)ttl_ms * 2000;
 }
 
-static void attempt_done(void *arg, int ok, int granted, long long n);
+static void attempt_done(void *arg, int ok, int granted, long long n,
+    long more);
 static void release_done(void *arg, int ok, int released);
+
+/* The tokens after a grant's own that Redis set aside (PASS_BLOCK). */
+static void
+chain_start(struct lock *lk, long long token, long more)
+{
+	lk->chain_first = more > 0 ? token : 0;
+	lk->chain_next = more > 0 ? token + 1 : 0;
+	lk->chain_last = more > 0 ? token + more : 0;
+}
+
+/* No more local hand-offs from those tokens: the chain may be gone from
+ * Redis, or Redis be another (a failover). */
+static void
+chain_end(struct lock *lk)
+{
+	chain_start(lk, 0, 0);
+}
+
+/* Tokens to ask Redis to set aside with a grant to w: some when others
+ * wait behind it, for whom the grant starts a chain. */
+static long
+chain_want(const struct lclient *w)
+{
+	return w->wnext != NULL ? PASS_BLOCK : 0;
+}
 
 /* Release in Redis a lock nobody local holds any more (session gone). */
 static void
@@ -838,6 +894,7 @@ lock_pump(struct lock *lk)
 		owner_copy(op->id, w->id);
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
+		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
 		    attempt_done, op) == 0) {
 			lk->attempts++;
 			if (w->wkind == LK_EXCLUSIVE)
@@ -854,7 +911,7 @@ lock_pump(struct lock *lk)
 }
 
 static void
-attempt_done(void *arg, int ok, int granted, long long n)
+attempt_done(void *arg, int ok, int granted, long long n, long more)
 {
 	struct op *op = arg;
 	struct lock *lk = op->lk;
@@ -947,6 +1004,7 @@ attempt_done(void *arg, int ok, int granted, long long n)
 		waiter_remove(w);
 		lk->handoffs = 0;
 		hold_start(lk, w, kind, n, w->wttl, sent_us);
+		chain_start(lk, n, kind == LK_EXCLUSIVE ? more : 0);
 		lt->stats.acquires++;
 		reply(w, LK_OK, n, NULL);
 	} else if (w != NULL && now_ms() >= w->deadline) {
@@ -1133,7 +1191,7 @@ release_done(void *arg, int ok, int released)
  * op.
  */
 static void
-handoff_done(void *arg, int ok, int granted, long long n)
+handoff_done(void *arg, int ok, int granted, long long n, long more)
 {
 	struct op *op = arg;
 	struct lock *lk = op->lk;
@@ -1188,6 +1246,7 @@ handoff_done(void *arg, int ok, int granted, long long n)
 			histo_observe(&lt->stats.handoff, t - op->sent_us);
 			waiter_remove(w);
 			hold_start(lk, w, op->kind, n, w->wttl, op->sent_us);
+			chain_start(lk, n, op->kind == LK_EXCLUSIVE ? more : 0);
 			lt->stats.acquires++;
 			reply(w, LK_OK, n, NULL);
 		} else {
@@ -1223,6 +1282,97 @@ handoff_target(const struct lock *lk, const struct hold *h)
 	if (w == NULL || h->kind == LK_SHARED || w->wkind != h->kind)
 		return NULL;
 	return w;
+}
+
+/* pass.lua answered (see PASS_BLOCK): the hold with op->token is in
+ * Redis, or was lost, or (no answer) is checked again. */
+static void
+pass_done(void *arg, int ok, int passed)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct locks *lt = op->lt;
+	struct hold *h;
+
+	op_done(op);
+	h = hold_by_token(lk, op->token);
+	if (ok && passed == 1) {
+		if (h != NULL)
+			h->confirmed_ms = op->sent_us / 1000 + op->ttl_ms;
+	} else if (ok && passed == 0) {
+		/* No hold of the chain in Redis: this holder lost the key,
+		 * and so does each later one (their calls find the same). */
+		chain_end(lk);
+		if (h != NULL && !h->releasing)
+			hold_lost(h, 1);
+	} else if (!ok && !key_up(lk)) {
+		/* The connection went: if the call never ran, Redis shows the
+		 * releasing hold still.  Free that first on the reconnect;
+		 * the reassert behind it then finds this hold there or not. */
+		chain_end(lk);
+		pending_add(lt, PEND_RELEASE, lk, op->next_id, op->prev_token);
+	} else if (!ok) {
+		/* Refused (an error reply): ask Redis about the hold now. */
+		chain_end(lk);
+		if (h != NULL && !h->releasing) {
+			h->renew_at = now_ms();
+			renew_schedule(lt, h->renew_at);
+		}
+	}
+	free(op);
+	lock_pump(lk);
+}
+
+/*
+ * The last hold h of an exclusive lock ends (RELEASE, or its session
+ * went): pass the key to the next waiter here at once if the chain allows
+ * (see PASS_BLOCK).  Returns 1 when done: h has ended and the waiter was
+ * told OK; 0 when the key must go through Redis as before.
+ */
+static int
+pass_local(struct lock *lk, struct hold *h)
+{
+	struct locks *lt = lk->lt;
+	struct lclient *w = handoff_target(lk, h);
+	int64_t confirmed = h->confirmed_ms;
+	struct hold *nh;
+	struct op *op;
+
+	if (w == NULL || lt->st == NULL || h->kind != LK_EXCLUSIVE ||
+	    h->releasing || lk->releasing || lk->attempts ||
+	    lk->chain_next == 0 || lk->chain_next > lk->chain_last ||
+	    h->token < lk->chain_first || h->token >= lk->chain_next ||
+	    confirmed - now_ms() <= renew_period(w->wttl) + PASS_MARGIN_MS ||
+	    (lk->handoffs >= HANDOFF_FAIR && lk->wanted))
+		return 0;	/* (a remote waiter's turn: release_send) */
+	op = op_new(lt, lk, NULL);
+	owner_copy(op->id, w->id);
+	owner_copy(op->next_id, h->cl->id);
+	op->token = lk->chain_next;
+	op->prev_token = h->token;
+	op->ttl_ms = w->wttl;
+	op->sent_us = now_us();
+	if (store_pass(lt->st, lk->name, lk->te.keylen, lk->chain_first,
+	    lk->chain_last, w->id, strlen(w->id), op->token, w->wttl,
+	    pass_done, op) != 0) {
+		op_done(op);
+		free(op);
+		return 0;
+	}
+	lk->chain_next++;
+	lk->handoffs++;
+	lt->stats.handoffs++;
+	lt->stats.early_handoffs++;
+	lt->stats.releases++;
+	lt->stats.acquires++;
+	histo_observe(&lt->stats.acquire_wait, op->sent_us - w->wstart_us);
+	histo_observe(&lt->stats.handoff, now_us() - op->sent_us);
+	waiter_remove(w);
+	hold_end(h);
+	nh = hold_start(lk, w, LK_EXCLUSIVE, op->token, w->wttl, op->sent_us);
+	nh->confirmed_ms = confirmed;	/* until pass.lua has answered */
+	reply(w, LK_OK, op->token, NULL);
+	return 1;
 }
 
 /* Hand over, or release plainly when a remote waiter is owed a turn. */
@@ -1270,7 +1420,8 @@ release_send(struct lock *lk, struct hold *h, struct op *op)
 	owner_copy(op->next_id, w->id);
 	op->sent_us = now_us();
 	if (store_handoff(lt->st, lk->name, lk->te.keylen, op->id,
-	    strlen(op->id), op->token, w->id, strlen(w->id), w->wttl, handoff_done,
+	    strlen(op->id), op->token, w->id, strlen(w->id), w->wttl,
+	    h->kind == LK_EXCLUSIVE ? chain_want(w) : 0, handoff_done,
 	    op) != 0) {
 		op->next = NULL;
 		return -1;
@@ -1296,6 +1447,10 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 		h->count--;
 		held_changed(h, h->count, 0);
 		reply(cl, LK_OK, h->count, NULL);
+		return;
+	}
+	if (linger_ms <= 0 && pass_local(lk, h)) {
+		reply(cl, LK_OK, 0, NULL);
 		return;
 	}
 	op = op_new(lt, lk, cl);
@@ -1327,6 +1482,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 	struct lclient *cl = op_done(op);
 	long long token = op->token;
 	long ttl = op->ttl_ms;
+	int64_t sent_ms = op->sent_us / 1000;
 	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
 	free(op);
@@ -1337,6 +1493,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 	} else if (h == NULL || h->token != token) {
 		reply_not_held(cl, lk->name, lk->te.keylen, 0);
 	} else if (renewed[0]) {
+		h->confirmed_ms = sent_ms + ttl;
 		h->ttl_ms = ttl;
 		h->renew_at = now_ms() + renew_period(ttl);
 		renew_schedule(lk->lt, h->renew_at);
@@ -1380,6 +1537,7 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 	}
 	op = op_new(lt, lk, cl);
 	op->token = h->token;
+	op->sent_us = now_us();
 	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : h->ttl_ms;
 	renew_item(&item, h, op->ttl_ms);
 	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
@@ -1417,6 +1575,8 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 				    lt->cfg.reclaim_ms;
 		}
 		if (ok && i < n && renewed[i] > 0) {
+			if (h != NULL)
+				h->confirmed_ms = b->sent_ms + b->ttl[i];
 			lt->stats.renewals++;
 			if (renewed[i] == 2) {
 				lt->stats.reclaimed++;
@@ -1446,6 +1606,7 @@ renew_send(struct locks *lt, struct renew_batch *b)
 
 	for (size_t i = 0; i < b->n; i++)
 		renew_item(&items[i], b->h[i], b->ttl[i]);
+	b->sent_ms = now_ms();
 	if (store_renew(lt->st, items, b->n, b->reassert, renew_batch_done,
 	    b) != 0) {
 		/* Redis is down: the reconnect renews everything at once. */
@@ -1510,7 +1671,8 @@ pump_waiting(struct keytab_entry *e, void *arg)
 {
 	struct lock *lk = (struct lock *)(void *)e;
 
-	(void)arg;
+	if (arg != NULL)
+		chain_end(lk);	/* its slot may live elsewhere now */
 	if (lk->whead != NULL)
 		lock_pump(lk);	/* may free lk: keytab_each allows it */
 	return 0;
@@ -1696,7 +1858,7 @@ locks_store_rerouted(void *arg)
 	/* Some keys' master changed: what waited for theirs may go now. */
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	pending_flush(lt);
-	keytab_each(lt->keys, pump_waiting, NULL);
+	keytab_each(lt->keys, pump_waiting, lt);
 }
 
 size_t
@@ -1713,8 +1875,10 @@ hold_waiters(struct keytab_entry *e, void *arg)
 	(void)arg;
 	if (key_up(lk))
 		return 0;	/* cluster mode: its master is another one */
-	/* "held elsewhere" is stale news once the connection is gone */
+	/* "held elsewhere" is stale news once the connection is gone; the
+	 * tokens set aside may be a master's that fails over */
 	lk->remote_busy = 0;
+	chain_end(lk);
 	if (lk->retry_ev)
 		event_del(lk->retry_ev);
 	waiters_expire(lk);
@@ -1862,6 +2026,10 @@ locks_client_free(struct lclient *cl)
 		int releasing = h->releasing;
 
 		lk = h->lk;
+		if (!releasing && pass_local(lk, h)) {
+			lock_pump(lk);
+			continue;	/* passed on: h has ended */
+		}
 		hold_end(h);
 		if (!releasing)
 			release_orphan(lk, cl->id, token);

@@ -97,7 +97,9 @@ struct locks_stats {
 					 * a master change lost them */
 	uint64_t orphans;		/* grants for gone sessions, released */
 	uint64_t handoffs;		/* releases that granted a local waiter
-					 * in the same script call */
+					 * in the same script call, or at once */
+	uint64_t early_handoffs;	/* of those, granted at once: Redis
+					 * brought up to date behind them */
 	uint64_t fair_yields;		/* releases that let a remote waiter
 					 * try first */
 	size_t locks_held;		/* holds of local sessions now (keys

@@ -105,6 +105,12 @@ g_handoffs(const struct stats_snap *s)
 }
 
 static uint64_t
+g_early_handoffs(const struct stats_snap *s)
+{
+	return s->ls.early_handoffs;
+}
+
+static uint64_t
 g_fair_yields(const struct stats_snap *s)
 {
 	return s->ls.fair_yields;
@@ -317,8 +323,12 @@ const struct stat_def stats_table[] = {
 	    "again.",
 	    "lockbroker_orphans_total", NULL, NULL, g_orphans, NULL },
 	{ "handoffs", C, "Releases that granted the key to a local waiter in "
-	    "the same Redis call.",
+	    "the same Redis call, or at once.",
 	    "lockbroker_handoffs_total", NULL, NULL, g_handoffs, NULL },
+	{ "early_handoffs", C, "Handoffs granted at once, before Redis heard "
+	    "of them (it is brought up to date behind them).",
+	    "lockbroker_early_handoffs_total", NULL, NULL, g_early_handoffs,
+	    NULL },
 	{ "fair_yields", C, "Releases that let a waiter on another broker "
 	    "try first.",
 	    "lockbroker_fair_yields_total", NULL, NULL, g_fair_yields, NULL },

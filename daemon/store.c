@@ -95,10 +95,11 @@ cmd_fail(struct cmd *c)
 {
 	switch (c->kind) {
 	case K_ACQUIRE:
-		c->fn.acquire(c->arg, 0, 0, 0);
+		c->fn.acquire(c->arg, 0, 0, 0, 0);
 		break;
 	case K_RELEASE:
 	case K_UNDO:
+	case K_PASS:
 		c->fn.release(c->arg, 0, 0);
 		break;
 	case K_RENEW:
@@ -108,7 +109,7 @@ cmd_fail(struct cmd *c)
 		c->fn.owner(c->arg, 0, STORE_EXCLUSIVE, NULL, 0, 0);
 		break;
 	case K_TAKEOVER:
-		c->fn.acquire(c->arg, 0, 0, 0);
+		c->fn.acquire(c->arg, 0, 0, 0, 0);
 		break;
 	case K_SESSION:
 		c->fn.session(c->arg, 0, 0, NULL, 0);
@@ -264,14 +265,22 @@ session_deliver(struct cmd *c, redisReply *r)
 static int
 cmd_deliver(struct cmd *c, redisReply *r)
 {
+	long more;
+
 	switch (c->kind) {
 	case K_SESSION:
 		return session_deliver(c, r);
 	case K_TAKEOVER:
 	case K_ACQUIRE:
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		    !store_is_int(r->element[0]) || !store_is_int(r->element[1]))
+		/* a grant's third element: tokens set aside after it */
+		if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+		    r->elements > 3 || !store_is_int(r->element[0]) ||
+		    !store_is_int(r->element[1]) || (r->elements == 3 &&
+		    !store_is_int(r->element[2])))
 			return -1;
+		more = r->elements == 3 && r->element[0]->integer == 1 &&
+		    r->element[2]->integer > 0 ? (long)r->element[2]->integer :
+		    0;
 		/* 3 (another kind) from acquire scripts only, never parked */
 		if (r->element[0]->integer < -1 || r->element[0]->integer >
 		    (c->kind == K_ACQUIRE ? 3 : 2))
@@ -284,13 +293,19 @@ cmd_deliver(struct cmd *c, redisReply *r)
 			return 1;
 		}
 		c->fn.acquire(c->arg, 1, (int)r->element[0]->integer,
-		    r->element[1]->integer);
+		    r->element[1]->integer, more);
 		return 0;
 	case K_RELEASE:
 	case K_UNDO:
 		if (r->type != REDIS_REPLY_INTEGER)
 			return -1;
 		c->fn.release(c->arg, 1, r->integer == 1);
+		return 0;
+	case K_PASS:
+		if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
+		    r->integer > 2)
+			return -1;
+		c->fn.release(c->arg, 1, (int)r->integer);
 		return 0;
 	case K_RENEW: {
 		int done[STORE_RENEW_BATCH];
@@ -435,7 +450,7 @@ undo_done(void *arg, int ok, int released)
 		    "it is freed by owner later");
 	else if (!released)
 		log_debug("undone grant was already gone");
-	c->fn.acquire(c->arg, 1, -2, 0);
+	c->fn.acquire(c->arg, 1, -2, 0, 0);
 	cmd_free(c);
 }
 
@@ -518,7 +533,7 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		if (r == NULL) {
 			cmd_fail(c);	/* unknown: the caller forgets it */
 		} else if (acked >= st->cfg.acks) {
-			c->fn.acquire(c->arg, 1, 1, c->token);
+			c->fn.acquire(c->arg, 1, 1, c->token, 0);
 		} else if (group_undo(c) == 0) {
 			undone++;
 			continue;	/* undo_done answers and frees it */
@@ -949,6 +964,18 @@ grant_keys(const struct store *st, const char *key, size_t keylen,
 }
 
 /*
+ * Tokens a grant may set aside for local hand-offs (store_pass): none
+ * with redis_replica_acks, where a grant counts only once replicas have
+ * it, which a hand-off Redis hears of afterwards cannot wait for.
+ */
+static long
+reserve_of(const struct store *st, long reserve)
+{
+	return st->cfg.acks > 0 || reserve < 0 ? 0 :
+	    reserve > STORE_RESERVE_MAX ? STORE_RESERVE_MAX : reserve;
+}
+
+/*
  * acquire.lua (exclusive) or sacquire.lua (shared, a permit: ARGV[6] is the
  * kind); both take the owner as ARGV[1], so a grant WAIT did not confirm is
  * undone by value alike (group_undo).
@@ -956,11 +983,12 @@ grant_keys(const struct store *st, const char *key, size_t keylen,
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    store_acquire_fn *fn, void *arg)
+    long reserve, store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], kd[24];
+	char ttl[24], kd[24], rs[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	int kl = snprintf(kd, sizeof kd, "%ld", kind);
+	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
 	struct piece p[16];
 	struct route r;
 
@@ -978,6 +1006,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
 	if (kind != STORE_EXCLUSIVE)
 		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
+	else
+		p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
 	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
@@ -989,11 +1019,12 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
-    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], tok[24];
+	char ttl[24], tok[24], rs[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
+	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
 	struct piece p[16];
 	struct route r;
 
@@ -1005,6 +1036,7 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	p[np++] = (struct piece){ st->channel, strlen(st->channel), r.tag,
 	    r.taglen };
 	p[np++] = (struct piece){ key, keylen, NULL, 0 };
+	p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
 	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
@@ -1029,6 +1061,30 @@ store_release(struct store *st, const char *key, size_t keylen,
 	    r.taglen };
 	p[3] = (struct piece){ key, keylen, NULL, 0 };
 	return script_call(st, &r, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
+	    (union cmd_fn){ .release = fn }, arg);
+}
+
+int
+store_pass(struct store *st, const char *key, size_t keylen,
+    long long first, long long last, const char *owner, size_t ownerlen,
+    long long token, long ttl_ms, store_release_fn *fn, void *arg)
+{
+	char f[24], l[24], t[24], val[24], ttl[24];
+	struct route r;
+	struct piece p[6];
+
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[1] = (struct piece){ f, (size_t)snprintf(f, sizeof f, "%lld",
+	    first), NULL, 0 };
+	p[2] = (struct piece){ l, (size_t)snprintf(l, sizeof l, "%lld", last),
+	    NULL, 0 };
+	value_piece(&p[3], owner, ownerlen, token, val, sizeof val);
+	p[4] = (struct piece){ t, (size_t)snprintf(t, sizeof t, "%lld", token),
+	    NULL, 0 };
+	p[5] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
+	    ttl_ms), NULL, 0 };
+	return script_call(st, &r, K_PASS, SCRIPT_PASS, 1, p, 6,
 	    (union cmd_fn){ .release = fn }, arg);
 }
 

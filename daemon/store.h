@@ -79,8 +79,11 @@ struct store_hooks {
  * -1: the fencing counter is exhausted (2^53-1); -2: granted, but
  * WAIT did not confirm it reached the replicas, so it was undone (or the
  * undo failed: the caller frees such a grant by owner, to be sure).  For a
- * handoff, -1 and -2 mean the release happened and the grant did not. */
-typedef void store_acquire_fn(void *arg, int ok, int granted, long long n);
+ * handoff, -1 and -2 mean the release happened and the grant did not.
+ * more (granted 1 only): tokens n+1 .. n+more were set aside with it for
+ * this broker's next holders of the key (store_pass); 0 none. */
+typedef void store_acquire_fn(void *arg, int ok, int granted, long long n,
+    long more);
 typedef void store_release_fn(void *arg, int ok, int released);
 /* renewed[i]: 1 renewed; 2 (reassert only) absent and set again during a
  * lock delay; 0 Redis no longer shows it (lost); -1 not known (cluster
@@ -169,10 +172,12 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
 
 /* will_wait: a BUSY answer makes the script announce the wait (wanted).
  * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit
- * (sacquire.lua). */
+ * (sacquire.lua).  reserve: tokens to set aside after an exclusive grant
+ * (at most STORE_RESERVE_MAX; none with redis_replica_acks: more is 0). */
+#define STORE_RESERVE_MAX 1024
 int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    store_acquire_fn *fn, void *arg);
+    long reserve, store_acquire_fn *fn, void *arg);
 /*
  * Release owner's hold (token) and give the key to next_owner in one call
  * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):
@@ -181,8 +186,18 @@ int store_acquire(struct store *st, const char *key, size_t keylen,
  */
 int store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
-    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
     store_acquire_fn *fn, void *arg);
+/*
+ * A local hand-off made already (issue 14): the key went, without asking
+ * Redis, from a hold of this broker's chain (tokens first .. last, set
+ * aside by a grant) to owner with token, told OK at once.  pass.lua puts
+ * it in Redis: passed 1 done (TTL ttl_ms from now), 2 a later hold of the
+ * chain is there already, 0 no hold of the chain is (the key was lost).
+ */
+int store_pass(struct store *st, const char *key, size_t keylen,
+    long long first, long long last, const char *owner, size_t ownerlen,
+    long long token, long ttl_ms, store_release_fn *fn, void *arg);
 /* Free key if Redis still shows owner's hold with token. */
 int store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,

@@ -163,7 +163,7 @@ struct piece {
 };
 
 enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO,
-    K_TAKEOVER, K_SESSION };
+    K_TAKEOVER, K_SESSION, K_PASS };
 
 /* A script call in flight.  Owned by hiredis's callback from send on. */
 struct cmd {

@@ -9,11 +9,15 @@
 --          (sharded: it stays within the slot's shard)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
--- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[6..9], the
+-- ARGV[6]  tokens to set aside after the one granted (issue 14; absent: 0)
+-- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
 -- master's replication ids and the lock delay (see lib/slot_tenure.lua);
 -- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
--- Returns {1, token} when the caller now holds the lock, with a new token
--- from the counter, {0, pttl} when someone else holds it (pttl in ms, -1 if the
+-- Returns {1, token, more} when the caller now holds the lock, with a new
+-- token from the counter and more tokens after it set aside for the
+-- caller's broker (ARGV[6]; fewer near 2^53-1): it hands them out in
+-- order to its next local holders of this key, without asking Redis first
+-- (scripts/pass.lua brings the key up to date behind them), {0, pttl} when someone else holds it (pttl in ms, -1 if the
 -- key has no expiry), or {-1, 0} when the counter has passed 2^53-1, the
 -- largest integer a Lua number (a double) holds exactly: no token is left,
 -- and nothing was written; or {2, ms} when the key is free but a lock delay
@@ -37,7 +41,7 @@
 -- @include slot_tenure.lua
 -- @include holders.lua
 if KEYS[4] then
-  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
 local function busy()
   if ARGV[5] == '1' then
@@ -72,9 +76,9 @@ else
     return {2, delay}
   end
 end
-local token = next_token(KEYS[2])
+local token, more = next_tokens(KEYS[2], ARGV[6])
 if not token then
   return {-1, 0}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. num(token), 'PX', ARGV[2])
-return {1, token}
+return {1, token, more}

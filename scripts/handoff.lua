@@ -9,13 +9,15 @@
 --          the slot's channel, <prefix>:...:{tag}, published with SPUBLISH
 --          (sharded: it stays within the slot's shard)
 -- ARGV[5]  the lock name
+-- ARGV[6]  tokens to set aside after the one granted (see acquire.lua)
 -- Cluster mode adds KEYS[3] and KEYS[4], the slot's lock delay and tenure,
--- and ARGV[6..9], the master's replication ids and the lock delay (see
+-- and ARGV[7..10], the master's replication ids and the lock delay (see
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
--- Returns {1, token} when the lock passed to the next owner with a new
--- token, or {0, 0} when the releasing holder no longer held it (lost); the
--- key is then left as it was (but for a set's expired holders, pruned).  No PUBLISH then: the lock is not free, so
--- other brokers' waiters have nothing to wake for.  When the counter has
+-- Returns {1, token, more} when the lock passed to the next owner with a
+-- new token (and more set aside after it, as acquire.lua does), or {0, 0}
+-- when the releasing holder no longer held it (lost); the key is then left
+-- as it was (but for a set's expired holders, pruned).  No PUBLISH then:
+-- the lock is not free, so other brokers' waiters have nothing to wake for.  When the counter has
 -- passed 2^53-1 (see acquire.lua) the lock is released plainly, with its
 -- PUBLISH, and {-1, 0} returned: no token is left for the next owner.
 -- A semaphore's permit (a sorted set of holders, lib/holders.lua) passes
@@ -38,9 +40,9 @@ elseif v ~= ARGV[1] then
   return {0, 0}
 end
 if KEYS[4] then
-  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
-local token = next_token(KEYS[2])
+local token, more = next_tokens(KEYS[2], zset and 0 or ARGV[6])
 if not token then
   if zset then
     redis.call('ZREM', k, ARGV[1])
@@ -58,4 +60,4 @@ if zset then
 else
   redis.call('SET', k, nv, 'PX', ARGV[3])
 end
-return {1, token}
+return {1, token, more}

@@ -113,15 +113,24 @@ local function get_str(k)
   return v
 end
 
--- A new fencing token from counter, or nil when the counter has reached
--- 2^53-1, the largest integer a Lua number (a double) holds exactly: no
--- token is left (see acquire.lua), and nothing was written.
-local function next_token(counter)
+-- A new fencing token from counter, and up to extra more set aside right
+-- after it (issue 14: the broker hands them out itself, in order, to its
+-- own waiters for this key; fewer near the end), or nil when the counter
+-- has reached 2^53-1, the largest integer a Lua number (a double) holds
+-- exactly: no token is left (see acquire.lua), and nothing was written.
+-- Returns the token and how many were set aside after it.
+local function next_tokens(counter, extra)
   local last = tonumber(redis.call('GET', counter) or '0')
   if last >= 9007199254740991 then
-    return nil
+    return nil, 0
   end
-  return redis.call('INCR', counter)
+  local more = math.max(0, math.min(tonumber(extra) or 0, 1024,
+    9007199254740991 - last - 1))
+  return redis.call('INCRBY', counter, more + 1) - more, more
+end
+
+local function next_token(counter)
+  return (next_tokens(counter, 0))
 end
 
 -- Add (or move) holder v, expiring at now + ttl_ms, to a key of kind

@@ -506,5 +506,75 @@ class TestLuaMulti(unittest.TestCase):
         self.assertEqual(self.sacq("h", "A", 2), [3, 0])
 
 
+    # -- tokens set aside and pass.lua (issue 14) --
+
+    def pass_(self, key, first, last, value, token, ttl=9000):
+        return self.ev("pass", [lk(key)], [first, last, value, token, ttl])
+
+    def test_grants_set_tokens_aside(self):
+        code, t, more = self.ev("acquire", [lk("x"), FENCE, DELAY],
+                                ["A", 10000, WANTED, BROKER + " x", 0, 32])
+        self.assertEqual((code, more), (1, 32))
+        self.assertEqual(int(self.r("GET", FENCE)), t + 32)
+        self.assertEqual(self.acq("y", "A")[2], 0)      # none asked
+        self.assertEqual(int(self.r("GET", FENCE)), t + 33)
+        code, t2, more = self.ev("handoff", [lk("y"), FENCE],
+                                 ["A:%d" % (t + 33), "B", 6000, RELEASED,
+                                  "y", 8])
+        self.assertEqual((code, t2, more), (1, t + 34, 8))
+        self.assertEqual(int(self.r("GET", FENCE)), t + 42)
+        # a permit's handoff sets none aside (no early hand-off of sets)
+        tp = self.granted(self.sacq("s", "A", 2))
+        self.assertEqual(self.ev("handoff", [lk("s"), FENCE],
+                                 ["A:%d" % tp, "B", 6000, RELEASED, "s",
+                                  8])[2], 0)
+        # near 2^53-1: fewer, never past it
+        self.r("SET", FENCE, MAX_TOKEN - 3)
+        self.assertEqual(self.ev("acquire", [lk("z"), FENCE, DELAY],
+                                 ["A", 10000, WANTED, BROKER + " z", 0,
+                                  32]), [1, MAX_TOKEN - 2, 2])
+        self.assertEqual(self.r("GET", FENCE), str(MAX_TOKEN))
+
+    def test_pass_moves_the_key_along_the_chain_only(self):
+        t = self.ev("acquire", [lk("c"), FENCE, DELAY],
+                    ["A", 2000, WANTED, BROKER + " c", 0, 8])[1]
+        last = t + 8
+        self.assertEqual(self.pass_("c", t, last, "B:%d" % (t + 1), t + 1),
+                         1)
+        self.assertEqual(self.r("GET", lk("c")), "B:%d" % (t + 1))
+        pttl = self.r("PTTL", lk("c"))
+        self.assertTrue(8000 < pttl <= 9000, pttl)
+        # a call failed and the next one still finds the chain (t + 1)
+        self.assertEqual(self.pass_("c", t, last, "D:%d" % (t + 3), t + 3),
+                         1)
+        # one retried behind a later one: nothing to do
+        self.assertEqual(self.pass_("c", t, last, "C:%d" % (t + 2), t + 2),
+                         2)
+        self.assertEqual(self.r("GET", lk("c")), "D:%d" % (t + 3))
+        # a grace session's value ("<id>/<gen>:<token>") is of the chain
+        self.r("SET", lk("c"), "D/2:%d" % (t + 3), "PX", 5000)
+        self.assertEqual(self.pass_("c", t, last, "E:%d" % (t + 4), t + 4),
+                         1)
+        # gone, another broker's, a stale token, foreign bytes: lost
+        self.r("DEL", lk("c"))
+        self.assertEqual(self.pass_("c", t, last, "F:%d" % (t + 5), t + 5),
+                         0)
+        self.assertEqual(self.r("EXISTS", lk("c")), 0)
+        other = self.granted(self.acq("c", "Z"))
+        self.assertGreater(other, last)
+        self.assertEqual(self.pass_("c", t, last, "F:%d" % (t + 5), t + 5),
+                         0)
+        self.r("SET", lk("c"), "Y:%d" % (t - 1))
+        self.assertEqual(self.pass_("c", t, last, "F:%d" % (t + 5), t + 5),
+                         0)
+        self.r("SET", lk("c"), "no token here")
+        self.assertEqual(self.pass_("c", t, last, "F:%d" % (t + 5), t + 5),
+                         0)
+        self.r("DEL", lk("c"))
+        self.r("HSET", lk("c"), "f", "v")
+        self.assertEqual(self.pass_("c", t, last, "F:%d" % (t + 5), t + 5),
+                         0)
+        self.assertEqual(self.r("TYPE", lk("c")), "hash")
+
 if __name__ == "__main__":
     unittest.main()

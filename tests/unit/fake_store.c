@@ -157,7 +157,14 @@ fake_call_free(struct fake_call *c)
 void
 fake_acquire_done(struct fake_call *c, int ok, int granted, long long n)
 {
-	c->fn.acquire(c->arg, ok, granted, n);
+	fake_grant_done(c, ok, granted, n, 0);
+}
+
+void
+fake_grant_done(struct fake_call *c, int ok, int granted, long long n,
+    long more)
+{
+	c->fn.acquire(c->arg, ok, granted, n, more);
 	fake_call_free(c);
 }
 
@@ -212,6 +219,7 @@ fake_store_drain(struct store *st)
 			fake_acquire_done(c, 0, 0, 0);
 			break;
 		case FAKE_RELEASE:
+		case FAKE_PASS:
 			fake_release_done(c, 0, 0);
 			break;
 		case FAKE_RENEW:
@@ -276,7 +284,7 @@ store_reconnects(const struct store *st)
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    store_acquire_fn *fn, void *arg)
+    long reserve, store_acquire_fn *fn, void *arg)
 {
 	struct fake_call *c;
 
@@ -287,6 +295,27 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	c->fn.acquire = fn;
 	c->akind = kind;
 	c->will_wait = will_wait;
+	c->reserve = reserve;
+	return 0;
+}
+
+int
+store_pass(struct store *st, const char *key, size_t keylen,
+    long long first, long long last, const char *owner, size_t ownerlen,
+    long long token, long ttl_ms, store_release_fn *fn, void *arg)
+{
+	struct fake_call *c;
+	size_t valuelen;
+	char *value;
+
+	if (fs_refuse(st))
+		return -1;
+	value = fs_value(owner, ownerlen, token, &valuelen);
+	c = fs_push(st, FAKE_PASS, key, keylen, value, valuelen, ttl_ms, arg);
+	free(value);
+	c->fn.release = fn;
+	c->first = first;
+	c->last = last;
 	return 0;
 }
 
@@ -304,7 +333,7 @@ store_forget(struct store *st, const char *key, size_t keylen,
 int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
-    const char *next_owner, size_t next_ownerlen, long ttl_ms,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
     store_acquire_fn *fn, void *arg)
 {
 	struct fake_call *c;
@@ -318,6 +347,7 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	    arg);
 	free(value);
 	c->fn.acquire = fn;
+	c->reserve = reserve;
 	c->next_owner = fs_copy(next_owner, next_ownerlen);
 	c->next_ownerlen = next_ownerlen;
 	return 0;

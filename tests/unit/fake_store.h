@@ -19,7 +19,7 @@
 #include "store.h"
 
 enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
-    FAKE_HANDOFF, FAKE__COUNT };
+    FAKE_HANDOFF, FAKE_PASS, FAKE__COUNT };
 #define FAKE_ANY (-1)
 
 struct fake_item {
@@ -37,7 +37,10 @@ struct fake_call {
 	/* ACQUIRE: key, value = owner, akind, ttl_ms, will_wait.  RELEASE: key,
 	 * value.  OWNER: key.  RENEW: n items; key, value, ttl_ms mirror
 	 * items[0].  HANDOFF: key, value (the releasing hold), next_owner = the
-	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done. */
+	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done.
+	 * ACQUIRE and HANDOFF: reserve, the tokens asked to be set aside.
+	 * PASS: key, value (the new holder's), ttl_ms, first..last (the
+	 * chain); completed with fake_release_done (passed 0, 1, 2). */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -45,6 +48,8 @@ struct fake_call {
 	long ttl_ms;
 	long akind;			/* ACQUIRE: what it asks for */
 	int will_wait;
+	long reserve;
+	long long first, last;
 	char *next_owner;
 	size_t next_ownerlen;
 	size_t n;
@@ -80,6 +85,9 @@ void fake_store_drain(struct store *st);
 /* Run the call's callback once with these results, then free the call. */
 void fake_acquire_done(struct fake_call *c, int ok, int granted,
     long long n);
+/* The same, with more tokens set aside after n (store.h). */
+void fake_grant_done(struct fake_call *c, int ok, int granted, long long n,
+    long more);
 void fake_release_done(struct fake_call *c, int ok, int released);
 void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
     size_t n);

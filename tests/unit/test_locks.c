@@ -1305,6 +1305,192 @@ START_TEST(test_gone_holder_frees_permit)
 }
 END_TEST
 
+/* --- local hand-offs without a round trip (issue 14) ------------------ */
+
+/*
+ * 0 holds k (token 10) with 1, 2 and 3 queued; its release goes through
+ * Redis (handoff.lua), which sets PASS_BLOCK tokens aside (more = 32) as
+ * others wait behind 1.  Returns with 1 holding token 11 of that chain.
+ */
+static void
+chain_of_waiters(struct env *e, long ttl_ms)
+{
+	struct fake_call *fc;
+
+	hold(e, 0, "k", 5000, 10);
+	for (int c = 1; c <= 3; c++)
+		acquire(e, c, "k", 10000, ttl_ms);
+	release(e, 0, "k");
+	fc = take(e, FAKE_HANDOFF);
+	ck_assert_int_eq(fc->reserve, 32);	/* 2 and 3 wait behind 1 */
+	fake_grant_done(fc, 1, 1, 11, 32);
+	ck_assert_int_eq(e->rec[1].status, LK_OK);
+	ck_assert_int_eq(e->rec[1].n, 11);
+}
+
+/* Releases along the chain answer both sides at once, with the chain's
+ * next tokens in order, and bring Redis up to date behind them. */
+START_TEST(test_pass_answers_at_once)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	release(&e, 1, "k");
+	ck_assert_int_eq(e.rec[1].status, LK_OK);	/* at once */
+	ck_assert_int_eq(e.rec[1].n, 0);
+	ck_assert_int_eq(e.rec[2].status, LK_OK);
+	ck_assert_int_eq(e.rec[2].n, 12);
+	ck_assert_int_lt(e.rec[2].ok_seq, e.rec[1].ok_seq);	/* next first */
+	release(&e, 2, "k");				/* before Redis heard */
+	ck_assert_int_eq(e.rec[3].status, LK_OK);
+	ck_assert_int_eq(e.rec[3].n, 13);
+	ck_assert_uint_eq(pending(&e, FAKE_HANDOFF), 0);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 2);
+	fc = take(&e, FAKE_PASS);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	ck_assert_int_eq(fc->first, 11);
+	ck_assert_int_eq(fc->last, 43);
+	ck_assert_int_eq(fc->ttl_ms, 5000);
+	fake_release_done(fc, 1, 1);
+	fc = take(&e, FAKE_PASS);
+	ck_assert_str_eq(fc->value, value_of(3, 13));
+	fake_release_done(fc, 1, 1);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.handoffs, 3);
+	ck_assert_uint_eq(s.early_handoffs, 2);
+	ck_assert_uint_eq(s.releases, 3);
+	release(&e, 3, "k");			/* nobody waits: through Redis */
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(3, 13));
+	fake_release_done(fc, 1, 1);
+	ck_assert_int_eq(e.rec[3].status, LK_OK);
+	env_end(&e);
+}
+END_TEST
+
+/* Redis shows no hold of the chain (a key deleted during a burst): the
+ * holder after it is told it lost the key, and the chain ends here: the
+ * next waiter asks Redis. */
+START_TEST(test_pass_finds_key_gone)
+{
+	struct env e;
+	struct fake_call *first, *second, *fc;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	acquire(&e, 4, "k", 10000, 5000);
+	release(&e, 1, "k");
+	release(&e, 2, "k");
+	ck_assert_int_eq(e.rec[3].n, 13);
+	first = take(&e, FAKE_PASS);
+	second = take(&e, FAKE_PASS);
+	fake_release_done(first, 1, 0);
+	ck_assert_int_eq(e.rec[3].nlost, 0);	/* its own call tells */
+	fake_release_done(second, 1, 0);
+	ck_assert_int_eq(e.rec[3].nlost, 1);
+	ck_assert_str_eq(e.rec[3].lostkey, "k");
+	ck_assert_int_eq(e.rec[3].losttoken, 13);
+	ck_assert_int_eq(e.rec[4].nreplies, 0);
+	fc = take(&e, FAKE_ACQUIRE);		/* no pass off a broken chain */
+	ck_assert_str_eq(fc->value, ids[4]);
+	fake_grant_done(fc, 1, 1, 50, 0);
+	ck_assert_int_eq(e.rec[4].n, 50);
+	release(&e, 3, "k");
+	ck_assert_int_eq(e.rec[3].status, LK_LOST);
+	env_end(&e);
+}
+END_TEST
+
+/* No pass when Redis may drop the releasing hold's value before the new
+ * holder's first renewal: a TTL of 300 ms left against a renewal 10 s
+ * out.  The key goes through Redis. */
+START_TEST(test_pass_only_while_redis_keeps_the_hold)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 10);
+	acquire(&e, 1, "k", 10000, 300);
+	acquire(&e, 2, "k", 10000, 30000);
+	acquire(&e, 3, "k", 10000, 30000);
+	release(&e, 0, "k");
+	fake_grant_done(take(&e, FAKE_HANDOFF), 1, 1, 11, 32);
+	release(&e, 1, "k");
+	ck_assert_int_eq(e.rec[2].nreplies, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
+	fc = take(&e, FAKE_HANDOFF);
+	ck_assert_str_eq(fc->value, value_of(1, 11));
+	fake_grant_done(fc, 1, 1, 44, 32);
+	ck_assert_int_eq(e.rec[2].n, 44);
+	release(&e, 2, "k");			/* a long hold: passed */
+	ck_assert_int_eq(e.rec[3].n, 45);
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 1);
+	env_end(&e);
+}
+END_TEST
+
+/* The connection goes with a pass unanswered: on the reconnect the
+ * releasing hold's value is freed first (if the pass never ran, Redis
+ * still shows it), then the new holder is reasserted; no new pass from
+ * tokens set aside on a master that may have failed over. */
+START_TEST(test_pass_unanswered_connection_lost)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	acquire(&e, 4, "k", 10000, 5000);
+	release(&e, 1, "k");
+	ck_assert_int_eq(e.rec[2].n, 12);
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	fake_store_drain(e.st);			/* the pass: ok = 0 */
+	ck_assert_int_eq(e.rec[2].nlost, 0);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fc = take(&e, FAKE_ANY);
+	ck_assert_int_eq(fc->kind, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(1, 11));
+	fake_release_done(fc, 1, 0);
+	fc = take(&e, FAKE_ANY);
+	ck_assert_int_eq(fc->kind, FAKE_RENEW);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_renew_done(fc, 1, (const int[]){ 1 }, 1);
+	release(&e, 2, "k");			/* chain ended: via Redis */
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
+	fc = take(&e, FAKE_HANDOFF);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_grant_done(fc, 1, 1, 44, 0);
+	ck_assert_int_eq(e.rec[3].n, 44);
+	env_end(&e);
+}
+END_TEST
+
+/* A holder's session ends with a waiter behind it: passed at once too. */
+START_TEST(test_pass_at_session_end)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	env_free_client(&e, 1);
+	ck_assert_int_eq(e.rec[2].status, LK_OK);
+	ck_assert_int_eq(e.rec[2].n, 12);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);
+	fc = take(&e, FAKE_PASS);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_release_done(fc, 1, 1);
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_suite(void)
 {
@@ -1368,6 +1554,14 @@ locks_suite(void)
 	tcase_add_test(tc, test_remote_reader_does_not_hold_back_readers);
 	tcase_add_test(tc, test_release_checks_detached_read_at_once);
 	tcase_add_test(tc, test_gone_holder_frees_permit);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("early-handoff");
+	tcase_add_test(tc, test_pass_answers_at_once);
+	tcase_add_test(tc, test_pass_finds_key_gone);
+	tcase_add_test(tc, test_pass_only_while_redis_keeps_the_hold);
+	tcase_add_test(tc, test_pass_unanswered_connection_lost);
+	tcase_add_test(tc, test_pass_at_session_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
