@@ -249,7 +249,8 @@ pct(const struct samples *s, double q)
 static void
 print_samples(const char *name, struct samples *s)
 {
-	qsort(s->v, s->n, sizeof *s->v, cmp_u32);
+	if (s->n > 0)		/* v is NULL when empty: qsort wants non-NULL */
+		qsort(s->v, s->n, sizeof *s->v, cmp_u32);
 	printf(" %s_n=%zu %s_p50_us=%u %s_p99_us=%u %s_max_us=%u", name, s->n,
 	    name, pct(s, 0.50), name, pct(s, 0.99), name, pct(s, 1.0));
 }
