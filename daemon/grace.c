@@ -522,6 +522,7 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 	}
 	g->s = s;
 	g->cl = cl;
+	locks_client_resumable(cl);
 	g->grace_ms = grace_ms;
 	g->opening = 1;
 	if (record_write(g, "attached", attached_px(g), write_done) != 0) {
@@ -857,6 +858,7 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 	/* the connection it replaces, if it is this broker's */
 	take_over_local(g);
 	g->cl = locks_client_new(g->b->locks, g->owner, &ghost_ops, g);
+	locks_client_resumable(g->cl);
 	g->quiet = 1;
 	g->pending = 1;		/* this loop, until it is over */
 	for (size_t i = 2; i + 1 < n; i += 2) {

@@ -158,17 +158,25 @@ struct lock {
  *    it if Redis still shows that exact hold (release.lua).
  * Without this list such keys stayed taken for their whole TTL although
  * Redis was back at once (issue 9, defects 2 and 6).
+ *  - PEND_PASS (a list of their own, lt->passes, run in the order they
+ *    were made and before the others): an early hand-off whose pass.lua
+ *    got no answer, run again (a no-op if it ran), so the reassert behind
+ *    it finds the new holder's value whether or not the first call ran.
  */
-enum pend_kind { PEND_FORGET, PEND_RELEASE };
+enum pend_kind { PEND_FORGET, PEND_RELEASE, PEND_PASS };
 
 struct pending {
 	struct pending *next;
 	struct locks *lt;
 	enum pend_kind kind;
-	char id[OWNER_MAX + 1];
-	long long token;		/* PEND_RELEASE */
+	char id[OWNER_MAX + 1];		/* PEND_PASS: the releasing hold's */
+	long long token;		/* PEND_RELEASE, PEND_PASS */
 	int64_t linger_until;		/* RELEASE ... LINGER: keep the key
 					 * taken until then (monotonic ms) */
+	unsigned counted:1;		/* its release is in stats already */
+	char next_id[OWNER_MAX + 1];	/* PEND_PASS: the new holder's */
+	long long next_token;
+	long ttl_ms;
 	size_t keylen;
 	char key[];
 };
@@ -208,6 +216,8 @@ struct lclient {
 	unsigned detached:1;		/* a grace session with no connection:
 					 * its holds may be resumed elsewhere */
 	unsigned closing:1;		/* being freed: no more news */
+	unsigned resumable:1;		/* a grace session's: no early
+					 * hand-off from its holds */
 };
 
 /* One Redis operation for one key (or for OWNER, none). */
@@ -224,6 +234,7 @@ struct op {
 	long ttl_ms;
 	long linger_ms;			/* release: RELEASE ... LINGER */
 	long long prev_token;		/* pass: the releasing hold's token */
+	char prev_id[OWNER_MAX + 1];	/* pass: the releasing hold's owner */
 	char id[OWNER_MAX + 1];	/* the hold's (or requester's) owner */
 };
 
@@ -252,6 +263,8 @@ struct locks {
 	int64_t limit_logged_ms;	/* last "limit reached" log line */
 	struct pending *pending;	/* clean-ups for when Redis is back */
 	size_t npending;
+	struct pending *passes, *passes_tail;	/* PEND_PASS, oldest first */
+	size_t npasses;
 	struct event *pending_ev;	/* flush them while connected */
 	long pending_retry_ms;
 	int64_t pending_logged_ms;	/* last "too many clean-ups" line */
@@ -312,10 +325,11 @@ pending_push(struct locks *lt, struct pending *p)
 	pending_arm(lt);
 }
 
-/* linger_until: a RELEASE ... LINGER's end (monotonic ms), or 0. */
+/* linger_until: a RELEASE ... LINGER's end (monotonic ms), or 0;
+ * counted: the release is in stats.releases already. */
 static void
 pending_add_until(struct locks *lt, enum pend_kind kind, const struct lock *lk,
-    const char *id, long long token, int64_t linger_until)
+    const char *id, long long token, int64_t linger_until, int counted)
 {
 	struct pending *p;
 
@@ -328,9 +342,9 @@ pending_add_until(struct locks *lt, enum pend_kind kind, const struct lock *lk,
 				p->linger_until = linger_until;
 			return;		/* already to be done */
 		}
-	p = xmalloc(sizeof *p + lk->te.keylen);
+	p = xcalloc(1, sizeof *p + lk->te.keylen);
 	p->linger_until = linger_until;
-
+	p->counted = counted ? 1 : 0;
 	p->lt = lt;
 	p->kind = kind;
 	owner_copy(p->id, id);
@@ -344,7 +358,7 @@ static void
 pending_add(struct locks *lt, enum pend_kind kind, const struct lock *lk,
     const char *id, long long token)
 {
-	pending_add_until(lt, kind, lk, id, token, 0);
+	pending_add_until(lt, kind, lk, id, token, 0, 0);
 }
 
 /* cl now holds key again: a queued forget of its unanswered grant (by
@@ -700,7 +714,7 @@ hold_release_deferred(struct hold *h, long linger_ms)
 
 	/* a LINGER still counts from now */
 	pending_add_until(lk->lt, PEND_RELEASE, lk, cl->id, h->token,
-	    linger_ms > 0 ? now_ms() + linger_ms : 0);
+	    linger_ms > 0 ? now_ms() + linger_ms : 0, 0);
 	lost_remember(cl, lk, h->token, 1);
 	hold_end(h);
 }
@@ -757,12 +771,51 @@ chain_end(struct lock *lk)
 	chain_start(lk, 0, 0);
 }
 
-/* Tokens to ask Redis to set aside with a grant to w: some when others
- * wait behind it, for whom the grant starts a chain. */
+/* Whether Redis keeps h's value past w's first renewal, were w given the
+ * key now (h's last confirmation, from its send, plus its TTL). */
+static int
+outlives_renewal(const struct hold *h, const struct lclient *w)
+{
+	return h->confirmed_ms - now_ms() > renew_period(w->wttl) +
+	    PASS_MARGIN_MS;
+}
+
+/*
+ * Tokens to ask Redis to set aside with an exclusive grant to w: some
+ * when the waiter behind it could take the key from w early (w's TTL
+ * outlasts its first renewal), none otherwise: each token set aside
+ * raises the counter, which must not outrun the clock (tenure.lua).
+ */
 static long
 chain_want(const struct lclient *w)
 {
-	return w->wnext != NULL ? PASS_BLOCK : 0;
+	const struct lclient *n = w->wnext;
+
+	return n != NULL && n->wkind == LK_EXCLUSIVE && w->wttl >
+	    renew_period(n->wttl) + PASS_MARGIN_MS ? PASS_BLOCK : 0;
+}
+
+/*
+ * w's wait is over: it holds the key now (token, its TTL counted from
+ * sent_us, as the request was sent) and is told so; since_us: when the
+ * key was seen free for it (the handoff histogram), or 0.
+ */
+static struct hold *
+grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
+    int64_t sent_us, int64_t since_us)
+{
+	struct locks *lt = lk->lt;
+	int64_t t = now_us();
+	struct hold *h;
+
+	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
+	if (since_us != 0)
+		histo_observe(&lt->stats.handoff, t - since_us);
+	waiter_remove(w);
+	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
+	lt->stats.acquires++;
+	reply(w, LK_OK, token, NULL);
+	return h;
 }
 
 /* Release in Redis a lock nobody local holds any more (session gone). */
@@ -996,17 +1049,9 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 			reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
 		}
 	} else if (granted) {
-		int64_t t = now_us();
-
-		histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
-		if (freed_us != 0)
-			histo_observe(&lt->stats.handoff, t - freed_us);
-		waiter_remove(w);
 		lk->handoffs = 0;
-		hold_start(lk, w, kind, n, w->wttl, sent_us);
 		chain_start(lk, n, kind == LK_EXCLUSIVE ? more : 0);
-		lt->stats.acquires++;
-		reply(w, LK_OK, n, NULL);
+		grant_local(lk, w, kind, n, sent_us, freed_us);
 	} else if (w != NULL && now_ms() >= w->deadline) {
 		waiter_remove(w);
 		lt->stats.busy++;
@@ -1159,7 +1204,7 @@ release_done(void *arg, int ok, int released)
 		/* A session's end or an orphan grant: the same, unanswered
 		 * (a LINGER too: its session left while it was sent). */
 		pending_add_until(lk->lt, PEND_RELEASE, lk, op->id, op->token,
-		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0);
+		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0, 0);
 	} else if (h == NULL) {
 		if (released)
 			lk->lt->stats.releases++;
@@ -1219,8 +1264,6 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		}
 		/* else it stays queued for the reconnect, as in attempt_done */
 	} else if (granted) {
-		int64_t t = now_us();
-
 		if (h != NULL)
 			hold_end(h);	/* else ended when the session went */
 		lt->stats.releases++;
@@ -1242,13 +1285,9 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		    !grant_too_late(op->sent_us, w->wttl)) {
 			lt->stats.handoffs++;
 			lk->handoffs++;
-			histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
-			histo_observe(&lt->stats.handoff, t - op->sent_us);
-			waiter_remove(w);
-			hold_start(lk, w, op->kind, n, w->wttl, op->sent_us);
 			chain_start(lk, n, op->kind == LK_EXCLUSIVE ? more : 0);
-			lt->stats.acquires++;
-			reply(w, LK_OK, n, NULL);
+			grant_local(lk, w, op->kind, n, op->sent_us,
+			    op->sent_us);
 		} else {
 			/* its session left, or a reply so late the grant may
 			 * have expired: the waiter (if any) tries again */
@@ -1284,8 +1323,9 @@ handoff_target(const struct lock *lk, const struct hold *h)
 	return w;
 }
 
-/* pass.lua answered (see PASS_BLOCK): the hold with op->token is in
- * Redis, or was lost, or (no answer) is checked again. */
+static void repass_push(struct locks *lt, struct pending *p);
+
+/* pass.lua answered (see PASS_BLOCK) for the hold with op->token. */
 static void
 pass_done(void *arg, int ok, int passed)
 {
@@ -1296,31 +1336,54 @@ pass_done(void *arg, int ok, int passed)
 
 	op_done(op);
 	h = hold_by_token(lk, op->token);
-	if (ok && passed == 1) {
+	if (ok && passed) {
 		if (h != NULL)
 			h->confirmed_ms = op->sent_us / 1000 + op->ttl_ms;
-	} else if (ok && passed == 0) {
-		/* No hold of the chain in Redis: this holder lost the key,
-		 * and so does each later one (their calls find the same). */
+	} else if (ok) {
+		/* Redis shows another value than the releasing hold's: the
+		 * key is lost for this holder, and for each later one of the
+		 * chain (their calls find the same). */
 		chain_end(lk);
 		if (h != NULL && !h->releasing)
 			hold_lost(h, 1);
-	} else if (!ok && !key_up(lk)) {
-		/* The connection went: if the call never ran, Redis shows the
-		 * releasing hold still.  Free that first on the reconnect;
-		 * the reassert behind it then finds this hold there or not. */
+	} else if (!key_up(lk)) {
+		/* The connection went: the call may or may not have run.
+		 * Run it again first thing on the reconnect, before the
+		 * reassert that then finds the new holder's value. */
+		struct pending *p = xcalloc(1, sizeof *p + lk->te.keylen);
+
 		chain_end(lk);
-		pending_add(lt, PEND_RELEASE, lk, op->next_id, op->prev_token);
-	} else if (!ok) {
-		/* Refused (an error reply): ask Redis about the hold now. */
+		p->lt = lt;
+		p->kind = PEND_PASS;
+		owner_copy(p->id, op->prev_id);
+		p->token = op->prev_token;
+		owner_copy(p->next_id, op->id);
+		p->next_token = op->token;
+		p->ttl_ms = op->ttl_ms;
+		p->keylen = lk->te.keylen;
+		memcpy(p->key, lk->name, lk->te.keylen);
+		repass_push(lt, p);
+	} else {
+		/* Refused (OOM, READONLY...): its one write, the SET, did not
+		 * happen, so the holder does not hold the key in Redis; the
+		 * releasing hold's value, held by nobody now, is freed as
+		 * soon as Redis takes it. */
 		chain_end(lk);
-		if (h != NULL && !h->releasing) {
-			h->renew_at = now_ms();
-			renew_schedule(lt, h->renew_at);
-		}
+		if (h != NULL && !h->releasing)
+			hold_lost(h, 1);
+		pending_add_until(lt, PEND_RELEASE, lk, op->prev_id,
+		    op->prev_token, 0, 1);
 	}
 	free(op);
 	lock_pump(lk);
+}
+
+/* h's token is of the chain of tokens set aside, and one is left. */
+static int
+chain_covers(const struct lock *lk, const struct hold *h)
+{
+	return lk->chain_next != 0 && lk->chain_next <= lk->chain_last &&
+	    h->token >= lk->chain_first && h->token < lk->chain_next;
 }
 
 /*
@@ -1335,26 +1398,23 @@ pass_local(struct lock *lk, struct hold *h)
 	struct locks *lt = lk->lt;
 	struct lclient *w = handoff_target(lk, h);
 	int64_t confirmed = h->confirmed_ms;
-	struct hold *nh;
 	struct op *op;
 
 	if (w == NULL || lt->st == NULL || h->kind != LK_EXCLUSIVE ||
-	    h->releasing || lk->releasing || lk->attempts ||
-	    lk->chain_next == 0 || lk->chain_next > lk->chain_last ||
-	    h->token < lk->chain_first || h->token >= lk->chain_next ||
-	    confirmed - now_ms() <= renew_period(w->wttl) + PASS_MARGIN_MS ||
+	    h->cl->resumable || h->releasing || lk->releasing ||
+	    lk->attempts || !chain_covers(lk, h) || !outlives_renewal(h, w) ||
 	    (lk->handoffs >= HANDOFF_FAIR && lk->wanted))
 		return 0;	/* (a remote waiter's turn: release_send) */
 	op = op_new(lt, lk, NULL);
 	owner_copy(op->id, w->id);
-	owner_copy(op->next_id, h->cl->id);
+	owner_copy(op->prev_id, h->cl->id);
 	op->token = lk->chain_next;
 	op->prev_token = h->token;
 	op->ttl_ms = w->wttl;
 	op->sent_us = now_us();
-	if (store_pass(lt->st, lk->name, lk->te.keylen, lk->chain_first,
-	    lk->chain_last, w->id, strlen(w->id), op->token, w->wttl,
-	    pass_done, op) != 0) {
+	if (store_pass(lt->st, lk->name, lk->te.keylen, op->prev_id,
+	    strlen(op->prev_id), op->prev_token, w->id, strlen(w->id),
+	    op->token, w->wttl, pass_done, op) != 0) {
 		op_done(op);
 		free(op);
 		return 0;
@@ -1364,14 +1424,11 @@ pass_local(struct lock *lk, struct hold *h)
 	lt->stats.handoffs++;
 	lt->stats.early_handoffs++;
 	lt->stats.releases++;
-	lt->stats.acquires++;
-	histo_observe(&lt->stats.acquire_wait, op->sent_us - w->wstart_us);
-	histo_observe(&lt->stats.handoff, now_us() - op->sent_us);
-	waiter_remove(w);
 	hold_end(h);
-	nh = hold_start(lk, w, LK_EXCLUSIVE, op->token, w->wttl, op->sent_us);
-	nh->confirmed_ms = confirmed;	/* until pass.lua has answered */
-	reply(w, LK_OK, op->token, NULL);
+	/* Redis keeps the key (h's value) until then, or longer once
+	 * pass.lua has answered */
+	grant_local(lk, w, LK_EXCLUSIVE, op->token, op->sent_us,
+	    op->sent_us)->confirmed_ms = confirmed;
 	return 1;
 }
 
@@ -1671,11 +1728,19 @@ pump_waiting(struct keytab_entry *e, void *arg)
 {
 	struct lock *lk = (struct lock *)(void *)e;
 
-	if (arg != NULL)
-		chain_end(lk);	/* its slot may live elsewhere now */
+	(void)arg;
 	if (lk->whead != NULL)
 		lock_pump(lk);	/* may free lk: keytab_each allows it */
 	return 0;
+}
+
+/* The slot map changed: the same, and no early hand-off from tokens set
+ * aside by a master the key's slot may have left. */
+static int
+pump_rerouted(struct keytab_entry *e, void *arg)
+{
+	chain_end((struct lock *)(void *)e);
+	return pump_waiting(e, arg);
 }
 
 static void
@@ -1758,9 +1823,69 @@ pending_done(void *arg, int ok, int released)
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	if (released && p->kind == PEND_FORGET)
 		lt->stats.orphans++;
-	else if (released)
+	else if (released && !p->counted)
 		lt->stats.releases++;
 	free(p);
+}
+
+/* An early hand-off's pass.lua to run again (PEND_PASS), after the
+ * others: they go in the order they were made. */
+static void
+repass_push(struct locks *lt, struct pending *p)
+{
+	if (lt->npasses >= PENDING_MAX) {
+		/* the reassert of the new holder still decides: at worst it
+		 * is reported lost and the old value runs out its TTL */
+		lt->pending_dropped++;
+		free(p);
+		return;
+	}
+	p->next = NULL;
+	if (lt->passes_tail != NULL)
+		lt->passes_tail->next = p;
+	else
+		lt->passes = p;
+	lt->passes_tail = p;
+	lt->npasses++;
+}
+
+static void
+repass_done(void *arg, int ok, int passed)
+{
+	struct pending *p = arg;
+	struct locks *lt = p->lt;
+	struct lock *lk;
+	struct hold *h;
+
+	if (!ok) {
+		repass_push(lt, p);	/* again on the next reconnect */
+		return;
+	}
+	/* Not passed: the reassert behind it finds the holder lost, or sets
+	 * it again during a lock delay (the failover lost the old value). */
+	if (passed && (lk = lock_find(lt, p->key, p->keylen)) != NULL &&
+	    (h = hold_by_token(lk, p->next_token)) != NULL)
+		h->confirmed_ms = now_ms();	/* since when is not kept: no
+						 * early hand-off from it
+						 * before its next renewal */
+	free(p);
+}
+
+/* Run the passes again, oldest first; what cannot be sent stays. */
+static void
+repass_flush(struct locks *lt)
+{
+	struct pending *list = lt->passes, *p;
+
+	lt->passes = lt->passes_tail = NULL;
+	lt->npasses = 0;
+	while ((p = list) != NULL) {
+		list = p->next;
+		if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
+		    p->token, p->next_id, strlen(p->next_id), p->next_token,
+		    p->ttl_ms, repass_done, p) != 0)
+			repass_push(lt, p);
+	}
 }
 
 /* The hold of lk of the session with client-id id, or NULL. */
@@ -1840,8 +1965,10 @@ locks_store_up(void *arg)
 {
 	struct locks *lt = arg;
 
-	/* Clean-ups first: they go ahead of any new grant on the pipe. */
+	/* Clean-ups first: they go ahead of any new grant on the pipe;
+	 * early hand-offs Redis may not have heard of, ahead of all. */
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
+	repass_flush(lt);
 	pending_flush(lt);
 	/* Held locks may have expired while Redis was away, or been lost
 	 * with a failed master's writes: reassert them all now, which also
@@ -1857,8 +1984,9 @@ locks_store_rerouted(void *arg)
 
 	/* Some keys' master changed: what waited for theirs may go now. */
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
+	repass_flush(lt);
 	pending_flush(lt);
-	keytab_each(lt->keys, pump_waiting, lt);
+	keytab_each(lt->keys, pump_rerouted, NULL);
 }
 
 size_t
@@ -2090,6 +2218,12 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 }
 
 void
+locks_client_resumable(struct lclient *cl)
+{
+	cl->resumable = 1;
+}
+
+void
 locks_client_abandon(struct lclient *cl)
 {
 	struct hold *h;
@@ -2126,9 +2260,13 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 		}
 		hold_lost(h, 1);
 	}
-	if ((h = hold_of(lk, cl)) == NULL)
+	if ((h = hold_of(lk, cl)) == NULL) {
 		h = hold_start(lk, cl, kind, token, clamp_ttl(lt, ttl_ms),
 		    now_us());
+		/* since when Redis keeps it is not known here (the takeover
+		 * was sent earlier): no early hand-off before a renewal */
+		h->confirmed_ms = now_ms();
+	}
 	h->count = holds > 0 ? holds : 1;
 	lk->remote_busy = 0;
 	return 0;
@@ -2210,6 +2348,11 @@ locks_free(struct locks *lt)
 	while (lt->pending != NULL) {
 		struct pending *p = lt->pending;
 		lt->pending = p->next;
+		free(p);
+	}
+	while (lt->passes != NULL) {
+		struct pending *p = lt->passes;
+		lt->passes = p->next;
 		free(p);
 	}
 	keytab_each(lt->keys, free_entry, NULL);

@@ -155,6 +155,10 @@ void locks_client_eof(struct lclient *cl);
  */
 void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
     void *arg, int detached);
+/* cl is a grace session's: RESUME may move its holds to another broker
+ * without this one hearing of it at once, so none of them is handed on
+ * before Redis confirms the release (no early hand-off). */
+void locks_client_resumable(struct lclient *cl);
 void locks_client_abandon(struct lclient *cl);
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
     long kind, long long token, unsigned holds, long ttl_ms);

@@ -140,7 +140,8 @@ render(const struct broker *b, struct evbuffer *out)
 	    &snap.ls.acquire_wait) != 0 ||
 	    histogram(out, "lockbroker_handoff_seconds",
 	    "Time from a key seen released (locally or by pub/sub) to its "
-	    "grant to the next local waiter.", &snap.ls.handoff) != 0)
+	    "grant to the next local waiter (about 0 for early handoffs).",
+	    &snap.ls.handoff) != 0)
 		return -1;
 	return 0;
 }

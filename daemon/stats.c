@@ -310,7 +310,8 @@ const struct stat_def stats_table[] = {
 	{ "acquire_errors", C, "ACQUIREs answered ERR.",
 	    "lockbroker_acquires_total", "outcome=\"error\"", NULL,
 	    g_acquire_errors, NULL },
-	{ "releases", C, "Locks freed in Redis by RELEASE or a session's end.",
+	{ "releases", C, "Locks freed in Redis by RELEASE or a session's end "
+	    "(an early handoff counts when made).",
 	    "lockbroker_releases_total", NULL, NULL, g_releases, NULL },
 	{ "renewals", C, "Keys renewed in Redis.",
 	    "lockbroker_renewals_total", NULL, NULL, g_renewals, NULL },

@@ -99,8 +99,10 @@ cmd_fail(struct cmd *c)
 		break;
 	case K_RELEASE:
 	case K_UNDO:
-	case K_PASS:
 		c->fn.release(c->arg, 0, 0);
+		break;
+	case K_PASS:
+		c->fn.pass(c->arg, 0, 0);
 		break;
 	case K_RENEW:
 		c->fn.renew(c->arg, 0, NULL, c->nrenew);
@@ -302,10 +304,9 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		c->fn.release(c->arg, 1, r->integer == 1);
 		return 0;
 	case K_PASS:
-		if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
-		    r->integer > 2)
+		if (r->type != REDIS_REPLY_INTEGER)
 			return -1;
-		c->fn.release(c->arg, 1, (int)r->integer);
+		c->fn.pass(c->arg, 1, r->integer == 1);
 		return 0;
 	case K_RENEW: {
 		int done[STORE_RENEW_BATCH];
@@ -1066,26 +1067,23 @@ store_release(struct store *st, const char *key, size_t keylen,
 
 int
 store_pass(struct store *st, const char *key, size_t keylen,
-    long long first, long long last, const char *owner, size_t ownerlen,
-    long long token, long ttl_ms, store_release_fn *fn, void *arg)
+    const char *prev_owner, size_t prev_ownerlen, long long prev_token,
+    const char *owner, size_t ownerlen, long long token, long ttl_ms,
+    store_pass_fn *fn, void *arg)
 {
-	char f[24], l[24], t[24], val[24], ttl[24];
+	char prev[24], val[24], ttl[24];
 	struct route r;
-	struct piece p[6];
+	struct piece p[4];
 
 	route_of(st, key, keylen, &r);
 	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
-	p[1] = (struct piece){ f, (size_t)snprintf(f, sizeof f, "%lld",
-	    first), NULL, 0 };
-	p[2] = (struct piece){ l, (size_t)snprintf(l, sizeof l, "%lld", last),
-	    NULL, 0 };
-	value_piece(&p[3], owner, ownerlen, token, val, sizeof val);
-	p[4] = (struct piece){ t, (size_t)snprintf(t, sizeof t, "%lld", token),
-	    NULL, 0 };
-	p[5] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
+	value_piece(&p[1], prev_owner, prev_ownerlen, prev_token, prev,
+	    sizeof prev);
+	value_piece(&p[2], owner, ownerlen, token, val, sizeof val);
+	p[3] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
 	    ttl_ms), NULL, 0 };
-	return script_call(st, &r, K_PASS, SCRIPT_PASS, 1, p, 6,
-	    (union cmd_fn){ .release = fn }, arg);
+	return script_call(st, &r, K_PASS, SCRIPT_PASS, 1, p, 4,
+	    (union cmd_fn){ .pass = fn }, arg);
 }
 
 int

@@ -174,7 +174,7 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
  * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit
  * (sacquire.lua).  reserve: tokens to set aside after an exclusive grant
  * (at most STORE_RESERVE_MAX; none with redis_replica_acks: more is 0). */
-#define STORE_RESERVE_MAX 1024
+#define STORE_RESERVE_MAX 32	/* scripts/lib/holders.lua's cap */
 int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
     long reserve, store_acquire_fn *fn, void *arg);
@@ -190,14 +190,17 @@ int store_handoff(struct store *st, const char *key, size_t keylen,
     store_acquire_fn *fn, void *arg);
 /*
  * A local hand-off made already (issue 14): the key went, without asking
- * Redis, from a hold of this broker's chain (tokens first .. last, set
- * aside by a grant) to owner with token, told OK at once.  pass.lua puts
- * it in Redis: passed 1 done (TTL ttl_ms from now), 2 a later hold of the
- * chain is there already, 0 no hold of the chain is (the key was lost).
+ * Redis, from prev_owner's hold (prev_token) to owner with token (a token
+ * set aside with an earlier grant), told OK at once.  pass.lua puts it in
+ * Redis: passed 1 when Redis showed the releasing hold (or the new one:
+ * the call run again) and now shows the new one, TTL ttl_ms from now; 0
+ * when it showed anything else (the key was lost; nothing written).
  */
+typedef void store_pass_fn(void *arg, int ok, int passed);
 int store_pass(struct store *st, const char *key, size_t keylen,
-    long long first, long long last, const char *owner, size_t ownerlen,
-    long long token, long ttl_ms, store_release_fn *fn, void *arg);
+    const char *prev_owner, size_t prev_ownerlen, long long prev_token,
+    const char *owner, size_t ownerlen, long long token, long ttl_ms,
+    store_pass_fn *fn, void *arg);
 /* Free key if Redis still shows owner's hold with token. */
 int store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,

@@ -181,6 +181,7 @@ struct cmd {
 		store_renew_fn *renew;
 		store_owner_fn *owner;
 		store_session_fn *session;
+		store_pass_fn *pass;
 	} fn;
 	void *arg;
 	size_t nrenew;

@@ -14,9 +14,10 @@
 -- that restarted without its data: writes of the old tenure may be lost,
 -- the fencing counter among them.  So the counter is raised to the
 -- server's TIME in microseconds, which no run of grants under an earlier
--- tenure can have passed (one grant per microsecond at most, and the new
--- master's clock has moved on by at least the failover time): tokens never
--- go back.  The lock delay keeps keys that look free from being granted
+-- tenure can have passed (the counter rises by one per grant, 33 for a
+-- grant that sets tokens aside for early hand-offs: by at most one per
+-- microsecond on average, and the new master's clock has moved on by at
+-- least the failover time): tokens never go back.  The lock delay keeps keys that look free from being granted
 -- while the brokers that held them reclaim them (reassert.lua); it starts
 -- only when an earlier tenure is known (recorded here, or seen by this
 -- broker), not on a fresh Redis.

@@ -124,7 +124,8 @@ local function next_tokens(counter, extra)
   if last >= 9007199254740991 then
     return nil, 0
   end
-  local more = math.max(0, math.min(tonumber(extra) or 0, 1024,
+  -- at most 32: the counter must not outrun the clock (tenure.lua)
+  local more = math.max(0, math.min(tonumber(extra) or 0, 32,
     9007199254740991 - last - 1))
   return redis.call('INCRBY', counter, more + 1) - more, more
 end

@@ -12,12 +12,13 @@ before the new holder's first renewal.
 """
 
 import re
-import threading
+import subprocess
 import time
 import unittest
 
 import harness
 from harness import BrokerTestCase, wait_until
+from test_grace import GraceCase
 from test_handoff import Turns, run_threads
 
 
@@ -29,7 +30,7 @@ def tearDownModule():
     harness.module_redis_stop()
 
 
-class EarlyHandoffCase(BrokerTestCase):
+class EarlyHandoffCase(GraceCase):
     def queue(self, obs, clients, key, ttl=None, first=0):
         """Each client sends ACQUIRE key WAIT 10000 in turn, once the one
         before it is queued (FIFO order is the list's)."""
@@ -189,6 +190,81 @@ class TestTokens(EarlyHandoffCase):
                                 if w.startswith("y")}), 0)
         fence = int(r.cli("GET", self.prefix + ":fence"))
         self.assertGreaterEqual(fence, toks[-1])
+
+
+class TestEarlyFaults(EarlyHandoffCase):
+    # Review of the first version: pass.lua took any token of the chain,
+    # and a grace session resumed on another broker keeps its token (as
+    # "<id>/<gen>:<token>"): the replaced connection's RELEASE on the old
+    # broker passed the key on while the resumed session still held it.
+    def test_replaced_connection_cannot_pass_a_resumed_key(self):
+        r = self.start_redis()
+        a = self.start_broker(redis=r)
+        b = self.start_broker(redis=r)
+        obs = self.connect(a)
+        h = self.connect(a)
+        self.assertToken(h.req("ACQUIRE k"))
+        x = self.connect(a)
+        cid, secret = self.grace_hello(x, 30000)
+        w = self.connect(a)
+        w.hello()
+        self.queue(obs, [x, w], "k")
+        self.assertEqual(h.req("RELEASE k"), "OK 0")   # sets tokens aside
+        tx = self.assertToken(x.readline())
+        n = self.connect(b)
+        self.assertEqual(self.resume(n, cid, secret), ["k"])
+        value = r.cli("GET", self.lock_key("k"))
+        self.assertRegex(value, r"\A%s/[0-9]+:%d\Z" % (cid, tx))
+        x.send("RELEASE k")         # the old connection, still open on a
+        self.assertTrue(w.no_reply(0.5), "w on the old broker was given "
+                        "the key the resumed session holds")
+        self.assertEqual(r.cli("GET", self.lock_key("k")), value)
+        self.assertEqual(n.req("HELD"), "OK 1 k")
+        self.assertEqual(n.req("RELEASE k"), "OK 0")
+        self.assertToken(w.readline(timeout=2.0))
+
+    # Review of the first version: a connection lost with a pass.lua not
+    # yet run made the broker free the releasing hold's value on the
+    # reconnect, under the new holder (told LOST, and a waiter on another
+    # broker granted meanwhile).  Now the pass runs again, ahead of the
+    # reassert, and the new holder keeps the key.
+    def test_connection_lost_with_a_pass_not_yet_run(self):
+        r = self.start_redis()
+        a = self.start_broker(redis=r)
+        b = self.start_broker(redis=r)
+        obs, cs, ids, t0 = self.chain(a, "k", 3, events=True)
+        y = self.connect(b)
+        y.send("ACQUIRE k WAIT 20000")          # a waiter on broker b
+        time.sleep(0.2)
+        # scripts wait in Redis; a's connection is killed with its
+        # pass.lua queued there, so it never runs
+        r.cli("CLIENT", "PAUSE", "400", "WRITE")
+        self.assertEqual(cs[0].req("RELEASE k", timeout=0.5), "OK 0")
+        t1 = self.assertToken(cs[1].readline(timeout=0.5))
+        time.sleep(0.05)
+        ss = subprocess.run(["ss", "-tnpH"], capture_output=True,
+                            text=True).stdout
+        ports = set(re.findall(r"127\.0\.0\.1:(\d+)\s+127\.0\.0\.1:%d\s"
+                               r".*pid=%d," % (r.port, a.pid), ss))
+        killed = 0
+        for line in r.cli("CLIENT", "LIST").splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            if f.get("cmd") in ("evalsha", "eval") and \
+                    f["addr"].rsplit(":", 1)[1] in ports:
+                r.cli("CLIENT", "KILL", "ID", f["id"])
+                killed += 1
+        self.assertGreater(killed, 0, "no blocked connection of broker a")
+        wait_until(lambda: r.cli("GET", self.lock_key("k")) ==
+                   "%s:%d" % (ids[1], t1), 3.0, what="the pass run again")
+        self.assertTrue(cs[1].no_reply(0.5), "the new holder was told "
+                        "something: %r" % cs[1].buf)
+        self.assertTrue(y.no_reply(0.1), "b's waiter granted while the "
+                        "key is held on a")
+        self.assertEqual(cs[1].req("HELD"), "OK 1 k")
+        self.assertEqual(cs[1].req("RELEASE k"), "OK 0")
+        self.assertToken(cs[2].readline(timeout=2.0))
+        self.assertEqual(cs[2].req("RELEASE k"), "OK 0")
+        self.assertToken(y.readline(timeout=2.0))
 
 
 if __name__ == "__main__":

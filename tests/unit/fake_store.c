@@ -176,6 +176,13 @@ fake_release_done(struct fake_call *c, int ok, int released)
 }
 
 void
+fake_pass_done(struct fake_call *c, int ok, int passed)
+{
+	c->fn.pass(c->arg, ok, passed);
+	fake_call_free(c);
+}
+
+void
 fake_renew_done(struct fake_call *c, int ok, const int *renewed, size_t n)
 {
 	c->fn.renew(c->arg, ok, renewed, n);
@@ -219,8 +226,10 @@ fake_store_drain(struct store *st)
 			fake_acquire_done(c, 0, 0, 0);
 			break;
 		case FAKE_RELEASE:
-		case FAKE_PASS:
 			fake_release_done(c, 0, 0);
+			break;
+		case FAKE_PASS:
+			fake_pass_done(c, 0, 0);
 			break;
 		case FAKE_RENEW:
 			fake_renew_done(c, 0, NULL, 0);
@@ -301,21 +310,23 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 
 int
 store_pass(struct store *st, const char *key, size_t keylen,
-    long long first, long long last, const char *owner, size_t ownerlen,
-    long long token, long ttl_ms, store_release_fn *fn, void *arg)
+    const char *prev_owner, size_t prev_ownerlen, long long prev_token,
+    const char *owner, size_t ownerlen, long long token, long ttl_ms,
+    store_pass_fn *fn, void *arg)
 {
 	struct fake_call *c;
-	size_t valuelen;
-	char *value;
+	size_t valuelen, prevlen;
+	char *value, *prev;
 
 	if (fs_refuse(st))
 		return -1;
 	value = fs_value(owner, ownerlen, token, &valuelen);
+	prev = fs_value(prev_owner, prev_ownerlen, prev_token, &prevlen);
 	c = fs_push(st, FAKE_PASS, key, keylen, value, valuelen, ttl_ms, arg);
 	free(value);
-	c->fn.release = fn;
-	c->first = first;
-	c->last = last;
+	c->fn.pass = fn;
+	c->next_owner = prev;		/* the releasing hold's value */
+	c->next_ownerlen = prevlen;
 	return 0;
 }
 

@@ -39,8 +39,8 @@ struct fake_call {
 	 * items[0].  HANDOFF: key, value (the releasing hold), next_owner = the
 	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done.
 	 * ACQUIRE and HANDOFF: reserve, the tokens asked to be set aside.
-	 * PASS: key, value (the new holder's), ttl_ms, first..last (the
-	 * chain); completed with fake_release_done (passed 0, 1, 2). */
+	 * PASS: key, value (the new holder's), next_owner (the releasing
+	 * hold's value), ttl_ms; completed with fake_pass_done. */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -49,7 +49,6 @@ struct fake_call {
 	long akind;			/* ACQUIRE: what it asks for */
 	int will_wait;
 	long reserve;
-	long long first, last;
 	char *next_owner;
 	size_t next_ownerlen;
 	size_t n;
@@ -59,6 +58,7 @@ struct fake_call {
 		store_release_fn *release;
 		store_renew_fn *renew;
 		store_owner_fn *owner;
+		store_pass_fn *pass;
 	} fn;
 	void *arg;
 };
@@ -89,6 +89,7 @@ void fake_acquire_done(struct fake_call *c, int ok, int granted,
 void fake_grant_done(struct fake_call *c, int ok, int granted, long long n,
     long more);
 void fake_release_done(struct fake_call *c, int ok, int released);
+void fake_pass_done(struct fake_call *c, int ok, int passed);
 void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
     size_t n);
 /* An exclusive lock's owner (NULL: free). */

@@ -1352,13 +1352,13 @@ START_TEST(test_pass_answers_at_once)
 	ck_assert_uint_eq(pending(&e, FAKE_PASS), 2);
 	fc = take(&e, FAKE_PASS);
 	ck_assert_str_eq(fc->value, value_of(2, 12));
-	ck_assert_int_eq(fc->first, 11);
-	ck_assert_int_eq(fc->last, 43);
+	ck_assert_str_eq(fc->next_owner, value_of(1, 11));	/* exact */
 	ck_assert_int_eq(fc->ttl_ms, 5000);
-	fake_release_done(fc, 1, 1);
+	fake_pass_done(fc, 1, 1);
 	fc = take(&e, FAKE_PASS);
 	ck_assert_str_eq(fc->value, value_of(3, 13));
-	fake_release_done(fc, 1, 1);
+	ck_assert_str_eq(fc->next_owner, value_of(2, 12));
+	fake_pass_done(fc, 1, 1);
 	locks_get_stats(e.lt, &s);
 	ck_assert_uint_eq(s.handoffs, 3);
 	ck_assert_uint_eq(s.early_handoffs, 2);
@@ -1388,9 +1388,9 @@ START_TEST(test_pass_finds_key_gone)
 	ck_assert_int_eq(e.rec[3].n, 13);
 	first = take(&e, FAKE_PASS);
 	second = take(&e, FAKE_PASS);
-	fake_release_done(first, 1, 0);
+	fake_pass_done(first, 1, 0);
 	ck_assert_int_eq(e.rec[3].nlost, 0);	/* its own call tells */
-	fake_release_done(second, 1, 0);
+	fake_pass_done(second, 1, 0);
 	ck_assert_int_eq(e.rec[3].nlost, 1);
 	ck_assert_str_eq(e.rec[3].lostkey, "k");
 	ck_assert_int_eq(e.rec[3].losttoken, 13);
@@ -1419,12 +1419,15 @@ START_TEST(test_pass_only_while_redis_keeps_the_hold)
 	acquire(&e, 2, "k", 10000, 30000);
 	acquire(&e, 3, "k", 10000, 30000);
 	release(&e, 0, "k");
-	fake_grant_done(take(&e, FAKE_HANDOFF), 1, 1, 11, 32);
+	fc = take(&e, FAKE_HANDOFF);
+	ck_assert_int_eq(fc->reserve, 0);	/* 2 could not take it early */
+	fake_grant_done(fc, 1, 1, 11, 32);
 	release(&e, 1, "k");
 	ck_assert_int_eq(e.rec[2].nreplies, 0);
 	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
 	fc = take(&e, FAKE_HANDOFF);
 	ck_assert_str_eq(fc->value, value_of(1, 11));
+	ck_assert_int_eq(fc->reserve, 32);
 	fake_grant_done(fc, 1, 1, 44, 32);
 	ck_assert_int_eq(e.rec[2].n, 44);
 	release(&e, 2, "k");			/* a long hold: passed */
@@ -1434,40 +1437,104 @@ START_TEST(test_pass_only_while_redis_keeps_the_hold)
 }
 END_TEST
 
-/* The connection goes with a pass unanswered: on the reconnect the
- * releasing hold's value is freed first (if the pass never ran, Redis
- * still shows it), then the new holder is reasserted; no new pass from
- * tokens set aside on a master that may have failed over. */
+/* The connection goes with passes unanswered: on the reconnect they run
+ * again, in order, ahead of everything else (each a no-op if it ran),
+ * then the reassert finds the last holder's value; no new early hand-off
+ * from tokens set aside on a master that may have failed over. */
 START_TEST(test_pass_unanswered_connection_lost)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	acquire(&e, 4, "k", 10000, 5000);
+	release(&e, 1, "k");
+	release(&e, 2, "k");
+	ck_assert_int_eq(e.rec[3].n, 13);
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	fake_store_drain(e.st);			/* both passes: ok = 0 */
+	ck_assert_int_eq(e.rec[3].nlost, 0);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fc = take(&e, FAKE_ANY);
+	ck_assert_int_eq(fc->kind, FAKE_PASS);
+	ck_assert_str_eq(fc->next_owner, value_of(1, 11));
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_pass_done(fc, 1, 1);
+	fc = take(&e, FAKE_ANY);
+	ck_assert_int_eq(fc->kind, FAKE_PASS);
+	ck_assert_str_eq(fc->next_owner, value_of(2, 12));
+	ck_assert_str_eq(fc->value, value_of(3, 13));
+	fake_pass_done(fc, 1, 1);
+	fc = take(&e, FAKE_ANY);
+	ck_assert_int_eq(fc->kind, FAKE_RENEW);
+	ck_assert_str_eq(fc->value, value_of(3, 13));
+	fake_renew_done(fc, 1, (const int[]){ 1 }, 1);
+	ck_assert_int_eq(e.rec[3].nlost, 0);
+	release(&e, 3, "k");			/* chain ended: via Redis */
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
+	fc = take(&e, FAKE_HANDOFF);
+	ck_assert_str_eq(fc->value, value_of(3, 13));
+	fake_grant_done(fc, 1, 1, 44, 0);
+	ck_assert_int_eq(e.rec[4].n, 44);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.releases, 4);	/* each release once */
+	env_end(&e);
+}
+END_TEST
+
+/* A pass refused by Redis (OOM, READONLY: its SET did not run): the new
+ * holder is told it lost the key at once, and the releasing hold's value,
+ * held by nobody now, is freed in Redis (not left to its TTL). */
+START_TEST(test_pass_refused)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 5000);
+	release(&e, 1, "k");
+	ck_assert_int_eq(e.rec[2].n, 12);
+	fake_pass_done(take(&e, FAKE_PASS), 0, 0);	/* store still up */
+	ck_assert_int_eq(e.rec[2].nlost, 1);
+	ck_assert_int_eq(e.rec[2].losttoken, 12);
+	ck_assert_uint_eq(locks_held(e.cl[2], NULL, NULL), 0);
+	fc = take(&e, FAKE_ACQUIRE);		/* 3 asks Redis */
+	run_ms(&e, 300);			/* the clean-up timer */
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);	/* key busy */
+	fake_grant_done(fc, 1, 0, 5000, 0);	/* held (by 1's value) */
+	run_ms(&e, 500);
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(1, 11));
+	fake_release_done(fc, 1, 1);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.releases, 2);	/* 0's and 1's, once each */
+	fake_store_drain(e.st);
+	env_end(&e);
+}
+END_TEST
+
+/* A grace session's hold is never passed on early: RESUME may have moved
+ * it to another broker already. */
+START_TEST(test_no_pass_from_a_grace_session)
 {
 	struct env e;
 	struct fake_call *fc;
 
 	env_start(&e, NULL);
 	chain_of_waiters(&e, 5000);
-	acquire(&e, 4, "k", 10000, 5000);
+	locks_client_resumable(e.cl[1]);
 	release(&e, 1, "k");
-	ck_assert_int_eq(e.rec[2].n, 12);
-	fake_store_set_up(e.st, 0);
-	locks_store_down(e.lt);
-	fake_store_drain(e.st);			/* the pass: ok = 0 */
-	ck_assert_int_eq(e.rec[2].nlost, 0);
-	fake_store_set_up(e.st, 1);
-	locks_store_up(e.lt);
-	fc = take(&e, FAKE_ANY);
-	ck_assert_int_eq(fc->kind, FAKE_RELEASE);
-	ck_assert_str_eq(fc->value, value_of(1, 11));
-	fake_release_done(fc, 1, 0);
-	fc = take(&e, FAKE_ANY);
-	ck_assert_int_eq(fc->kind, FAKE_RENEW);
-	ck_assert_str_eq(fc->value, value_of(2, 12));
-	fake_renew_done(fc, 1, (const int[]){ 1 }, 1);
-	release(&e, 2, "k");			/* chain ended: via Redis */
+	ck_assert_int_eq(e.rec[2].nreplies, 0);
 	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
 	fc = take(&e, FAKE_HANDOFF);
-	ck_assert_str_eq(fc->value, value_of(2, 12));
+	ck_assert_str_eq(fc->value, value_of(1, 11));
 	fake_grant_done(fc, 1, 1, 44, 0);
-	ck_assert_int_eq(e.rec[3].n, 44);
+	ck_assert_int_eq(e.rec[2].n, 44);
 	env_end(&e);
 }
 END_TEST
@@ -1486,7 +1553,8 @@ START_TEST(test_pass_at_session_end)
 	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);
 	fc = take(&e, FAKE_PASS);
 	ck_assert_str_eq(fc->value, value_of(2, 12));
-	fake_release_done(fc, 1, 1);
+	ck_assert_str_eq(fc->next_owner, value_of(1, 11));
+	fake_pass_done(fc, 1, 1);
 	env_end(&e);
 }
 END_TEST
@@ -1561,6 +1629,8 @@ locks_suite(void)
 	tcase_add_test(tc, test_pass_finds_key_gone);
 	tcase_add_test(tc, test_pass_only_while_redis_keeps_the_hold);
 	tcase_add_test(tc, test_pass_unanswered_connection_lost);
+	tcase_add_test(tc, test_pass_refused);
+	tcase_add_test(tc, test_no_pass_from_a_grace_session);
 	tcase_add_test(tc, test_pass_at_session_end);
 	suite_add_tcase(s, tc);
 	return s;
