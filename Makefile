@@ -11,7 +11,7 @@ VERSION   := 1.0.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 CC        ?= cc
-PKGS      := hiredis libevent uuid
+PKGS      := hiredis libevent uuid openssl
 PY        ?= python3
 
 # Warnings are forced on; user CFLAGS are kept.
@@ -40,7 +40,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c)
+UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install fuzz bench valgrind
@@ -74,12 +74,12 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 
 # Install missing build and test dependencies (Debian). As root this runs
 # apt-get; otherwise it prints the command to run.
-DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
+DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev libssl-dev \
             check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace
 deps:
 	@missing=""; \
-	pkg-config --exists hiredis libevent uuid check 2>/dev/null || missing=1; \
+	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
 	for c in mandoc promtool valgrind clang nc strace; do \
@@ -147,20 +147,35 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 client/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockctl.1
 
-# libFuzzer target for the protocol parser (clang + libfuzzer-14-dev).
+# libFuzzer targets (clang + libfuzzer-14-dev): the protocol parser, and
+# the acl_file parser with its glob matcher.  FUZZ_SECONDS is the total:
+# two thirds go to the protocol parser, one third to the access lists.
 FUZZ_SECONDS ?= 60
-# New inputs go to build/fuzz/corpus, crashes to build/fuzz/crash-*; the
-# fuzzer's exit status is kept (a pipe into tail would hide a crash).
+# (at least 1 s each: libFuzzer takes -max_total_time=0 as "no limit")
+FUZZ_ACL_SECONDS = $(shell s=$$(( $(FUZZ_SECONDS) / 3 )); [ $$s -ge 1 ] || s=1; echo $$s)
+FUZZ_PROTO_SECONDS = $(shell s=$$(( $(FUZZ_SECONDS) - $(FUZZ_ACL_SECONDS) )); [ $$s -ge 1 ] || s=1; echo $$s)
+FUZZ_CFLAGS := -std=c11 -g -O1 -Wall -Wextra -Werror \
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# New inputs go to build/fuzz/corpus (protocol) and build/fuzz/acl/corpus,
+# crashes to build/fuzz/crash-* and build/fuzz/acl-crash-*; each fuzzer's
+# exit status is kept (a pipe into tail would hide a crash), and the
+# second does not run when the first failed.
 fuzz: deps
-	@mkdir -p build/fuzz/corpus
-	clang -std=c11 -g -O1 -Wall -Wextra -Werror \
-	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iproto \
+	@mkdir -p build/fuzz/corpus build/fuzz/acl/corpus
+	clang $(FUZZ_CFLAGS) -Iproto \
 	  -o build/fuzz/fuzz_proto tests/fuzz/fuzz_proto.c proto/proto.c
-	@build/fuzz/fuzz_proto -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	clang $(FUZZ_CFLAGS) -Idaemon \
+	  -o build/fuzz/fuzz_acl tests/fuzz/fuzz_acl.c daemon/acl.c
+	@build/fuzz/fuzz_proto -max_total_time=$(FUZZ_PROTO_SECONDS) -max_len=8192 \
 	  -dict=tests/fuzz/proto.dict -artifact_prefix=build/fuzz/ \
 	  build/fuzz/corpus tests/fuzz/corpus >build/fuzz/fuzz.log 2>&1; \
 	  rc=$$?; if [ $$rc = 0 ]; then grep -E 'DONE|^Done' build/fuzz/fuzz.log; \
-	  else tail -30 build/fuzz/fuzz.log; fi; exit $$rc
+	  else tail -30 build/fuzz/fuzz.log; fi; [ $$rc = 0 ] || exit $$rc; \
+	  build/fuzz/fuzz_acl -max_total_time=$(FUZZ_ACL_SECONDS) -max_len=16384 \
+	  -dict=tests/fuzz/acl.dict -artifact_prefix=build/fuzz/acl- \
+	  build/fuzz/acl/corpus tests/fuzz/acl_corpus >build/fuzz/fuzz_acl.log 2>&1; \
+	  rc=$$?; if [ $$rc = 0 ]; then grep -E 'DONE|^Done' build/fuzz/fuzz_acl.log; \
+	  else tail -30 build/fuzz/fuzz_acl.log; fi; exit $$rc
 
 # make bench: the load generator (tests/bench/lbbench.c, libevent + hiredis)
 # and its driver, which starts its own redis-server and brokers on free

@@ -24,6 +24,9 @@ struct store;
 struct session;
 struct grace;
 struct lclient;
+struct acl;
+struct acl_app;
+struct keytab;
 
 struct broker_stats {
 	uint64_t accepted;		/* sessions accepted */
@@ -37,6 +40,19 @@ struct broker_stats {
 	uint64_t resume_refused;	/* RESUMEs with a wrong secret */
 	uint64_t grace_expired;		/* detached sessions whose grace ran
 					 * out */
+	uint64_t denials;		/* requests answered ERR DENIED */
+};
+
+/*
+ * Per-app counters (appstats.c), by app name: one row per name any access
+ * list has had since the broker started, kept across reloads (a counter
+ * never goes back, and sessions of an app outlive a reload).
+ */
+struct appstat {
+	TAILQ_ENTRY(appstat) link;
+	char name[64 + 1];		/* ACL_NAME_MAX */
+	uint64_t sessions;		/* sessions of the app now (gauge) */
+	uint64_t denials;		/* its requests answered ERR DENIED */
 };
 
 struct broker {
@@ -50,6 +66,10 @@ struct broker {
 	TAILQ_HEAD(, session) sessions;
 	size_t nsessions;
 	TAILQ_HEAD(, grace) graces;	/* grace.c */
+	struct acl *acl;		/* acl_file (+ auth_token's app), or
+					 * NULL when acl_file is "" */
+	TAILQ_HEAD(, appstat) appstats;	/* appstats.c */
+	struct keytab *by_id;		/* sessions by client-id (OWNER) */
 	char id[CLIENTID_LEN + 1];	/* this broker's id */
 	char *linebuf;			/* max_line + 2 bytes, one request */
 	struct broker_stats stats;
@@ -93,5 +113,20 @@ void session_grace_drop(struct session *s);
 /* Another connection resumed this session: close it now, leaving its
  * holds to that connection. */
 void session_grace_kill(struct session *s);
+/*
+ * Make s a session of app (from acl_app_named or acl_app_by_hash on
+ * b->acl): it counts as authenticated, may use only the app's keys, and
+ * keeps this app's patterns until it ends, whatever a reload does.  AUTH
+ * calls it; so should TLS once a verified client certificate's CN names
+ * an app.  Returns 0, or -1 (nothing changed) when s is already a session
+ * of another app: a session never changes app.
+ */
+int session_set_app(struct session *s, const struct acl_app *app);
+
+/* appstats.c: the row of app name (made if new; never NULL). */
+struct appstat *appstat_get(struct broker *b, const char *name);
+/* A row for every app of acl, so /metrics shows them before use. */
+void appstats_add_acl(struct broker *b, const struct acl *acl);
+void appstats_free(struct broker *b);
 
 #endif

@@ -64,6 +64,11 @@ static const struct opt opts[] = {
 	  .def = "", .min = 0, .max = 64, .live = 1,
 	  .help = "when set, sessions must send AUTH <token> before other "
 	  "commands (PING and QUIT aside)" },
+	{ .name = "acl_file", .type = T_STR, .off = OFF(acl_file),
+	  .def = "", .min = 0, .max = 4095, .live = 1,
+	  .help = "per-app access list: 'app NAME token-sha256 HEX keys "
+	  "GLOB,...' lines; sessions then AUTH as an app and may use only "
+	  "its keys (empty: none)" },
 	{ .name = "redis", .type = T_ENDPOINT, .off = OFF(redis),
 	  .def = "127.0.0.1:6379",
 	  .help = "Redis address: host:port (numeric IPv4 host), "

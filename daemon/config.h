@@ -45,6 +45,7 @@ struct config {
 	long max_waiters;
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */
+	char *acl_file;			/* "" = no per-app access list */
 	long log_level;			/* enum log_level */
 };
 

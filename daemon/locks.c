@@ -2283,6 +2283,14 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind);
 }
 
+int
+locks_holds_key(const struct lclient *cl, const char *key, size_t keylen)
+{
+	const struct lock *lk = lock_find(cl->lt, key, keylen);
+
+	return lk != NULL && hold_of(lk, cl) != NULL;
+}
+
 size_t
 locks_held(const struct lclient *cl,
     void (*fn)(void *arg, const char *key, size_t keylen), void *arg)

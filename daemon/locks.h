@@ -178,6 +178,9 @@ void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
 
+/* Whether cl holds key now (any kind, any count). */
+int locks_holds_key(const struct lclient *cl, const char *key, size_t keylen);
+
 /* Visit the keys cl holds, in acquisition order; returns the count. */
 size_t locks_held(const struct lclient *cl,
     void (*fn)(void *arg, const char *key, size_t keylen), void *arg);

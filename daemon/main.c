@@ -8,14 +8,17 @@
  * STOP_DRAIN_MS) until those releases are answered -- reconnecting first
  * if the signal came while Redis was away (issue 9, defect 3).
  */
+#include "acl.h"
 #include "broker.h"
 #include "clientid.h"
 #include "config.h"
 #include "grace.h"
+#include "keytab.h"
 #include "locks.h"
 #include "log.h"
 #include "notify.h"
 #include "store.h"
+#include "tokenhash.h"
 #include "util.h"
 
 #include <event2/event.h>
@@ -202,6 +205,56 @@ parse_args(int argc, char **argv, struct config *cfg, int *test_only,
 	return 0;
 }
 
+/*
+ * The access list cfg asks for: acl_file, plus auth_token's app "default"
+ * (every key) when both are set.  *out is NULL when acl_file is "" (then
+ * auth_token alone works exactly as in version 1).  Returns 0, or -1 with
+ * the reason in err ("FILE:LINE: message" for a bad line).
+ */
+static int
+acl_from_config(const struct config *cfg, struct acl **out, char *err,
+    size_t errlen)
+{
+	unsigned char hash[ACL_HASH_LEN];
+	struct acl *acl;
+
+	*out = NULL;
+	if (cfg->acl_file[0] == '\0')
+		return 0;
+	if ((acl = acl_load(cfg->acl_file, err, errlen)) == NULL)
+		return -1;
+	if (cfg->auth_token[0] != '\0') {
+		if (tokenhash_sha256(cfg->auth_token, strlen(cfg->auth_token),
+		    hash) != 0) {
+			snprintf(err, errlen, "cannot hash auth_token "
+			    "(libcrypto failed)");
+			acl_unref(acl);
+			return -1;
+		}
+		if (acl_add_token_app(acl, "default", hash, err, errlen) != 0) {
+			acl_unref(acl);
+			return -1;
+		}
+	}
+	if (acl_count(acl) == 0)
+		log_warn("acl_file %s names no app and auth_token is not set: "
+		    "no session can authenticate", cfg->acl_file);
+	*out = acl;
+	return 0;
+}
+
+/* Put acl in force: sessions that authenticated before keep the list
+ * they authenticated with (they hold a reference), new AUTHs use this. */
+static void
+acl_install(struct broker *b, struct acl *acl)
+{
+	acl_unref(b->acl);
+	b->acl = acl;
+	appstats_add_acl(b, acl);
+	if (acl != NULL)
+		log_info("access list in force: %zu apps", acl_count(acl));
+}
+
 static void
 note_restart(const char *name)
 {
@@ -236,6 +289,7 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct broker *b = arg;
 	struct config next;
+	struct acl *acl = NULL;
 	int test_only = 0;
 	char err[512];
 
@@ -243,11 +297,15 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	notify("RELOADING=1");
 	config_init(&next);
+	/* A bad acl_file fails the whole reload, like a bad conf line: the
+	 * old list stays in force with the auth_token it was built with. */
 	if (parse_args(b->argc, b->argv, &next, &test_only, err,
-	    sizeof err) != 0) {
+	    sizeof err) != 0 ||
+	    acl_from_config(&next, &acl, err, sizeof err) != 0) {
 		log_error("reload failed, configuration unchanged: %s", err);
 		config_free(&next);
 	} else {
+		acl_install(b, acl);
 		config_keep_static(b->cfg, &next, note_restart);
 		config_free(b->cfg);
 		*b->cfg = next;
@@ -322,6 +380,7 @@ main(int argc, char **argv)
 	struct config cfg;
 	struct broker b;
 	struct event *sigterm, *sigint, *sighup, *drain = NULL;
+	struct acl *acl = NULL;
 	struct timeval tick = { 0, 20 * 1000 };
 	char broker_id[CLIENTID_LEN + 1];
 	sigset_t stopsigs;
@@ -334,8 +393,14 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
+	if (acl_from_config(&cfg, &acl, err, sizeof err) != 0) {
+		fprintf(stderr, "lockbrokerd: %s\n", err);
+		config_free(&cfg);
+		return 2;
+	}
 	if (test_only) {
 		printf("configuration OK\n");
+		acl_unref(acl);
 		config_free(&cfg);
 		return 0;
 	}
@@ -348,6 +413,9 @@ main(int argc, char **argv)
 	memset(&b, 0, sizeof b);
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.graces);
+	TAILQ_INIT(&b.appstats);
+	b.by_id = keytab_new();
+	acl_install(&b, acl);
 	b.cfg = &cfg;
 	b.started_ms = now_ms();
 	b.held_key_len = cfg.max_key_len;
@@ -464,6 +532,9 @@ out:
 	store_free(b.store);
 	locks_free(b.locks);
 	event_base_free(b.base);
+	acl_unref(b.acl);
+	appstats_free(&b);
+	keytab_free(b.by_id);
 	free(b.linebuf);
 	if (rc == 0)
 		log_info("stopped");

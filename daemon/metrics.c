@@ -100,6 +100,35 @@ node_families(const struct broker *b, struct evbuffer *out)
 }
 
 /*
+ * Per-app samples (label app="name"): sessions now and denials.  App
+ * names are [A-Za-z0-9._-] (acl_name_ok), so they need no escaping.
+ */
+static int
+app_families(const struct broker *b, struct evbuffer *out)
+{
+	const struct appstat *a;
+
+	if (TAILQ_EMPTY(&b->appstats))
+		return 0;		/* no access list has been in force */
+	if (family(out, "lockbroker_app_sessions", "gauge",
+	    "Sessions authenticated as this app now.") != 0)
+		return -1;
+	TAILQ_FOREACH(a, &b->appstats, link)
+		if (evbuffer_add_printf(out, "lockbroker_app_sessions{app=\"%s\"}"
+		    " %llu\n", a->name, (unsigned long long)a->sessions) < 0)
+			return -1;
+	if (family(out, "lockbroker_app_denials_total", "counter",
+	    "Requests of this app answered ERR DENIED.") != 0)
+		return -1;
+	TAILQ_FOREACH(a, &b->appstats, link)
+		if (evbuffer_add_printf(out, "lockbroker_app_denials_total{app="
+		    "\"%s\"} %llu\n", a->name,
+		    (unsigned long long)a->denials) < 0)
+			return -1;
+	return 0;
+}
+
+/*
  * The page: every row of the stats table that has a metric name (so the
  * numbers are STATS's, read through the same getters), then one sample
  * per Redis master, then the histograms.  Returns -1 when out of memory.
@@ -134,6 +163,8 @@ render(const struct broker *b, struct evbuffer *out)
 			return -1;
 	}
 	if (b->store != NULL && node_families(b, out) != 0)
+		return -1;
+	if (app_families(b, out) != 0)
 		return -1;
 	if (histogram(out, "lockbroker_acquire_wait_seconds",
 	    "Time from ACQUIRE to OK for acquisitions that went to Redis.",

@@ -25,13 +25,16 @@
  * D15).  A read or write error (reset, broken pipe) still ends the session
  * at once.
  */
+#include "acl.h"
 #include "broker.h"
 #include "clientid.h"
 #include "grace.h"
+#include "keytab.h"
 #include "locks.h"
 #include "log.h"
 #include "proto.h"
 #include "stats.h"
+#include "tokenhash.h"
 #include "util.h"
 
 #include <event2/buffer.h>
@@ -39,6 +42,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,9 @@ struct session {
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
 	struct event *process_ev;	/* run the next request, later */
 	TAILQ_ENTRY(session) link;
+	struct keytab_entry by_id;	/* in b->by_id while indexed */
+	const struct acl_app *app;	/* NULL: no app (every key) */
+	struct appstat *appstat;	/* app's counters, with app */
 	char id[CLIENTID_LEN + 1];
 	enum proto_cmd cmd;		/* the request in progress */
 	unsigned busy:1;		/* a request awaits its reply */
@@ -78,6 +85,7 @@ struct session {
 	unsigned killed:1;		/* resumed by another connection */
 	unsigned await_record:1;	/* a grant's OK waits for its record */
 	unsigned stashed:1;		/* and here it is */
+	unsigned indexed:1;		/* by_id is in b->by_id */
 	long long stash_token;
 };
 
@@ -190,6 +198,67 @@ status_err(enum lk_status st)
 	}
 }
 
+/* --- sessions by client-id, and what OWNER shows of them ------------- */
+
+static void
+index_del(struct session *s)
+{
+	if (s->indexed) {
+		keytab_remove(s->b->by_id, &s->by_id);
+		s->indexed = 0;
+	}
+}
+
+/* Index s under its (current) client-id.  Two local sessions may carry
+ * one id for a moment (a RESUME before the replaced one is freed): the
+ * newer one is the session's owner, so it takes the entry. */
+static void
+index_add(struct session *s)
+{
+	struct keytab_entry *e;
+
+	if (s->b->by_id == NULL)
+		return;
+	index_del(s);
+	if ((e = keytab_find(s->b->by_id, s->id, CLIENTID_LEN)) != NULL) {
+		struct session *o = (struct session *)(void *)((char *)e -
+		    offsetof(struct session, by_id));
+
+		index_del(o);
+	}
+	s->by_id.key = s->id;
+	s->by_id.keylen = CLIENTID_LEN;
+	keytab_insert(s->b->by_id, &s->by_id);
+	s->indexed = 1;
+}
+
+/*
+ * May s see the client-id of a holder whose owner is owner[0..len)?
+ * Always without an app (no acl_file, as in version 1).  With one, only
+ * when the broker can tell the holder is of the same app: s itself, or
+ * another session of this broker that authenticated as an app of the
+ * same name.  A holder on another broker, a detached grace session, or a
+ * session of another app or of none is not shown (issue 15).
+ */
+static int
+owner_visible(const struct session *s, const char *owner, size_t len)
+{
+	const struct keytab_entry *e;
+	const struct session *o;
+
+	if (s->app == NULL)
+		return 1;
+	if (len == CLIENTID_LEN && memcmp(owner, s->id, len) == 0)
+		return 1;
+	if (s->b->by_id == NULL ||
+	    (e = keytab_find(s->b->by_id, owner, len)) == NULL)
+		return 0;
+	o = (const struct session *)(const void *)((const char *)e -
+	    offsetof(struct session, by_id));
+	return o->app != NULL && strcmp(acl_app_name(o->app),
+	    acl_app_name(s->app)) == 0;
+}
+
 /*
  * OWNER's answer.  An exclusive lock: OK <client-id> <ttl-ms-left> <token>
  * (v1).  1.1, a shared lock: OK SHARED <holders> then <client-id>
@@ -203,17 +272,26 @@ send_owner(struct session *s, const struct lk_result *r)
 	/* a holder: client-id (at most OWNER_MAX, "?" for foreign bytes)
 	 * and two numbers */
 	char line[64 + LK_OWNER_SHOWN * (OWNER_MAX + 48)];
-	size_t len;
+	struct lk_holder shown[LK_OWNER_SHOWN];
+	size_t len, nshown = r->nholders < LK_OWNER_SHOWN ? r->nholders :
+	    LK_OWNER_SHOWN;
 	int n;
 
 	if (r->nholders == 0) {
 		send_line(s, "OK -");
 		return;
 	}
+	/* "?" stands for a client-id not shown, as for foreign values */
+	for (size_t i = 0; i < nshown; i++) {
+		shown[i] = r->holders[i];
+		if (!owner_visible(s, shown[i].owner, shown[i].ownerlen)) {
+			shown[i].owner = "?";
+			shown[i].ownerlen = 1;
+		}
+	}
 	if (r->kind == LK_EXCLUSIVE) {
-		send_line(s, "OK %.*s %lld %lld", (int)r->holders[0].ownerlen,
-		    r->holders[0].owner, r->holders[0].pttl,
-		    r->holders[0].token);
+		send_line(s, "OK %.*s %lld %lld", (int)shown[0].ownerlen,
+		    shown[0].owner, shown[0].pttl, shown[0].token);
 		return;
 	}
 	if (r->kind == LK_SHARED)
@@ -222,8 +300,8 @@ send_owner(struct session *s, const struct lk_result *r)
 		n = snprintf(line, sizeof line, "OK SEMAPHORE %zu %ld",
 		    r->total, r->kind);
 	len = n > 0 ? (size_t)n : 0;
-	for (size_t i = 0; i < r->nholders && len < sizeof line; i++) {
-		const struct lk_holder *h = &r->holders[i];
+	for (size_t i = 0; i < nshown && len < sizeof line; i++) {
+		const struct lk_holder *h = &shown[i];
 
 		n = snprintf(line + len, sizeof line - len, " %.*s %lld %lld",
 		    (int)(h->ownerlen > OWNER_MAX ? OWNER_MAX : h->ownerlen),
@@ -353,7 +431,9 @@ session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
 	s->grace = g;
 	locks_client_handover(cl, &client_ops, s, 0);
 	log_debug("client %s resumed session %s", s->id, cid);
+	index_del(s);			/* its key is the id: re-file it */
 	memcpy(s->id, cid, CLIENTID_LEN);
+	index_add(s);
 	cmd_held(s);
 	answered(s);
 }
@@ -475,12 +555,96 @@ auth_failed(struct session *s)
 	b->authfail_unlogged = 0;
 }
 
+int
+session_set_app(struct session *s, const struct acl_app *app)
+{
+	struct appstat *st;
+
+	if (s->app != NULL &&
+	    strcmp(acl_app_name(s->app), acl_app_name(app)) != 0)
+		return -1;
+	st = appstat_get(s->b, acl_app_name(app));
+	acl_app_hold(app);
+	if (s->app != NULL) {
+		/* the same app again (a later AUTH): the current list's
+		 * patterns from now on; same name, same counters */
+		acl_app_release(s->app);
+		s->appstat->sessions--;
+	}
+	s->app = app;
+	s->appstat = st;
+	st->sessions++;
+	s->authed = 1;
+	return 0;
+}
+
+/* ERR DENIED, counted for the app and in total (logged at debug only:
+ * never a log line per request). */
+static void
+send_denied(struct session *s, const char *key, size_t keylen)
+{
+	s->b->stats.denials++;
+	s->appstat->denials++;
+	log_debug("client %s (app %s): denied key %.*s", s->id,
+	    acl_app_name(s->app), (int)keylen, key);
+	send_line(s, "ERR DENIED app %s may not use this key",
+	    acl_app_name(s->app));
+}
+
+/*
+ * A request naming a key outside the session's app's patterns is answered
+ * ERR DENIED before it reaches the lock table (an ACQUIRE never waits,
+ * never queues, never reaches Redis).  A key the session holds may still
+ * be released and renewed: after a RESUME by a session of another app it
+ * may hold keys outside its patterns, and it can always give back what it
+ * holds.  Returns 1 when denied (answered).
+ */
+static int
+key_denied(struct session *s, const struct proto_req *req)
+{
+	if (s->app == NULL || acl_app_allows(s->app, req->key, req->keylen))
+		return 0;
+	if ((req->cmd == CMD_RELEASE || req->cmd == CMD_RENEW) &&
+	    locks_holds_key(s->cl, req->key, req->keylen))
+		return 0;
+	send_denied(s, req->key, req->keylen);
+	return 1;
+}
+
+/* AUTH with an access list: the token's SHA-256 names the app. */
+static void
+auth_app(struct session *s, const struct proto_req *req)
+{
+	unsigned char hash[ACL_HASH_LEN];
+	const struct acl_app *app;
+
+	if (tokenhash_sha256(req->word, req->wordlen, hash) != 0) {
+		log_warn("client %s: cannot hash an AUTH token (libcrypto "
+		    "failed)", s->id);
+		send_err(s, PERR_NOAUTH, "the broker cannot check tokens now; "
+		    "try again");
+		return;
+	}
+	if ((app = acl_app_by_hash(s->b->acl, hash)) == NULL) {
+		auth_failed(s);
+		send_err(s, PERR_NOAUTH, "wrong token");
+	} else if (session_set_app(s, app) != 0) {
+		send_line(s, "ERR BADARG this session is app %s: AUTH cannot "
+		    "change its app (open another connection)",
+		    acl_app_name(s->app));
+	} else {
+		send_line(s, "OK");
+	}
+}
+
 static void
 cmd_auth(struct session *s, const struct proto_req *req)
 {
 	const char *want = s->b->cfg->auth_token;
 
-	if (want[0] == '\0') {
+	if (s->b->acl != NULL) {
+		auth_app(s, req);
+	} else if (want[0] == '\0') {
 		send_err(s, PERR_BADARG, "no auth_token is configured");
 	} else if (token_equal(req->word, req->wordlen, want)) {
 		s->authed = 1;
@@ -556,6 +720,8 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_auth(s, req);
 		return;
 	case CMD_ACQUIRE:
+		if (key_denied(s, req))
+			return;
 		s->used = 1;
 		s->busy = 1;
 		locks_acquire(s->cl, req->key, req->keylen,
@@ -564,16 +730,22 @@ dispatch(struct session *s, const struct proto_req *req)
 		    req->has_ttl ? req->ttl_ms : 0);
 		return;
 	case CMD_RELEASE:
+		if (key_denied(s, req))
+			return;
 		s->busy = 1;
 		locks_release(s->cl, req->key, req->keylen,
 		    req->has_linger ? req->linger_ms : 0);
 		return;
 	case CMD_RENEW:
+		if (key_denied(s, req))
+			return;
 		s->busy = 1;
 		locks_renew(s->cl, req->key, req->keylen,
 		    req->has_ttl ? req->ttl_ms : 0);
 		return;
 	case CMD_OWNER:
+		if (key_denied(s, req))
+			return;
 		s->busy = 1;
 		locks_owner(s->cl, req->key, req->keylen);
 		return;
@@ -820,7 +992,7 @@ session_new(struct broker *b, int fd)
 
 	s->b = b;
 	clientid_new(s->id);
-	s->authed = b->cfg->auth_token[0] == '\0';
+	s->authed = b->cfg->auth_token[0] == '\0' && b->acl == NULL;
 	s->fd = fd;
 	s->in_high = (size_t)b->cfg->max_line * 2 + 2 > READ_CHUNK ?
 	    (size_t)b->cfg->max_line * 2 + 2 : READ_CHUNK;
@@ -838,6 +1010,7 @@ session_new(struct broker *b, int fd)
 		return NULL;
 	}
 	s->cl = locks_client_new(b->locks, s->id, &client_ops, s);
+	index_add(s);
 	reading(s, 1);
 	TAILQ_INSERT_TAIL(&b->sessions, s, link);
 	b->nsessions++;
@@ -871,6 +1044,12 @@ session_free(struct session *s)
 	log_debug("client %s gone", s->id);
 	TAILQ_REMOVE(&b->sessions, s, link);
 	b->nsessions--;
+	index_del(s);
+	if (s->app != NULL) {
+		s->appstat->sessions--;
+		acl_app_release(s->app);
+		s->app = NULL;
+	}
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);

@@ -275,6 +275,57 @@ t_redis_node_stats(const struct stats_snap *s)
 	return t.off ? t.buf : "-";
 }
 
+static uint64_t
+g_denials(const struct stats_snap *s)
+{
+	return s->b->stats.denials;
+}
+
+/*
+ * "name:n,name:n" for the per-app rows (sessions or denials), bounded:
+ * past APP_TEXT_MAX bytes the list ends in ",..." (/metrics has them all).
+ * "-" when the broker has known no app.
+ */
+#define APP_TEXT_MAX 4096
+static const char *
+app_text(const struct stats_snap *s, int denials)
+{
+	static char buf[APP_TEXT_MAX];	/* one STATS line at a time */
+	const struct appstat *a;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	TAILQ_FOREACH(a, &s->b->appstats, link) {
+		unsigned long long v = denials ? a->denials : a->sessions;
+		char one[128];
+		int n = snprintf(one, sizeof one, "%s%s:%llu", off ? "," : "",
+		    a->name, v);
+
+		if (n < 0 || (size_t)n >= sizeof one)
+			continue;	/* cannot happen: names are short */
+		if (off + (size_t)n + 5 >= sizeof buf) {
+			memcpy(buf + off, ",...", 5);
+			off += 4;
+			break;
+		}
+		memcpy(buf + off, one, (size_t)n + 1);
+		off += (size_t)n;
+	}
+	return off ? buf : "-";
+}
+
+static const char *
+t_app_sessions(const struct stats_snap *s)
+{
+	return app_text(s, 0);
+}
+
+static const char *
+t_app_denials(const struct stats_snap *s)
+{
+	return app_text(s, 1);
+}
+
 static const char *
 t_redis(const struct stats_snap *s)
 {
@@ -393,6 +444,16 @@ const struct stat_def stats_table[] = {
 	{ "redis_node_stats", STAT_TEXT, "Each master as "
 	    "ip:port/up|down/in-flight/redirections, comma-separated.",
 	    NULL, NULL, NULL, NULL, t_redis_node_stats },
+	/* issue 15: access lists (per-app samples: metrics.c) */
+	{ "denials", C, "Requests answered ERR DENIED (a key outside the "
+	    "session's app's patterns).",
+	    "lockbroker_denials_total", NULL, NULL, g_denials, NULL },
+	{ "app_sessions", STAT_TEXT, "Sessions per app now, as "
+	    "name:n,name:n (- without an access list).",
+	    NULL, NULL, NULL, NULL, t_app_sessions },
+	{ "app_denials", STAT_TEXT, "ERR DENIED answers per app since start, "
+	    "as name:n,name:n.",
+	    NULL, NULL, NULL, NULL, t_app_denials },
 };
 
 #undef C

@@ -72,6 +72,7 @@ static const char *const err_names[PERR__COUNT] = {
 	[PERR_UNAVAILABLE] = "UNAVAILABLE",
 	[PERR_LIMIT] = "LIMIT",
 	[PERR_NOSESSION] = "NOSESSION",
+	[PERR_DENIED] = "DENIED",
 };
 
 struct word {

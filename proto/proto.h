@@ -46,6 +46,7 @@ enum proto_err {
 	PERR_UNAVAILABLE,
 	PERR_LIMIT,
 	PERR_NOSESSION,			/* 1.1: RESUME of an unknown session */
+	PERR_DENIED,			/* 1.1: a key outside the app's patterns */
 	PERR__COUNT
 };
 

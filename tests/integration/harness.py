@@ -487,16 +487,17 @@ class Broker:
     STATS shows redis=up.  redis_addr None: no -r is passed."""
 
     def __init__(self, redis_addr, prefix, *extra_args, wait_ready=True,
-                 ready_timeout=5.0):
+                 ready_timeout=5.0, auth=None):
         if not os.access(BROKER_BIN, os.X_OK):
             raise AssertionError("broker binary %s is missing (build it, or "
                                  "set LOCKBROKERD)" % BROKER_BIN)
         self.redis_addr = redis_addr
         self.prefix = prefix
         self.extra = [str(a) for a in extra_args]
-        # With --auth_token the readiness probe must AUTH before STATS.
-        self.auth = None
-        if "--auth_token" in self.extra[:-1]:
+        # With --auth_token the readiness probe must AUTH before STATS;
+        # auth= gives the token to use instead (an acl_file app's).
+        self.auth = auth
+        if auth is None and "--auth_token" in self.extra[:-1]:
             self.auth = self.extra[self.extra.index("--auth_token") + 1]
         self.dir = tempfile.mkdtemp(prefix="lbt-broker-")
         self.logpath = os.path.join(self.dir, "stderr.log")

@@ -11,8 +11,9 @@
 # a local release (handoff), BUSY after WAIT, RENEW, OWNER, HELD, STATS,
 # EVENTS ON, a key DEL'd in Redis (EVENT LOST, then ERR LOST), a client
 # that disconnects while waiting and one that drops its locks by closing,
-# bad requests, GET/POST /metrics, a Redis restart (ERR UNAVAILABLE, then
-# reconnect), QUIT.  Then SIGTERM with locks still held.  Exit 0 only if the
+# bad requests, GET/POST /metrics, an acl_file app (ERR DENIED, OWNER
+# hiding, SIGHUP reloads of a good and of a broken file under a live app
+# session), a Redis restart (ERR UNAVAILABLE, then reconnect), QUIT.  Then SIGTERM with locks still held.  Exit 0 only if the
 # scenario passed and valgrind exited 0 (--error-exitcode=99 otherwise).
 # Bounded: about 60 s at most.
 set -u
@@ -72,11 +73,17 @@ start_redis() {
 }
 start_redis || exit 1
 
+# An access list: app vgapp (its keys vgapp:*); auth_token is then the app
+# "default" with every key, which the rest of the scenario uses.
+printf 'app vgapp token-sha256 %s keys vgapp:*\n' \
+	"$(printf %s vgapp-token | sha256sum | cut -d' ' -f1)" >"$tmp/acl"
+
 valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
 	--track-fds=no --log-file="$tmp/valgrind.log" \
 	"$broker" -b 127.0.0.1 -p "$broker_port" -r "127.0.0.1:$redis_port" \
 	--prefix vg --auth_token vgtoken --metrics_port "$metrics_port" -v \
+	--acl_file "$tmp/acl" \
 	>"$tmp/broker.log" 2>&1 &
 vpid=$!
 
@@ -291,6 +298,33 @@ if http_status("GET", "/metrics") != 200:
     raise SystemExit("GET /metrics did not answer 200")
 if http_status("POST", "/metrics") < 400 or http_status("GET", "/other") != 404:
     raise SystemExit("/metrics accepts what it should not")
+# Access lists (issue 15): an app's session, ERR DENIED, OWNER hiding, a
+# reload that replaces the list under a live session, a broken file.
+ACL, LOG = os.environ["ACL"], os.environ["BLOG"]
+p = C(auth=False)
+p.req("AUTH vgapp-token", "OK")
+p.req("ACQUIRE vgapp:1", TOK)
+p.req("ACQUIRE other WAIT 1000", "ERR DENIED .*")
+p.req("RELEASE other", "ERR DENIED .*")
+p.req("OWNER vgapp:1", "OK [0-9a-f-]{36} [0-9]+ [0-9]+")
+b.req("ACQUIRE vgapp:2", TOK)
+p.req("OWNER vgapp:2", r"OK \? [0-9]+ [0-9]+")
+with open(ACL, "a") as f:
+    f.write("app vg2 token-sha256 %s keys x\n" % ("0" * 64))
+os.kill(int(os.environ["VPID"]), 1)
+wait_for(lambda: "vg2:0" in a.req("STATS", "OK .*"), "the reloaded list")
+p.req("RELEASE vgapp:1", "OK 0")
+p.req("AUTH vgapp-token", "OK")
+with open(ACL, "a") as f:
+    f.write("app [bad] token-sha256 x keys x\n")
+os.kill(int(os.environ["VPID"]), 1)
+wait_for(lambda: "reload failed" in open(LOG).read(), "the failed reload")
+q2 = C(auth=False)
+q2.req("AUTH vgapp-token", "OK")
+q2.req("ACQUIRE vgapp:3", TOK)
+q2.close()
+p.req("QUIT", "OK")
+b.req("RELEASE vgapp:2", "OK 0")
 # Redis goes away and comes back.
 with open(os.environ["CTL"], "w") as f:
     f.write("stop\n")
@@ -345,7 +379,8 @@ fi
 ) &
 helper=$!
 BPORT=$broker_port MPORT=$metrics_port RPORT=$redis_port CTL="$tmp/ctl" \
-	ACK="$tmp/ack" timeout 30 python3 "$tmp/drive.py"
+	ACK="$tmp/ack" ACL="$tmp/acl" BLOG="$tmp/broker.log" VPID=$vpid \
+	timeout 30 python3 "$tmp/drive.py"
 scenario=$?
 kill "$helper" 2>/dev/null
 wait "$helper" 2>/dev/null

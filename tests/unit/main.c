@@ -19,6 +19,7 @@ static Suite *(*const suites[])(void) = {
 	config_suite,
 	locks_suite,
 	slot_suite,
+	acl_suite,
 };
 
 int

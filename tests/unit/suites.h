@@ -15,5 +15,6 @@ Suite *addr_suite(void);	/* test_addr.c: listen and Redis addresses */
 Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
 Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
 Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
+Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 
 #endif

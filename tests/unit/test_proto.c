@@ -774,6 +774,7 @@ START_TEST(test_err_names)
 		{ PERR_NOTHELD, "NOTHELD" }, { PERR_LOST, "LOST" },
 		{ PERR_UNAVAILABLE, "UNAVAILABLE" }, { PERR_LIMIT, "LIMIT" },
 		{ PERR_NOSESSION, "NOSESSION" },
+		{ PERR_DENIED, "DENIED" },
 	};
 
 	ck_assert_int_eq(sizeof names / sizeof names[0], PERR__COUNT - 1);

@@ -1,0 +1,140 @@
+/*
+ * fuzz_acl.c - libFuzzer target for the acl_file parser and the glob
+ * matcher of daemon/acl.c (issue 15).
+ *
+ * The first byte picks the mode.  Even: the rest is an access list file,
+ * parsed from a buffer of exactly its length (ASan sees any read past
+ * the end); a refusal must name a line that exists ("fuzz:LINE: ..."), an
+ * accepted list must hold valid names in line order, each found by
+ * acl_app_named, and take the auth_token app.  Odd: the rest is a pattern
+ * and a key split at the first NUL, matched by acl_glob_match and, when
+ * both are short, by a naive recursive matcher that must agree.
+ *
+ *   make fuzz FUZZ_SECONDS=60     (a third of the time goes here)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "fuzz_acl: %s (line %d)\n", #cond,	\
+		    __LINE__);						\
+		abort();						\
+	}								\
+} while (0)
+
+#define NAIVE_MAX 14			/* naive matching is exponential */
+
+static int
+naive(const char *p, size_t pl, const char *s, size_t sl)
+{
+	if (pl == 0)
+		return sl == 0;
+	if (p[0] == '*')
+		return naive(p + 1, pl - 1, s, sl) ||
+		    (sl > 0 && naive(p, pl, s + 1, sl - 1));
+	if (sl == 0)
+		return 0;
+	if (p[0] == '?')
+		return naive(p + 1, pl - 1, s + 1, sl - 1);
+	if (p[0] == '\\' && pl > 1)
+		return p[1] == s[0] && naive(p + 2, pl - 2, s + 1, sl - 1);
+	return p[0] == s[0] && naive(p + 1, pl - 1, s + 1, sl - 1);
+}
+
+static void
+fuzz_glob(const char *d, size_t n)
+{
+	const char *nul = memchr(d, '\0', n);
+	size_t pl = nul ? (size_t)(nul - d) : n / 2;
+	const char *s = d + pl + (nul != NULL);
+	size_t sl = n - pl - (nul != NULL);
+	int got;
+
+	/* a lone trailing '\' is refused by the parser: never matched */
+	if (pl > 0 && d[pl - 1] == '\\') {
+		size_t k = 0;
+
+		while (k < pl && d[pl - 1 - k] == '\\')
+			k++;
+		if (k % 2 == 1)
+			pl--;
+	}
+	got = acl_glob_match(d, pl, s, sl);
+	if (pl <= NAIVE_MAX && sl <= NAIVE_MAX)
+		CHECK(got == naive(d, pl, s, sl));
+	/* every key matches "*", and a pattern without * ? \ only itself */
+	CHECK(acl_glob_match("*", 1, s, sl));
+	if (memchr(d, '*', pl) == NULL && memchr(d, '?', pl) == NULL &&
+	    memchr(d, '\\', pl) == NULL)
+		CHECK(got == (pl == sl && memcmp(d, s, pl) == 0));
+}
+
+static void
+fuzz_file(const char *d, size_t n)
+{
+	static const unsigned char h[ACL_HASH_LEN] = { 1, 2, 3 };
+	char *buf = malloc(n ? n : 1), err[700];
+	struct acl *acl;
+	size_t lines = 1;
+
+	CHECK(buf != NULL);
+	memcpy(buf, d, n);
+	for (size_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	acl = acl_parse(buf, n, "fuzz", err, sizeof err);
+	if (acl == NULL) {
+		char *end;
+		unsigned long no;
+
+		CHECK(strncmp(err, "fuzz:", 5) == 0);
+		no = strtoul(err + 5, &end, 10);
+		CHECK(end != err + 5 && end[0] == ':' && end[1] == ' ');
+		CHECK(no >= 1 && no <= lines);
+		free(buf);
+		return;
+	}
+	for (size_t i = 0; i < acl_count(acl); i++) {
+		const struct acl_app *a = acl_app_at(acl, i);
+		const char *name = acl_app_name(a);
+
+		CHECK(acl_name_ok(name, strlen(name)));
+		CHECK(acl_app_named(acl, name) == a);
+		CHECK(acl_app_line(a) >= 1 && acl_app_line(a) <= lines);
+		CHECK(i == 0 || acl_app_line(a) > acl_app_line(acl_app_at(acl,
+		    i - 1)));
+		(void)acl_app_allows(a, buf, n < 300 ? n : 300);
+		CHECK(acl_app_by_hash(acl, h) == NULL ||
+		    acl_app_line(acl_app_by_hash(acl, h)) != 0);
+	}
+	if (acl_add_token_app(acl, "default", h, err, sizeof err) == 0) {
+		const struct acl_app *t = acl_app_by_hash(acl, h);
+
+		CHECK(t != NULL && acl_app_line(t) == 0);
+		CHECK(acl_app_allows(t, "any:key", 7));
+		CHECK(acl_app_named(acl, "default") == NULL);
+	} else {
+		CHECK(acl_app_named(acl, "default") != NULL ||
+		    acl_app_by_hash(acl, h) != NULL);
+	}
+	acl_unref(acl);
+	free(buf);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size == 0)
+		return 0;
+	if (data[0] & 1)
+		fuzz_glob((const char *)data + 1, size - 1);
+	else
+		fuzz_file((const char *)data + 1, size - 1);
+	return 0;
+}
