@@ -1,10 +1,15 @@
 /*
  * store.c - the broker's Redis in lock terms: the Lua script calls.
  *
- * Every call is one EVALSHA on the pipelined command connection of its
+ * Every call is a script call on the pipelined command connection of its
  * key's master (at most STORE_MAX_INFLIGHT in flight per connection, the
  * rest queued), sent again once as EVAL after NOSCRIPT (a SCRIPT FLUSH, a
- * restart or a failover empties the script cache).  With
+ * restart or a failover empties the script cache).  In single and
+ * Sentinel mode the calls started in one event-loop turn leave together
+ * at its end as one EVALSHA of the batch script (scripts/embed.sh), each
+ * answered from its element of the reply as if it had gone alone; a call
+ * alone goes as its own script's EVALSHA, and nothing waits for company
+ * (issue 14; "batches" below says how and why).  With
  * redis_replica_acks, grants wait for one WAIT per connection and
  * event-loop turn (group commit).  In cluster mode a call follows MOVED
  * (to the slot's new master) and ASK (ASKING, then the call, to a
@@ -25,7 +30,10 @@
 
 #define TENURE_ARGS 4	/* replid, replid2, the earlier replid, delay */
 
+struct batch;
+
 static int cmd_start(struct cmd *c);
+static int batch_send(struct batch *b);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 
@@ -57,6 +65,8 @@ cmd_new(struct store *st, enum cmd_kind kind, enum script_id script,
 	c->slot = -1;
 	c->born_ms = now_ms();
 	c->argc = argc;
+	c->nkeys = nkeys;
+	c->bytes = bytes + (size_t)argc * 16;	/* and RESP's framing */
 	c->argv = (const char **)(void *)(c + 1);
 	c->argvlen = (size_t *)(void *)(c->argv + argc);
 	data = (char *)(c->argvlen + argc);
@@ -722,26 +732,19 @@ cluster_error(struct cmd *c, const char *err)
 
 /* --- sending ----------------------------------------------------------- */
 
+/*
+ * Redis answered c, alone or as its element of a batch's reply (c's
+ * place in flight is given back already): send it again as EVAL after
+ * NOSCRIPT, follow a cluster redirection, or decode it for the caller
+ * (cmd_deliver), parking a grant in its group.
+ */
 static void
-cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
+cmd_done(struct cmd *c, redisReply *r)
 {
-	struct cmd *c = privdata;
 	struct store *st = c->st;
 	struct node *n = c->node;
-	redisReply *r = reply;
 	int rc;
 
-	(void)ac;
-	n->inflight--;
-	n->last_progress_ms = now_ms();
-	if (r == NULL) {
-		n->conn.dying = 1;	/* before the caller reacts to it */
-		group_left(c);
-		cmd_fail(c);
-		cmd_free(c);
-		return;
-	}
-	store_queue_run(n);
 	if (r->type == REDIS_REPLY_ERROR && !c->retried &&
 	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->conn.state == C_UP) {
 		group_left(c);	/* the resend joins the group of its turn */
@@ -786,6 +789,85 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	cmd_free(c);
 }
 
+static void
+cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct cmd *c = privdata;
+	struct node *n = c->node;
+
+	(void)ac;
+	n->inflight--;
+	n->last_progress_ms = now_ms();
+	if (reply == NULL) {
+		n->conn.dying = 1;	/* before the caller reacts to it */
+		group_left(c);
+		cmd_fail(c);
+		cmd_free(c);
+		return;
+	}
+	store_queue_run(n);
+	cmd_done(c, reply);
+}
+
+/*
+ * Cluster mode: the tenure of the master c goes to (a redirection may
+ * have changed it since the call was built), and what is left of the
+ * lock delay since this broker joined that tenure: a slot first reached
+ * long after a failover needs none, as every broker reasserted its locks
+ * when it reached the new master.
+ */
+static void
+cmd_tenure(struct cmd *c)
+{
+	struct node *n = c->node;
+	const char *id[TENURE_ARGS] = { n->conn.replid, n->conn.replid2,
+	    n->prev_replid, c->tenure_delay };
+	long left;
+
+	if (c->tenure_arg <= 0)
+		return;
+	left = c->st->cfg.lock_delay_ms - (long)(now_ms() - n->tenure_ms);
+	snprintf(c->tenure_delay, sizeof c->tenure_delay, "%ld",
+	    left > 0 ? left : 0);
+	for (int i = 0; i < TENURE_ARGS; i++) {
+		c->argv[c->tenure_arg + i] = id[i];
+		c->argvlen[c->tenure_arg + i] = strlen(id[i]);
+	}
+}
+
+/*
+ * Give hiredis one command for n's connection.  While flush_cb runs it
+ * writes the buffer itself at the end, so hiredis need not add the write
+ * event it adds for every command (flush_cb says why).
+ */
+static int
+send_argv(struct node *n, redisCallbackFn *fn, void *privdata, int argc,
+    const char **argv, const size_t *argvlen)
+{
+	redisAsyncContext *ac = n->conn.ac;
+	void (*add)(void *) = ac->ev.addWrite;
+	int rc;
+
+	if (n->flushing)
+		ac->ev.addWrite = NULL;
+	rc = redisAsyncCommandArgv(ac, fn, privdata, argc, argv, argvlen);
+	ac->ev.addWrite = add;
+	return rc;
+}
+
+/* c is on the wire (alone or in a batch): it holds a place in flight, and
+ * a grant joins its turn's group commit (replica acks). */
+static void
+cmd_sent(struct cmd *c)
+{
+	struct node *n = c->node;
+
+	if (n->inflight++ == 0)
+		n->last_progress_ms = now_ms();
+	if (c->kind == K_ACQUIRE && c->st->cfg.acks > 0)
+		group_join(c);
+}
+
 static int
 cmd_send(struct cmd *c)
 {
@@ -793,40 +875,273 @@ cmd_send(struct cmd *c)
 
 	if (!node_usable(n) || n->conn.ac == NULL)
 		return -1;
-	if (c->tenure_arg > 0) {
-		/*
-		 * The tenure of the master it goes to (a redirection may have
-		 * changed it since the call was built), and what is left of
-		 * the lock delay since this broker joined that tenure: a slot
-		 * first reached long after a failover needs none, as every
-		 * broker reasserted its locks when it reached the new master.
-		 */
-		long left = c->st->cfg.lock_delay_ms -
-		    (long)(now_ms() - n->tenure_ms);
-		const char *id[TENURE_ARGS] = { n->conn.replid,
-		    n->conn.replid2, n->prev_replid, c->tenure_delay };
-
-		snprintf(c->tenure_delay, sizeof c->tenure_delay, "%ld",
-		    left > 0 ? left : 0);
-		for (int i = 0; i < TENURE_ARGS; i++) {
-			c->argv[c->tenure_arg + i] = id[i];
-			c->argvlen[c->tenure_arg + i] = strlen(id[i]);
-		}
-	}
+	cmd_tenure(c);
 	/* ASK: this one command, and only it, goes to the target */
 	if (c->asking && redisAsyncCommand(n->conn.ac, NULL, NULL,
 	    "ASKING") != REDIS_OK)
 		return -1;
 	c->asking = 0;
-	if (redisAsyncCommandArgv(n->conn.ac, cmd_reply, c, c->argc,
-	    c->argv, c->argvlen) != REDIS_OK)
+	if (send_argv(n, cmd_reply, c, c->argc, c->argv, c->argvlen) !=
+	    REDIS_OK)
 		return -1;
-	if (n->inflight++ == 0)
-		n->last_progress_ms = now_ms();
-	if (c->kind == K_ACQUIRE && c->st->cfg.acks > 0)
-		group_join(c);
+	cmd_sent(c);
 	return 0;
 }
+
+/* --- batches (issue 14) ------------------------------------------------ */
+
+/*
+ * Single and Sentinel mode send script calls in batches: the calls started
+ * in one event-loop turn on a node go to Redis as one EVALSHA of the batch
+ * script (scripts/embed.sh), which runs each as its own script would and
+ * answers one element per call; each element is then handled exactly as
+ * that call's own reply would be (cmd_done: errors, NOSCRIPT, the replica
+ * ack group, cmd_deliver's decoding).  Redis then parses, looks up and
+ * answers one command where it did up to STORE_BATCH_MAX, and the broker
+ * writes and reads once.
+ *
+ * Nothing waits for company: calls wait in the node's queue (in the order
+ * they were started) only until the end of the turn, when flush_ev sends
+ * every one that has a place in flight, cut into batches of at most
+ * STORE_BATCH_MAX calls and STORE_BATCH_BYTES; a call alone goes as its
+ * own EVALSHA, as before batches.  Since every call leaves through the
+ * queue, calls reach Redis in the order they were started, inside a
+ * batch and from one batch to the next (a handoff and then a renewal of
+ * its new holder depend on it).  A call of a batch counts as one in
+ * flight (STORE_MAX_INFLIGHT, the watchdog, store_inflight): what is
+ * bounded is the work Redis has been given, whatever its packing.
+ *
+ * Not in cluster mode: a script's keys must share one slot, so a batch
+ * could only join calls of one slot, which calls on different lock names
+ * rarely share (16384 slots), while a batch's MOVED, ASK or TRYAGAIN
+ * would have to be taken apart and each call redirected on its own.  The
+ * load is spread over the masters there anyway; each call goes alone.
+ */
+struct batch {
+	struct node *node;
+	struct cmd *head;		/* its calls, in order (qnext) */
+	size_t n;
+	int retried;			/* sent again as EVAL (NOSCRIPT) */
+	int argc;
+	const char **argv;		/* into the calls' own argv */
+	size_t *argvlen;
+};
+
+#define BATCH_NUM 24			/* room for a count, written out */
+
+static int
+batching(const struct node *n)
+{
+	return n->st->cl == NULL;
+}
+
+/* Fail every call of b (the batch could not go, or the connection went
+ * with it) and free it. */
+static void
+batch_fail(struct batch *b)
+{
+	struct cmd *c, *next;
+
+	for (c = b->head; c != NULL; c = next) {
+		next = c->qnext;
+		group_left(c);
+		cmd_fail(c);
+		cmd_free(c);
+	}
+	free(b);
+}
+
+static void
+batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct batch *b = privdata;
+	struct node *n = b->node;
+	redisReply *r = reply;
+	struct cmd *c, *next;
+	size_t i = 0;
+
+	(void)ac;
+	n->inflight -= b->n;
+	n->last_progress_ms = now_ms();
+	if (r == NULL) {
+		n->conn.dying = 1;	/* before the callers react to it */
+		batch_fail(b);
+		return;
+	}
+	store_queue_run(n);
+	if (r->type == REDIS_REPLY_ERROR && !b->retried &&
+	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->conn.state == C_UP) {
+		/* Script cache flushed: the whole batch again, as EVAL
+		 * (which caches it), its calls in the same order. */
+		for (c = b->head; c != NULL; c = c->qnext)
+			group_left(c);	/* the resend joins its turn's group */
+		b->retried = 1;
+		b->argv[0] = "EVAL";
+		b->argvlen[0] = 4;
+		b->argv[1] = scripts[SCRIPT_BATCH].text;
+		b->argvlen[1] = strlen(scripts[SCRIPT_BATCH].text);
+		log_info("script batch not cached in Redis %s: sent as EVAL",
+		    n->conn.addrstr);
+		if (batch_send(b) != 0)
+			batch_fail(b);
+		return;
+	}
+	if ((r->type != REDIS_REPLY_ARRAY || r->elements != b->n) &&
+	    r->type != REDIS_REPLY_ERROR) {
+		log_error("unexpected reply shape from batch (type %d)",
+		    r->type);
+		batch_fail(b);
+		return;
+	}
+	/* An error for the whole batch (BUSY, LOADING, a second NOSCRIPT...)
+	 * is every call's error, as each would have got it alone; callers
+	 * treat it as any error reply (a grant's key is freed by owner
+	 * later, should the batch have run part of the way). */
+	for (c = b->head; c != NULL; c = next, i++) {
+		next = c->qnext;
+		cmd_done(c, r->type == REDIS_REPLY_ARRAY ? r->element[i] : r);
+	}
+	free(b);
+}
+
+/*
+ * The n calls from head (linked by qnext, the last one's NULL) as one
+ * batch call: EVALSHA <batch> <all keys> <keys...>, then per call its
+ * script's name, its key count, its argument count and its arguments.
+ * The pieces stay in the calls' own argv.
+ */
+static struct batch *
+batch_new(struct node *n, struct cmd *head, size_t count)
+{
+	size_t argc = 3, nkeys = 0, k, a;
+	struct batch *b;
+	struct cmd *c;
+	char *num;
+
+	for (c = head; c != NULL; c = c->qnext) {
+		cmd_tenure(c);
+		argc += (size_t)c->argc;  /* EVALSHA sha nk: name nk na */
+		nkeys += (size_t)c->nkeys;
+	}
+	b = xmalloc(sizeof *b + argc * (sizeof(char *) + sizeof(size_t)) +
+	    (2 * count + 1) * BATCH_NUM);
+	b->node = n;
+	b->head = head;
+	b->n = count;
+	b->retried = 0;
+	b->argc = (int)argc;
+	b->argv = (const char **)(void *)(b + 1);
+	b->argvlen = (size_t *)(void *)(b->argv + argc);
+	num = (char *)(b->argvlen + argc);
+	b->argv[0] = "EVALSHA";
+	b->argvlen[0] = 7;
+	b->argv[1] = scripts[SCRIPT_BATCH].sha;
+	b->argvlen[1] = strlen(scripts[SCRIPT_BATCH].sha);
+	b->argv[2] = num;
+	b->argvlen[2] = (size_t)snprintf(num, BATCH_NUM, "%zu", nkeys);
+	num += BATCH_NUM;
+	k = 3;
+	a = 3 + nkeys;
+	for (c = head; c != NULL; c = c->qnext) {
+		size_t nk = (size_t)c->nkeys, na = (size_t)c->argc - 3 - nk;
+
+		memcpy(&b->argv[k], &c->argv[3], nk * sizeof *b->argv);
+		memcpy(&b->argvlen[k], &c->argvlen[3], nk * sizeof *b->argvlen);
+		k += nk;
+		b->argv[a] = scripts[c->script].name;
+		b->argvlen[a] = strlen(b->argv[a]);
+		b->argv[a + 1] = num;
+		b->argvlen[a + 1] = (size_t)snprintf(num, BATCH_NUM, "%zu", nk);
+		num += BATCH_NUM;
+		b->argv[a + 2] = num;
+		b->argvlen[a + 2] = (size_t)snprintf(num, BATCH_NUM, "%zu", na);
+		num += BATCH_NUM;
+		memcpy(&b->argv[a + 3], &c->argv[3 + nk], na * sizeof *b->argv);
+		memcpy(&b->argvlen[a + 3], &c->argvlen[3 + nk],
+		    na * sizeof *b->argvlen);
+		a += 3 + na;
+	}
+	return b;
+}
+
+static int
+batch_send(struct batch *b)
+{
+	struct node *n = b->node;
+
+	if (!node_usable(n) || n->conn.ac == NULL)
+		return -1;
+	if (send_argv(n, batch_reply, b, b->argc, b->argv, b->argvlen) !=
+	    REDIS_OK)
+		return -1;
+	for (struct cmd *c = b->head; c != NULL; c = c->qnext)
+		cmd_sent(c);
+	return 0;
+}
+
+/*
+ * The end of the loop turn: send n's queued calls that have a place in
+ * flight, in order, as batches (one call alone: its own EVALSHA).  Then
+ * write them at once: hiredis would write on the next loop turn, when
+ * epoll reports the socket writable, after adding a write event for each
+ * command (epoll_ctl) and deleting it once written (epoll_ctl again).
+ * Writing here saves that turn and both calls (flushing: send_argv adds
+ * no write event; hiredis adds one itself if the socket takes only part).
+ * With one connection and one request at a time, the broker's system
+ * calls per request went from 3 epoll_wait and 5 epoll_ctl to 2 and 3
+ * (strace -c, lbbench pairs --conns 1).
+ * This runs from our own event, never inside a hiredis callback, so a
+ * write error may tear the context down here (its callbacks fail their
+ * calls, as when hiredis's own write event meets it); n->conn.ac is not
+ * touched after that.
+ */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct node *n = arg;
+	int sent = 0;
+
+	(void)fd;
+	(void)what;
+	n->flushing = 1;
+	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
+	    node_usable(n)) {
+		struct cmd *head = n->qhead, *last = head, *c;
+		size_t count = 1, bytes = head->bytes;
+		size_t room = STORE_MAX_INFLIGHT - n->inflight;
+
+		while ((c = last->qnext) != NULL && count < STORE_BATCH_MAX &&
+		    count < room && bytes + c->bytes <= STORE_BATCH_BYTES) {
+			last = c;
+			count++;
+			bytes += c->bytes;
+		}
+		n->qhead = last->qnext;
+		if (n->qhead == NULL)
+			n->qtail = NULL;
+		n->queued -= count;
+		last->qnext = NULL;
+		if (count == 1) {
+			if (cmd_send(head) != 0) {
+				cmd_fail(head);
+				cmd_free(head);
+			}
+		} else {
+			struct batch *b = batch_new(n, head, count);
+
+			if (batch_send(b) != 0)
+				batch_fail(b);
+		}
+		sent = 1;
+	}
+	n->flushing = 0;
+	/* (a connection no longer usable here is tearing down: what was
+	 * sent is failed with it, never written) */
+	if (sent && node_usable(n) && n->conn.ac != NULL)
+		redisAsyncHandleWrite(n->conn.ac);
+}
+
+/* --- the queue --------------------------------------------------------- */
 
 static void
 queue_push(struct node *n, struct cmd *c)
@@ -840,10 +1155,17 @@ queue_push(struct node *n, struct cmd *c)
 	n->queued++;
 }
 
-/* Send queued commands while there is room in flight. */
+/* Send queued commands while there is room in flight (batching: at the
+ * end of this turn, flush_cb). */
 void
 store_queue_run(struct node *n)
 {
+	if (batching(n)) {
+		if (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
+		    node_usable(n))
+			event_active(n->flush_ev, EV_TIMEOUT, 0);
+		return;
+	}
 	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
 	    node_usable(n)) {
 		struct cmd *c = n->qhead;
@@ -876,15 +1198,22 @@ store_queue_fail(struct node *n)
 }
 
 /*
- * Send c to its node, or queue it there: when STORE_MAX_INFLIGHT are in
- * flight, or (a redirection to a master not connected yet) until its
- * connection is up.  -1 when it can go nowhere (the caller frees it).
+ * Send c to its node, or queue it there: batching, always (flush_cb sends
+ * it at the end of this turn, if it has a place in flight by then); else
+ * when STORE_MAX_INFLIGHT are in flight, or (a redirection to a master
+ * not connected yet) until its connection is up.  -1 when it can go
+ * nowhere (the caller frees it).
  */
 static int
 cmd_start(struct cmd *c)
 {
 	struct node *n = c->node;
 
+	if (batching(n) && node_usable(n)) {
+		queue_push(n, c);
+		store_queue_run(n);
+		return 0;
+	}
 	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT)
 		return cmd_send(c);
 	if (node_usable(n) || (c->st->cl != NULL && !c->st->freeing &&
@@ -1361,7 +1690,8 @@ store_node_new(struct store *st, const char *host, int port, int is_unix)
 		snprintf(n->conn.addrstr, sizeof n->conn.addrstr,
 		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 	n->ack_ev = event_new(st->base, -1, 0, ack_cb, n);
-	if (n->ack_ev == NULL)
+	n->flush_ev = event_new(st->base, -1, 0, flush_cb, n);
+	if (n->ack_ev == NULL || n->flush_ev == NULL)
 		fatalx("cannot create Redis timers");
 	n->next = st->nodes;
 	st->nodes = n;
@@ -1394,6 +1724,8 @@ store_node_free(struct node *n)
 	store_queue_fail(n);	/* anything a callback queued after all */
 	if (n->ack_ev)
 		event_free(n->ack_ev);
+	if (n->flush_ev)
+		event_free(n->flush_ev);
 	free(n->host);
 	free(n);
 }

@@ -1,8 +1,8 @@
 /*
  * store_int.h - what the parts of the store share, and nothing else
- * includes: store.c (the lock scripts in lock terms: script calls, the
- * in-flight cap and queue per node, replica acknowledgement, following
- * cluster redirections), store_conn.c (the Redis connections: connect,
+ * includes: store.c (the lock scripts in lock terms: script calls and
+ * their batches, the in-flight cap and queue per node, replica
+ * acknowledgement, following cluster redirections), store_conn.c (the Redis connections: connect,
  * handshake and tenure, reconnect with backoff, timeouts, following the
  * master in Sentinel mode, pub/sub) and cluster.c (the slot map of a
  * Redis Cluster and the master nodes it names).
@@ -88,6 +88,15 @@ struct ackgroup {
 	int sent;			/* the WAIT is on the wire */
 };
 
+/*
+ * Most calls in one batch script call (store.c, issue 14), and most bytes
+ * of them (cmd.bytes): Redis runs a batch as one script, serving no one
+ * else meanwhile (64 calls: a few hundred microseconds), and a call past
+ * the byte bound (a session record of many keys) goes alone.
+ */
+#define STORE_BATCH_MAX 64
+#define STORE_BATCH_BYTES (64 * 1024)
+
 /* One master: its command connection, in-flight cap and queue. */
 struct node {
 	struct store *st;
@@ -96,10 +105,19 @@ struct node {
 	int port;
 	int is_unix;
 	struct conn conn;
-	size_t inflight;
+	size_t inflight;		/* script calls sent, unanswered (a
+					 * batch counts as its calls), and
+					 * WAITs */
 	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
 					 * for the connection (cluster) */
 	size_t queued;
+	/* Single and Sentinel mode, the queue is also this turn's batch:
+	 * calls are sent only by flush_ev, made active when one is queued
+	 * (or a place in flight frees up), which runs at the end of the
+	 * loop turn and sends what has a place as batch script calls
+	 * (store.c, issue 14). */
+	struct event *flush_ev;
+	int flushing;			/* flush_cb is sending: it writes */
 	int64_t last_progress_ms;
 	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
 	struct event *ack_ev;
@@ -165,14 +183,18 @@ struct piece {
 enum cmd_kind { K_ACQUIRE, K_RELEASE, K_RENEW, K_OWNER, K_UNDO,
     K_TAKEOVER, K_SESSION, K_PASS };
 
-/* A script call in flight.  Owned by hiredis's callback from send on. */
+/* A script call in flight.  Owned by hiredis's callback (its own, or its
+ * batch's) from send on. */
 struct cmd {
 	struct store *st;
-	struct cmd *qnext;		/* in the store's queue */
+	struct cmd *qnext;		/* in its node's queue, or in a batch
+					 * in flight */
 	enum cmd_kind kind;
 	enum script_id script;
 	int retried;
 	int argc;
+	int nkeys;			/* argv[3..3+nkeys): its KEYS */
+	size_t bytes;			/* about its size on the wire */
 	const char **argv;
 	size_t *argvlen;
 	union cmd_fn {

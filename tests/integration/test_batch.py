@@ -1,0 +1,412 @@
+"""
+test_batch.py - fewer Redis calls per request (issue 14, part 2): the
+script calls a broker starts in one event-loop turn go to Redis as one
+EVALSHA of the batch script that scripts/embed.sh generates from the
+others, and each call's element of its reply reaches that call's request
+as if it had gone alone.  A call alone still goes as its own script's
+EVALSHA, at once (no timer waits for company).
+
+To put many requests into one loop turn, a test stops the broker
+(SIGSTOP), writes each session's request, and lets it go: epoll then
+reports every session readable at once (libevent takes up to 32 events a
+turn at first, so 40 requests make two or three batches, never 40 calls).
+Calls are watched with MONITOR on Redis.  The batch script itself is also
+run straight against Redis, as test_lua_multi.py runs the others.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import uuid
+
+from harness import (REPO, BrokerTestCase, Redis, RedisError, _RespReader,
+                     _resp_encode, module_redis_start, module_redis_stop,
+                     wait_until)
+
+SCRIPTS = os.path.join(REPO, "scripts")
+SESSIONS = 40
+_gen = {}
+
+
+def setUpModule():
+    module_redis_start()
+
+
+def tearDownModule():
+    module_redis_stop()
+
+
+def generated():
+    """The scripts as the build embeds them (scripts/embed.sh into a temp
+    dir, in the Makefile's sorted order): {name: text}, batch included."""
+    if not _gen:
+        d = tempfile.mkdtemp(prefix="lbt-embed-")
+        try:
+            files = sorted(os.path.join(SCRIPTS, f)
+                           for f in os.listdir(SCRIPTS) if f.endswith(".lua"))
+            subprocess.run(["sh", os.path.join(SCRIPTS, "embed.sh"), d] +
+                           files, check=True)
+            with open(os.path.join(d, "batch.lua")) as f:
+                _gen["batch"] = f.read()
+            with open(os.path.join(d, "scripts.c")) as f:
+                c = f.read()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        # each entry ends with its SHA1: { "name", "text"..., "sha" }
+        for name, sha in re.findall(r'\{ "([a-z_]+)",.*?, "([0-9a-f]{40})" \}',
+                                    c, re.S):
+            _gen[name + ".sha"] = sha
+    return _gen
+
+
+def sha(name):
+    return generated()[name + ".sha"]
+
+
+MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+class Monitor:
+    """MONITOR on a Redis from now until stop(), which ends the window
+    with an ECHO of a unique word and returns the script calls sent in
+    between (EVALSHA / EVAL / WAIT, with their arguments as MONITOR shows
+    them), not the commands scripts ran."""
+
+    LINE = re.compile(r"\A[0-9.]+ \[[0-9]+ ([^\]]+)\] (.*)\Z", re.S)
+
+    def __init__(self, redis):
+        self.redis = redis
+        self.sock = socket.create_connection(("127.0.0.1", redis.port),
+                                             timeout=5.0)
+        self.sock.sendall(_resp_encode(["MONITOR"]))
+        self.reader = _RespReader(self.sock)
+        if self.reader.reply() != "OK":
+            raise AssertionError("MONITOR refused")
+
+    def stop(self):
+        mark = "lbt-batch-" + uuid.uuid4().hex
+        self.redis.cli("ECHO", mark)
+        out = []
+        try:
+            while True:
+                r = self.reader.reply()
+                m = self.LINE.match(r)
+                if m is None:
+                    raise AssertionError("MONITOR line %r" % r)
+                args = MONITOR_ARG.findall(m.group(2))
+                if args[:2] == ["ECHO", mark]:
+                    return out
+                if m.group(1) != "lua" and args[0] in ("EVALSHA", "EVAL",
+                                                       "WAIT"):
+                    out.append(args)
+        finally:
+            self.sock.close()
+
+
+def batches(calls):
+    """The batch script calls among calls (EVALSHA of its SHA1)."""
+    return [a for a in calls if a[0] == "EVALSHA" and a[1] == sha("batch")]
+
+
+class BatchCase(BrokerTestCase):
+
+    def sessions(self, broker, n=SESSIONS):
+        out = []
+        for _ in range(n):
+            c = self.connect(broker)
+            c.cid = c.hello()
+            out.append(c)
+        return out
+
+    def burst(self, broker, clients, lines):
+        """Each client's line, all read by the broker in one loop turn
+        (or as few as epoll allows); returns the replies in order."""
+        broker.pause()
+        try:
+            for c, line in zip(clients, lines):
+                c.send(line)
+            time.sleep(0.05)
+        finally:
+            broker.resume()
+        return [c.readline() for c in clients]
+
+    def assertHeldBy(self, redis, key, client, reply):
+        """reply is OK <token>, and Redis stores key as that client's."""
+        tok = self.assertToken(reply)
+        self.assertEqual(redis.cli("GET", self.lock_key(key)),
+                         "%s:%d" % (client.cid, tok),
+                         "%s: the reply %r went to the wrong request?"
+                         % (key, reply))
+        return tok
+
+
+# ------------------------------------------------------ through a broker --
+
+class TestBatchedCalls(BatchCase):
+
+    def test_results_reach_their_requests(self):
+        b = self.start_broker()
+        cs = self.sessions(b)
+        keys = ["k%d" % i for i in range(len(cs))]
+        mon = Monitor(self.redis)
+        replies = self.burst(b, cs, ["ACQUIRE %s" % k for k in keys])
+        toks = [self.assertHeldBy(self.redis, k, c, r)
+                for k, c, r in zip(keys, cs, replies)]
+        self.assertEqual(len(set(toks)), len(toks))
+        replies = self.burst(b, cs, ["RELEASE %s" % k for k in keys])
+        self.assertEqual(replies, ["OK 0"] * len(cs))
+        for k in keys:
+            self.assertEqual(self.redis.cli("EXISTS", self.lock_key(k)), 0)
+        calls = mon.stop()
+        # 80 requests: a handful of batches, not 80 calls
+        self.assertLessEqual(len(calls), len(cs) // 2,
+                             "%d script calls for %d requests"
+                             % (len(calls), 2 * len(cs)))
+        self.assertGreaterEqual(len(batches(calls)), 2)
+        names = [a for c in batches(calls) for a in c if a in
+                 ("acquire", "release")]
+        self.assertEqual(names.count("acquire"), len(cs))
+
+    def test_handoffs_and_renewals_in_a_batch(self):
+        """Releases handing keys to local waiters, renewals and new
+        acquires of other keys, in one turn: each answer is its own."""
+        b = self.start_broker()
+        n = 12
+        holders = self.sessions(b, n)
+        waiters = self.sessions(b, n)
+        others = self.sessions(b, n)
+        for i, h in enumerate(holders):
+            self.assertToken(h.req("ACQUIRE h%d" % i))
+        for i, w in enumerate(waiters):
+            w.send("ACQUIRE h%d WAIT 10000" % i)
+        self.assertToken(others[0].req("ACQUIRE r0"))
+        time.sleep(0.1)     # the waiters are queued behind the holders
+        mon = Monitor(self.redis)
+        clients = holders + others
+        lines = (["RELEASE h%d" % i for i in range(n)] +
+                 ["RENEW r0 TTL 45000"] +
+                 ["ACQUIRE o%d" % i for i in range(1, n)])
+        replies = self.burst(b, clients, lines)
+        self.assertEqual(replies[:n], ["OK 0"] * n)
+        self.assertEqual(replies[n], "OK 45000")
+        for i, w in enumerate(waiters):
+            self.assertHeldBy(self.redis, "h%d" % i, w, w.readline())
+        for i in range(1, n):
+            self.assertHeldBy(self.redis, "o%d" % i, others[i],
+                              replies[n + i])
+        self.assertGreater(self.redis.cli("PTTL", self.lock_key("r0")),
+                           30000)
+        calls = mon.stop()
+        names = [a for c in batches(calls) for a in c
+                 if a in ("handoff", "renew", "acquire")]
+        self.assertEqual(sorted(set(names)), ["acquire", "handoff", "renew"],
+                         calls)
+        self.assertLess(len(calls), 2 * n)
+
+    def test_lone_request_goes_alone_at_once(self):
+        b = self.start_broker()
+        # the broker has the batch script, and yet ...
+        self.assertEqual(self.redis.cli("SCRIPT", "EXISTS", sha("batch")),
+                         [1])
+        c = self.connect(b)
+        c.hello()
+        mon = Monitor(self.redis)
+        took = []
+        for i in range(5):
+            r, ms = c.timed_req("ACQUIRE lone%d" % i)
+            self.assertToken(r)
+            took.append(ms)
+            self.assertEqual(c.req("RELEASE lone%d" % i), "OK 0")
+        calls = mon.stop()
+        # ... each call went as its own script's EVALSHA, not a batch of one
+        self.assertEqual([a[1] for a in calls],
+                         [sha("acquire"), sha("release")] * 5)
+        for i in range(5):
+            self.assertIn(self.lock_key("lone%d" % i), calls[2 * i])
+        self.assertLess(sorted(took)[2], 50.0, "ACQUIRE took %s ms" % took)
+
+    def test_batch_sent_as_eval_after_script_flush(self):
+        b = self.start_broker()
+        cs = self.sessions(b, 10)
+        self.redis.cli("SCRIPT", "FLUSH")
+        mon = Monitor(self.redis)
+        replies = self.burst(b, cs, ["ACQUIRE f%d" % i for i in range(10)])
+        for i, (c, r) in enumerate(zip(cs, replies)):
+            self.assertHeldBy(self.redis, "f%d" % i, c, r)
+        calls = mon.stop()
+        self.assertTrue(batches(calls), calls)
+        evals = [a for a in calls if a[0] == "EVAL"]
+        self.assertTrue(evals)
+        self.assertTrue(evals[0][1].startswith("-- batch.lua"))
+        self.assertIn("acquire", evals[0])
+        self.assertIn("script batch not cached in Redis %s: sent as EVAL"
+                      % self.redis.addr, b.log())
+
+
+class TestBatchedGrantsAcked(BatchCase):
+    """redis_replica_acks: every grant of a batch waits for the WAIT sent
+    after it, and is undone when WAIT falls short."""
+
+    def test_grants_of_a_batch_wait_for_replicas(self):
+        master = self.start_redis("--repl-diskless-sync-delay", 0)
+        replica = self.start_redis("--replicaof", "127.0.0.1",
+                                   str(master.port))
+        wait_until(lambda: acked(master), 10.0, what="replica acking")
+        b = self.start_broker("--redis_replica_acks", 1,
+                              "--redis_replica_ack_timeout_ms", 300,
+                              redis=master)
+        cs = self.sessions(b, 10)
+        mon = Monitor(master)
+        replies = self.burst(b, cs, ["ACQUIRE a%d" % i for i in range(10)])
+        for i, (c, r) in enumerate(zip(cs, replies)):
+            self.assertHeldBy(master, "a%d" % i, c, r)
+        calls = mon.stop()
+        self.assertTrue(batches(calls), calls)
+        first = calls.index(batches(calls)[0])
+        self.assertIn("WAIT", [a[0] for a in calls[first + 1:]])
+        # the replica stops: WAIT times out, each grant is undone
+        self.addCleanup(replica.resume)
+        replica.pause()
+        replies = self.burst(b, cs, ["ACQUIRE u%d" % i for i in range(10)])
+        for r in replies:
+            self.assertErr(r, "UNAVAILABLE")
+        for i in range(10):
+            wait_until(lambda: master.cli("EXISTS", self.lock_key(
+                "u%d" % i)) == 0, 2.0, what="grant u%d undone" % i)
+
+
+def acked(master):
+    """A write on master reaches its replica, as WAIT sees it (a replica
+    just linked may not answer WAIT for a while: its offset stays 0)."""
+    with socket.create_connection(("127.0.0.1", master.port),
+                                  timeout=5.0) as s:
+        s.sendall(_resp_encode(["SET", "lbt-acked", "1"]) +
+                  _resp_encode(["WAIT", 1, 200]))
+        rd = _RespReader(s)
+        return rd.reply() == "OK" and rd.reply() == 1
+
+
+# --------------------------------------------- the batch script alone --
+
+class TestBatchScript(unittest.TestCase):
+    """scripts/embed.sh's batch, straight against redis-server."""
+
+    P = "bt"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = module_redis_start()
+        cls.sha = cls.redis.cli("SCRIPT", "LOAD", generated()["batch"])
+
+    def setUp(self):
+        self.redis.cli("FLUSHALL")
+
+    def lk(self, name):
+        return "%s:lock:%s" % (self.P, name)
+
+    def batch(self, *calls):
+        """calls: (script, keys, args); one EVALSHA of the batch."""
+        keys, argv = [], []
+        for script, k, a in calls:
+            keys += k
+            argv += [script, len(k), len(a)] + list(a)
+        with socket.create_connection(("127.0.0.1", self.redis.port),
+                                      timeout=5.0) as s:
+            s.sendall(_resp_encode(["EVALSHA", self.sha, len(keys)] + keys +
+                                   argv))
+            return _RespReader(s).reply()
+
+    def acquire(self, name, owner, ttl=10000, fence=None):
+        return ("acquire", [self.lk(name), fence or self.P + ":fence",
+                            self.P + ":lockdelay"],
+                [owner, ttl, self.P + ":wanted", "b " + name, 0])
+
+    def test_a_failing_call_does_not_take_the_others_down(self):
+        r = self.redis
+        r.cli("SET", self.lk("held"), "own2:7")
+        r.cli("HSET", "bt:badfence", "f", "v")   # GET of it: WRONGTYPE
+        out = self.batch(
+            self.acquire("a", "own1"),
+            self.acquire("b", "own3", fence="bt:badfence"),
+            ("release", [self.lk("held")], ["own2:7", "bt:released", "held"]),
+            ("renew", [self.lk("a")], ["own1:1", 5000]),
+            ("nosuch", [], []),
+            self.acquire("c", "own4", ttl="abc"))
+        self.assertEqual(len(out), 6, out)
+        self.assertEqual(out[0], [1, 1])
+        self.assertIsInstance(out[1], RedisError)
+        self.assertTrue(str(out[1]).startswith("WRONGTYPE"), out[1])
+        self.assertEqual(out[2], 1)
+        self.assertEqual(out[3], [1])
+        self.assertIsInstance(out[4], RedisError)
+        self.assertTrue(str(out[4]).startswith("ERR "), out[4])
+        self.assertIsInstance(out[5], RedisError)       # SET PX abc
+        self.assertEqual(r.cli("GET", self.lk("a")), "own1:1")
+        self.assertIsNone(r.cli("GET", self.lk("b")))   # failed before SET
+        self.assertIsNone(r.cli("GET", self.lk("held")))
+        self.assertIsNone(r.cli("GET", self.lk("c")))
+        # as alone, a failed call keeps what it wrote before its error:
+        # the token it drew (INCR) is gone
+        self.assertEqual(r.cli("GET", "bt:fence"), "2")
+        self.assertGreater(r.cli("PTTL", self.lk("a")), 0)
+
+    def test_calls_run_in_order(self):
+        """One key's calls depend on each other: each sees the last."""
+        self.redis.cli("SET", "bt:fence", 100)
+        out = self.batch(
+            self.acquire("k", "A"),
+            ("handoff", [self.lk("k"), "bt:fence"],
+             ["A:101", "B", 20000, "bt:released", "k"]),
+            ("renew", [self.lk("k")], ["B:102", 30000]),
+            ("release", [self.lk("k")], ["A:101", "bt:released", "k"]),
+            ("owner", [self.lk("k")], []))
+        self.assertEqual(out[:4], [[1, 101], [1, 102], [1], 0])
+        self.assertEqual(out[4][0], "B:102")
+        self.assertGreater(out[4][1], 20000)
+
+    def test_answers_as_each_script_alone(self):
+        """The same calls, batched and alone on the same data, answer
+        alike."""
+        r = self.redis
+        alone = []
+        calls = [self.acquire("x", "A"), self.acquire("x", "B"),
+                 ("owner", [self.lk("x")], []),
+                 ("owner", [self.lk("free")], []),
+                 ("forget", [self.lk("x")], ["A", "bt:released", "x"])]
+        for script, keys, args in calls:
+            alone.append(r.cli("EVAL", generated_text(script), len(keys),
+                               *keys, *args))
+        r.cli("FLUSHALL")
+        out = self.batch(*calls)
+        # PTTLs may differ by a ms or so
+        self.assertEqual(out[0], alone[0])
+        self.assertEqual(out[1][0], alone[1][0])
+        self.assertEqual(out[2][0], alone[2][0])
+        self.assertEqual(out[3:], alone[3:])
+
+
+def generated_text(name):
+    """One script's text as embed.sh expands it ("-- @include" lines)."""
+    with open(os.path.join(SCRIPTS, name + ".lua")) as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out = []
+    for line in lines:
+        if line.startswith("-- @include "):
+            with open(os.path.join(SCRIPTS, "lib",
+                                   line[len("-- @include "):])) as lib:
+                out.append(lib.read())
+        else:
+            out.append(line + "\n")
+    return "".join(out)
+
+
+if __name__ == "__main__":
+    unittest.main()
