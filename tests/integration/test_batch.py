@@ -339,7 +339,7 @@ class TestBatchScript(unittest.TestCase):
             ("nosuch", [], []),
             self.acquire("c", "own4", ttl="abc"))
         self.assertEqual(len(out), 6, out)
-        self.assertEqual(out[0], [1, 1])
+        self.assertEqual(out[0], [1, 1, 0])     # none set aside
         self.assertIsInstance(out[1], RedisError)
         self.assertTrue(str(out[1]).startswith("WRONGTYPE"), out[1])
         self.assertEqual(out[2], 1)
@@ -366,7 +366,7 @@ class TestBatchScript(unittest.TestCase):
             ("renew", [self.lk("k")], ["B:102", 30000]),
             ("release", [self.lk("k")], ["A:101", "bt:released", "k"]),
             ("owner", [self.lk("k")], []))
-        self.assertEqual(out[:4], [[1, 101], [1, 102], [1], 0])
+        self.assertEqual(out[:4], [[1, 101, 0], [1, 102, 0], [1], 0])
         self.assertEqual(out[4][0], "B:102")
         self.assertGreater(out[4][1], 20000)
 
