@@ -25,8 +25,6 @@
 #include "sentinel.h"
 #include "util.h"
 
-#include <hiredis/adapters/libevent.h>
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -491,7 +489,7 @@ conn_connect(struct conn *c, const char *host, int port, int is_unix)
 	c->ac = ac;
 	c->state = C_CONNECTING;
 	c->dying = 0;
-	if (redisLibeventAttach(ac, st->base) != REDIS_OK) {
+	if (store_events_attach(ac, st->base) != 0) {
 		c->ac = NULL;
 		conn_lost(c, "cannot attach to event loop");
 		redisAsyncFree(ac);

@@ -232,6 +232,10 @@ node_usable(const struct node *n)
 	return n != NULL && n->conn.state == C_UP && !n->conn.dying;
 }
 
+/* store_events.c: ac's events on base (a persistent read event); -1
+ * when they cannot be made (the caller frees ac). */
+int store_events_attach(redisAsyncContext *ac, struct event_base *base);
+
 /* store_conn.c */
 int sconn_parse_addr(struct store *st);
 int sconn_timer_add_ms(struct event *ev, long ms);
