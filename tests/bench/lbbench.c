@@ -867,7 +867,8 @@ racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			return;
 		die("Redis connection %d lost", r->idx);
 	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	/* {1, token, more}: acquire.lua adds the tokens set aside (issue 14) */
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
 	    rep->element[0]->integer != 1) {
 		rpair_next(r, 1, rep);
