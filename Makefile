@@ -49,9 +49,12 @@ all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
+# lockctl needs OpenSSL for --tls only, and nothing else but libc.
 $(BUILD)/lockctl: $(CLIENT_SRC)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDFLAGS)
+	$(CC) $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) \
+	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $^ \
+	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
 
 $(BUILD)/%.o: %.c $(wildcard proto/*.h daemon/*.h) $(BUILD)/scripts.h
 	@mkdir -p $(@D)
@@ -74,15 +77,15 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 
 # Install missing build and test dependencies (Debian). As root this runs
 # apt-get; otherwise it prints the command to run.
-DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev libssl-dev \
-            check redis-server redis-tools python3 mandoc \
+DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
+            libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
-	for c in mandoc promtool valgrind clang nc strace; do \
+	for c in mandoc promtool valgrind clang nc strace openssl; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -182,7 +185,7 @@ fuzz: deps
 # ports, runs every measurement (about two minutes, the Redis Cluster rows
 # included) and prints the tables, also written to $(BUILD)/bench/results.txt
 # (build/bench/results.txt by default).  See docs/BENCHMARKS.md.
-BENCH_PKGS := hiredis libevent
+BENCH_PKGS := hiredis libevent openssl
 $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(shell pkg-config --cflags $(BENCH_PKGS)) \

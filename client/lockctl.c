@@ -12,7 +12,8 @@
  * CMD runs (an EVENT LOST line, or the connection breaks) CMD gets SIGTERM,
  * SIGKILL after a grace, and lockctl exits 70.  The subcommands owner, stats
  * and ping print one broker reply.  libc only: one poll() loop over the
- * socket and a self-pipe fed by the signal handler.
+ * socket and a self-pipe fed by the signal handler; with --tls, OpenSSL
+ * too (tls.c) on the same socket and loop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +39,8 @@
 #include <sys/prctl.h>
 #endif
 
+#include "tls.h"
+
 #ifndef LOCKBROKER_VERSION
 #define LOCKBROKER_VERSION "unknown"
 #endif
@@ -58,6 +61,10 @@
 #define OPT_HOLD	256		/* getopt value of --hold-at-least */
 #define OPT_SHARED	257		/* getopt value of --shared */
 #define OPT_LIMIT	258		/* getopt value of --limit */
+#define OPT_TLS		259		/* --tls */
+#define OPT_CACERT	260		/* --cacert */
+#define OPT_CERT	261		/* --cert */
+#define OPT_KEY		262		/* --key */
 
 /* Where the broker listens: TCP host and numeric port, or a unix socket. */
 struct target {
@@ -66,6 +73,8 @@ struct target {
 	char port[8];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char name[300];			/* for messages: host:port or path */
+	int tls;			/* --tls */
+	struct ctls_opts tls_opts;	/* --cacert, --cert, --key */
 };
 
 /*
@@ -75,6 +84,7 @@ struct target {
  */
 struct conn {
 	int fd;
+	struct ssl_st *ssl;		/* --tls: on fd; NULL otherwise */
 	char in[LINE_MAX_LEN];
 	size_t inlen;
 	const char *watch_key;
@@ -163,6 +173,12 @@ usage(FILE *f)
 "  --limit N       KEY is a semaphore of N permits (1..%lld): up to N runs\n"
 "                  with --limit N hold it at once\n"
 "  -a TOKEN_FILE   send AUTH with the token read from this file\n"
+"  --tls           connect with TLS (to the broker's tls_port), verifying\n"
+"                  its certificate against the host given to -H\n"
+"  --cacert FILE   CA certificates (PEM) for that (default: the system's)\n"
+"  --cert FILE, --key FILE\n"
+"                  client certificate and its key, for a broker with\n"
+"                  tls_auth_clients\n"
 "  -h              this help\n"
 "  -V              version\n"
 "\n"
@@ -192,6 +208,7 @@ usage_error(const char *fmt, ...)
 	    " [-E N] [-k SECONDS]\n"
 	    "               [--hold-at-least MS] [--shared | --limit N]"
 	    " [-a TOKEN_FILE]\n"
+	    "               [--tls [--cacert FILE] [--cert FILE --key FILE]]\n"
 	    "               KEY -- CMD [ARGS...]\n"
 	    "       lockctl [-H host[:port] | -U path] owner KEY | stats | ping\n"
 	    "       lockctl -h | -V\n");
@@ -230,6 +247,14 @@ opt_name(int opt)
 		return "--shared";
 	if (opt == OPT_LIMIT)
 		return "--limit";
+	if (opt == OPT_TLS)
+		return "--tls";
+	if (opt == OPT_CACERT)
+		return "--cacert";
+	if (opt == OPT_CERT)
+		return "--cert";
+	if (opt == OPT_KEY)
+		return "--key";
 	buf[0] = '-';
 	buf[1] = (char)opt;
 	buf[2] = '\0';
@@ -426,6 +451,10 @@ conn_fail(struct conn *c, const char *fmt, ...)
 static void
 conn_close(struct conn *c)
 {
+	if (c->ssl != NULL) {
+		ctls_close(c->ssl);
+		c->ssl = NULL;
+	}
 	if (c->fd >= 0 && close(c->fd) < 0 && errno != EINTR)
 		msg("close: %s", strerror(errno));
 	c->fd = -1;
@@ -586,7 +615,46 @@ conn_open(struct conn *c, const struct target *t)
 		return -1;
 	}
 	tcp_tune(c->fd);
+	if (t->tls && (c->ssl = ctls_open(c->fd, t->host, &t->tls_opts,
+	    deadline - now_ms() > 0 ? deadline - now_ms() : 1, c->err,
+	    sizeof c->err)) == NULL) {
+		char why[sizeof c->err];
+
+		snprintf(why, sizeof why, "%s", c->err);
+		conn_fail(c, "%s: %s", t->name, why);
+		conn_close(c);
+		return -1;
+	}
 	return 0;
+}
+
+/*
+ * One send() or SSL_write.  Like send(): bytes, or -1 with errno (EAGAIN
+ * to wait for *ev, which is then set; else c->err is set).
+ */
+static ssize_t
+conn_write(struct conn *c, const char *buf, size_t len, short *ev)
+{
+	ssize_t n;
+	long r;
+
+	*ev = POLLOUT;
+	if (c->ssl == NULL) {
+		n = send(c->fd, buf, len, MSG_NOSIGNAL);
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			conn_fail(c, "send: %s", strerror(errno));
+		return n;
+	}
+	r = ctls_write(c->ssl, buf, len, c->err, sizeof c->err);
+	if (r > 0)
+		return (ssize_t)r;
+	if (r == CTLS_WANT_READ || r == CTLS_WANT_WRITE) {
+		*ev = r == CTLS_WANT_READ ? POLLIN : POLLOUT;
+		errno = EAGAIN;
+		return -1;
+	}
+	errno = EPIPE;
+	return -1;
 }
 
 /* Send one request line (LF added).  0, or -1 with c->err set. */
@@ -608,7 +676,9 @@ conn_send(struct conn *c, const char *line)
 	memcpy(buf, line, len);
 	buf[len++] = '\n';
 	while (off < len) {
-		ssize_t n = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
+		short ev;
+		ssize_t n = conn_write(c, buf + off, len - off, &ev);
+
 		if (n > 0) {
 			off += (size_t)n;
 			continue;
@@ -616,15 +686,15 @@ conn_send(struct conn *c, const char *line)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			int r = wait_fd(c->fd, POLLOUT, deadline, 0);
+			int r = wait_fd(c->fd, ev, deadline, 0);
 			if (r > 0)
 				continue;
 			conn_fail(c, "send: %s", r == 0 ?
 			    "broker not reading" : strerror(errno));
 			return -1;
 		}
-		conn_fail(c, "send: %s", n < 0 ? strerror(errno) :
-		    "wrote nothing");
+		if (n == 0)
+			conn_fail(c, "send: wrote nothing");
 		return -1;
 	}
 	return 0;
@@ -643,7 +713,17 @@ conn_fill(struct conn *c)
 		conn_fail(c, "reply line longer than %d bytes", LINE_MAX_LEN);
 		return -1;
 	}
-	n = read(c->fd, c->in + c->inlen, sizeof c->in - c->inlen);
+	if (c->ssl != NULL) {
+		long r = ctls_read(c->ssl, c->in + c->inlen,
+		    sizeof c->in - c->inlen, c->err, sizeof c->err);
+
+		if (r == CTLS_WANT_READ || r == CTLS_WANT_WRITE)
+			return 0;
+		if (r == CTLS_FAILED)
+			return -1;
+		n = (ssize_t)r;
+	} else
+		n = read(c->fd, c->in + c->inlen, sizeof c->in - c->inlen);
 	if (n > 0) {
 		c->inlen += (size_t)n;
 		return 1;
@@ -733,7 +813,9 @@ conn_reply(struct conn *c, char *out, size_t outlen, long long timeout_ms,
 				continue;
 			return 0;
 		}
-		r = wait_fd(c->fd, POLLIN, deadline, with_signals);
+		/* bytes inside the SSL: poll() would not see them */
+		r = c->ssl != NULL && ctls_pending(c->ssl) ? 1 :
+		    wait_fd(c->fd, POLLIN, deadline, with_signals);
 		if (r == REPLY_SIGNAL)
 			return REPLY_SIGNAL;
 		if (r < 0) {
@@ -1033,7 +1115,8 @@ run_wait(struct run *r, struct conn *c)
 		p[1].fd = c->fd;	/* -1 once the session is gone */
 		p[1].events = POLLIN;
 		p[1].revents = 0;
-		n = poll(p, 2, r->lost && !r->killed ? ms_left(r->kill_at) : -1);
+		n = poll(p, 2, c->ssl != NULL && ctls_pending(c->ssl) ? 0 :
+		    r->lost && !r->killed ? ms_left(r->kill_at) : -1);
 		if (n < 0 && errno != EINTR) {
 			msg("poll: %s; killing %s", strerror(errno),
 			    r->argv[0]);
@@ -1051,7 +1134,8 @@ run_wait(struct run *r, struct conn *c)
 				child_signal(r, sig);
 		}
 		child_reap(r);
-		if (c->fd >= 0 && p[1].revents != 0) {
+		if (c->fd >= 0 && (p[1].revents != 0 ||
+		    (c->ssl != NULL && ctls_pending(c->ssl)))) {
 			if (conn_fill(c) < 0) {
 				conn_close(c);
 				run_lose(r, c->err);
@@ -1279,11 +1363,17 @@ main(int argc, char **argv)
 		{ "hold-at-least", required_argument, NULL, OPT_HOLD },
 		{ "shared", no_argument, NULL, OPT_SHARED },
 		{ "limit", required_argument, NULL, OPT_LIMIT },
+		{ "tls", no_argument, NULL, OPT_TLS },
+		{ "cacert", required_argument, NULL, OPT_CACERT },
+		{ "cert", required_argument, NULL, OPT_CERT },
+		{ "key", required_argument, NULL, OPT_KEY },
 		{ NULL, 0, NULL, 0 }
 	};
 	static struct conn c;
 	struct opts o;
+	struct ctls_opts tls_opts = { NULL, NULL, NULL };
 	const char *opt_h = NULL, *opt_u = NULL, *key;
+	int tls = 0;
 	char req[REQ_MAX_LEN];
 	int ch, nargs;
 
@@ -1335,13 +1425,25 @@ main(int argc, char **argv)
 		case OPT_LIMIT:
 			o.limit = opt_num(ch, optarg, 1, LIMIT_MAX);
 			break;
+		case OPT_TLS:
+			tls = 1;
+			break;
+		case OPT_CACERT:
+			tls_opts.cacert = optarg;
+			break;
+		case OPT_CERT:
+			tls_opts.cert = optarg;
+			break;
+		case OPT_KEY:
+			tls_opts.key = optarg;
+			break;
 		case ':':
 			usage_error("%s needs an argument", opt_name(optopt));
 		default:
 			if (optopt == 0)	/* an unknown --word */
 				usage_error("unknown option %s",
 				    argv[optind - 1]);
-			if (optopt >= OPT_HOLD)	/* --shared=... */
+			if (optopt == OPT_SHARED || optopt == OPT_TLS)
 				usage_error("%s takes no value",
 				    opt_name(optopt));
 			usage_error("unknown option -%c", optopt);
@@ -1354,6 +1456,14 @@ main(int argc, char **argv)
 	if (o.shared && o.limit > 0)
 		usage_error("--shared and --limit exclude each other");
 	target_init(&o.target, opt_h, opt_u);
+	if (!tls && (tls_opts.cacert || tls_opts.cert || tls_opts.key))
+		usage_error("--cacert, --cert and --key need --tls");
+	if ((tls_opts.cert == NULL) != (tls_opts.key == NULL))
+		usage_error("--cert and --key go together");
+	if (tls && o.target.is_unix)
+		usage_error("--tls is for TCP (-H); the unix socket is plain");
+	o.target.tls = tls;
+	o.target.tls_opts = tls_opts;
 
 	/* "KEY -- CMD" wins, so a lock may be called "stats". */
 	if (nargs >= 2 && strcmp(argv[1], "--") == 0) {

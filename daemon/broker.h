@@ -27,6 +27,10 @@ struct lclient;
 struct acl;
 struct acl_app;
 struct keytab;
+struct handshake;
+struct tls;
+struct ssl_st;
+struct sockaddr;
 
 struct broker_stats {
 	uint64_t accepted;		/* sessions accepted */
@@ -41,6 +45,9 @@ struct broker_stats {
 	uint64_t grace_expired;		/* detached sessions whose grace ran
 					 * out */
 	uint64_t denials;		/* requests answered ERR DENIED */
+	uint64_t tls_sessions;		/* sessions over TLS now (gauge) */
+	uint64_t tls_handshakes;	/* TLS handshakes completed */
+	uint64_t tls_handshake_failures;	/* failed or timed out */
 };
 
 /*
@@ -62,6 +69,11 @@ struct broker {
 	struct store *store;
 	struct evconnlistener *listener;	/* TCP */
 	struct evconnlistener *ulistener;	/* unix socket, if any */
+	struct evconnlistener *tlistener;	/* TLS, if any */
+	struct tls *tls;			/* its context (tls.c) */
+	TAILQ_HEAD(, handshake) handshakes;	/* TLS, not done yet */
+	size_t nhandshakes;			/* each counts as a session
+						 * against max_sessions */
 	struct evhttp *http;			/* /metrics, if any */
 	TAILQ_HEAD(, session) sessions;
 	size_t nsessions;
@@ -88,6 +100,7 @@ struct broker {
 /* server.c */
 int server_listen(struct broker *b, char *err, size_t errlen);
 int server_listen_unix(struct broker *b, char *err, size_t errlen);
+int server_listen_tls(struct broker *b, char *err, size_t errlen);
 /* Stop accepting and end every session (their locks are released). */
 void server_stop(struct broker *b);
 
@@ -95,8 +108,17 @@ void server_stop(struct broker *b);
 int metrics_start(struct broker *b, char *err, size_t errlen);
 void metrics_stop(struct broker *b);
 
-/* session.c */
-struct session *session_new(struct broker *b, int fd);
+/* handshake.c: a TLS connection until its handshake is done (then a
+ * session), failed, or past tls_handshake_timeout_ms.  Takes fd. */
+void handshake_start(struct broker *b, int fd, const struct sockaddr *sa);
+/* End every handshake in progress (at stop). */
+void handshake_stop_all(struct broker *b);
+
+/* session.c.  ssl NULL: a plain session; else a TLS one, its handshake
+ * done (the session takes ssl), peer_cn the verified client
+ * certificate's CN or "". */
+struct session *session_new(struct broker *b, int fd, struct ssl_st *ssl,
+    const char *peer_cn);
 void session_free(struct session *s);
 /* For grace.c: answer the session's HELLO GRACE or RESUME (err
  * PERR_NONE: text is the whole reply line, else the error's text). */

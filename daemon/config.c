@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /*
  * Value types.  Each has one parser in opt_parse; an address type calls the
@@ -27,7 +28,10 @@ enum opt_type {
 	T_OCTAL,			/* file mode bits, within min..max */
 	T_LISTEN,			/* a numeric IP to listen on */
 	T_ENDPOINT,			/* host:port, [IPv6]:port, unix:/path */
-	T_ENDPOINTS			/* host:port,... (no unix); "" = none */
+	T_ENDPOINTS,			/* host:port,... (no unix); "" = none */
+	T_CHOICE,			/* one word of choices, stored as its
+					   index */
+	T_TLSPROTO			/* config_tls_protocols */
 };
 
 struct opt {
@@ -39,7 +43,12 @@ struct opt {
 					   bounds for T_STR */
 	int live;			/* SIGHUP applies it without a restart */
 	const char *help;
+	const char *const *choices;	/* T_CHOICE: the words, NULL-ended */
 };
+
+/* tls_auth_clients' words, in enum tls_auth order. */
+static const char *const tls_auth_words[] = { "no", "yes", "optional",
+    NULL };
 
 #define OFF(f) offsetof(struct config, f)
 
@@ -48,8 +57,9 @@ static const struct opt opts[] = {
 	  .def = "127.0.0.1",
 	  .help = "address the TCP listener binds (numeric IPv4 or IPv6)" },
 	{ .name = "port", .type = T_INT, .off = OFF(port), .def = "7711",
-	  .min = 1, .max = 65535,
-	  .help = "TCP port for clients" },
+	  .min = 0, .max = 65535,
+	  .help = "TCP port for clients (0: no plain TCP listener; needs "
+	  "tls_port or unixsocket)" },
 	{ .name = "unixsocket", .type = T_STR, .off = OFF(unixsocket),
 	  .def = "", .min = 0, .max = 107,
 	  .help = "path of a unix socket listener beside TCP (empty: none)" },
@@ -69,6 +79,35 @@ static const struct opt opts[] = {
 	  .help = "per-app access list: 'app NAME token-sha256 HEX keys "
 	  "GLOB,...' lines; sessions then AUTH as an app and may use only "
 	  "its keys (empty: none)" },
+	{ .name = "tls_port", .type = T_INT, .off = OFF(tls_port),
+	  .def = "0", .min = 0, .max = 65535,
+	  .help = "TCP port of a TLS listener on bind, beside port (0: "
+	  "none); needs tls_cert_file and tls_key_file" },
+	{ .name = "tls_cert_file", .type = T_STR, .off = OFF(tls_cert_file),
+	  .def = "", .min = 0, .max = 4095, .live = 1,
+	  .help = "the server's certificate chain, PEM, leaf first" },
+	{ .name = "tls_key_file", .type = T_STR, .off = OFF(tls_key_file),
+	  .def = "", .min = 0, .max = 4095, .live = 1,
+	  .help = "the private key of tls_cert_file, PEM, unencrypted" },
+	{ .name = "tls_ca_cert_file", .type = T_STR,
+	  .off = OFF(tls_ca_cert_file), .def = "", .min = 0, .max = 4095,
+	  .live = 1,
+	  .help = "CA certificates (PEM) that client certificates must chain "
+	  "to; needed by tls_auth_clients yes or optional" },
+	{ .name = "tls_auth_clients", .type = T_CHOICE,
+	  .off = OFF(tls_auth_clients), .def = "no", .live = 1,
+	  .choices = tls_auth_words,
+	  .help = "client certificates: no (not asked for), yes (required, "
+	  "signed by tls_ca_cert_file) or optional (verified when sent)" },
+	{ .name = "tls_protocols", .type = T_TLSPROTO, .off = OFF(tls_protocols),
+	  .def = "TLSv1.2 TLSv1.3", .live = 1,
+	  .help = "TLS versions accepted, from TLSv1.2 and TLSv1.3, "
+	  "blank-separated" },
+	{ .name = "tls_handshake_timeout_ms", .type = T_INT,
+	  .off = OFF(tls_handshake_timeout_ms), .def = "5000", .min = 100,
+	  .max = 600000, .live = 1,
+	  .help = "a TLS client that has not finished its handshake this long "
+	  "after connecting is disconnected" },
 	{ .name = "redis", .type = T_ENDPOINT, .off = OFF(redis),
 	  .def = "127.0.0.1:6379",
 	  .help = "Redis address: host:port (numeric IPv4 host), "
@@ -174,7 +213,8 @@ static int
 opt_is_text(const struct opt *o)
 {
 	return o->type == T_STR || o->type == T_LISTEN ||
-	    o->type == T_ENDPOINT || o->type == T_ENDPOINTS;
+	    o->type == T_ENDPOINT || o->type == T_ENDPOINTS ||
+	    o->type == T_TLSPROTO;
 }
 
 /* Replace the string at p with a copy of value. */
@@ -303,6 +343,36 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 		*(long *)(void *)p = v;
 		return 0;
 	}
+	case T_CHOICE: {
+		size_t n = 0;
+
+		for (; o->choices[n] != NULL; n++) {
+			if (strcasecmp(value, o->choices[n]) == 0) {
+				*(long *)(void *)p = (long)n;
+				return 0;
+			}
+		}
+		snprintf(err, errlen, "%s: '%s' is not one of", o->name, value);
+		for (size_t i = 0; i < n; i++) {
+			size_t used = strlen(err);
+
+			snprintf(err + used, errlen > used ? errlen - used : 0,
+			    "%s %s", i == 0 ? "" : i + 1 == n ? " or" : ",",
+			    o->choices[i]);
+		}
+		return -1;
+	}
+	case T_TLSPROTO: {
+		unsigned mask;
+		char msg[256];
+
+		if (config_tls_protocols(value, &mask, msg, sizeof msg) != 0) {
+			snprintf(err, errlen, "%s: %s", o->name, msg);
+			return -1;
+		}
+		text_set(p, value);
+		return 0;
+	}
 	case T_LEVEL: {
 		int lv = log_level_parse(value);
 
@@ -316,6 +386,40 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 	}
 	}
 	return -1;
+}
+
+int
+config_tls_protocols(const char *value, unsigned *mask, char *err,
+    size_t errlen)
+{
+	static const struct { const char *word; unsigned bit; } known[] = {
+		{ "TLSv1.2", CONFIG_TLS12 }, { "TLSv1.3", CONFIG_TLS13 },
+	};
+	const char *v = value;
+
+	*mask = 0;
+	while (*(v += strspn(v, " \t")) != '\0') {
+		size_t n = strcspn(v, " \t"), k;
+
+		for (k = 0; k < sizeof known / sizeof known[0]; k++)
+			if (strlen(known[k].word) == n &&
+			    strncasecmp(v, known[k].word, n) == 0)
+				break;
+		if (k == sizeof known / sizeof known[0]) {
+			snprintf(err, errlen, "'%.*s' is not TLSv1.2 or TLSv1.3 "
+			    "(older versions are not offered)", (int)(n > 32 ?
+			    32 : n), v);
+			return -1;
+		}
+		*mask |= known[k].bit;
+		v += n;
+	}
+	if (*mask == 0) {
+		snprintf(err, errlen, "no TLS version given (TLSv1.2, "
+		    "TLSv1.3)");
+		return -1;
+	}
+	return 0;
 }
 
 void
@@ -467,6 +571,31 @@ config_validate(const struct config *cfg, char *err, size_t errlen)
 		    "at least 250 below redis_timeout_ms (%ld): a WAIT holds its "
 		    "connection that long, and Redis ends it up to ~100 ms late",
 		    cfg->redis_replica_ack_timeout_ms, cfg->redis_timeout_ms);
+		return -1;
+	}
+	if (cfg->port == 0 && cfg->tls_port == 0 &&
+	    cfg->unixsocket[0] == '\0') {
+		snprintf(err, errlen, "port 0 (no plain TCP listener) needs "
+		    "tls_port or unixsocket: clients would have nowhere to "
+		    "connect");
+		return -1;
+	}
+	if (cfg->tls_port != 0 && cfg->tls_port == cfg->port) {
+		snprintf(err, errlen, "tls_port and port are both %ld: give "
+		    "the TLS listener a port of its own", cfg->port);
+		return -1;
+	}
+	if (cfg->tls_port != 0 && (cfg->tls_cert_file[0] == '\0' ||
+	    cfg->tls_key_file[0] == '\0')) {
+		snprintf(err, errlen, "tls_port needs tls_cert_file and "
+		    "tls_key_file");
+		return -1;
+	}
+	if (cfg->tls_port != 0 && cfg->tls_auth_clients != TLS_AUTH_NO &&
+	    cfg->tls_ca_cert_file[0] == '\0') {
+		snprintf(err, errlen, "tls_auth_clients %s needs "
+		    "tls_ca_cert_file (the CA client certificates must chain "
+		    "to)", tls_auth_words[cfg->tls_auth_clients]);
 		return -1;
 	}
 	if (strchr(cfg->prefix, ' ') != NULL) {

@@ -12,7 +12,7 @@
 
 struct config {
 	char *bind;			/* numeric IP, checked by addr.c */
-	long port;
+	long port;			/* 0 = no plain TCP listener */
 	char *unixsocket;		/* "" = no unix socket listener */
 	long unixsocketperm;		/* mode bits of the socket file */
 	char *metrics_bind;
@@ -46,8 +46,36 @@ struct config {
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */
 	char *acl_file;			/* "" = no per-app access list */
+	long tls_port;			/* 0 = no TLS listener */
+	char *tls_cert_file;		/* PEM chain, leaf first */
+	char *tls_key_file;
+	char *tls_ca_cert_file;		/* "" = client certs not verified */
+	long tls_auth_clients;		/* enum tls_auth */
+	char *tls_protocols;		/* "TLSv1.2 TLSv1.3", checked by
+					   config_tls_protocols */
+	long tls_handshake_timeout_ms;
 	long log_level;			/* enum log_level */
 };
+
+/* tls_auth_clients: whether a client certificate is asked for. */
+enum tls_auth {
+	TLS_AUTH_NO,			/* not asked for */
+	TLS_AUTH_YES,			/* required, and verified */
+	TLS_AUTH_OPTIONAL		/* verified when the client sends one */
+};
+
+/* tls_protocols, as a set of bits. */
+#define CONFIG_TLS12 0x1
+#define CONFIG_TLS13 0x2
+
+/*
+ * Parse a tls_protocols value: words "TLSv1.2" and "TLSv1.3" (any case)
+ * separated by blanks, at least one.  Returns 0 with the CONFIG_TLS* bits
+ * in *mask, or -1 with a message in err.  The one parser of the value:
+ * the option table checks with it, tls.c builds its context from it.
+ */
+int config_tls_protocols(const char *value, unsigned *mask, char *err,
+    size_t errlen);
 
 /* Fill cfg with every default.  Free with config_free(). */
 void config_init(struct config *cfg);

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "notify.h"
 #include "store.h"
+#include "tls.h"
 #include "tokenhash.h"
 #include "util.h"
 
@@ -315,6 +316,15 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 			b->held_key_len = b->cfg->max_key_len;
 		apply_limits(b);
 		log_info("configuration reloaded");
+		/* New certificates for new connections; live sessions keep
+		 * theirs.  A bad one keeps the old context. */
+		if (b->tls != NULL) {
+			if (tls_reload(b->tls, b->cfg, err, sizeof err) != 0)
+				log_error("TLS reload failed, new connections "
+				    "keep the previous certificates: %s", err);
+			else
+				log_info("TLS certificates reloaded");
+		}
 	}
 	notify("READY=1");
 }
@@ -393,14 +403,21 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
-	if (acl_from_config(&cfg, &acl, err, sizeof err) != 0) {
+	/* The access list and the TLS files are part of the configuration:
+	 * -t loads them too, and a bad one is a bad configuration (2). */
+	memset(&b, 0, sizeof b);
+	if (acl_from_config(&cfg, &acl, err, sizeof err) != 0 ||
+	    (cfg.tls_port != 0 &&
+	    (b.tls = tls_new(&cfg, err, sizeof err)) == NULL)) {
 		fprintf(stderr, "lockbrokerd: %s\n", err);
+		acl_unref(acl);
 		config_free(&cfg);
 		return 2;
 	}
 	if (test_only) {
 		printf("configuration OK\n");
 		acl_unref(acl);
+		tls_free(b.tls);
 		config_free(&cfg);
 		return 0;
 	}
@@ -410,8 +427,8 @@ main(int argc, char **argv)
 		fatal("signal");
 	raise_nofile(cfg.max_sessions);
 
-	memset(&b, 0, sizeof b);
 	TAILQ_INIT(&b.sessions);
+	TAILQ_INIT(&b.handshakes);
 	TAILQ_INIT(&b.graces);
 	TAILQ_INIT(&b.appstats);
 	b.by_id = keytab_new();
@@ -465,6 +482,7 @@ main(int argc, char **argv)
 		    event_add(sighup, NULL) != 0)
 			fatalx("cannot install signal handlers");
 		if (server_listen(&b, err, sizeof err) != 0 ||
+		    server_listen_tls(&b, err, sizeof err) != 0 ||
 		    server_listen_unix(&b, err, sizeof err) != 0 ||
 		    metrics_start(&b, err, sizeof err) != 0) {
 			log_error("%s", err);
@@ -531,6 +549,7 @@ out:
 	event_free(sighup);
 	store_free(b.store);
 	locks_free(b.locks);
+	tls_free(b.tls);
 	event_base_free(b.base);
 	acl_unref(b.acl);
 	appstats_free(&b);

@@ -1,5 +1,7 @@
 /*
- * server.c - the TCP listener: accept, refuse over max_sessions, stop.
+ * server.c - the listeners (TCP, TLS, unix socket): accept, refuse over
+ * max_sessions, stop.  A TLS connection goes to handshake.c first and
+ * becomes a session once its handshake is done.
  */
 #include "broker.h"
 #include "addr.h"
@@ -58,21 +60,22 @@ tune_socket(struct broker *b, int fd)
 	}
 }
 
-static void
-accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-    int salen, void *arg)
+/*
+ * Refuse fd if the broker is stopping or at max_sessions (a TLS handshake
+ * in progress counts as a session: it holds a descriptor).  Returns 1
+ * when fd was closed.  A plain client is told why in a line; a TLS client
+ * cannot read plain text, so it only sees the connection close.
+ */
+static int
+refused(struct broker *b, int fd, int is_tls)
 {
-	struct broker *b = arg;
-
-	(void)l;
-	(void)salen;
 	if (b->stopping) {
 		close(fd);
-		return;
+		return 1;
 	}
-	if ((long)b->nsessions >= b->cfg->max_sessions) {
+	if ((long)(b->nsessions + b->nhandshakes) >= b->cfg->max_sessions) {
 		/* Best effort: the socket is fresh, so the line fits. */
-		if (send(fd, REFUSED_LINE, sizeof REFUSED_LINE - 1,
+		if (!is_tls && send(fd, REFUSED_LINE, sizeof REFUSED_LINE - 1,
 		    MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("refusal not sent: %s", strerror(errno));
 		close(fd);
@@ -85,12 +88,39 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			    b->cfg->max_sessions,
 			    (unsigned long long)b->stats.refused);
 		}
-		return;
+		return 1;
 	}
+	return 0;
+}
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)l;
+	(void)salen;
+	if (refused(b, fd, 0))
+		return;
 	if (sa->sa_family != AF_UNIX)
 		tune_socket(b, fd);
-	if (session_new(b, fd) == NULL)
+	if (session_new(b, fd, NULL, "") == NULL)
 		close(fd);
+}
+
+static void
+accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)l;
+	(void)salen;
+	if (refused(b, fd, 1))
+		return;
+	tune_socket(b, fd);
+	handshake_start(b, fd, sa);	/* takes fd */
 }
 
 static void
@@ -119,13 +149,15 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 }
 
 /*
- * The TCP listener.  The bind address was checked by config_set with the
- * same parser, so a failure here is a run-time one (port in use, address
- * not on this host): the caller exits 1, not 2.
+ * A TCP listener on bind:port.  The bind address was checked by config_set
+ * with the same parser, so a failure here is a run-time one (port in use,
+ * address not on this host): the caller exits 1, not 2.
  */
-int
-server_listen(struct broker *b, char *err, size_t errlen)
+static struct evconnlistener *
+listen_tcp(struct broker *b, long port, evconnlistener_cb cb,
+    const char *what, char *err, size_t errlen)
 {
+	struct evconnlistener *l;
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	struct addr a;
@@ -133,26 +165,47 @@ server_listen(struct broker *b, char *err, size_t errlen)
 
 	if (addr_parse_listen(b->cfg->bind, &a, msg, sizeof msg) != 0) {
 		snprintf(err, errlen, "bind: %s", msg);
-		return -1;
+		return NULL;
 	}
-	if (addr_sockaddr(&a, (int)b->cfg->port, &ss, &sslen) != 0) {
+	if (addr_sockaddr(&a, (int)port, &ss, &sslen) != 0) {
 		snprintf(err, errlen, "bind: no socket address for '%s'",
 		    b->cfg->bind);
-		return -1;
+		return NULL;
 	}
 	snprintf(where, sizeof where, a.family == AF_INET6 ? "[%s]:%ld" :
-	    "%s:%ld", a.host, b->cfg->port);
-	b->listener = evconnlistener_new_bind(b->base, accept_cb, b,
+	    "%s:%ld", a.host, port);
+	l = evconnlistener_new_bind(b->base, cb, b,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
 	    511, (struct sockaddr *)&ss, (int)sslen);
-	if (b->listener == NULL) {
+	if (l == NULL) {
 		snprintf(err, errlen, "cannot listen on %s: %s", where,
 		    strerror(errno));
-		return -1;
+		return NULL;
 	}
-	evconnlistener_set_error_cb(b->listener, accept_error_cb);
-	log_info("listening on %s", where);
-	return 0;
+	evconnlistener_set_error_cb(l, accept_error_cb);
+	log_info("listening on %s%s", where, what);
+	return l;
+}
+
+/* The plain TCP listener; none with port 0. */
+int
+server_listen(struct broker *b, char *err, size_t errlen)
+{
+	if (b->cfg->port == 0)
+		return 0;
+	b->listener = listen_tcp(b, b->cfg->port, accept_cb, "", err, errlen);
+	return b->listener != NULL ? 0 : -1;
+}
+
+/* The TLS listener, when tls_port is set (b->tls is ready then). */
+int
+server_listen_tls(struct broker *b, char *err, size_t errlen)
+{
+	if (b->cfg->tls_port == 0)
+		return 0;
+	b->tlistener = listen_tcp(b, b->cfg->tls_port, accept_tls_cb,
+	    " (TLS)", err, errlen);
+	return b->tlistener != NULL ? 0 : -1;
 }
 
 /*
@@ -276,6 +329,11 @@ server_stop(struct broker *b)
 		evconnlistener_free(b->listener);
 		b->listener = NULL;
 	}
+	if (b->tlistener != NULL) {
+		evconnlistener_free(b->tlistener);
+		b->tlistener = NULL;
+	}
+	handshake_stop_all(b);
 	if (b->ulistener != NULL) {
 		evconnlistener_free(b->ulistener);
 		b->ulistener = NULL;

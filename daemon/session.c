@@ -24,6 +24,16 @@
  * holding a queue place for a client that can no longer give up (issue 9,
  * D15).  A read or write error (reset, broken pipe) still ends the session
  * at once.
+ *
+ * A TLS session (tls_port; its handshake was done by handshake.c) runs
+ * the same code over the same buffers, so every limit, the backpressure
+ * and the EOF rules are the plain ones.  Only the two calls that move
+ * bytes differ, chosen by s->ssl: SSL_read for read() (one per readable
+ * event too; decrypted bytes left inside the SSL are taken on the next
+ * loop turn, since the socket will not say readable for them) and
+ * SSL_write of up to one record for evbuffer_write().  A close_notify and
+ * a TCP FIN both end input (tls.c).  The plain path is unchanged: one
+ * pointer test per read and per write.
  */
 #include "acl.h"
 #include "broker.h"
@@ -35,6 +45,7 @@
 #include "proto.h"
 #include "stats.h"
 #include "tokenhash.h"
+#include "tls.h"
 #include "util.h"
 
 #include <event2/buffer.h>
@@ -53,6 +64,7 @@
 #define READ_CHUNK 16384		/* bytes per read() */
 #define CLOSE_GRACE_MS 5000		/* flush time before a forced close */
 #define AUTH_LOG_MS 10000		/* ms between "wrong AUTH" log lines */
+#define TLS_WRITE_MAX 16384		/* one TLS record's worth per write */
 
 struct session {
 	struct broker *b;
@@ -64,6 +76,7 @@ struct session {
 	struct lclient *cl;
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
 	struct event *process_ev;	/* run the next request, later */
+	struct ssl_st *ssl;		/* NULL for a plain session */
 	TAILQ_ENTRY(session) link;
 	struct keytab_entry by_id;	/* in b->by_id while indexed */
 	const struct acl_app *app;	/* NULL: no app (every key) */
@@ -86,7 +99,15 @@ struct session {
 	unsigned await_record:1;	/* a grant's OK waits for its record */
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
+	unsigned tls_failed:1;		/* no close_notify: SSL unusable */
+	unsigned tls_read_wants_write:1;	/* SSL_read waits to write */
 	long long stash_token;
+	/*
+	 * The subject CN of the client's certificate, when it sent one that
+	 * verified against tls_ca_cert_file (tls_auth_clients yes or
+	 * optional); "" otherwise.  Printable ASCII, no blanks.
+	 */
+	char peer_cn[TLS_CN_MAX + 1];
 };
 
 static void process_input(struct session *s);
@@ -101,9 +122,13 @@ send_line(struct session *s, const char *fmt, ...)
 static void
 reading(struct session *s, int on)
 {
-	if (on && !s->reading && event_add(s->rev, NULL) == 0)
+	if (on && !s->reading && event_add(s->rev, NULL) == 0) {
 		s->reading = 1;
-	else if (!on && s->reading) {
+		/* bytes the SSL took from the socket already: the socket
+		 * will not wake us for them */
+		if (s->ssl != NULL && tls_pending(s->ssl))
+			event_active(s->rev, EV_READ, 0);
+	} else if (!on && s->reading) {
 		event_del(s->rev);
 		s->reading = 0;
 	}
@@ -865,6 +890,66 @@ process_input(struct session *s)
 /* --- libevent callbacks ---------------------------------------------- */
 
 /*
+ * TLS for evbuffer_write(): write up to one record from the front of the
+ * output (SSL_write copies it into its record; the pullup only joins the
+ * chunks of small replies).  Returns bytes written, or -1 with errno
+ * EAGAIN (wait for writability) or EPIPE (the connection failed).
+ */
+static int
+tls_out(struct session *s)
+{
+	size_t len = evbuffer_get_length(s->out);
+	unsigned char *p;
+	long n;
+
+	if (len > TLS_WRITE_MAX)
+		len = TLS_WRITE_MAX;
+	if ((p = evbuffer_pullup(s->out, (ev_ssize_t)len)) == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	n = tls_write(s->ssl, p, len);
+	if (n > 0) {
+		if (evbuffer_drain(s->out, (size_t)n) != 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+		return (int)n;
+	}
+	/* TLS_WANT_READ cannot happen: with renegotiation off (tls.c) only
+	 * a handshake makes SSL_write read, and ours is over. */
+	if (n != TLS_WANT_WRITE)
+		s->tls_failed = 1;
+	errno = n == TLS_WANT_WRITE ? EAGAIN : EPIPE;
+	return -1;
+}
+
+/*
+ * TLS for read(): one SSL_read.  Returns bytes, 0 at the end of input,
+ * or -1 with errno EAGAIN (nothing yet) or EPROTO (the connection
+ * failed).  SSL_read may have to write first (an answer to the peer's
+ * TLS 1.3 key update, with the socket full): then the write event is
+ * added and write_cb reads again.
+ */
+static ssize_t
+tls_in(struct session *s, char *buf, size_t len)
+{
+	long n = tls_read(s->ssl, buf, len);
+
+	if (n >= 0)
+		return (ssize_t)n;
+	if (n == TLS_WANT_WRITE) {
+		s->tls_read_wants_write = 1;
+		if (!s->writing && event_add(s->wev, NULL) == 0)
+			s->writing = 1;
+	}
+	if (n == TLS_FAILED)
+		s->tls_failed = 1;
+	errno = n == TLS_FAILED ? EPROTO : EAGAIN;
+	return -1;
+}
+
+/*
  * Write what is queued.  Returns 1 when the session was freed (closing and
  * flushed, or the peer is gone): the caller must not touch it again.
  */
@@ -878,7 +963,8 @@ flush(struct session *s)
 		return 1;
 	}
 	while ((left = evbuffer_get_length(s->out)) > 0) {
-		int n = evbuffer_write(s->out, s->fd);
+		int n = s->ssl == NULL ? evbuffer_write(s->out, s->fd) :
+		    tls_out(s);
 
 		if (n > 0)
 			continue;
@@ -890,7 +976,7 @@ flush(struct session *s)
 	}
 	if (left > 0 && !s->writing && event_add(s->wev, NULL) == 0)
 		s->writing = 1;
-	else if (left == 0 && s->writing) {
+	else if (left == 0 && s->writing && !s->tls_read_wants_write) {
 		event_del(s->wev);
 		s->writing = 0;
 	}
@@ -915,7 +1001,8 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
-	n = read(fd, buf, sizeof buf);
+	n = s->ssl == NULL ? read(fd, buf, sizeof buf) :
+	    tls_in(s, buf, sizeof buf);
 	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 	    errno != EINTR) {
 		session_free(s);	/* reset: release its locks */
@@ -940,15 +1027,26 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	if (evbuffer_get_length(s->in) >= s->in_high)
 		reading(s, 0);		/* process_input resumes it */
 	process_input(s);
-	flush(s);
+	if (flush(s))
+		return;
+	/* More decrypted input inside the SSL: next turn, as if the socket
+	 * said readable again (others get their turn first). */
+	if (s->ssl != NULL && s->reading && tls_pending(s->ssl))
+		event_active(s->rev, EV_READ, 0);
 }
 
 static void
 write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd;
+	struct session *s = arg;
+
 	(void)what;
-	flush(arg);		/* resumes a paused session once drained */
+	if (s->tls_read_wants_write) {
+		s->tls_read_wants_write = 0;
+		read_cb(fd, EV_READ, s);	/* it flushes too */
+		return;
+	}
+	flush(s);		/* resumes a paused session once drained */
 }
 
 static void
@@ -986,11 +1084,14 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct session *
-session_new(struct broker *b, int fd)
+session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 {
 	struct session *s = xcalloc(1, sizeof *s);
 
 	s->b = b;
+	/* peer_cn: the CN of the client certificate that verified (see the
+	 * struct); with an access list it may name the session's app */
+	snprintf(s->peer_cn, sizeof s->peer_cn, "%s", peer_cn);
 	clientid_new(s->id);
 	s->authed = b->cfg->auth_token[0] == '\0' && b->acl == NULL;
 	s->fd = fd;
@@ -1011,11 +1112,25 @@ session_new(struct broker *b, int fd)
 	}
 	s->cl = locks_client_new(b->locks, s->id, &client_ops, s);
 	index_add(s);
+	s->ssl = ssl;		/* from here on, session_free frees it */
+	if (s->peer_cn[0] != '\0' && b->acl != NULL) {
+		/* A verified certificate whose CN names an app makes the
+		 * session that app's, as AUTH with the app's token would
+		 * (issue 15); another CN leaves it to AUTH. */
+		const struct acl_app *app = acl_app_named(b->acl, s->peer_cn);
+
+		if (app != NULL)
+			(void)session_set_app(s, app);
+	}
 	reading(s, 1);
 	TAILQ_INSERT_TAIL(&b->sessions, s, link);
 	b->nsessions++;
+	if (ssl != NULL)
+		b->stats.tls_sessions++;
 	b->stats.accepted++;
-	log_debug("client %s connected (fd %d)", s->id, fd);
+	log_debug("client %s connected (fd %d%s%s%s)", s->id, fd,
+	    ssl != NULL ? ", TLS" : "", s->peer_cn[0] ? ", CN " : "",
+	    s->peer_cn);
 	return s;
 }
 
@@ -1049,6 +1164,12 @@ session_free(struct session *s)
 		s->appstat->sessions--;
 		acl_app_release(s->app);
 		s->app = NULL;
+	}
+	if (s->ssl != NULL) {
+		b->stats.tls_sessions--;
+		/* our close_notify, unless the connection already failed */
+		tls_close(s->ssl, !s->tls_failed && !s->broken);
+		s->ssl = NULL;
 	}
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :

@@ -135,6 +135,30 @@ g_toolong(const struct stats_snap *s)
 }
 
 static uint64_t
+g_tls_sessions(const struct stats_snap *s)
+{
+	return s->b->stats.tls_sessions;
+}
+
+static uint64_t
+g_tls_handshakes(const struct stats_snap *s)
+{
+	return s->b->stats.tls_handshakes;
+}
+
+static uint64_t
+g_tls_handshake_failures(const struct stats_snap *s)
+{
+	return s->b->stats.tls_handshake_failures;
+}
+
+static uint64_t
+g_tls_handshaking(const struct stats_snap *s)
+{
+	return s->b->nhandshakes;
+}
+
+static uint64_t
 g_paused(const struct stats_snap *s)
 {
 	return s->b->stats.paused;
@@ -454,6 +478,20 @@ const struct stat_def stats_table[] = {
 	{ "app_denials", STAT_TEXT, "ERR DENIED answers per app since start, "
 	    "as name:n,name:n.",
 	    NULL, NULL, NULL, NULL, t_app_denials },
+	{ "tls_sessions", G, "Client sessions over TLS now (of sessions).",
+	    "lockbroker_tls_sessions", NULL, NULL, g_tls_sessions, NULL },
+	{ "tls_handshakes", C, "TLS handshakes completed (each began a "
+	    "session).",
+	    "lockbroker_tls_handshakes_total", NULL, NULL, g_tls_handshakes,
+	    NULL },
+	{ "tls_handshake_failures", C, "TLS handshakes that failed or were "
+	    "not done within tls_handshake_timeout_ms.",
+	    "lockbroker_tls_handshake_failures_total", NULL, NULL,
+	    g_tls_handshake_failures, NULL },
+	{ "tls_handshaking", G, "TLS connections in their handshake now (not "
+	    "sessions yet; they count against max_sessions).",
+	    "lockbroker_tls_handshaking", NULL, NULL, g_tls_handshaking,
+	    NULL },
 };
 
 #undef C

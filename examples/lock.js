@@ -1,15 +1,30 @@
 #!/usr/bin/env node
 // lock.js - take a lockbroker lock, use its fencing token, release it.
 //
-// usage: lock.js [--shared | --limit N] [KEY [WAIT_MS]]   (defaults: example 5000)
+// usage: lock.js [--tls [--cacert FILE] [--cert FILE --key FILE]]
+//                [--shared | --limit N] [KEY [WAIT_MS]]   (defaults: example 5000)
 // --shared takes a read hold that other --shared runs share; --limit N takes
 // one of N permits of a semaphore (protocol 1.1).
+// --tls connects with TLS (to the broker's tls_port), verifying the broker's
+// certificate against --cacert (default: node's CAs) and the host name or IP;
+// --cert and --key send a client certificate (tls_auth_clients).
 // The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
 // Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
 'use strict';
+const fs = require('fs');
 const net = require('net');
+const tls = require('tls');
 
 const args = process.argv.slice(2);
+let tlsOptions = null;             // null: plain TCP
+while (['--tls', '--cacert', '--cert', '--key'].includes(args[0])) {
+  const opt = args.shift();
+  tlsOptions = tlsOptions || { minVersion: 'TLSv1.2' };
+  if (opt !== '--tls') {
+    const field = { '--cacert': 'ca', '--cert': 'cert', '--key': 'key' }[opt];
+    tlsOptions[field] = fs.readFileSync(args.shift());
+  }
+}
 let kind = '';                     // '', ' SHARED' or ' LIMIT <n>'
 if (args[0] === '--shared') {
   kind = ' SHARED';
@@ -26,7 +41,12 @@ const port = Number(process.env.LOCKBROKER_PORT || 7711);
 // One connection; every reply is one CRLF-terminated line, in request order.
 function connect() {
   return new Promise((resolve, reject) => {
-    const sock = net.createConnection({ host, port });
+    // With TLS, tls.connect checks the broker's certificate against host
+    // (a name, or an IP address in its subjectAltName).
+    const sock = tlsOptions
+      ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host,
+        ...tlsOptions })
+      : net.createConnection({ host, port });
     const lines = [];
     const waiting = [];
     let buf = '';
@@ -56,7 +76,7 @@ function connect() {
       return new Promise((res, rej) => waiting.push({ resolve: res, reject: rej }));
     };
     const call = (line) => { sock.write(line + '\n'); return next(); };
-    sock.on('connect', () => resolve({ sock, call }));
+    sock.on(tlsOptions ? 'secureConnect' : 'connect', () => resolve({ sock, call }));
   });
 }
 

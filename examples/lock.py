@@ -2,15 +2,20 @@
 """lock.py - take a lockbroker lock, use its fencing token, release it;
 if the connection drops meanwhile, reconnect and RESUME the session.
 
-usage: lock.py [--shared | --limit N] [KEY [WAIT_MS [WORK_MS]]]
+usage: lock.py [--tls [--cacert FILE] [--cert FILE --key FILE]]
+               [--shared | --limit N] [KEY [WAIT_MS [WORK_MS]]]
                (defaults: example 5000 0)
 --shared takes a read hold that other --shared runs share; --limit N takes
 one of N permits of a semaphore (protocol 1.1).
+--tls connects with TLS (to the broker's tls_port), verifying the broker's
+certificate against --cacert (default: the system's CAs) and the host name
+or IP; --cert and --key send a client certificate (tls_auth_clients).
 The broker is $LOCKBROKER_HOST:$LOCKBROKER_PORT (127.0.0.1:7711).
 Exits 0 when done, 75 if the lock stayed busy, 1 on an error.
 """
 import os
 import socket
+import ssl
 import sys
 import time
 
@@ -23,8 +28,9 @@ class Session:
     gives a client-id and a secret, and RESUME with both on a new
     connection gets the session back, locks and all."""
 
-    def __init__(self, addr, timeout):
-        self.addr, self.timeout = addr, timeout
+    def __init__(self, addr, timeout, tls=None):
+        # tls: None for plain TCP, or an ssl.SSLContext (see tls_context)
+        self.addr, self.timeout, self.tls = addr, timeout, tls
         self.connect()
         words = self.call("HELLO lock.py GRACE %d" % GRACE_MS).split()
         if len(words) != 4 or words[0] != "OK":
@@ -33,6 +39,10 @@ class Session:
 
     def connect(self):
         self.sock = socket.create_connection(self.addr, timeout=self.timeout)
+        if self.tls is not None:
+            # checks the certificate against the host name (or IP) too
+            self.sock = self.tls.wrap_socket(self.sock,
+                                             server_hostname=self.addr[0])
         self.replies = self.sock.makefile("r", encoding="ascii",
                                           newline="\r\n")
 
@@ -88,8 +98,27 @@ class Session:
             raise ConnectionError("RESUME: %s" % reply)
 
 
+def tls_context(cacert=None, cert=None, key=None):
+    """A client TLS context: TLS 1.2 or later, the broker's certificate
+    verified against cacert (None: the system's CAs), and with cert and
+    key, a client certificate for a broker with tls_auth_clients."""
+    ctx = ssl.create_default_context(cafile=cacert)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert is not None:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def main():
     args, shared, limit = sys.argv[1:], False, None
+    tls, files = False, {"--cacert": None, "--cert": None, "--key": None}
+    while args[:1] and args[0] in ("--tls",) + tuple(files):
+        if args[0] == "--tls":
+            tls, args = True, args[1:]
+        elif len(args) > 1:
+            files[args[0]], args = args[1], args[2:]
+        else:
+            raise ValueError("%s needs a file" % args[0])
     if args[:1] == ["--shared"]:
         shared, args = True, args[1:]
     elif args[:1] == ["--limit"] and len(args) > 1:
@@ -101,7 +130,9 @@ def main():
     port = int(os.environ.get("LOCKBROKER_PORT", "7711"))
 
     # The lock lives as long as the session: keep it open while working.
-    s = Session((host, port), timeout=wait_ms / 1000 + 10)
+    ctx = tls_context(files["--cacert"], files["--cert"],
+                      files["--key"]) if tls else None
+    s = Session((host, port), timeout=wait_ms / 1000 + 10, tls=ctx)
     token = s.acquire(key, wait_ms, shared=shared, limit=limit)
     if token is None:
         print("lock.py: %s is busy" % key, file=sys.stderr)

@@ -34,6 +34,11 @@
  *       session acquire K distinct keys; then "ready locks=N".  EOF on
  *       stdin ends the run (so does --limit).
  *
+ * --tls CAFILE (pairs, handoff, sessions): connect to the brokers' TLS
+ * port instead, verifying their certificate against CAFILE (for the name
+ * 127.0.0.1 or localhost).  The handshakes happen before the run starts;
+ * the requests then go through SSL_write / SSL_read on the same loop.
+ *
  * Timing is CLOCK_MONOTONIC, read in this process only, so RELEASE-sent
  * and OK-read times of different connections are comparable.
  */
@@ -46,6 +51,10 @@
 #include <hiredis/adapters/libevent.h>
 
 #include <event2/event.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -83,6 +92,7 @@ enum mode { M_PAIRS, M_HANDOFF, M_SESSIONS };
 /* Per-connection protocol state. */
 enum cstate {
 	S_CONNECTING,
+	S_HANDSHAKE,		/* --tls: TCP up, TLS handshake going on */
 	S_IDLE,
 	S_ACQUIRE,		/* ACQUIRE sent */
 	S_HOLD,			/* holding, hold timer armed */
@@ -100,6 +110,7 @@ struct samples {
 /* One line-protocol connection to a broker. */
 struct lconn {
 	int fd;
+	SSL *ssl;			/* --tls */
 	int idx;
 	int broker;
 	enum cstate state;
@@ -139,6 +150,8 @@ static struct {
 	int hold_ms, wait_ms;
 	int permits;			/* handoff: LIMIT, 0 for a plain lock */
 	int keys, depth;
+	const char *tls_ca;		/* --tls: verify against this CA */
+	SSL_CTX *tls;
 
 	/* run */
 	struct event_base *base;
@@ -389,6 +402,13 @@ lconn_close(struct lconn *c)
 	event_del(c->wev);
 	if (c->hold_ev)
 		event_del(c->hold_ev);
+	if (c->ssl != NULL) {
+		ERR_clear_error();
+		if (SSL_shutdown(c->ssl) < 0)	/* one try */
+			ERR_clear_error();
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
 	close(c->fd);
 	c->state = S_CLOSED;
 	if (--bn.open == 0 && bn.stopping)
@@ -401,7 +421,24 @@ lconn_flush(struct lconn *c)
 	ssize_t n;
 
 	while (c->outlen > 0) {
-		n = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL);
+		if (c->ssl != NULL) {
+			size_t put = 0;
+			int e;
+
+			ERR_clear_error();
+			if (SSL_write_ex(c->ssl, c->out, c->outlen, &put) != 1) {
+				e = SSL_get_error(c->ssl, 0);
+				if (e == SSL_ERROR_WANT_WRITE ||
+				    e == SSL_ERROR_WANT_READ) {
+					event_add(c->wev, NULL);
+					return;
+				}
+				die("TLS write to broker failed (%d, %lu)", e,
+				    ERR_get_error());
+			}
+			n = (ssize_t)put;
+		} else
+			n = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -433,6 +470,30 @@ lconn_send(struct lconn *c, const char *fmt, ...)
 	lconn_flush(c);
 }
 
+static void lconn_handshake(struct lconn *c);
+
+/* One SSL_read, like recv(): -1 with errno EAGAIN when nothing yet. */
+static ssize_t
+tls_recv(struct lconn *c)
+{
+	size_t got = 0;
+	int e;
+
+	ERR_clear_error();
+	if (SSL_read_ex(c->ssl, c->in + c->inlen, IN_CAP - c->inlen, &got) == 1)
+		return (ssize_t)got;
+	e = SSL_get_error(c->ssl, 0);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		errno = EAGAIN;
+		return -1;
+	}
+	ERR_clear_error();
+	if (e == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	errno = EPROTO;
+	return -1;
+}
+
 static void
 lconn_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -441,7 +502,12 @@ lconn_read_cb(evutil_socket_t fd, short what, void *arg)
 	size_t start = 0;
 
 	(void)what;
-	n = recv(fd, c->in + c->inlen, IN_CAP - c->inlen, 0);
+	if (c->state == S_HANDSHAKE) {
+		lconn_handshake(c);
+		return;
+	}
+	n = c->ssl != NULL ? tls_recv(c) :
+	    recv(fd, c->in + c->inlen, IN_CAP - c->inlen, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -469,6 +535,53 @@ lconn_read_cb(evutil_socket_t fd, short what, void *arg)
 	c->inlen -= start;
 	if (c->inlen == IN_CAP)
 		die("reply line longer than %d bytes", IN_CAP);
+	/* decrypted bytes the socket will not announce again */
+	if (c->ssl != NULL && SSL_has_pending(c->ssl))
+		event_active(c->rev, EV_READ, 0);
+}
+
+/* The connection is ready for requests: TCP up, and TLS if asked for. */
+static void
+lconn_ready(struct lconn *c)
+{
+	c->state = S_IDLE;
+	event_add(c->rev, NULL);
+	bn.connected++;
+	lconn_connected(c);
+	lconn_open_next();
+}
+
+static void
+lconn_handshake(struct lconn *c)
+{
+	int ret, e;
+
+	ERR_clear_error();
+	if ((ret = SSL_connect(c->ssl)) == 1) {
+		event_del(c->rev);
+		lconn_ready(c);
+		return;
+	}
+	e = SSL_get_error(c->ssl, ret);
+	if (e == SSL_ERROR_WANT_READ)
+		event_add(c->rev, NULL);
+	else if (e == SSL_ERROR_WANT_WRITE)
+		event_add(c->wev, NULL);
+	else
+		die("TLS handshake with broker failed: %s (verify: %s)",
+		    ERR_reason_error_string(ERR_get_error()),
+		    X509_verify_cert_error_string(SSL_get_verify_result(c->ssl)));
+}
+
+static void
+tls_setup(void)
+{
+	if ((bn.tls = SSL_CTX_new(TLS_client_method())) == NULL ||
+	    SSL_CTX_load_verify_locations(bn.tls, bn.tls_ca, NULL) != 1)
+		die("--tls %s: cannot load the CA", bn.tls_ca);
+	SSL_CTX_set_verify(bn.tls, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_mode(bn.tls, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 }
 
 static void
@@ -479,17 +592,27 @@ lconn_write_cb(evutil_socket_t fd, short what, void *arg)
 	socklen_t len = sizeof err;
 
 	(void)what;
+	if (c->state == S_HANDSHAKE) {
+		lconn_handshake(c);
+		return;
+	}
 	if (c->state != S_CONNECTING) {
 		lconn_flush(c);
 		return;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0)
 		die("connect to broker: %s", strerror(err ? err : errno));
-	c->state = S_IDLE;
-	event_add(c->rev, NULL);
-	bn.connected++;
-	lconn_connected(c);
-	lconn_open_next();
+	if (bn.tls == NULL) {
+		lconn_ready(c);
+		return;
+	}
+	if ((c->ssl = SSL_new(bn.tls)) == NULL || SSL_set_fd(c->ssl, fd) != 1 ||
+	    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl),
+	    "127.0.0.1") != 1)
+		die("cannot set up TLS");
+	SSL_set_connect_state(c->ssl);
+	c->state = S_HANDSHAKE;
+	lconn_handshake(c);
 }
 
 static void hold_cb(evutil_socket_t fd, short what, void *arg);
@@ -867,7 +990,8 @@ racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			return;
 		die("Redis connection %d lost", r->idx);
 	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	/* {1, token, more}: acquire.lua adds the tokens set aside (issue 14) */
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
 	    rep->element[0]->integer != 1) {
 		rpair_next(r, 1, rep);
@@ -1061,7 +1185,8 @@ usage(void)
 	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
 	    "                         [--permits P]\n"
 	    "       lbbench sessions --broker H:P --conns N [--keys K] [--depth D]\n"
-	    "common: [--tag T] (key namespace) [--limit S] (hard time limit)\n",
+	    "common: [--tag T] (key namespace) [--limit S] (hard time limit)\n"
+	    "        [--tls CAFILE] (brokers' TLS port, verified as 127.0.0.1)\n",
 	    stderr);
 	exit(2);
 }
@@ -1127,6 +1252,8 @@ parse_args(int argc, char **argv)
 			bn.keys = atoi(v);
 		} else if (strcmp(o, "--depth") == 0) {
 			bn.depth = atoi(v);
+		} else if (strcmp(o, "--tls") == 0) {
+			bn.tls_ca = v;
 		} else {
 			usage();
 		}
@@ -1143,6 +1270,8 @@ parse_args(int argc, char **argv)
 		die("pairs needs --broker, or --redis and --scripts");
 	if (bn.mode != M_PAIRS && bn.nbrokers == 0)
 		die("--broker is required");
+	if (bn.tls_ca != NULL && bn.nbrokers == 0)
+		die("--tls is for brokers");
 }
 
 int
@@ -1171,6 +1300,8 @@ main(int argc, char **argv)
 		die("cannot create events");
 	timer_s(bn.limit_ev, bn.limit);
 
+	if (bn.tls_ca != NULL)
+		tls_setup();
 	if (direct) {
 		redis_setup();
 	} else {

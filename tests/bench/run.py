@@ -13,7 +13,10 @@ The Redis Cluster rows (a second table) use a 1-master cluster (one
 cluster-enabled redis-server given all 16384 slots with CLUSTER
 ADDSLOTSRANGE) and then a 3-master cluster (topology.ClusterTopology,
 masters=3, replicas=0), one at a time, with brokers started with
---redis_cluster.  About 2 minutes (--no-cluster: about 1).  --only
+--redis_cluster.  The pairs section also runs the 50-connection pairs
+over TLS against the same broker's tls_port (a CA and a certificate for
+127.0.0.1 made with the openssl CLI in the work dir).  About 2 minutes
+(--no-cluster: about 1).  --only
 runs some sections of the table alone (e.g. --only handoff: the contended
 rows, hot key and semaphore, in about 15 s).
 
@@ -83,6 +86,27 @@ def rss_bytes(pid):
     raise RuntimeError("no VmRSS for pid %d" % pid)
 
 
+def make_certs(workdir):
+    """A CA and a server certificate for 127.0.0.1 (EC P-256, as a
+    deployment would use); returns (ca, cert, key) paths."""
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=workdir, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt",
+         "-days", "2", "-subj", "/CN=bench-ca")
+    ossl("req", *ec, "-keyout", "tls.key", "-out", "tls.csr", "-subj",
+         "/CN=127.0.0.1")
+    with open(os.path.join(workdir, "tls.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    ossl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey",
+         "ca.key", "-set_serial", "1", "-days", "2", "-extfile", "tls.ext",
+         "-out", "tls.crt")
+    return tuple(os.path.join(workdir, n) for n in
+                 ("ca.crt", "tls.crt", "tls.key"))
+
+
 def kv(line):
     """'a=1 b=2.5' -> {'a': 1, 'b': 2.5}."""
     out = {}
@@ -108,6 +132,9 @@ class Broker:
         addresses for --redis_cluster; then ready also waits for
         redis_nodes=<masters>."""
         self.port = harness.free_port()
+        self.tls_port = None
+        if "--tls_port" in extra:
+            self.tls_port = int(extra[list(extra).index("--tls_port") + 1])
         self.masters = masters if cluster else None
         self.log = open(os.path.join(workdir, name + ".log"), "wb")
         store = ["--redis_cluster", cluster] if cluster else \
@@ -140,6 +167,10 @@ class Broker:
     @property
     def addr(self):
         return "127.0.0.1:%d" % self.port
+
+    @property
+    def tls_addr(self):
+        return "127.0.0.1:%d" % self.tls_port
 
     @property
     def pid(self):
@@ -223,7 +254,11 @@ class Bench:
             # them and woke for each, a process hop the direct runs (their
             # own prefix) never paid (issue 14: about 10 us per 1-conn
             # ACQUIRE with all on one core)
-            b1 = Broker(a.broker, redis, self.work, "broker1")
+            # with a TLS listener beside (the TLS pairs row)
+            ca, crt, key = make_certs(self.work)
+            b1 = Broker(a.broker, redis, self.work, "broker1",
+                        "--tls_port", harness.free_port(), "--tls_cert_file",
+                        crt, "--tls_key_file", key)
             self.procs.append(b1)
 
         # 1. pairs, broker and direct, and the CPU time around the 50 run
@@ -245,6 +280,13 @@ class Bench:
             if n == CPU_CONNS:
                 r["cpu_redis_d"] = (cpu_ticks(redis.pid) - cr,
                                     res["total"])
+                # the same broker and load over TLS (handshakes happen
+                # before the run; the window is requests only)
+                cb = cpu_ticks(b1.pid)
+                pairs[("tls", n)] = res = self.tool(
+                    "pairs", "--broker", b1.tls_addr, "--tls", ca, *common)
+                r["cpu_broker_tls"] = (cpu_ticks(b1.pid) - cb,
+                                       res["total"])
         if pairs:
             r["pairs"] = pairs
 
@@ -673,6 +715,13 @@ def pair_rows(r, row):
         per_k(r["cpu_broker"]), "")
     row("CPU ms per 1,000 pairs (%d conns): redis-server" % CPU_CONNS,
         per_k(r["cpu_redis_b"]), per_k(r["cpu_redis_d"]))
+    # the same broker over TLS: the ratio column is TLS / plain
+    t, b = p[("tls", CPU_CONNS)], p[("broker", CPU_CONNS)]
+    row("acquire+release pairs/s, %d conns over TLS (plain: %s), and "
+        "TLS/plain" % (CPU_CONNS, n0(b["rate"])), n0(t["rate"]), "",
+        "%.2f" % (t["rate"] / b["rate"]) if b["rate"] else "-")
+    row("CPU ms per 1,000 pairs (%d conns) over TLS: lockbrokerd"
+        % CPU_CONNS, per_k(r["cpu_broker_tls"]), "")
 
 
 def handoff_rows(r, row):

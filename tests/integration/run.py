@@ -53,7 +53,8 @@ BESIDE = ("test_sentinel", "test_grace", "test_faults", "test_netns",
 OVERLAP = ("test_cluster", "test_robustness", "test_lockctl",
            "test_examples", "test_metrics", "test_config_checks",
            "test_protocol", "test_ops", "test_handoff", "test_session_eof",
-           "test_logging", "test_early_handoff", "test_acl", "test_batch")
+           "test_logging", "test_early_handoff", "test_acl", "test_batch",
+           "test_tls")
 # Each lane's ports: LANE_PORTS ports each, just below the ephemeral range.
 LANE_PORTS = 10000
 

@@ -388,8 +388,10 @@ class TestCounters(AclCase):
         self.assertEqual(st["denials"], "3")
         self.assertEqual(st["app_denials"], "alpha:2,beta:1")
         names = list(st)
-        self.assertEqual(names[-3:], ["denials", "app_sessions",
-                                      "app_denials"])
+        i = names.index("denials")      # new fields come after the old
+        self.assertEqual(names[i:i + 3], ["denials", "app_sessions",
+                                          "app_denials"])
+        self.assertGreater(i, names.index("grace_expired"))
         st_, _, body = http_req(mport)
         self.assertEqual(st_, 200)
         m = parse_metrics(body)

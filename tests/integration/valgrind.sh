@@ -13,7 +13,12 @@
 # that disconnects while waiting and one that drops its locks by closing,
 # bad requests, GET/POST /metrics, an acl_file app (ERR DENIED, OWNER
 # hiding, SIGHUP reloads of a good and of a broken file under a live app
-# session), a Redis restart (ERR UNAVAILABLE, then reconnect), QUIT.  Then SIGTERM with locks still held.  Exit 0 only if the
+# session), a Redis restart (ERR UNAVAILABLE, then reconnect), QUIT; over
+# TLS (a self-signed certificate made with the openssl CLI): a session
+# through AUTH and ACQUIRE, a handshake that fails, a SIGHUP that reloads
+# the certificate under a live TLS session, and one connection left in its
+# handshake.  Then SIGTERM with locks still held (one by the TLS session)
+# and that handshake still open.  Exit 0 only if the
 # scenario passed and valgrind exited 0 (--error-exitcode=99 otherwise).
 # Bounded: about 60 s at most.
 set -u
@@ -23,7 +28,7 @@ repo=$(cd "$here/../.." && pwd)
 broker=${1:-${LOCKBROKERD:-$repo/build/lockbrokerd}}
 case $broker in /*) ;; *) broker=$PWD/$broker ;; esac
 
-for tool in valgrind redis-server python3; do
+for tool in valgrind redis-server python3 openssl; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
 		echo "valgrind.sh: $tool is not installed" >&2
 		exit 2
@@ -56,6 +61,18 @@ metrics_port=$(free_port)
 while [ "$metrics_port" = "$broker_port" ] || [ "$metrics_port" = "$redis_port" ]; do
 	metrics_port=$(free_port)
 done
+tls_port=$(free_port)
+while [ "$tls_port" = "$broker_port" ] || [ "$tls_port" = "$redis_port" ] ||
+    [ "$tls_port" = "$metrics_port" ]; do
+	tls_port=$(free_port)
+done
+if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$tmp/tls.key" -out "$tmp/tls.crt" -days 2 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 >"$tmp/openssl.log" 2>&1; then
+	echo "valgrind.sh: cannot make a certificate:" >&2
+	cat "$tmp/openssl.log" >&2
+	exit 1
+fi
 
 start_redis() {
 	redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
@@ -84,6 +101,8 @@ valgrind --leak-check=full --show-leak-kinds=definite,indirect \
 	"$broker" -b 127.0.0.1 -p "$broker_port" -r "127.0.0.1:$redis_port" \
 	--prefix vg --auth_token vgtoken --metrics_port "$metrics_port" -v \
 	--acl_file "$tmp/acl" \
+	--tls_port "$tls_port" --tls_cert_file "$tmp/tls.crt" \
+	--tls_key_file "$tmp/tls.key" --tls_handshake_timeout_ms 120000 \
 	>"$tmp/broker.log" 2>&1 &
 vpid=$!
 
@@ -92,7 +111,7 @@ vpid=$!
 # asking the shell (it writes "restart" to a fifo and waits for "ok").
 mkfifo "$tmp/ctl" "$tmp/ack"
 cat >"$tmp/drive.py" <<'EOF'
-import http.client, os, re, socket, sys, time
+import http.client, os, re, signal, socket, ssl, sys, time
 
 PORT = int(os.environ["BPORT"])
 MPORT = int(os.environ["MPORT"])
@@ -293,6 +312,37 @@ x = C()
 x.req("HELLO vgx GRACE 60000", "OK .*")
 x.req("ACQUIRE xk", TOK)
 x.close()
+# TLS: a session, a failed handshake, a reload under the live session,
+# and a connection left in its handshake for SIGTERM.
+class T(C):
+    def __init__(self):
+        ctx = ssl.create_default_context(cafile=os.environ["TCERT"])
+        raw = socket.create_connection(("127.0.0.1", int(os.environ["TPORT"])),
+                                       timeout=20)
+        self.s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        self.buf = b""
+        self.req("AUTH vgtoken", "OK")
+
+
+t = T()
+t.req("ACQUIRE tk", TOK)
+t.req("STATS", "OK .* tls_sessions=1 .*")
+junk = socket.create_connection(("127.0.0.1", int(os.environ["TPORT"])),
+                                timeout=20)
+junk.sendall(b"PING\n" * 100)                # not TLS: refused
+try:
+    if junk.recv(4096)[:1] not in (b"", b"\x15"):    # EOF or an alert
+        raise SystemExit("the TLS port answered plain text")
+except ConnectionResetError:     # closed with our bytes unread: a reset
+    pass
+junk.close()
+stalled = socket.create_connection(("127.0.0.1", int(os.environ["TPORT"])))
+os.kill(int(os.environ["VPID"]), signal.SIGHUP)
+t2 = T()
+wait_for(lambda: "tls_handshake_failures=1" in t2.req("STATS", "OK .*"),
+         "the failed handshake counted")
+t.req("PING", "OK PONG")
+t2.req("QUIT", "OK")
 # Metrics.
 if http_status("GET", "/metrics") != 200:
     raise SystemExit("GET /metrics did not answer 200")
@@ -378,10 +428,15 @@ fi
 	done
 ) &
 helper=$!
+TPORT=$tls_port TCERT="$tmp/tls.crt" VPID=$vpid \
 BPORT=$broker_port MPORT=$metrics_port RPORT=$redis_port CTL="$tmp/ctl" \
 	ACK="$tmp/ack" ACL="$tmp/acl" BLOG="$tmp/broker.log" VPID=$vpid \
 	timeout 30 python3 "$tmp/drive.py"
 scenario=$?
+if [ "$scenario" = 0 ] && ! grep -q "TLS certificates reloaded" "$tmp/broker.log"; then
+	echo "valgrind.sh: SIGHUP did not reload the TLS certificate" >&2
+	scenario=1
+fi
 kill "$helper" 2>/dev/null
 wait "$helper" 2>/dev/null
 [ -s "$tmp/rpid" ] && rpid=$(cat "$tmp/rpid")

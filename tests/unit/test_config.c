@@ -83,7 +83,9 @@ static const struct {
 	const char *value;
 	int ok;
 } port_rows[] = {
-	{ "0", 0 }, { "1", 1 }, { "7711", 1 }, { "65535", 1 },
+	/* 0: no plain listener (issue 15: with tls_port or unixsocket,
+	 * which the whole configuration's check asks for) */
+	{ "0", 1 }, { "1", 1 }, { "7711", 1 }, { "65535", 1 },
 	{ "65536", 0 }, { "-1", 0 }, { "", 0 }, { "80x", 0 }, { "x80", 0 },
 	{ "99999999999999999999999", 0 },	/* overflows long */
 };
@@ -377,7 +379,7 @@ static const struct {
 	int line;
 	const char *word;		/* expected in the message */
 } bad_rows[] = {
-	{ "port 0\n", 1, "port" },
+	{ "port -1\n", 1, "port" },
 	{ "# c\n\nport 7000\n  # c\n\nport 65536\nbind ::1\n", 6, "port" },
 	{ "\n\n\n\nnosuch 1\n", 5, "nosuch" },
 	{ "# x\nprefix \"a\"\nmax_line 10\n", 3, "max_line" },
