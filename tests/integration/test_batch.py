@@ -258,9 +258,10 @@ class TestBatchedGrantsAcked(BatchCase):
         replica = self.start_redis("--replicaof", "127.0.0.1",
                                    str(master.port))
         wait_until(lambda: acked(master), 10.0, what="replica acking")
+        # 2 s: a replica's ack took over 300 ms once in a loaded CI run
         b = self.start_broker("--redis_replica_acks", 1,
-                              "--redis_replica_ack_timeout_ms", 300,
-                              redis=master)
+                              "--redis_replica_ack_timeout_ms", 2000,
+                              "--redis_timeout_ms", 3000, redis=master)
         cs = self.sessions(b, 10)
         mon = Monitor(master)
         replies = self.burst(b, cs, ["ACQUIRE a%d" % i for i in range(10)])
