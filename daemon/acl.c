@@ -113,7 +113,7 @@ acl_free(struct acl *acl)
 	free(acl);
 }
 
-void
+static void
 acl_ref(struct acl *acl)
 {
 	acl->refs++;

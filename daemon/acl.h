@@ -53,7 +53,6 @@ struct acl *acl_load(const char *path, char *err, size_t errlen);
 int acl_add_token_app(struct acl *acl, const char *name,
     const unsigned char hash[ACL_HASH_LEN], char *err, size_t errlen);
 
-void acl_ref(struct acl *acl);
 /* Drop a reference; the last one frees the list. NULL is fine. */
 void acl_unref(struct acl *acl);
 
@@ -71,7 +70,7 @@ const struct acl_app *acl_app_by_hash(const struct acl *acl,
 /*
  * The app called name (a NUL-terminated string, e.g. a verified client
  * certificate's CN), or NULL: no such app, acl NULL, or name is the
- * auth_token app's.  For TLS: pass the result to session_set_app().
+ * auth_token app's (session.c makes a session with such a CN that app's).
  */
 const struct acl_app *acl_app_named(const struct acl *acl, const char *name);
 

@@ -135,15 +135,6 @@ void session_grace_drop(struct session *s);
 /* Another connection resumed this session: close it now, leaving its
  * holds to that connection. */
 void session_grace_kill(struct session *s);
-/*
- * Make s a session of app (from acl_app_named or acl_app_by_hash on
- * b->acl): it counts as authenticated, may use only the app's keys, and
- * keeps this app's patterns until it ends, whatever a reload does.  AUTH
- * calls it; so should TLS once a verified client certificate's CN names
- * an app.  Returns 0, or -1 (nothing changed) when s is already a session
- * of another app: a session never changes app.
- */
-int session_set_app(struct session *s, const struct acl_app *app);
 
 /* appstats.c: the row of app name (made if new; never NULL). */
 struct appstat *appstat_get(struct broker *b, const char *name);

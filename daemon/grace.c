@@ -24,6 +24,7 @@
  * value still names the old generation, so nobody can mistake it for the
  * resumed session's; it expires at its TTL).
  */
+#include "acl.h"
 #include "grace.h"
 #include "broker.h"
 #include "clientid.h"
@@ -63,6 +64,8 @@ struct grace {
 	char owner[OWNER_MAX + 1];	/* cid, or cid/gen */
 	unsigned long gen;
 	char secret[GRACE_SECRET_LEN + 1];
+	char app[ACL_NAME_MAX + 1];	/* its session's app ("" none): only
+					 * a session of it may resume it */
 	long grace_ms;
 	struct event *timer;		/* touch, grace's end, end retry */
 	unsigned refs;			/* Redis calls in flight */
@@ -319,6 +322,7 @@ record_write(struct grace *g, const char *state, long px,
 	rargs_num(&r, px);
 	rargs_str(&r, g->b->id);
 	rargs_str(&r, state);
+	rargs_str(&r, g->app);
 	if (g->cl != NULL)
 		locks_holds(g->cl, add_hold, &h);
 	rc = record_call(g, &r, fn);
@@ -510,7 +514,7 @@ random_secret(char out[GRACE_SECRET_LEN + 1])
 
 void
 grace_hello(struct broker *b, struct session *s, struct grace **gp,
-    struct lclient *cl, const char *id, long grace_ms)
+    struct lclient *cl, const char *id, long grace_ms, const char *app)
 {
 	struct grace *g = *gp;
 
@@ -522,6 +526,7 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 	}
 	g->s = s;
 	g->cl = cl;
+	snprintf(g->app, sizeof g->app, "%s", app);
 	locks_client_resumable(cl);
 	g->grace_ms = grace_ms;
 	g->opening = 1;
@@ -843,6 +848,9 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 		else if (s != NULL && status == -4)
 			session_grace_answer(s, PERR_NOSESSION, "the session "
 			    "ended with QUIT");
+		else if (s != NULL && status == -5)
+			session_grace_answer(s, PERR_DENIED, "the session is "
+			    "another app's");
 		else if (s != NULL)
 			session_grace_answer(s, PERR_NOSESSION, "no such "
 			    "session: it never had a grace, or it ended");
@@ -885,7 +893,7 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 
 struct grace *
 grace_resume(struct broker *b, struct session *s, const char *id,
-    size_t idlen, const char *secret, size_t secretlen)
+    size_t idlen, const char *secret, size_t secretlen, const char *app)
 {
 	char cid[CLIENTID_LEN + 1];
 	struct grace *g;
@@ -904,12 +912,14 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 	g = grace_new(b, cid);
 	g->state = G_RESUMING;
 	g->s = s;
+	snprintf(g->app, sizeof g->app, "%s", app);
 	memcpy(g->secret, secret, secretlen < GRACE_SECRET_LEN ? secretlen :
 	    GRACE_SECRET_LEN);
 	rargs_str(&r, "resume");
 	rargs_add(&r, secret, secretlen);
 	rargs_str(&r, b->id);
 	rargs_num(&r, RESUME_SLACK_MS);
+	rargs_str(&r, g->app);
 	if (record_call(g, &r, resume_done) != 0) {
 		session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
 		    "unreachable");

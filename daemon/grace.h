@@ -30,20 +30,24 @@ struct session;
 
 /*
  * HELLO ... GRACE ms (ms > 0, already clamped) on session s, whose lock
- * client is cl and client-id id: make or update the record.  *gp is the
+ * client is cl and client-id id, of app (see grace_resume): make or
+ * update the record.  *gp is the
  * session's grace object (made here when NULL).  Answers through
  * session_grace_answer.
  */
 void grace_hello(struct broker *b, struct session *s, struct grace **gp,
-    struct lclient *cl, const char *id, long grace_ms);
+    struct lclient *cl, const char *id, long grace_ms, const char *app);
 /*
- * RESUME id secret on a fresh session s.  Returns the grace object the
+ * RESUME id secret on a fresh session s, of app ("" none: no access
+ * list; a session of another app than the one that made the record is
+ * refused, ERR DENIED).  Returns the grace object the
  * session keeps while it waits (NULL: answered already).  Answers through
  * session_grace_answer, or on success through session_grace_resumed,
  * which gives the session its new lock client and client-id.
  */
 struct grace *grace_resume(struct broker *b, struct session *s,
-    const char *id, size_t idlen, const char *secret, size_t secretlen);
+    const char *id, size_t idlen, const char *secret, size_t secretlen,
+    const char *app);
 
 /*
  * The session of g ended; g takes its lock client cl over.

@@ -494,7 +494,8 @@ cmd_hello(struct session *s, const struct proto_req *req)
 	}
 	s->used = 1;
 	s->busy = 1;
-	grace_hello(s->b, s, &s->grace, s->cl, s->id, ms > max ? max : ms);
+	grace_hello(s->b, s, &s->grace, s->cl, s->id, ms > max ? max : ms,
+	    s->app != NULL ? acl_app_name(s->app) : "");
 }
 
 static void
@@ -513,7 +514,7 @@ cmd_resume(struct session *s, const struct proto_req *req)
 	s->used = 1;
 	s->busy = 1;
 	s->grace = grace_resume(s->b, s, req->word, req->wordlen, req->word2,
-	    req->word2len);
+	    req->word2len, s->app != NULL ? acl_app_name(s->app) : "");
 }
 
 /* --- requests -------------------------------------------------------- */
@@ -580,7 +581,15 @@ auth_failed(struct session *s)
 	b->authfail_unlogged = 0;
 }
 
-int
+/*
+ * Make s a session of app (from acl_app_named or acl_app_by_hash on
+ * b->acl): it counts as authenticated, may use only the app's keys, and
+ * keeps this app's patterns until it ends, whatever a reload does.  AUTH
+ * calls it, and session_new for a verified client certificate whose CN
+ * names an app.  Returns 0, or -1 (nothing changed) when s is already a
+ * session of another app: a session never changes app.
+ */
+static int
 session_set_app(struct session *s, const struct acl_app *app)
 {
 	struct appstat *st;

@@ -6,6 +6,8 @@
 --            state   attached | detached | expired
 --            broker  the id of the broker that owns it now
 --            grace   the grace in ms
+--            app     the app of its session ("" none; issue 15's access
+--                    lists): only a session of the same app resumes it
 --            k:<key> "<holds> <ttl-ms>" for each key the session holds
 -- ARGV[1]  the operation, below; ARGV[2] the caller's generation
 -- A broker acts on the record only while the generation is its own: a
@@ -15,7 +17,8 @@
 --   write  ARGV[3] secret, ARGV[4] grace, ARGV[5] PX, ARGV[6] broker,
 --          ARGV[7] state (attached: HELLO GRACE, a resume, a record
 --          Redis lost; detached: the connection ended without QUIT),
---          ARGV[8..] key/value pairs: the whole record, made if absent.
+--          ARGV[8] the app, ARGV[9..] key/value pairs: the whole record,
+--          made if absent.
 --   touch  ARGV[3] PX: keep an attached record alive.
 --   key    ARGV[3] key, ARGV[4] value ("" deletes): one key changed.
 --   end    ARGV[3] PX of the tombstone, ARGV[4] its state: "ended"
@@ -24,11 +27,13 @@
 --          open somewhere learns at its next touch that it is over (and
 --          does not write the record again), and a late RESUME hears why.
 --   resume ARGV[2] the secret (not a generation), ARGV[3] the broker,
---          ARGV[4] PX to add to the grace: take the session over.
+--          ARGV[4] PX to add to the grace, ARGV[5] the resuming session's
+--          app: take the session over.
 -- Returns for write/touch/key/end: 1 done, 0 the record belongs
 -- to a later generation (resumed elsewhere), -1 no record (end: 1).
 -- For resume: {1, gen, grace, key, value, ...}, or {-1} no record,
--- {-2} expired, {-3} wrong secret, {-4} ended by QUIT.
+-- {-2} expired, {-3} wrong secret, {-4} ended by QUIT, {-5} the session
+-- is another app's (a record an older broker wrote has no app: no app's).
 local rec = KEYS[1]
 local op = ARGV[1]
 
@@ -45,7 +50,8 @@ local function set_keys(first)
 end
 
 if op == 'resume' then
-  local h = redis.call('HMGET', rec, 'secret', 'gen', 'state', 'grace')
+  local h = redis.call('HMGET', rec, 'secret', 'gen', 'state', 'grace',
+    'app')
   if h[3] == 'expired' then
     return {-2}
   end
@@ -57,6 +63,9 @@ if op == 'resume' then
   end
   if h[1] ~= redis.sha1hex(ARGV[2]) then
     return {-3}
+  end
+  if (h[5] or '') ~= (ARGV[5] or '') then
+    return {-5}
   end
   local gen = redis.call('HINCRBY', rec, 'gen', 1)
   redis.call('HSET', rec, 'state', 'attached', 'broker', ARGV[3])
@@ -91,8 +100,8 @@ end
 
 if op == 'write' then
   redis.call('HSET', rec, 'secret', redis.sha1hex(ARGV[3]), 'state', ARGV[7],
-    'grace', ARGV[4], 'broker', ARGV[6])
-  set_keys(8)
+    'grace', ARGV[4], 'broker', ARGV[6], 'app', ARGV[8])
+  set_keys(9)
   redis.call('PEXPIRE', rec, ARGV[5])
 elseif op == 'touch' then
   redis.call('PEXPIRE', rec, ARGV[3])
