@@ -238,7 +238,9 @@ ctls_write(struct ssl_st *ssl, const void *buf, size_t len, char *err,
 int
 ctls_pending(struct ssl_st *ssl)
 {
-	return SSL_has_pending(ssl);
+	/* Not SSL_has_pending: it is also true for part of a record, and
+	 * polling with timeout 0 for it spun until the rest came. */
+	return SSL_pending(ssl) > 0;
 }
 
 void

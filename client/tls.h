@@ -33,8 +33,9 @@ long ctls_read(struct ssl_st *ssl, void *buf, size_t len, char *err,
 long ctls_write(struct ssl_st *ssl, const void *buf, size_t len, char *err,
     size_t errlen);
 
-/* Whether decrypted bytes (or a record) wait inside the SSL: poll() will
- * not report them. */
+/* Whether decrypted bytes wait inside the SSL: poll() will not report
+ * them.  Part of a record is not counted: its rest comes through the
+ * socket, which poll() does report. */
 int ctls_pending(struct ssl_st *ssl);
 
 /* Send close_notify if the socket takes it now, and free the SSL. */

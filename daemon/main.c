@@ -291,6 +291,7 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	struct broker *b = arg;
 	struct config next;
 	struct acl *acl = NULL;
+	struct tls *tls = NULL;
 	int test_only = 0;
 	char err[512];
 
@@ -298,12 +299,21 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	notify("RELOADING=1");
 	config_init(&next);
-	/* A bad acl_file fails the whole reload, like a bad conf line: the
-	 * old list stays in force with the auth_token it was built with. */
+	/*
+	 * A bad acl_file or bad TLS files fail the whole reload, like a bad
+	 * conf line: the old access list, configuration and TLS context stay
+	 * in force together (a new tls_auth_clients must never run with the
+	 * old CA, nor the old one beside a new configuration; issue 15).
+	 * Every tls_* option the context is built from is live, so next
+	 * holds what keep_static would leave of them.
+	 */
 	if (parse_args(b->argc, b->argv, &next, &test_only, err,
 	    sizeof err) != 0 ||
-	    acl_from_config(&next, &acl, err, sizeof err) != 0) {
+	    acl_from_config(&next, &acl, err, sizeof err) != 0 ||
+	    (b->tls != NULL && (tls = tls_new(&next, err, sizeof err)) ==
+	    NULL)) {
 		log_error("reload failed, configuration unchanged: %s", err);
+		acl_unref(acl);
 		config_free(&next);
 	} else {
 		acl_install(b, acl);
@@ -317,13 +327,11 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		apply_limits(b);
 		log_info("configuration reloaded");
 		/* New certificates for new connections; live sessions keep
-		 * theirs.  A bad one keeps the old context. */
-		if (b->tls != NULL) {
-			if (tls_reload(b->tls, b->cfg, err, sizeof err) != 0)
-				log_error("TLS reload failed, new connections "
-				    "keep the previous certificates: %s", err);
-			else
-				log_info("TLS certificates reloaded");
+		 * the context they were made with (tls_free). */
+		if (tls != NULL) {
+			tls_free(b->tls);
+			b->tls = tls;
+			log_info("TLS certificates reloaded");
 		}
 	}
 	notify("READY=1");

@@ -31,9 +31,12 @@
  * bytes differ, chosen by s->ssl: SSL_read for read() (one per readable
  * event too; decrypted bytes left inside the SSL are taken on the next
  * loop turn, since the socket will not say readable for them) and
- * SSL_write of up to one record for evbuffer_write().  A close_notify and
- * a TCP FIN both end input (tls.c).  The plain path is unchanged: one
- * pointer test per read and per write.
+ * SSL_write of up to one record for evbuffer_write().  A close_notify
+ * ends input as a FIN ends a plain session's; a TCP FIN without one ends
+ * the session as a reset does, and an unterminated last line is never
+ * run: someone on the path may have cut the stream at a record boundary
+ * (issue 15).  The plain path is unchanged: one pointer test per read and
+ * per write.
  */
 #include "acl.h"
 #include "broker.h"
@@ -100,7 +103,8 @@ struct session {
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
 	unsigned tls_failed:1;		/* no close_notify: SSL unusable */
-	unsigned tls_read_wants_write:1;	/* SSL_read waits to write */
+	unsigned tls_read_wants_write:1;	/* SSL_read waits to write: not
+					   reading until write_cb */
 	long long stash_token;
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
@@ -119,13 +123,21 @@ static void
 send_line(struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * Watch the socket for input, or stop.  While SSL_read waits to write
+ * (tls_read_wants_write) input stays off whatever the caller asks: a
+ * readable socket would only run SSL_read into the same wait again and
+ * again; write_cb reads once the socket takes the write.
+ */
 static void
 reading(struct session *s, int on)
 {
-	if (on && !s->reading && event_add(s->rev, NULL) == 0) {
+	if (on && !s->reading && !s->tls_read_wants_write &&
+	    event_add(s->rev, NULL) == 0) {
 		s->reading = 1;
-		/* bytes the SSL took from the socket already: the socket
-		 * will not wake us for them */
+		/* decrypted bytes waiting inside the SSL: the socket will
+		 * not wake us for them (part of a record will: its rest
+		 * comes through the socket) */
 		if (s->ssl != NULL && tls_pending(s->ssl))
 			event_active(s->rev, EV_READ, 0);
 	} else if (!on && s->reading) {
@@ -794,7 +806,8 @@ dispatch(struct session *s, const struct proto_req *req)
  * Returns its length (CR/LF stripped), -1 when no full line is there yet,
  * -2 when the line is over max_line (the session must be closed).  After
  * EOF, bytes without an LF are the last line: a client that ends its
- * input without a final LF still gets its answer.
+ * input without a final LF still gets its answer.  A TLS session only
+ * gets here after a close_notify (tls_in).
  */
 static long
 next_line(struct session *s)
@@ -934,11 +947,14 @@ tls_out(struct session *s)
 }
 
 /*
- * TLS for read(): one SSL_read.  Returns bytes, 0 at the end of input,
- * or -1 with errno EAGAIN (nothing yet) or EPROTO (the connection
- * failed).  SSL_read may have to write first (an answer to the peer's
- * TLS 1.3 key update, with the socket full): then the write event is
- * added and write_cb reads again.
+ * TLS for read(): one SSL_read.  Returns bytes, 0 at the end of input (a
+ * close_notify), or -1 with errno EAGAIN (nothing yet), EPROTO (the
+ * connection failed) or ECONNRESET (the TCP stream ended without a
+ * close_notify: the session is lost, as after a reset, and a last line
+ * without LF is dropped with it, never run).  SSL_read may have to write
+ * first (an answer to the peer's TLS 1.3 key update, with the socket
+ * full): then input stops, the write event is added and write_cb reads
+ * again.
  */
 static ssize_t
 tls_in(struct session *s, char *buf, size_t len)
@@ -947,14 +963,29 @@ tls_in(struct session *s, char *buf, size_t len)
 
 	if (n >= 0)
 		return (ssize_t)n;
-	if (n == TLS_WANT_WRITE) {
+	switch (n) {
+	case TLS_WANT_WRITE:
 		s->tls_read_wants_write = 1;
+		reading(s, 0);
 		if (!s->writing && event_add(s->wev, NULL) == 0)
 			s->writing = 1;
-	}
-	if (n == TLS_FAILED)
+		errno = EAGAIN;
+		break;
+	case TLS_TRUNCATED:
 		s->tls_failed = 1;
-	errno = n == TLS_FAILED ? EPROTO : EAGAIN;
+		log_debug("client %s: TCP stream ended without a TLS "
+		    "close_notify: lost (%zu bytes of input not run)", s->id,
+		    evbuffer_get_length(s->in));
+		errno = ECONNRESET;
+		break;
+	case TLS_FAILED:
+		s->tls_failed = 1;
+		errno = EPROTO;
+		break;
+	default:			/* TLS_WANT_READ */
+		errno = EAGAIN;
+		break;
+	}
 	return -1;
 }
 
@@ -1039,8 +1070,11 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	if (flush(s))
 		return;
 	/* More decrypted input inside the SSL: next turn, as if the socket
-	 * said readable again (others get their turn first). */
-	if (s->ssl != NULL && s->reading && tls_pending(s->ssl))
+	 * said readable again (others get their turn first).  Never after
+	 * a read that found nothing (n < 0): what the SSL holds then is at
+	 * most part of a record, and re-reading it every loop turn until
+	 * its rest comes (maybe never) spun a core (issue 15). */
+	if (n > 0 && s->ssl != NULL && s->reading && tls_pending(s->ssl))
 		event_active(s->rev, EV_READ, 0);
 }
 
@@ -1051,6 +1085,8 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	if (s->tls_read_wants_write) {
+		/* the socket takes the write now: read again, and input
+		 * resumes (process_input turns it on) */
 		s->tls_read_wants_write = 0;
 		read_cb(fd, EV_READ, s);	/* it flushes too */
 		return;

@@ -480,8 +480,8 @@ const struct stat_def stats_table[] = {
 	    NULL, NULL, NULL, NULL, t_app_denials },
 	{ "tls_sessions", G, "Client sessions over TLS now (of sessions).",
 	    "lockbroker_tls_sessions", NULL, NULL, g_tls_sessions, NULL },
-	{ "tls_handshakes", C, "TLS handshakes completed (each began a "
-	    "session).",
+	{ "tls_handshakes", C, "TLS handshakes completed (counted when "
+	    "the handshake completes, before its session is made).",
 	    "lockbroker_tls_handshakes_total", NULL, NULL, g_tls_handshakes,
 	    NULL },
 	{ "tls_handshake_failures", C, "TLS handshakes that failed or were "

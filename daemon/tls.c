@@ -124,12 +124,15 @@ ctx_build(const struct config *cfg, char *err, size_t errlen)
 	/*
 	 * No renegotiation (so SSL_write never needs to read), no session
 	 * tickets or cache (sessions are long-lived; a resumed TLS session
-	 * would also skip the client certificate check of a reload), and a
-	 * TCP FIN without close_notify ends input like a close_notify does:
-	 * plain and TLS clients half-close alike (nc -N, shutdown(SHUT_WR)).
+	 * would also skip the client certificate check of a reload).  No
+	 * SSL_OP_IGNORE_UNEXPECTED_EOF: with it OpenSSL reports a TCP FIN
+	 * without close_notify as a close_notify (SSL_RECEIVED_SHUTDOWN
+	 * set), and a stream cut at a record boundary by someone on the path
+	 * would end in a last line that looks complete (issue 15): tls_read
+	 * tells the two apart instead (TLS_TRUNCATED).
 	 */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
-	    SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	    SSL_OP_CIPHER_SERVER_PREFERENCE);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	/* Partial writes and a moving buffer: the output is an evbuffer,
 	 * drained by what each SSL_write took.  Idle sessions give their
@@ -216,25 +219,13 @@ tls_new(const struct config *cfg, char *err, size_t errlen)
 	return t;
 }
 
-int
-tls_reload(struct tls *t, const struct config *cfg, char *err, size_t errlen)
-{
-	SSL_CTX *ctx = ctx_build(cfg, err, errlen);
-
-	if (ctx == NULL)
-		return -1;
-	/* Sessions made from the old context hold references of their
-	 * own: it is freed when the last of them ends. */
-	SSL_CTX_free(t->ctx);
-	t->ctx = ctx;
-	return 0;
-}
-
 void
 tls_free(struct tls *t)
 {
 	if (t == NULL)
 		return;
+	/* SSLs made from it hold references of their own: the context is
+	 * freed when the last of them ends. */
 	SSL_CTX_free(t->ctx);
 	free(t);
 }
@@ -261,20 +252,39 @@ tls_ssl_new(struct tls *t, int fd, char *err, size_t errlen)
 	return ssl;
 }
 
-/* ERR_clear_error() came first; ret is what the SSL call returned. */
+/*
+ * Did the SSL call that failed with e see the TCP stream end without a
+ * close_notify?  OpenSSL 3 says so with SSL_ERROR_SSL and this reason;
+ * 1.1.1 said SSL_ERROR_SYSCALL with an empty error queue.
+ */
+static int
+unexpected_eof(int e)
+{
+	unsigned long q = ERR_peek_error();
+
+	return (e == SSL_ERROR_SSL && ERR_GET_LIB(q) == ERR_LIB_SSL &&
+	    ERR_GET_REASON(q) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+	    (e == SSL_ERROR_SYSCALL && q == 0 && errno == 0);
+}
+
+/* ERR_clear_error() and errno = 0 came first; ret is what the SSL call
+ * returned. */
 static int
 io_result(SSL *ssl, int ret)
 {
-	switch (SSL_get_error(ssl, ret)) {
+	int e = SSL_get_error(ssl, ret), r;
+
+	switch (e) {
 	case SSL_ERROR_WANT_READ:
 		return TLS_WANT_READ;
 	case SSL_ERROR_WANT_WRITE:
 		return TLS_WANT_WRITE;
 	case SSL_ERROR_ZERO_RETURN:
-		return 0;
+		return 0;		/* a close_notify */
 	default:
-		ERR_clear_error();	/* the caller only needs "failed" */
-		return TLS_FAILED;
+		r = unexpected_eof(e) ? TLS_TRUNCATED : TLS_FAILED;
+		ERR_clear_error();	/* the caller only needs which */
+		return r;
 	}
 }
 
@@ -295,7 +305,7 @@ tls_handshake(struct ssl_st *ssl, char *why, size_t whylen)
 	if (e == SSL_ERROR_WANT_WRITE)
 		return TLS_WANT_WRITE;
 	if ((e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
-	    e == SSL_ERROR_ZERO_RETURN) {
+	    e == SSL_ERROR_ZERO_RETURN || unexpected_eof(e)) {
 		snprintf(why, whylen, "%s", errno != 0 && e ==
 		    SSL_ERROR_SYSCALL ? strerror(errno) :
 		    "closed during the handshake");
@@ -324,11 +334,17 @@ tls_peer_cn(struct ssl_st *ssl, char *out, size_t outlen)
 		return 0;
 	ERR_clear_error();
 	name = X509_get_subject_name(cert);
-	/* The last CN is the most specific one, as in host name checks. */
-	idx = -1;
-	for (int i; name != NULL &&
-	    (i = X509_NAME_get_index_by_NID(name, NID_commonName, idx)) >= 0;)
-		idx = i;
+	/*
+	 * Exactly one CN, or none at all: which of several would be "the"
+	 * CN is a matter of convention (first, last, most specific), and a
+	 * subject "CN=reports, CN=billing" must not be an app's certificate
+	 * to one reader and another app's to the next (issue 15).
+	 */
+	idx = name == NULL ? -1 :
+	    X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+	if (idx >= 0 &&
+	    X509_NAME_get_index_by_NID(name, NID_commonName, idx) >= 0)
+		idx = -1;
 	if (idx >= 0 && (n = ASN1_STRING_to_UTF8(&utf8,
 	    X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, idx)))) > 0 &&
 	    (size_t)n <= TLS_CN_MAX && (size_t)n < outlen) {
@@ -368,6 +384,7 @@ tls_read(struct ssl_st *ssl, void *buf, size_t len)
 	int ret;
 
 	ERR_clear_error();
+	errno = 0;
 	ret = SSL_read_ex(ssl, buf, len, &got);
 	if (ret == 1)
 		return (long)got;
@@ -381,17 +398,19 @@ tls_write(struct ssl_st *ssl, const void *buf, size_t len)
 	int ret;
 
 	ERR_clear_error();
+	errno = 0;
 	ret = SSL_write_ex(ssl, buf, len, &put);
 	if (ret == 1)
 		return (long)put;
 	ret = io_result(ssl, ret);
-	return ret == 0 ? TLS_FAILED : ret;
+	return ret == TLS_WANT_READ || ret == TLS_WANT_WRITE ? ret :
+	    TLS_FAILED;
 }
 
 int
 tls_pending(struct ssl_st *ssl)
 {
-	return SSL_has_pending(ssl);
+	return SSL_pending(ssl) > 0;
 }
 
 void

@@ -25,19 +25,18 @@ struct ssl_st;				/* OpenSSL's SSL */
 #define TLS_WANT_READ	(-1)		/* wait until the socket is readable */
 #define TLS_WANT_WRITE	(-2)		/* wait until it is writable */
 #define TLS_FAILED	(-3)		/* the connection is unusable */
+#define TLS_TRUNCATED	(-4)		/* the TCP stream ended without a
+					   close_notify: the input may have
+					   been cut by someone on the path */
 
 /* Build the context from cfg's tls_* options.  NULL with err filled. */
 struct tls *tls_new(const struct config *cfg, char *err, size_t errlen);
 
 /*
- * Build a new context from cfg and use it for connections accepted from
- * now on; sessions already running keep the context they were made with
- * (OpenSSL counts its references).  On failure (-1, err filled) the
- * current context stays in use.
+ * Free t.  Sessions made from its context keep it (OpenSSL counts its
+ * references): a reload builds the new context with tls_new first, so
+ * that bad files fail the whole reload, then frees the old one.
  */
-int tls_reload(struct tls *t, const struct config *cfg, char *err,
-    size_t errlen);
-
 void tls_free(struct tls *t);
 
 /* A server-side SSL on fd, with the current context.  NULL, err filled. */
@@ -54,8 +53,9 @@ int tls_handshake(struct ssl_st *ssl, char *why, size_t whylen);
 /*
  * The subject CN of the peer's certificate, copied into out (at most
  * TLS_CN_MAX bytes and a NUL) when the peer sent a certificate that
- * verified against tls_ca_cert_file and whose CN is printable ASCII.
- * Returns 1 then, 0 otherwise (out is "").
+ * verified against tls_ca_cert_file and whose subject has exactly one CN,
+ * of printable ASCII.  Returns 1 then, 0 otherwise (out is ""): a subject
+ * with several CNs has none, so it can never name an app.
  */
 int tls_peer_cn(struct ssl_st *ssl, char *out, size_t outlen);
 
@@ -65,14 +65,20 @@ const char *tls_cipher(struct ssl_st *ssl);
 
 /*
  * Like read()/write() on the socket: bytes moved (> 0); 0 from tls_read
- * when the peer ended its input (a close_notify, or a TCP FIN without
- * one: both end input alike); or TLS_WANT_READ / TLS_WANT_WRITE /
- * TLS_FAILED.
+ * when the peer ended its input with a close_notify; TLS_TRUNCATED from
+ * tls_read when the TCP stream ended without one (the SSL is unusable
+ * then: what came before may be a cut-off prefix of what was sent); or
+ * TLS_WANT_READ / TLS_WANT_WRITE / TLS_FAILED.
  */
 long tls_read(struct ssl_st *ssl, void *buf, size_t len);
 long tls_write(struct ssl_st *ssl, const void *buf, size_t len);
 
-/* Whether bytes already taken from the socket wait inside the SSL. */
+/*
+ * Whether decrypted bytes wait inside the SSL (SSL_pending): the socket
+ * will not say readable for them.  Not SSL_has_pending, which is also
+ * true for part of a record, which only more bytes from the socket can
+ * complete: re-reading for it would spin until they come (issue 15).
+ */
 int tls_pending(struct ssl_st *ssl);
 
 /*

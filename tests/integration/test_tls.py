@@ -4,11 +4,13 @@ test_tls.py - TLS for clients (issue 15, item 1) and its counters.
 Certificates are made by the openssl CLI in a temp dir (setUpModule): a
 CA, a server certificate for localhost / 127.0.0.1, a second one for the
 rotation test, an expired one, a client certificate from the CA (CN
-app-one), one from another CA, and an expired client certificate.  A real
+app-one), one from another CA, an expired client certificate, one whose
+CN names no app and two with two CNs each.  A real
 broker (tls_port beside its plain port) on the module's real Redis.  Each
 test fails on a broker without TLS (no tls_port option: it does not start).
 """
 
+import hashlib
 import os
 import re
 import select
@@ -81,6 +83,9 @@ def setUpModule():
     make_cert("stranger", "otherca", "app-x", 2002, server=False)
     make_cert("oldclient", "ca", "app-old", 2003, days=-1, server=False)
     make_cert("nobody", "ca", "no-such-app", 2004, server=False)
+    # two CNs in one subject (-subj "/CN=app-one/CN=other"), both orders
+    make_cert("twocn", "ca", "app-one/CN=other", 2005, server=False)
+    make_cert("twocn2", "ca", "other/CN=app-one", 2006, server=False)
 
 
 def tearDownModule():
@@ -161,6 +166,29 @@ class MemTLS:
     def send(self, text):
         self.obj.write(text.encode())
         self._pump(read=False)
+
+    def record(self, text):
+        """The TLS record(s) of text, not sent: the test sends them (or
+        part of them) itself, through self.sock."""
+        self.obj.write(text.encode())
+        return self.out.read()
+
+    def readline(self, timeout=5.0):
+        data = b""
+        deadline = time.monotonic() + timeout
+        while not data.endswith(b"\n"):
+            try:
+                data += self.obj.read(1)
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no reply line, got %r" % data)
+            self.sock.settimeout(left)
+            if not self._pump():
+                raise AssertionError("EOF, got %r" % data)
+        return data.decode().rstrip("\r\n")
 
     def close_notify(self):
         try:
@@ -297,21 +325,77 @@ class TestProtocolOverTLS(TLSCase):
             self.assertEqual(p.readline(timeout=5.0), "OK PONG", i)
         self.assertEqual(p.req("PING"), "OK PONG")
 
-    def test_close_notify_and_fin_end_input_alike(self):
+    def test_close_notify_ends_input_as_a_fin_does(self):
         self.tls_broker()
-        for how in ("close_notify", "fin"):
-            m = MemTLS(self.tls_port)
-            self.addCleanup(m.close)
-            m.send("ACQUIRE eof:%s WAIT 5000\nPING\nOWNER nobody" % how)
-            getattr(m, how)()
-            data, end = m.read_all()
-            lines = data.decode().split("\r\n")
-            self.assertRegex(lines[0], r"\AOK \d+\Z", how)
-            self.assertEqual(lines[1:], ["OK PONG", "OK -", ""], how)
-            self.assertIn(end, ("close_notify", "eof"), how)
+        m = MemTLS(self.tls_port)
+        self.addCleanup(m.close)
+        m.send("ACQUIRE eof:cn WAIT 5000\nPING\nOWNER nobody")
+        m.close_notify()
+        data, end = m.read_all()
+        lines = data.decode().split("\r\n")
+        self.assertRegex(lines[0], r"\AOK \d+\Z")
+        # the last line, without LF, is run: the close_notify says the
+        # stream is whole
+        self.assertEqual(lines[1:], ["OK PONG", "OK -", ""])
+        self.assertIn(end, ("close_notify", "eof"))
         c = self.tls()
-        wait_until(lambda: c.req("OWNER eof:fin") == "OK -", 2.0,
-                   what="the half-closed sessions' locks released")
+        wait_until(lambda: c.req("OWNER eof:cn") == "OK -", 2.0,
+                   what="the half-closed session's locks released")
+
+    def test_fin_without_close_notify_runs_no_cut_off_line(self):
+        # issue 15: someone on the path cuts the stream at a record
+        # boundary and sends a FIN.  "ACQUIRE tr:ab" of "ACQUIRE
+        # tr:abcdef TTL 60000" must not be granted, and the session ends
+        # as a lost one (its locks released).
+        self.tls_broker()
+        m = MemTLS(self.tls_port)
+        self.addCleanup(m.close)
+        m.send("ACQUIRE tr:held\n")
+        self.assertToken(m.readline())
+        first = m.record("PING\nACQUIRE tr:ab")
+        m.record("cdef TTL 60000\r\n")           # never sent
+        m.sock.sendall(first)
+        m.fin()
+        data, end = m.read_all()
+        self.assertEqual(data, b"OK PONG\r\n", end)
+        c = self.tls()
+        self.assertEqual(c.req("OWNER tr:ab"), "OK -")
+        self.assertEqual(self.redis.cli("EXISTS", self.lock_key("tr:ab")),
+                         0)
+        wait_until(lambda: c.req("OWNER tr:held") == "OK -", 2.0,
+                   what="the lost session's lock released")
+        wait_until(lambda: self.stats(c)["tls_sessions"] == "1", 2.0,
+                   what="the truncated session ended")
+
+    def test_partial_record_costs_no_cpu(self):
+        # issue 15: a record held back by its last bytes left OpenSSL
+        # with part of a record (SSL_has_pending) and the broker re-read
+        # it every loop turn: ~97% of a core, before any AUTH
+        b = self.tls_broker()
+        m = MemTLS(self.tls_port)
+        self.addCleanup(m.close)
+        m.send("PING\n")
+        self.assertEqual(m.readline(), "OK PONG")
+        rec = m.record("PING\n")
+        m.sock.sendall(rec[:-3])
+
+        def ticks():
+            with open("/proc/%d/stat" % b.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])   # utime + stime
+
+        time.sleep(0.1)             # the broker has read what came
+        t0, c0 = time.monotonic(), ticks()
+        time.sleep(1.0)
+        used = ticks() - c0
+        hz = os.sysconf("SC_CLK_TCK")
+        share = used / hz / (time.monotonic() - t0)
+        sys.stderr.write("[broker CPU while a record is held back: "
+                         "%.0f%%] " % (share * 100))
+        self.assertLess(share, 0.20, "the broker used %.0f%% of a core "
+                        "waiting for the rest of a record" % (share * 100))
+        m.sock.sendall(rec[-3:])
+        self.assertEqual(m.readline(), "OK PONG")
 
     def test_port_0_serves_tls_only(self):
         self.tls_port = free_port()
@@ -414,7 +498,6 @@ class TestCertificateNamesApp(TLSCase):
     # issue 15: with an access list, the CN of a verified client
     # certificate may name the session's app instead of an AUTH token
     def test_cn_of_a_verified_certificate_is_the_app(self):
-        import hashlib
         tok = "t" * 32
         acl = os.path.join(CERTS, "acl-%s" % self.prefix)
         with open(acl, "w") as f:
@@ -438,6 +521,27 @@ class TestCertificateNamesApp(TLSCase):
                    "app-one:1,other:1", 2.0, what="app_sessions")
         p = self.connect(b)                         # plain: AUTH it is
         self.assertErr(p.req("ACQUIRE one:1"), "NOAUTH")
+
+    def test_certificate_with_two_cns_names_no_app(self):
+        # issue 15: "CN=reports, CN=billing" was app billing (the last
+        # CN); which of several is "the" CN is a convention, so a
+        # certificate with more than one CN names no app, whatever order
+        acl = os.path.join(CERTS, "acl2-%s" % self.prefix)
+        with open(acl, "w") as f:
+            f.write("app app-one token-sha256 %s keys one:*\n"
+                    "app other token-sha256 %s keys two:*\n" % (
+                        hashlib.sha256(b"x" * 32).hexdigest(),
+                        hashlib.sha256(b"y" * 32).hexdigest()))
+        b = self.tls_broker("--tls_ca_cert_file", path("ca.crt"),
+                            "--tls_auth_clients", "yes", "--acl_file", acl,
+                            auth="y" * 32)
+        for cert in ("twocn", "twocn2"):
+            c = self.tls(cert)
+            self.assertErr(c.req("ACQUIRE one:1"), "NOAUTH")
+            self.assertErr(c.req("ACQUIRE two:1"), "NOAUTH")
+        self.assertNotIn(", CN ", b.log())
+        self.assertEqual(self.stats(self.tls("client"))["app_sessions"],
+                         "app-one:1,other:0")
 
 
 class TestStalledHandshakes(TLSCase):
@@ -533,11 +637,67 @@ class TestRotation(TLSCase):
         # a bad rotation (key of another certificate) keeps the old one
         shutil.copy(path("client.key"), key)
         os.kill(b.pid, signal.SIGHUP)
-        wait_until(lambda: "TLS reload failed" in b.log(), 3.0,
+        wait_until(lambda: "reload failed" in b.log(), 3.0,
                    what="the failed reload logged")
         self.assertIn("does not match", b.log())
         self.assertEqual(self.tls().serial()[1], "03EA")
         self.assertEqual(live.req("PING"), "OK PONG")
+
+
+class TestReloadAllOrNothing(TLSCase):
+    # issue 15: bad certificate files used to fail only the TLS part of a
+    # reload: the new auth_token / access list / tls_auth_clients were
+    # put in force beside the old TLS context
+    def write_conf(self, conf, crt, key, auth_clients, token):
+        with open(conf, "w") as f:
+            f.write("tls_cert_file %s\ntls_key_file %s\n"
+                    "tls_ca_cert_file %s\ntls_auth_clients %s\n" % (
+                        crt, key, path("ca.crt"), auth_clients))
+            if token:
+                f.write("auth_token %s\n" % token)
+
+    def reload(self, b):
+        mark = len(b.log())
+        os.kill(b.pid, signal.SIGHUP)
+        wait_until(lambda: re.search(r"configuration reloaded|reload "
+                                     r"failed", b.log()[mark:]), 5.0,
+                   what="the reload")
+        return b.log()[mark:]
+
+    def test_bad_cert_file_fails_the_whole_reload(self):
+        d = tempfile.mkdtemp(prefix="lbt-rel-")
+        self.addCleanup(shutil.rmtree, d, True)
+        crt, key = os.path.join(d, "s.crt"), os.path.join(d, "s.key")
+        conf = os.path.join(d, "b.conf")
+        shutil.copy(path("server.crt"), crt)
+        shutil.copy(path("server.key"), key)
+        self.write_conf(conf, crt, key, "no", None)
+        self.tls_port = free_port()
+        b = self.start_broker("-c", conf, "--tls_port", self.tls_port)
+        self.assertToken(self.tls().req("ACQUIRE rl:1"))
+        # new conf: client certificates required and a token; but the
+        # certificate file is broken
+        self.write_conf(conf, crt, key, "yes", "s" * 32)
+        with open(crt, "w") as f:
+            f.write("-----BEGIN CERTIFICATE-----\nbroken\n")
+        log = self.reload(b)
+        self.assertIn("reload failed, configuration unchanged: "
+                      "tls_cert_file", log)
+        self.assertNotIn("configuration reloaded", log)
+        self.assertNotIn("access list", log)
+        # the old behaviour in full: no certificate, no AUTH
+        c = self.tls()
+        self.assertToken(c.req("ACQUIRE rl:2"))
+        self.assertToken(self.connect(b).req("ACQUIRE rl:3"))
+        # the files mended: the new conf in force, TLS and all
+        shutil.copy(path("server.crt"), crt)
+        log = self.reload(b)
+        self.assertIn("configuration reloaded", log)
+        self.assertIn("TLS certificates reloaded", log)
+        self.assertTrue(self.refused(), "no client certificate accepted")
+        self.assertErr(self.tls("client").req("ACQUIRE rl:4"), "NOAUTH")
+        self.assertErr(self.connect(b).req("ACQUIRE rl:5"), "NOAUTH")
+        self.assertEqual(c.req("PING"), "OK PONG")      # live: kept
 
 
 class TestClients(TLSCase):
