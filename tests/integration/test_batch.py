@@ -25,6 +25,7 @@ import time
 import unittest
 import uuid
 
+from test_lua_multi import expand  # noqa: E402 (as embed.sh does)
 from harness import (REPO, BrokerTestCase, Redis, RedisError, _RespReader,
                      _resp_encode, module_redis_start, module_redis_stop,
                      wait_until)
@@ -394,19 +395,7 @@ class TestBatchScript(unittest.TestCase):
 
 def generated_text(name):
     """One script's text as embed.sh expands it ("-- @include" lines)."""
-    with open(os.path.join(SCRIPTS, name + ".lua")) as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    out = []
-    for line in lines:
-        if line.startswith("-- @include "):
-            with open(os.path.join(SCRIPTS, "lib",
-                                   line[len("-- @include "):])) as lib:
-                out.append(lib.read())
-        else:
-            out.append(line + "\n")
-    return "".join(out)
+    return expand(name + ".lua")
 
 
 if __name__ == "__main__":
