@@ -1398,12 +1398,13 @@ pass_local(struct lock *lk, struct hold *h)
 	struct locks *lt = lk->lt;
 	struct lclient *w = handoff_target(lk, h);
 	int64_t confirmed = h->confirmed_ms;
+	struct hold *nh;
 	struct op *op;
 
 	if (w == NULL || lt->st == NULL || !key_up(lk) ||
 	    h->kind != LK_EXCLUSIVE || h->cl->resumable || h->releasing ||
-	    lk->releasing ||
-	    lk->attempts || !chain_covers(lk, h) || !outlives_renewal(h, w) ||
+	    lk->releasing || lk->attempts || !chain_covers(lk, h) ||
+	    !outlives_renewal(h, w) ||
 	    (lk->handoffs >= HANDOFF_FAIR && lk->wanted))
 		return 0;	/* (a remote waiter's turn: release_send) */
 	op = op_new(lt, lk, NULL);
@@ -1423,12 +1424,21 @@ pass_local(struct lock *lk, struct hold *h)
 	 * pass.lua has answered.  The OK first: the session's write is then
 	 * queued in this loop turn ahead of the store's write to Redis
 	 * (hand-off p50 88-95 -> ~55 us, lbbench handoff, 8 contenders). */
-	grant_local(lk, w, LK_EXCLUSIVE, op->token, op->sent_us,
-	    op->sent_us)->confirmed_ms = confirmed;
+	nh = grant_local(lk, w, LK_EXCLUSIVE, op->token, op->sent_us,
+	    op->sent_us);
+	nh->confirmed_ms = confirmed;
 	if (store_pass(lt->st, lk->name, lk->te.keylen, op->prev_id,
 	    strlen(op->prev_id), op->prev_token, w->id, strlen(w->id),
-	    op->token, w->wttl, pass_done, op) != 0)
-		pass_done(op, 0, 0);	/* (not while key_up: as refused) */
+	    op->token, w->wttl, pass_done, op) != 0) {
+		/* (not while key_up) as a refused pass, but lk stays for the
+		 * caller, which pumps it */
+		chain_end(lk);
+		hold_lost(nh, 1);
+		pending_add_until(lt, PEND_RELEASE, lk, op->prev_id,
+		    op->prev_token, 0, 1);
+		op_done(op);
+		free(op);
+	}
 	return 1;
 }
 
