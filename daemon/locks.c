@@ -1325,6 +1325,22 @@ handoff_target(const struct lock *lk, const struct hold *h)
 
 static void repass_push(struct locks *lt, struct pending *p);
 
+/*
+ * A pass that did not run (refused: its one write, the SET, did not
+ * happen): the new holder h (if still held) does not hold the key in
+ * Redis; the releasing hold's value, held by nobody now, is freed as soon
+ * as Redis takes it.
+ */
+static void
+pass_undone(struct lock *lk, struct hold *h, const char *prev_id,
+    long long prev_token)
+{
+	chain_end(lk);
+	if (h != NULL && !h->releasing)
+		hold_lost(h, 1);
+	pending_add_until(lk->lt, PEND_RELEASE, lk, prev_id, prev_token, 0, 1);
+}
+
 /* pass.lua answered (see PASS_BLOCK) for the hold with op->token. */
 static void
 pass_done(void *arg, int ok, int passed)
@@ -1364,15 +1380,7 @@ pass_done(void *arg, int ok, int passed)
 		memcpy(p->key, lk->name, lk->te.keylen);
 		repass_push(lt, p);
 	} else {
-		/* Refused (OOM, READONLY...): its one write, the SET, did not
-		 * happen, so the holder does not hold the key in Redis; the
-		 * releasing hold's value, held by nobody now, is freed as
-		 * soon as Redis takes it. */
-		chain_end(lk);
-		if (h != NULL && !h->releasing)
-			hold_lost(h, 1);
-		pending_add_until(lt, PEND_RELEASE, lk, op->prev_id,
-		    op->prev_token, 0, 1);
+		pass_undone(lk, h, op->prev_id, op->prev_token);  /* refused */
 	}
 	free(op);
 	lock_pump(lk);
@@ -1388,15 +1396,15 @@ chain_covers(const struct lock *lk, const struct hold *h)
 
 /*
  * The last hold h of an exclusive lock ends (RELEASE, or its session
- * went): pass the key to the next waiter here at once if the chain allows
- * (see PASS_BLOCK).  Returns 1 when done: h has ended and the waiter was
- * told OK; 0 when the key must go through Redis as before.
+ * went): pass the key to w, the next waiter here (handoff_target), at
+ * once if the chain allows (see PASS_BLOCK).  Returns 1 when done: h has
+ * ended and the waiter was told OK; 0 when the key must go through Redis
+ * as before.
  */
 static int
-pass_local(struct lock *lk, struct hold *h)
+pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 {
 	struct locks *lt = lk->lt;
-	struct lclient *w = handoff_target(lk, h);
 	int64_t confirmed = h->confirmed_ms;
 	struct hold *nh;
 	struct op *op;
@@ -1432,22 +1440,20 @@ pass_local(struct lock *lk, struct hold *h)
 	    op->token, w->wttl, pass_done, op) != 0) {
 		/* (not while key_up) as a refused pass, but lk stays for the
 		 * caller, which pumps it */
-		chain_end(lk);
-		hold_lost(nh, 1);
-		pending_add_until(lt, PEND_RELEASE, lk, op->prev_id,
-		    op->prev_token, 0, 1);
+		pass_undone(lk, nh, op->prev_id, op->prev_token);
 		op_done(op);
 		free(op);
 	}
 	return 1;
 }
 
-/* Hand over, or release plainly when a remote waiter is owed a turn. */
+/* Hand over to w (handoff_target), or release plainly when there is
+ * none or a remote waiter is owed a turn. */
 static int
-release_send(struct lock *lk, struct hold *h, struct op *op)
+release_send(struct lock *lk, struct hold *h, struct op *op,
+    struct lclient *w)
 {
 	struct locks *lt = lk->lt;
-	struct lclient *w = handoff_target(lk, h);
 	int64_t now = now_ms();
 
 	if (lt->st == NULL)
@@ -1504,6 +1510,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_find(lt, key, keylen);
 	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+	struct lclient *w;
 	struct op *op;
 
 	if (h == NULL) {
@@ -1516,7 +1523,8 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 		reply(cl, LK_OK, h->count, NULL);
 		return;
 	}
-	if (linger_ms <= 0 && pass_local(lk, h)) {
+	w = handoff_target(lk, h);	/* (the FIFO walked once) */
+	if (linger_ms <= 0 && pass_local(lk, h, w)) {
 		reply(cl, LK_OK, 0, NULL);
 		return;
 	}
@@ -1526,7 +1534,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	op->kind = h->kind;
 	op->linger_ms = linger_ms > lt->cfg.max_ttl_ms ? lt->cfg.max_ttl_ms :
 	    linger_ms > 0 ? linger_ms : 0;
-	if (release_send(lk, h, op) != 0) {
+	if (release_send(lk, h, op, w) != 0) {
 		linger_ms = op->linger_ms;
 		op_done(op);
 		free(op);
@@ -2164,7 +2172,7 @@ locks_client_free(struct lclient *cl)
 		int releasing = h->releasing;
 
 		lk = h->lk;
-		if (!releasing && pass_local(lk, h)) {
+		if (!releasing && pass_local(lk, h, handoff_target(lk, h))) {
 			lock_pump(lk);
 			continue;	/* passed on: h has ended */
 		}

@@ -732,6 +732,17 @@ cluster_error(struct cmd *c, const char *err)
 
 /* --- sending ----------------------------------------------------------- */
 
+/* A call's argv (EVALSHA <sha> ...) as EVAL <text> ...: after NOSCRIPT
+ * (a SCRIPT FLUSH or a restart emptied the cache), EVAL caches it again. */
+static void
+as_eval(const char **argv, size_t *argvlen, enum script_id script)
+{
+	argv[0] = "EVAL";
+	argvlen[0] = 4;
+	argv[1] = scripts[script].text;
+	argvlen[1] = strlen(scripts[script].text);
+}
+
 /*
  * Redis answered c, alone or as its element of a batch's reply (c's
  * place in flight is given back already): send it again as EVAL after
@@ -750,10 +761,7 @@ cmd_done(struct cmd *c, redisReply *r)
 		group_left(c);	/* the resend joins the group of its turn */
 		/* Script cache flushed: send the text once; EVAL caches it. */
 		c->retried = 1;
-		c->argv[0] = "EVAL";
-		c->argvlen[0] = 4;
-		c->argv[1] = scripts[c->script].text;
-		c->argvlen[1] = strlen(scripts[c->script].text);
+		as_eval(c->argv, c->argvlen, c->script);
 		log_info("script %s not cached in Redis %s: sent as EVAL",
 		    scripts[c->script].name, n->conn.addrstr);
 		if (cmd_send(c) == 0)
@@ -976,10 +984,7 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		for (c = b->head; c != NULL; c = c->qnext)
 			group_left(c);	/* the resend joins its turn's group */
 		b->retried = 1;
-		b->argv[0] = "EVAL";
-		b->argvlen[0] = 4;
-		b->argv[1] = scripts[SCRIPT_BATCH].text;
-		b->argvlen[1] = strlen(scripts[SCRIPT_BATCH].text);
+		as_eval(b->argv, b->argvlen, SCRIPT_BATCH);
 		log_info("script batch not cached in Redis %s: sent as EVAL",
 		    n->conn.addrstr);
 		if (batch_send(b) != 0)

@@ -76,17 +76,13 @@ if n > 0 then
       'WITHSCORES', 'LIMIT', 0, 1)
     return busy(tonumber(first[2]) - now)
   end
-  -- Not even beside readers: the set may be a lagging replica's, and the
-  -- key a writer's on the old master, reclaimed during the delay.
-  local delay = redis.call('PTTL', KEYS[3])
-  if delay > 0 then
-    return {2, delay}
-  end
-else
-  local delay = redis.call('PTTL', KEYS[3])
-  if delay > 0 then
-    return {2, delay}
-  end
+end
+-- Free, or joined beside holders: not during a lock delay, not even
+-- beside readers (the set may be a lagging replica's, and the key a
+-- writer's on the old master, reclaimed during the delay).
+local delay = redis.call('PTTL', KEYS[3])
+if delay > 0 then
+  return {2, delay}
 end
 local token = next_token(KEYS[2])
 if not token then

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "../unit/naive_glob.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,23 +31,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 } while (0)
 
 #define NAIVE_MAX 14			/* naive matching is exponential */
-
-static int
-naive(const char *p, size_t pl, const char *s, size_t sl)
-{
-	if (pl == 0)
-		return sl == 0;
-	if (p[0] == '*')
-		return naive(p + 1, pl - 1, s, sl) ||
-		    (sl > 0 && naive(p, pl, s + 1, sl - 1));
-	if (sl == 0)
-		return 0;
-	if (p[0] == '?')
-		return naive(p + 1, pl - 1, s + 1, sl - 1);
-	if (p[0] == '\\' && pl > 1)
-		return p[1] == s[0] && naive(p + 2, pl - 2, s + 1, sl - 1);
-	return p[0] == s[0] && naive(p + 1, pl - 1, s + 1, sl - 1);
-}
 
 static void
 fuzz_glob(const char *d, size_t n)
@@ -68,7 +52,7 @@ fuzz_glob(const char *d, size_t n)
 	}
 	got = acl_glob_match(d, pl, s, sl);
 	if (pl <= NAIVE_MAX && sl <= NAIVE_MAX)
-		CHECK(got == naive(d, pl, s, sl));
+		CHECK(got == naive_glob(d, pl, s, sl));
 	/* every key matches "*", and a pattern without * ? \ only itself */
 	CHECK(acl_glob_match("*", 1, s, sl));
 	if (memchr(d, '*', pl) == NULL && memchr(d, '?', pl) == NULL &&
