@@ -1174,7 +1174,11 @@ class TestClusterDown(ClusterCase):
             else:
                 topo.restart(m)
         topo.wait_ready(30.0)
-        self.assertEqual(sorted(topo.masters()), sorted(masters))
+        # Three masters serve the slots again: the same ones, or (seen
+        # once in a loaded CI run, after a pause) a replica promoted when
+        # the majority came back and still saw its master as failed.  The
+        # grants below find each name's master through the map.
+        self.assertEqual(len(topo.masters()), len(masters))
         for ns, old in zip(names, toks):
             t = self.grant(s, ns[0])
             self.assertGreater(t, old)
