@@ -225,3 +225,19 @@ addr_sockaddr(const struct addr *a, int port, struct sockaddr_storage *ss,
 	}
 	return -1;
 }
+
+int
+addr_same(const struct addr *x, const struct addr *y)
+{
+	unsigned char bx[sizeof(struct in6_addr)], by[sizeof(struct in6_addr)];
+
+	if (x->family != y->family || x->port != y->port)
+		return 0;
+	if (x->is_unix)
+		return strcmp(x->path, y->path) == 0;
+	if (inet_pton(x->family, x->host, bx) != 1 ||
+	    inet_pton(y->family, y->host, by) != 1)
+		return strcmp(x->host, y->host) == 0;
+	return memcmp(bx, by, x->family == AF_INET ?
+	    sizeof(struct in_addr) : sizeof(struct in6_addr)) == 0;
+}

@@ -51,4 +51,8 @@ int addr_parse_endpoint(const char *text, struct addr *a, char *err,
 int addr_sockaddr(const struct addr *a, int port, struct sockaddr_storage *ss,
     socklen_t *sslen);
 
+/* Same address: host and port (hosts compared as binary addresses, so two
+ * spellings of one IPv6 address are one), or the same socket path. */
+int addr_same(const struct addr *x, const struct addr *y);
+
 #endif

@@ -137,6 +137,11 @@ static const struct opt opts[] = {
 	{ .name = "redis_sentinel_user", .type = T_STR,
 	  .off = OFF(redis_sentinel_user), .def = "", .min = 0, .max = 255,
 	  .help = "ACL user for AUTH to the sentinels (empty: default)" },
+	{ .name = "sentinel_lease_ms", .type = T_INT,
+	  .off = OFF(sentinel_lease_ms), .def = "0", .min = 0, .max = 600000,
+	  .help = "Sentinel mode: the longest one sentinel's answer vouches for "
+	  "the master (0: as long as its down-after-milliseconds allows); "
+	  "without a majority vouching the broker grants and renews nothing" },
 	{ .name = "failover_lock_delay_ms", .type = T_INT,
 	  .off = OFF(failover_lock_delay_ms), .def = "5000", .min = 0,
 	  .max = 600000,

@@ -27,6 +27,8 @@ struct config {
 	char *redis_cluster;		/* "" = not cluster mode */
 	char *redis_sentinel_password;
 	char *redis_sentinel_user;
+	long sentinel_lease_ms;		/* cap on a sentinel answer's lease;
+					   0 = derived (lease.c) */
 	long failover_lock_delay_ms;	/* absent keys not granted after a new
 					   master tenure for this long */
 	long redis_replica_acks;	/* 0 = grants need no WAIT */

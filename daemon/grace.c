@@ -84,6 +84,7 @@ struct takeover {
 	struct grace *g;
 	unsigned holds;
 	long ttl_ms;
+	int64_t sent_us;		/* when takeover.lua was sent */
 	long kind;
 	size_t keylen;
 	char key[];
@@ -765,7 +766,7 @@ takeover_done(void *arg, int ok, int granted, long long token, long more)
 	if (!ok) {
 		g->failed = 1;
 	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
-	    t->keylen, t->kind, token, t->holds, t->ttl_ms) != 0) {
+	    t->keylen, t->kind, token, t->holds, t->ttl_ms, t->sent_us) != 0) {
 		/* a stale hold here is being released: rare; free the key
 		 * rather than leave it taken, unlisted, until its TTL */
 		log_warn("session %s: '%.*s' was being released here by "
@@ -876,6 +877,7 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 		t->keylen = rest[i].len;
 		memcpy(t->key, rest[i].p, rest[i].len);
 		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms, &t->kind);
+		t->sent_us = now_us();
 		g->refs++;
 		g->pending++;
 		if (store_takeover(g->b->store, t->key, t->keylen, g->cid,
@@ -909,6 +911,13 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 	}
 	memcpy(cid, id, CLIENTID_LEN);
 	cid[CLIENTID_LEN] = '\0';
+	if (!store_is_up(b->store)) {
+		/* Redis unreachable, or (Sentinel mode) no lease: nothing
+		 * may be taken over, and the record must not move yet */
+		session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
+		    "unreachable");
+		return NULL;
+	}
 	g = grace_new(b, cid);
 	g->state = G_RESUMING;
 	g->s = s;

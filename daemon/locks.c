@@ -59,6 +59,8 @@
 #define PENDING_MAX 10000		/* Redis clean-ups remembered */
 #define PENDING_RETRY_MIN_MS 100	/* clean-ups refused while connected: */
 #define PENDING_RETRY_MAX_MS 2000	/* retried with backoff */
+#define REFUSED_MIN_MS 50		/* an attempt Redis refused: tried */
+#define REFUSED_MAX_MS 1000		/* again with backoff */
 /*
  * Fairness between brokers.  A release with a local waiter hands the lock
  * over in the same script call, which a waiter on another broker can never
@@ -113,6 +115,9 @@ struct hold {
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
 	unsigned releasing:1;		/* its release in flight */
+	unsigned pass_pending:1;	/* handed over early, and the pass Redis
+					 * refused waits to run again (instead
+					 * of a renewal: see pass_done) */
 };
 
 struct lock {
@@ -141,6 +146,9 @@ struct lock {
 	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
+	long refused_ms;		/* Redis refused an attempt (OOM, BUSY):
+					 * the next one after this long, which
+					 * doubles while it lasts; 0 none */
 	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
 	 * first (granted by Redis), the next to hand out, the last; 0 none */
 	long long chain_first, chain_next, chain_last;
@@ -177,6 +185,7 @@ struct pending {
 	char next_id[OWNER_MAX + 1];	/* PEND_PASS: the new holder's */
 	long long next_token;
 	long ttl_ms;
+	int64_t sent_us;		/* PEND_PASS: when last sent */
 	size_t keylen;
 	char key[];
 };
@@ -244,6 +253,9 @@ struct op {
 struct renew_batch {
 	struct locks *lt;
 	int reassert;			/* after a reconnect: reassert.lua */
+	int failover;			/* ... the first on a new master
+					 * tenure: what it finds lost, the
+					 * failover lost */
 	int64_t sent_ms;
 	size_t n;
 	struct lock *lk[STORE_RENEW_BATCH];
@@ -269,6 +281,9 @@ struct locks {
 	long pending_retry_ms;
 	int64_t pending_logged_ms;	/* last "too many clean-ups" line */
 	uint64_t pending_dropped;
+	uint64_t tenures;		/* store_tenures when last up */
+	int failover;			/* the reassert of this reconnect
+					 * follows a new master tenure */
 	struct locks_stats stats;
 };
 
@@ -292,8 +307,8 @@ pending_arm(struct locks *lt)
 {
 	struct timeval tv;
 
-	if (lt->npending == 0 || lt->st == NULL || !store_is_up(lt->st) ||
-	    evtimer_pending(lt->pending_ev, NULL))
+	if ((lt->npending == 0 && lt->npasses == 0) || lt->st == NULL ||
+	    !store_link_up(lt->st) || evtimer_pending(lt->pending_ev, NULL))
 		return;
 	tv.tv_sec = lt->pending_retry_ms / 1000;
 	tv.tv_usec = (suseconds_t)(lt->pending_retry_ms % 1000) * 1000;
@@ -576,6 +591,10 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	} else if (lk->in_delay) {
 		cl->lt->stats.acquire_errors++;
 		reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
+	} else if (lk->refused_ms != 0) {
+		/* Redis kept refusing its attempts: nobody knows who holds it */
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_REFUSED);
 	} else {
 		cl->lt->stats.busy++;
 		reply(cl, LK_BUSY, 0, NULL);
@@ -719,18 +738,37 @@ hold_release_deferred(struct hold *h, long linger_ms)
 	hold_end(h);
 }
 
-/* Redis no longer shows the hold: tell its session, free it. */
+static const char *const lost_cause_name[LK_LOST_CAUSES] = {
+	"expired", "taken", "jeopardy", "failover"
+};
+
+/* Count a lost lock (STATS lost and lost_<cause>). */
 static void
-hold_lost(struct hold *h, int remember)
+lost_count(struct locks *lt, enum lk_lost_cause cause)
+{
+	lt->stats.lost++;
+	lt->stats.lost_by[cause]++;
+}
+
+/* What Redis showed of a hold it no longer has: a cause. */
+static enum lk_lost_cause
+cause_of(int found)
+{
+	return found == STORE_TAKEN ? LK_LOST_TAKEN : LK_LOST_EXPIRED;
+}
+
+/* The hold is lost: tell its session, free it. */
+static void
+hold_lost(struct hold *h, int remember, enum lk_lost_cause cause)
 {
 	struct lock *lk = h->lk;
 	struct lclient *cl = h->cl;
 	long long token = h->token;
 
 	hold_end(h);
-	lk->lt->stats.lost++;
-	log_info("lock '%s' (token %lld) of client %s was lost", lk->name,
-	    token, cl->id);
+	lost_count(lk->lt, cause);
+	log_info("lock '%s' (token %lld) of client %s was lost (%s)", lk->name,
+	    token, cl->id, lost_cause_name[cause]);
 	if (remember)
 		lost_remember(cl, lk, token, 0);
 	if (cl->ops->lost)
@@ -860,6 +898,20 @@ lock_retry_at(struct lock *lk, int64_t when)
 	timer_at(lk->retry_ev, when);
 }
 
+/* Redis refused an attempt for the key (an error reply on a live
+ * connection): the waiters hold back, and the key is tried again after a
+ * backoff, REFUSED_MIN_MS doubling to REFUSED_MAX_MS while it lasts. */
+static void
+lock_refused(struct lock *lk, long kind)
+{
+	lk->refused_ms = lk->refused_ms == 0 ? REFUSED_MIN_MS :
+	    lk->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS :
+	    lk->refused_ms * 2;
+	lk->remote_busy = 1;
+	lk->busy_kind = kind;
+	lock_retry_at(lk, now_ms() + lk->refused_ms);
+}
+
 /* Redis is away: answer the waiters whose wait is over. */
 static void
 waiters_expire(struct lock *lk)
@@ -984,14 +1036,20 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		lk->excl_attempt = 0;
 	lk->freed_us = 0;
 	lk->in_delay = 0;
+	if (ok)
+		lk->refused_ms = 0;
 	if (!ok && key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
-		 * OOM...): the script did not run.  Final for this request:
-		 * retrying at once would hammer Redis for the whole wait. */
-		if (w != NULL) {
+		 * OOM, BUSY...): the script did not run.  An outage like any
+		 * other: the waiter keeps its place until its WAIT runs out,
+		 * and tries again after a backoff (at once would hammer
+		 * Redis for the whole wait). */
+		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
 			reply(w, LK_UNAVAILABLE, 0, WHY_REFUSED);
+		} else if (w != NULL) {
+			lock_refused(lk, kind);
 		}
 	} else if (!ok) {
 		/* The connection went: the grant may have happened. */
@@ -1135,15 +1193,20 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		    " keys");
 		return;
 	}
-	if (lt->st == NULL || !store_key_up(lt->st, key, keylen)) {
-		lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
-		return;
-	}
 	if (wait_ms < 0 || cl->no_wait)
 		wait_ms = 0;
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
+	/* Redis unreachable (or no Sentinel lease): a one-try request
+	 * answers at once; one with WAIT queues as during any outage, and
+	 * is tried when Redis answers again, or answered ERR UNAVAILABLE
+	 * when its WAIT runs out (deadline_cb). */
+	if (lt->st == NULL || (wait_ms == 0 &&
+	    !store_key_up(lt->st, key, keylen))) {
+		lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
+		return;
+	}
 	if (lk != NULL && wait_ms == 0 &&
 	    (has_blocked_waiter(lk) || !may_try(lk, kind))) {
 		/* Someone is ahead, or what is held here excludes it: the
@@ -1206,15 +1269,15 @@ release_done(void *arg, int ok, int released)
 		pending_add_until(lk->lt, PEND_RELEASE, lk, op->id, op->token,
 		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0, 0);
 	} else if (h == NULL) {
-		if (released)
+		if (released == STORE_DONE)
 			lk->lt->stats.releases++;
 	} else {
 		hold_end(h);
-		if (released) {
+		if (released == STORE_DONE) {
 			lk->lt->stats.releases++;
 			reply(cl, LK_OK, 0, NULL);
 		} else {
-			lk->lt->stats.lost++;
+			lost_count(lk->lt, cause_of(released));
 			reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
@@ -1256,11 +1319,13 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
 		}
 		pending_add(lt, PEND_FORGET, lk, op->next_id, 0);
-		if (w != NULL && (key_up(lk) || now_ms() >= w->deadline)) {
+		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
 			reply(w, LK_UNAVAILABLE, 0, key_up(lk) ?
 			    WHY_REFUSED : WHY_NO_ANSWER);
+		} else if (w != NULL && key_up(lk)) {
+			lock_refused(lk, op->kind);	/* as in attempt_done */
 		}
 		/* else it stays queued for the reconnect, as in attempt_done */
 	} else if (granted) {
@@ -1301,7 +1366,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 	} else if (h != NULL) {
 		/* The releasing hold was gone; the waiter tries normally. */
 		hold_end(h);
-		lt->stats.lost++;
+		lost_count(lt, cause_of((int)n));
 		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	free(op);
@@ -1324,21 +1389,41 @@ handoff_target(const struct lock *lk, const struct hold *h)
 }
 
 static void repass_push(struct locks *lt, struct pending *p);
+static struct pending *repass_unlink(struct locks *lt, const struct hold *h);
+static void pass_before_release(struct locks *lt, struct hold *h);
 
 /*
- * A pass that did not run (refused: its one write, the SET, did not
- * happen): the new holder h (if still held) does not hold the key in
- * Redis; the releasing hold's value, held by nobody now, is freed as soon
- * as Redis takes it.
+ * An early hand-off's pass that Redis did not take: no answer (the
+ * connection went: it may or may not have run) or refused (OOM, READONLY:
+ * its one write, the SET, did not run).  Either is an outage: no more
+ * hand-offs from the chain, and the pass runs again (a no-op if it ran)
+ * -- first thing on the reconnect, ahead of the reassert that then finds
+ * the new holder's value; or, refused on a live connection, on the
+ * clean-up timer with backoff, instead of the new holder's renewals --
+ * until it runs, or the new holder's TTL runs out by the broker's count
+ * (hold_jeopardy: it is lost then, and both values are freed).
  */
 static void
-pass_undone(struct lock *lk, struct hold *h, const char *prev_id,
-    long long prev_token)
+pass_later(struct lock *lk, const struct op *op, struct hold *h)
 {
+	struct locks *lt = lk->lt;
+	struct pending *p = xcalloc(1, sizeof *p + lk->te.keylen);
+
 	chain_end(lk);
-	if (h != NULL && !h->releasing)
-		hold_lost(h, 1);
-	pending_add_until(lk->lt, PEND_RELEASE, lk, prev_id, prev_token, 0, 1);
+	p->lt = lt;
+	p->kind = PEND_PASS;
+	owner_copy(p->id, op->prev_id);
+	p->token = op->prev_token;
+	owner_copy(p->next_id, op->id);
+	p->next_token = op->token;
+	p->ttl_ms = op->ttl_ms;
+	p->sent_us = op->sent_us;
+	p->keylen = lk->te.keylen;
+	memcpy(p->key, lk->name, lk->te.keylen);
+	repass_push(lt, p);
+	if (h != NULL && key_up(lk))
+		h->pass_pending = 1;
+	pending_arm(lt);
 }
 
 /* pass.lua answered (see PASS_BLOCK) for the hold with op->token. */
@@ -1347,12 +1432,11 @@ pass_done(void *arg, int ok, int passed)
 {
 	struct op *op = arg;
 	struct lock *lk = op->lk;
-	struct locks *lt = op->lt;
 	struct hold *h;
 
 	op_done(op);
 	h = hold_by_token(lk, op->token);
-	if (ok && passed) {
+	if (ok && passed == STORE_DONE) {
 		if (h != NULL)
 			h->confirmed_ms = op->sent_us / 1000 + op->ttl_ms;
 	} else if (ok) {
@@ -1361,26 +1445,9 @@ pass_done(void *arg, int ok, int passed)
 		 * chain (their calls find the same). */
 		chain_end(lk);
 		if (h != NULL && !h->releasing)
-			hold_lost(h, 1);
-	} else if (!key_up(lk)) {
-		/* The connection went: the call may or may not have run.
-		 * Run it again first thing on the reconnect, before the
-		 * reassert that then finds the new holder's value. */
-		struct pending *p = xcalloc(1, sizeof *p + lk->te.keylen);
-
-		chain_end(lk);
-		p->lt = lt;
-		p->kind = PEND_PASS;
-		owner_copy(p->id, op->prev_id);
-		p->token = op->prev_token;
-		owner_copy(p->next_id, op->id);
-		p->next_token = op->token;
-		p->ttl_ms = op->ttl_ms;
-		p->keylen = lk->te.keylen;
-		memcpy(p->key, lk->name, lk->te.keylen);
-		repass_push(lt, p);
+			hold_lost(h, 1, cause_of(passed));
 	} else {
-		pass_undone(lk, h, op->prev_id, op->prev_token);  /* refused */
+		pass_later(lk, op, h);
 	}
 	free(op);
 	lock_pump(lk);
@@ -1438,10 +1505,10 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	if (store_pass(lt->st, lk->name, lk->te.keylen, op->prev_id,
 	    strlen(op->prev_id), op->prev_token, w->id, strlen(w->id),
 	    op->token, w->wttl, pass_done, op) != 0) {
-		/* (not while key_up) as a refused pass, but lk stays for the
-		 * caller, which pumps it */
-		pass_undone(lk, nh, op->prev_id, op->prev_token);
+		/* (not while key_up) as a pass without an answer, but lk
+		 * stays for the caller, which pumps it */
 		op_done(op);
+		pass_later(lk, op, nh);
 		free(op);
 	}
 	return 1;
@@ -1458,6 +1525,8 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 
 	if (lt->st == NULL)
 		return -1;
+	if (!key_up(lk))
+		w = NULL;	/* a release goes out anyway (a lease gap) */
 	if (op->linger_ms > 0)
 		return store_linger(lt->st, lk->name, lk->te.keylen, op->id,
 		    strlen(op->id), op->token, op->linger_ms, release_done, op);
@@ -1523,6 +1592,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 		reply(cl, LK_OK, h->count, NULL);
 		return;
 	}
+	pass_before_release(lt, h);
 	w = handoff_target(lk, h);	/* (the FIFO walked once) */
 	if (linger_ms <= 0 && pass_local(lk, h, w)) {
 		reply(cl, LK_OK, 0, NULL);
@@ -1567,7 +1637,9 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
 	} else if (h == NULL || h->token != token) {
 		reply_not_held(cl, lk->name, lk->te.keylen, 0);
-	} else if (renewed[0]) {
+	} else if (renewed[0] == STORE_UNKNOWN) {
+		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+	} else if (renewed[0] == STORE_DONE) {
 		h->confirmed_ms = sent_ms + ttl;
 		h->ttl_ms = ttl;
 		h->renew_at = now_ms() + renew_period(ttl);
@@ -1579,7 +1651,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		/* Lost: say so now and forget it (no EVENT: this reply is
 		 * the news). */
 		hold_end(h);
-		lk->lt->stats.lost++;
+		lost_count(lk->lt, cause_of(renewed[0]));
 		reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	lock_pump(lk);
@@ -1637,31 +1709,33 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 	for (size_t i = 0; i < b->n; i++) {
 		struct lock *lk = b->lk[i];
 		struct hold *h = hold_by_token(lk, b->token[i]);
+		int found = ok && i < n ? renewed[i] : STORE_UNKNOWN;
 
 		/* a reassert that got no answer (its master down, or busy
 		 * rejoining the cluster) is tried again at the next renewal:
 		 * a plain renewal would report the lock lost where the
 		 * reassert sets it again during a lock delay */
 		if (b->reassert && h != NULL) {
-			if (ok && i < n && renewed[i] >= 0)
+			if (found != STORE_UNKNOWN)
 				h->reclaim_until = 0;
 			else if (h->reclaim_until == 0)
 				h->reclaim_until = now_ms() +
 				    lt->cfg.reclaim_ms;
 		}
-		if (ok && i < n && renewed[i] > 0) {
+		if (found == STORE_DONE || found == STORE_SET_AGAIN) {
 			if (h != NULL)
 				h->confirmed_ms = b->sent_ms + b->ttl[i];
 			lt->stats.renewals++;
-			if (renewed[i] == 2) {
+			if (found == STORE_SET_AGAIN) {
 				lt->stats.reclaimed++;
 				log_info("lock '%s' (token %lld) set again in "
 				    "Redis after a master change", lk->name,
 				    b->token[i]);
 			}
-		} else if (ok && i < n && renewed[i] == 0 && h != NULL &&
-		    !h->releasing) {
-			hold_lost(h, 1);
+		} else if ((found == STORE_GONE || found == STORE_TAKEN) &&
+		    h != NULL && !h->releasing) {
+			hold_lost(h, 1, b->failover ? LK_LOST_FAILOVER :
+			    cause_of(found));
 		}
 	}
 	/* A key may be in the batch more than once (several holds here):
@@ -1691,31 +1765,80 @@ renew_send(struct locks *lt, struct renew_batch *b)
 	}
 }
 
+/* An early hand-off's pass that waits to run again (refused) for h:
+ * never mind it, the key is freed instead (the releasing hold's value
+ * here; h's own by the caller).  One in flight frees it itself when it
+ * fails (repass_done). */
+static void
+pass_forsake(struct locks *lt, const struct hold *h)
+{
+	struct pending *p = repass_unlink(lt, h);
+
+	if (p == NULL)
+		return;
+	pending_add_until(lt, PEND_RELEASE, h->lk, p->id, p->token, 0, 1);
+	free(p);
+}
+
+/*
+ * Jeopardy: h's last confirmed grant, renewal or pass, counted from when
+ * it was sent, plus its TTL has passed, and nothing newer is confirmed:
+ * Redis may have dropped the key, and another broker granted it.  The
+ * broker can no longer vouch for the hold, so it ends as lost now (the
+ * session is told at once: EVENT LOST, then ERR LOST), not when Redis
+ * answers again; the key is freed in Redis then if it still shows this
+ * hold (a release of that exact value).
+ */
+static void
+hold_jeopardy(struct hold *h, int64_t now)
+{
+	struct lock *lk = h->lk;
+	struct locks *lt = lk->lt;
+
+	log_debug("lock '%s' (token %lld): no renewal confirmed for its TTL "
+	    "(%lld ms past)", lk->name, h->token,
+	    (long long)(now - h->confirmed_ms));
+	if (h->pass_pending)
+		pass_forsake(lt, h);
+	pending_add_until(lt, PEND_RELEASE, lk, h->cl->id, h->token, 0, 1);
+	hold_lost(h, 1, LK_LOST_JEOPARDY);
+}
+
 static void
 renew_tick(struct locks *lt, int all)
 {
 	int64_t now = now_ms(), next = 0;
 	struct renew_batch *batch[2] = { NULL, NULL };	/* renew, reassert */
-	struct hold *h;
+	struct hold *h, *hnext;
 	int up = lt->st != NULL && store_is_up(lt->st);
 
 	lt->renew_due = 0;
-	TAILQ_FOREACH(h, &lt->held, alink) {
+	for (h = TAILQ_FIRST(&lt->held); h != NULL; h = hnext) {
 		int due = all || h->renew_at - h->ttl_ms / 6 <= now;
 		/* past the lock delay a reassert is a renewal with more keys
 		 * (which a migrating slot answers TRYAGAIN) */
 		int ra = all || h->reclaim_until > now;
 		struct renew_batch *b = batch[ra];
 
+		hnext = TAILQ_NEXT(h, alink);
+		if (!h->releasing && h->confirmed_ms <= now) {
+			struct lock *lk = h->lk;
+
+			hold_jeopardy(h, now);
+			lock_pump(lk);	/* frees no hold: hnext stays */
+			continue;
+		}
 		if (due)
 			h->renew_at = now + renew_period(h->ttl_ms);
-		/* Not renewed: a release in flight, or no Redis (the
-		 * reconnect renews everything at once). */
-		if (due && !h->releasing && up) {
+		/* Not renewed: a release in flight, no Redis (the reconnect
+		 * renews everything at once), or a pass to run again first
+		 * (it renews, when it runs; a reassert decides, though). */
+		if (due && !h->releasing && up && (!h->pass_pending || ra)) {
 			if (b == NULL) {
 				b = batch[ra] = xmalloc(sizeof *b);
 				b->lt = lt;
 				b->reassert = ra;
+				b->failover = ra && lt->failover;
 				b->n = 0;
 			}
 			b->lk[b->n] = h->lk;
@@ -1731,6 +1854,10 @@ renew_tick(struct locks *lt, int all)
 		}
 		if (next == 0 || h->renew_at < next)
 			next = h->renew_at;
+		/* the moment the broker stops vouching for it, unless a
+		 * renewal is confirmed first */
+		if (!h->releasing && h->confirmed_ms < next)
+			next = h->confirmed_ms;
 	}
 	for (int i = 0; i < 2; i++)
 		if (batch[i] != NULL)
@@ -1839,9 +1966,9 @@ pending_done(void *arg, int ok, int released)
 		return;
 	}
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
-	if (released && p->kind == PEND_FORGET)
+	if (released == STORE_DONE && p->kind == PEND_FORGET)
 		lt->stats.orphans++;
-	else if (released && !p->counted)
+	else if (released == STORE_DONE && !p->counted)
 		lt->stats.releases++;
 	free(p);
 }
@@ -1872,21 +1999,82 @@ repass_done(void *arg, int ok, int passed)
 {
 	struct pending *p = arg;
 	struct locks *lt = p->lt;
-	struct lock *lk;
-	struct hold *h;
+	struct lock *lk = lock_find(lt, p->key, p->keylen);
+	struct hold *h = lk != NULL ? hold_by_token(lk, p->next_token) : NULL;
 
-	if (!ok) {
-		repass_push(lt, p);	/* again on the next reconnect */
+	if (!ok && h == NULL && lk != NULL) {
+		/* the new holder is gone (released, lost, its session
+		 * ended: its own value's release is on its way): nothing to
+		 * move any more, only the releasing hold's value to free */
+		pending_add_until(lt, PEND_RELEASE, lk, p->id, p->token, 0, 1);
+		free(p);
 		return;
 	}
-	/* Not passed: the reassert behind it finds the holder lost, or sets
-	 * it again during a lock delay (the failover lost the old value). */
-	if (passed && (lk = lock_find(lt, p->key, p->keylen)) != NULL &&
-	    (h = hold_by_token(lk, p->next_token)) != NULL)
-		h->confirmed_ms = now_ms();	/* since when is not kept: no
-						 * early hand-off from it
-						 * before its next renewal */
+	if (!ok) {
+		/* again on the next reconnect, or (refused) the timer */
+		repass_push(lt, p);
+		pending_arm(lt);
+		return;
+	}
+	if (h != NULL) {
+		h->pass_pending = 0;
+		if (passed == STORE_DONE) {
+			h->confirmed_ms = p->sent_us / 1000 + p->ttl_ms;
+		} else {
+			/* Not passed: the reassert behind it (a reconnect)
+			 * finds the holder lost, or sets it again during a
+			 * lock delay (the failover lost the old value); on a
+			 * live connection a renewal now says which. */
+			h->renew_at = now_ms();
+			renew_schedule(lt, h->renew_at);
+		}
+	}
 	free(p);
+}
+
+/* p (unlinked) to Redis now; back in the list when it cannot go. */
+static void
+repass_send(struct locks *lt, struct pending *p)
+{
+	p->sent_us = now_us();
+	if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
+	    p->token, p->next_id, strlen(p->next_id), p->next_token,
+	    p->ttl_ms, repass_done, p) != 0)
+		repass_push(lt, p);
+}
+
+/* h's pass waits in the list (pass_pending): unlink and return it. */
+static struct pending *
+repass_unlink(struct locks *lt, const struct hold *h)
+{
+	struct pending **pp, *prev = NULL;
+
+	for (pp = &lt->passes; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
+		struct pending *p = *pp;
+
+		if (p->next_token != h->token || p->keylen !=
+		    h->lk->te.keylen || memcmp(p->key, h->lk->name,
+		    p->keylen) != 0)
+			continue;
+		*pp = p->next;
+		if (lt->passes_tail == p)
+			lt->passes_tail = prev;
+		lt->npasses--;
+		return p;
+	}
+	return NULL;		/* in flight now */
+}
+
+/* h ends by a release (RELEASE, its session's end) while its pass waits:
+ * the pass goes first, on the same connection, so the release finds the
+ * value it releases. */
+static void
+pass_before_release(struct locks *lt, struct hold *h)
+{
+	struct pending *p;
+
+	if (h->pass_pending && (p = repass_unlink(lt, h)) != NULL)
+		repass_send(lt, p);
 }
 
 /* Run the passes again, oldest first; what cannot be sent stays. */
@@ -1899,10 +2087,7 @@ repass_flush(struct locks *lt)
 	lt->npasses = 0;
 	while ((p = list) != NULL) {
 		list = p->next;
-		if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
-		    p->token, p->next_id, strlen(p->next_id), p->next_token,
-		    p->ttl_ms, repass_done, p) != 0)
-			repass_push(lt, p);
+		repass_send(lt, p);
 	}
 }
 
@@ -1964,25 +2149,50 @@ static void
 pending_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct locks *lt = arg;
-	size_t before = lt->npending;
+	size_t before = lt->npending + lt->npasses;
 
 	(void)fd;
 	(void)what;
-	if (lt->st == NULL || !store_is_up(lt->st))
+	if (lt->st == NULL || !store_link_up(lt->st))
 		return;		/* the reconnect flushes them */
+	repass_flush(lt);
 	pending_flush(lt);
-	/* what stayed (its key busy) waits longer */
-	if (lt->npending >= before && lt->pending_retry_ms * 2 <=
+	/* what stayed (its key busy, or Redis refusing) waits longer */
+	if (lt->npending + lt->npasses >= before && lt->pending_retry_ms * 2 <=
 	    PENDING_RETRY_MAX_MS)
 		lt->pending_retry_ms *= 2;
 	pending_arm(lt);
+}
+
+/* End the holds the broker can no longer vouch for (hold_jeopardy),
+ * pumping none of their keys yet. */
+static void
+jeopardy_sweep(struct locks *lt)
+{
+	int64_t now = now_ms();
+	struct hold *h, *hnext;
+
+	for (h = TAILQ_FIRST(&lt->held); h != NULL; h = hnext) {
+		struct lock *lk = h->lk;
+
+		hnext = TAILQ_NEXT(h, alink);
+		if (h->releasing || h->confirmed_ms > now)
+			continue;
+		hold_jeopardy(h, now);
+		lock_gc(lk);		/* frees no hold: hnext stays */
+	}
 }
 
 void
 locks_store_up(void *arg)
 {
 	struct locks *lt = arg;
+	uint64_t tenures = lt->st != NULL ? store_tenures(lt->st) : 0;
 
+	/* Holds whose TTL ran out by the broker's own count while Redis was
+	 * away are lost whatever Redis says now: the reassert below must not
+	 * set them again.  Their keys are freed with the clean-ups. */
+	jeopardy_sweep(lt);
 	/* Clean-ups first: they go ahead of any new grant on the pipe;
 	 * early hand-offs Redis may not have heard of, ahead of all. */
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
@@ -1990,8 +2200,12 @@ locks_store_up(void *arg)
 	pending_flush(lt);
 	/* Held locks may have expired while Redis was away, or been lost
 	 * with a failed master's writes: reassert them all now, which also
-	 * finds the lost ones.  Then the waiters, behind them on the pipe. */
+	 * finds the lost ones (after a new master tenure: lost with the
+	 * failover).  Then the waiters, behind them on the pipe. */
+	lt->failover = lt->tenures != 0 && tenures != lt->tenures;
+	lt->tenures = tenures;
 	renew_tick(lt, 1);
+	lt->failover = 0;
 	keytab_each(lt->keys, pump_waiting, NULL);
 }
 
@@ -2172,6 +2386,7 @@ locks_client_free(struct lclient *cl)
 		int releasing = h->releasing;
 
 		lk = h->lk;
+		pass_before_release(lt, h);
 		if (!releasing && pass_local(lk, h, handoff_target(lk, h))) {
 			lock_pump(lk);
 			continue;	/* passed on: h has ended */
@@ -2258,7 +2473,7 @@ locks_client_abandon(struct lclient *cl)
 
 int
 locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
-    long long token, unsigned holds, long ttl_ms)
+    long long token, unsigned holds, long ttl_ms, int64_t sent_us)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_get(lt, key, keylen);
@@ -2276,14 +2491,13 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 			lock_gc(lk);
 			return -1;	/* its release's reply ends that hold */
 		}
-		hold_lost(h, 1);
+		hold_lost(h, 1, LK_LOST_TAKEN);
 	}
 	if ((h = hold_of(lk, cl)) == NULL) {
 		h = hold_start(lk, cl, kind, token, clamp_ttl(lt, ttl_ms),
-		    now_us());
-		/* since when Redis keeps it is not known here (the takeover
-		 * was sent earlier): no early hand-off before a renewal */
-		h->confirmed_ms = now_ms();
+		    sent_us);
+		/* what the takeover set in Redis, whatever the clamp says */
+		h->confirmed_ms = sent_us / 1000 + ttl_ms;
 	}
 	h->count = holds > 0 ? holds : 1;
 	lk->remote_busy = 0;

@@ -75,6 +75,21 @@ struct lk_client_ops {
 	    unsigned holds, long ttl_ms, long kind, int fresh);
 };
 
+/* Why a held lock was lost: counted per cause (STATS lost_*, /metrics
+ * lockbroker_lost_locks_total{cause=...}). */
+enum lk_lost_cause {
+	LK_LOST_EXPIRED,	/* Redis no longer had it: its TTL ran out
+				 * there, or it was deleted */
+	LK_LOST_TAKEN,		/* Redis showed another holder */
+	LK_LOST_JEOPARDY,	/* no renewal was confirmed within its TTL
+				 * (counted from the renewal's send): the
+				 * broker could no longer vouch for it */
+	LK_LOST_FAILOVER,	/* a new master tenure (a failover, a Redis
+				 * restart) did not keep it, and it could
+				 * not be set again */
+	LK_LOST_CAUSES
+};
+
 struct locks_cfg {
 	long default_ttl_ms;
 	long max_ttl_ms;
@@ -93,6 +108,7 @@ struct locks_stats {
 	uint64_t releases;		/* locks freed by RELEASE or session end */
 	uint64_t renewals;		/* keys renewed in Redis */
 	uint64_t lost;			/* held locks found lost */
+	uint64_t lost_by[LK_LOST_CAUSES];	/* ... by cause */
 	uint64_t reclaimed;		/* held locks set again in Redis after
 					 * a master change lost them */
 	uint64_t orphans;		/* grants for gone sessions, released */
@@ -126,7 +142,8 @@ void locks_store_wanted(void *arg, const char *key, size_t keylen,
     int writer);
 void locks_store_subscribed(void *arg);
 void locks_store_rerouted(void *arg);
-/* Clean-ups (releases, forgets) waiting for Redis to answer again. */
+/* Clean-ups (releases, forgets, early hand-offs to bring into Redis)
+ * waiting for Redis to answer again. */
 size_t locks_pending(const struct locks *lt);
 
 /* id: the owner its holds carry in Redis (clientid.h, OWNER_MAX). */
@@ -152,6 +169,9 @@ void locks_client_eof(struct lclient *cl);
  * them now, or they are left in Redis for one).  adopt: cl holds key with
  * this token as Redis says (a resumed session): another local session's
  * hold of it is stale and ends as lost; -1 if that one is being released.
+ * sent_us: when the call that set its TTL (ttl_ms) in Redis was sent: the
+ * broker vouches for the hold until then plus its TTL, and no longer
+ * without a renewal confirmed meanwhile.
  */
 void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
     void *arg, int detached);
@@ -161,7 +181,7 @@ void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 void locks_client_resumable(struct lclient *cl);
 void locks_client_abandon(struct lclient *cl);
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
-    long kind, long long token, unsigned holds, long ttl_ms);
+    long kind, long long token, unsigned holds, long ttl_ms, int64_t sent_us);
 /* Visit cl's holds with their counts, TTLs and kinds. */
 void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
     const char *key, size_t keylen, unsigned holds, long ttl_ms, long kind),

@@ -468,6 +468,7 @@ main(int argc, char **argv)
 			.sentinel_user = cfg.redis_sentinel_user,
 			.cluster = cfg.redis_cluster,
 			.lock_delay_ms = cfg.failover_lock_delay_ms,
+			.lease_ms = cfg.sentinel_lease_ms,
 			.acks = cfg.redis_replica_acks,
 			.ack_timeout_ms = cfg.redis_replica_ack_timeout_ms,
 		};

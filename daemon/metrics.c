@@ -164,6 +164,13 @@ render(const struct broker *b, struct evbuffer *out)
 	}
 	if (b->store != NULL && node_families(b, out) != 0)
 		return -1;
+	if (b->store != NULL && store_lease_ms(b->store) >= 0 &&
+	    (family(out, "lockbroker_sentinel_lease_seconds", "gauge",
+	    "Sentinel mode: seconds the Sentinel lease has left (0: none, so "
+	    "nothing is granted or renewed).") != 0 ||
+	    evbuffer_add_printf(out, "lockbroker_sentinel_lease_seconds %.3f\n",
+	    (double)store_lease_ms(b->store) / 1000.0) < 0))
+		return -1;
 	if (app_families(b, out) != 0)
 		return -1;
 	if (histogram(out, "lockbroker_acquire_wait_seconds",

@@ -186,22 +186,6 @@ addr_text(const struct addr *a, char *buf, size_t len)
 	    a->host, a->port);
 }
 
-/* Same host and port; hosts compared as binary addresses, so two
- * spellings of one IPv6 address are one address. */
-static int
-addr_same(const struct addr *x, const struct addr *y)
-{
-	unsigned char bx[sizeof(struct in6_addr)], by[sizeof(struct in6_addr)];
-
-	if (x->family != y->family || x->port != y->port)
-		return 0;
-	if (inet_pton(x->family, x->host, bx) != 1 ||
-	    inet_pton(y->family, y->host, by) != 1)
-		return strcmp(x->host, y->host) == 0;
-	return memcmp(bx, by, x->family == AF_INET ?
-	    sizeof(struct in_addr) : sizeof(struct in6_addr)) == 0;
-}
-
 /* A host and port as a sentinel sends them, by the endpoint parser (so
  * only numeric hosts pass).  Returns 0, or -1 with a message in err. */
 static int

@@ -93,6 +93,30 @@ g_lost(const struct stats_snap *s)
 }
 
 static uint64_t
+g_lost_expired(const struct stats_snap *s)
+{
+	return s->ls.lost_by[LK_LOST_EXPIRED];
+}
+
+static uint64_t
+g_lost_taken(const struct stats_snap *s)
+{
+	return s->ls.lost_by[LK_LOST_TAKEN];
+}
+
+static uint64_t
+g_lost_jeopardy(const struct stats_snap *s)
+{
+	return s->ls.lost_by[LK_LOST_JEOPARDY];
+}
+
+static uint64_t
+g_lost_failover(const struct stats_snap *s)
+{
+	return s->ls.lost_by[LK_LOST_FAILOVER];
+}
+
+static uint64_t
 g_orphans(const struct stats_snap *s)
 {
 	return s->ls.orphans;
@@ -350,6 +374,26 @@ t_app_denials(const struct stats_snap *s)
 	return app_text(s, 1);
 }
 
+static uint64_t
+g_lease_ms(const struct stats_snap *s)
+{
+	long long ms = store_lease_ms(s->b->store);
+
+	return ms > 0 ? (uint64_t)ms : 0;
+}
+
+static const char *
+t_lease_ms(const struct stats_snap *s)
+{
+	static char buf[24];		/* one STATS line at a time */
+	long long ms = store_lease_ms(s->b->store);
+
+	if (ms < 0)
+		return "-";
+	snprintf(buf, sizeof buf, "%lld", ms);
+	return buf;
+}
+
 static const char *
 t_redis(const struct stats_snap *s)
 {
@@ -390,8 +434,10 @@ const struct stat_def stats_table[] = {
 	    "lockbroker_releases_total", NULL, NULL, g_releases, NULL },
 	{ "renewals", C, "Keys renewed in Redis.",
 	    "lockbroker_renewals_total", NULL, NULL, g_renewals, NULL },
-	{ "lost", C, "Held locks found expired or taken in Redis.",
-	    "lockbroker_lost_locks_total", NULL, NULL, g_lost, NULL },
+	{ "lost", C, "Held locks lost, whatever the cause (the lost_* fields "
+	    "by cause; /metrics has them only, as lockbroker_lost_locks_total"
+	    "{cause=...}).",
+	    NULL, NULL, NULL, g_lost, NULL },
 	{ "reclaimed", C, "Held locks set again in Redis after a master "
 	    "change lost them.",
 	    "lockbroker_reclaimed_locks_total", NULL, NULL, g_reclaimed, NULL },
@@ -492,6 +538,29 @@ const struct stat_def stats_table[] = {
 	    "sessions yet; they count against max_sessions).",
 	    "lockbroker_tls_handshaking", NULL, NULL, g_tls_handshaking,
 	    NULL },
+	/* lost locks by cause: their sum is lost */
+	{ "lost_expired", C, "Held locks lost because Redis no longer had "
+	    "them (their TTL ran out there, or they were deleted).",
+	    "lockbroker_lost_locks_total", "cause=\"expired\"",
+	    "Held locks lost, by cause.", g_lost_expired, NULL },
+	{ "lost_taken", C, "Held locks lost because Redis showed another "
+	    "holder.",
+	    "lockbroker_lost_locks_total", "cause=\"taken\"", NULL,
+	    g_lost_taken, NULL },
+	{ "lost_jeopardy", C, "Held locks lost because no renewal was "
+	    "confirmed within their TTL (counted from its send): the broker "
+	    "could no longer vouch for them.",
+	    "lockbroker_lost_locks_total", "cause=\"jeopardy\"", NULL,
+	    g_lost_jeopardy, NULL },
+	{ "lost_failover", C, "Held locks lost because a new master tenure "
+	    "(a failover, a Redis restart) did not keep them.",
+	    "lockbroker_lost_locks_total", "cause=\"failover\"", NULL,
+	    g_lost_failover, NULL },
+	{ "lease_ms", G, "Sentinel mode: ms the Sentinel lease has left (0: "
+	    "none, so nothing is granted or renewed); - in other modes "
+	    "(/metrics: lockbroker_sentinel_lease_seconds, Sentinel mode "
+	    "only).",
+	    NULL, NULL, NULL, g_lease_ms, t_lease_ms },
 };
 
 #undef C

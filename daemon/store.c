@@ -19,6 +19,7 @@
  * 0.14 this relies on are listed in store_conn.c.
  */
 #include "store_int.h"
+#include "lease.h"
 #include "log.h"
 #include "sentinel.h"
 #include "slot.h"
@@ -270,6 +271,14 @@ session_deliver(struct cmd *c, redisReply *r)
 	return 0;
 }
 
+/* A script's answer about a hold (1, 0 or 3: store.h's STORE_DONE,
+ * STORE_GONE, STORE_TAKEN); anything else reads as gone. */
+static int
+found_of(long long v)
+{
+	return v == STORE_DONE || v == STORE_TAKEN ? (int)v : STORE_GONE;
+}
+
 /*
  * Decode a script's reply for the caller: 0 delivered, 1 parked (a grant
  * waiting for its group's WAIT), -1 when its shape is wrong.
@@ -311,12 +320,12 @@ cmd_deliver(struct cmd *c, redisReply *r)
 	case K_UNDO:
 		if (r->type != REDIS_REPLY_INTEGER)
 			return -1;
-		c->fn.release(c->arg, 1, r->integer == 1);
+		c->fn.release(c->arg, 1, found_of(r->integer));
 		return 0;
 	case K_PASS:
 		if (r->type != REDIS_REPLY_INTEGER)
 			return -1;
-		c->fn.pass(c->arg, 1, r->integer == 1);
+		c->fn.pass(c->arg, 1, found_of(r->integer));
 		return 0;
 	case K_RENEW: {
 		int done[STORE_RENEW_BATCH];
@@ -338,6 +347,14 @@ cmd_deliver(struct cmd *c, redisReply *r)
 }
 
 static int cmd_send(struct cmd *c);
+
+/* Sentinel mode: whether the lease allows grants and renewals (always,
+ * in the other modes). */
+static int
+lease_ok(const struct store *st)
+{
+	return st->lease == NULL || lease_held(st->lease);
+}
 
 /* --- routing ----------------------------------------------------------- */
 
@@ -459,7 +476,7 @@ undo_done(void *arg, int ok, int released)
 	if (!ok)
 		log_warn("could not undo a grant replicas did not acknowledge; "
 		    "it is freed by owner later");
-	else if (!released)
+	else if (released != STORE_DONE)
 		log_debug("undone grant was already gone");
 	c->fn.acquire(c->arg, 1, -2, 0, 0);
 	cmd_free(c);
@@ -1327,7 +1344,7 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	struct piece p[16];
 	struct route r;
 
-	if (kind < STORE_EXCLUSIVE)
+	if (kind < STORE_EXCLUSIVE || !lease_ok(st))
 		return -1;
 
 	route_of(st, key, keylen, &r);
@@ -1363,6 +1380,8 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	struct piece p[16];
 	struct route r;
 
+	if (!lease_ok(st))
+		return -1;
 	route_of(st, key, keylen, &r);
 	np = nk = grant_keys(st, key, keylen, &r, 2, p);
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
@@ -1409,6 +1428,8 @@ store_pass(struct store *st, const char *key, size_t keylen,
 	struct route r;
 	struct piece p[4];
 
+	if (!lease_ok(st))
+		return -1;
 	route_of(st, key, keylen, &r);
 	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
 	value_piece(&p[1], prev_owner, prev_ownerlen, prev_token, prev,
@@ -1587,7 +1608,7 @@ store_renew(struct store *st, const struct store_renew_item *items, size_t n,
 {
 	struct route r;
 
-	if (n == 0 || n > STORE_RENEW_BATCH)
+	if (n == 0 || n > STORE_RENEW_BATCH || !lease_ok(st))
 		return -1;
 	if (st->cl != NULL)
 		return renew_by_slot(st, items, n, reassert, fn, arg);
@@ -1666,6 +1687,8 @@ store_takeover(struct store *st, const char *key, size_t keylen,
 	struct route r;
 	struct piece p[4];
 
+	if (!lease_ok(st))
+		return -1;
 	route_of(st, key, keylen, &r);
 	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
 	p[1] = (struct piece){ cid, cidlen, NULL, 0 };
@@ -1751,7 +1774,29 @@ keyname(const char *prefix, const char *name, int cluster)
 	return s;
 }
 
-/* Sentinel mode: sentinel.c says where the one master is. */
+void
+store_serving(struct store *st)
+{
+	int serving = node_usable(st->one) && lease_ok(st);
+
+	if (st->lease == NULL || serving == st->serving)
+		return;
+	st->serving = serving;
+	if (serving && st->hooks.up != NULL)
+		st->hooks.up(st->hooks.arg);
+	else if (!serving && st->hooks.down != NULL)
+		st->hooks.down(st->hooks.arg);
+}
+
+static void
+lease_changed(void *arg, int held)
+{
+	(void)held;
+	store_serving(arg);
+}
+
+/* Sentinel mode: sentinel.c says where the one master is, lease.c for
+ * how long it surely stays so. */
 static int
 sentinel_start(struct store *st, const struct store_cfg *cfg)
 {
@@ -1763,11 +1808,25 @@ sentinel_start(struct store *st, const struct store_cfg *cfg)
 		/* "a few hundred ms" per sentinel (sentinel-clients) */
 		.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
 	};
+	struct lease_cfg lc = {
+		.sentinels = cfg->sentinels,
+		.master_name = cfg->master_name,
+		.password = cfg->sentinel_password,
+		.user = cfg->sentinel_user,
+		.timeout_ms = sc.timeout_ms,
+		.max_ms = cfg->lease_ms,
+	};
 	struct sentinel_hooks sh = { sconn_switched, st };
+	struct lease_hooks lh = { lease_changed, st };
 	char err[256];
 
 	st->sent = sentinel_new(st->base, &sc, &sh, err, sizeof err);
 	if (st->sent == NULL) {
+		log_error("Sentinel mode: %s", err);
+		return -1;
+	}
+	st->lease = lease_new(st->base, &lc, &lh, err, sizeof err);
+	if (st->lease == NULL) {
 		log_error("Sentinel mode: %s", err);
 		return -1;
 	}
@@ -1858,6 +1917,8 @@ store_free(struct store *st)
 	if (st->sent != NULL)
 		sentinel_free(st->sent);	/* resolves answer, ignored */
 	st->sent = NULL;
+	lease_free(st->lease);
+	st->lease = NULL;
 	while ((c = st->retrying) != NULL) {
 		st->retrying = c->rnext;
 		cmd_fail(c);
@@ -1888,7 +1949,7 @@ store_free(struct store *st)
 }
 
 int
-store_is_up(const struct store *st)
+store_link_up(const struct store *st)
 {
 	if (st->cl != NULL) {
 		if (!cluster_map_known(st->cl))
@@ -1902,12 +1963,24 @@ store_is_up(const struct store *st)
 }
 
 int
+store_is_up(const struct store *st)
+{
+	return store_link_up(st) && lease_ok(st);
+}
+
+int
 store_key_up(const struct store *st, const char *key, size_t keylen)
 {
 	int slot = key_slot(st, key, keylen);
 
-	return node_usable(slot < 0 ? st->one :
+	return lease_ok(st) && node_usable(slot < 0 ? st->one :
 	    cluster_node_of(st->cl, (unsigned)slot));
+}
+
+long long
+store_lease_ms(const struct store *st)
+{
+	return st->lease == NULL ? -1 : (long long)lease_left_ms(st->lease);
 }
 
 size_t

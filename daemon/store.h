@@ -36,6 +36,7 @@ struct store_cfg {
 	const char *master_name;
 	const char *sentinel_password;
 	const char *sentinel_user;
+	long lease_ms;			/* sentinel_lease_ms (lease.h) */
 	/* Cluster mode when cluster is non-empty: seed nodes "ip:port,...". */
 	const char *cluster;
 	long lock_delay_ms;		/* tenure.lua: after a new tenure */
@@ -84,10 +85,24 @@ struct store_hooks {
  * this broker's next holders of the key (store_pass); 0 none. */
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n,
     long more);
+/*
+ * What Redis showed of a hold a call looked for (renew, reassert,
+ * release): STORE_DONE the call did what it was for; STORE_GONE the key no
+ * longer showed the hold, nor anyone's (it expired, or was deleted);
+ * STORE_TAKEN another holds the key; STORE_SET_AGAIN (reassert only)
+ * absent, and set again during a lock delay; STORE_UNKNOWN no answer for
+ * it (cluster mode: its master did not answer, the others did).
+ */
+#define STORE_DONE 1
+#define STORE_GONE 0
+#define STORE_SET_AGAIN 2
+#define STORE_TAKEN 3
+#define STORE_UNKNOWN (-1)
+/* released: STORE_DONE, STORE_GONE or STORE_TAKEN (forget and linger
+ * answer STORE_DONE or STORE_GONE). */
 typedef void store_release_fn(void *arg, int ok, int released);
-/* renewed[i]: 1 renewed; 2 (reassert only) absent and set again during a
- * lock delay; 0 Redis no longer shows it (lost); -1 not known (cluster
- * mode: its master did not answer, the others did). */
+/* renewed[i]: STORE_DONE (renewed), STORE_SET_AGAIN, STORE_GONE,
+ * STORE_TAKEN or STORE_UNKNOWN, as above. */
 typedef void store_renew_fn(void *arg, int ok, const int *renewed, size_t n);
 /*
  * A holder as OWNER shows it: its client-id and token, with owner "?"
@@ -144,10 +159,19 @@ struct store *store_new(struct event_base *base, const struct store_cfg *cfg,
     const struct store_hooks *hooks);
 /* Drop both connections (pending callbacks run with ok = 0) and free. */
 void store_free(struct store *st);
-/* Some command connection is up (cluster: the slot map is known too). */
+/* The store serves: some command connection is up (cluster: the slot map
+ * is known too), and in Sentinel mode the lease is held (lease.h).  Grants
+ * and renewals go out only then; store_acquire, store_handoff,
+ * store_pass, store_renew and store_takeover return -1 otherwise. */
 int store_is_up(const struct store *st);
-/* The command connection key's script would go to is up. */
+/* Some command connection is up, lease or not: clean-ups (releases,
+ * forgets) may be sent. */
+int store_link_up(const struct store *st);
+/* The command connection key's script would go to is up (and, Sentinel
+ * mode, the lease is held). */
 int store_key_up(const struct store *st, const char *key, size_t keylen);
+/* Sentinel mode: ms the lease has left (0: none); -1 in other modes. */
+long long store_lease_ms(const struct store *st);
 /* Shutting down: if the command connection waits out a backoff, try to
  * reconnect now, with the shortest backoff after. */
 void store_kick(struct store *st);
@@ -189,24 +213,27 @@ int store_handoff(struct store *st, const char *key, size_t keylen,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
     store_acquire_fn *fn, void *arg);
 /*
- * A local hand-off made already (issue 14): the key went, without asking
- * Redis, from prev_owner's hold (prev_token) to owner with token (a token
- * set aside with an earlier grant), told OK at once.  pass.lua puts it in
- * Redis: passed 1 when Redis showed the releasing hold (or the new one:
- * the call run again) and now shows the new one, TTL ttl_ms from now; 0
- * when it showed anything else (the key was lost; nothing written).
+ * A local hand-off made already (early hand-off): the key went, without
+ * asking Redis, from prev_owner's hold (prev_token) to owner with token (a
+ * token set aside with an earlier grant), told OK at once.  pass.lua puts
+ * it in Redis: passed STORE_DONE when Redis showed the releasing hold (or
+ * the new one: the call run again) and now shows the new one, TTL ttl_ms
+ * from now; STORE_GONE or STORE_TAKEN when it showed nothing, or another's
+ * (the key was lost; nothing written).
  */
 typedef void store_pass_fn(void *arg, int ok, int passed);
 int store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
     store_pass_fn *fn, void *arg);
-/* Free key if Redis still shows owner's hold with token. */
+/* Free key if Redis still shows owner's hold with token.  Sent whether
+ * or not the Sentinel lease is held. */
 int store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     store_release_fn *fn, void *arg);
 /* Free key if Redis shows it held by owner (any token): for acquires
- * whose reply was lost with a connection.  released: 1 when freed. */
+ * whose reply was lost with a connection.  released: STORE_DONE when
+ * freed. */
 int store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg);
 /* reassert: on a new connection, also set again keys found absent while

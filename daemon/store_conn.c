@@ -21,6 +21,7 @@
  * stale) and joins the master's tenure (tenure.lua) before it is up.
  */
 #include "store_int.h"
+#include "lease.h"
 #include "log.h"
 #include "sentinel.h"
 #include "util.h"
@@ -84,8 +85,18 @@ conn_became_up(struct conn *c)
 	case CONN_CMD:
 		c->node->last_progress_ms = now_ms();
 		store_queue_run(c->node);	/* redirected here meanwhile */
-		if (st->hooks.up)
+		if (st->lease != NULL) {
+			/* up for grants once the sentinels vouch for it */
+			struct addr a;
+			char err[160];
+
+			if (addr_parse_endpoint(c->addrstr, &a, err,
+			    sizeof err) == 0)
+				lease_follow(st->lease, &a);
+			store_serving(st);
+		} else if (st->hooks.up) {
 			st->hooks.up(st->hooks.arg);
+		}
 		break;
 	case CONN_SUB:
 		if (st->hooks.subscribed)
@@ -135,8 +146,12 @@ conn_lost(struct conn *c, const char *why)
 	if (was_up && c->kind == CONN_CMD) {
 		st->reconnects++;
 		shardsub_drop(c->node->ss);
-		if (st->hooks.down)
+		if (st->lease != NULL) {
+			lease_follow(st->lease, NULL);
+			store_serving(st);
+		} else if (st->hooks.down) {
 			st->hooks.down(st->hooks.arg);
+		}
 		/* A subscriber on a Redis we can no longer reach is as
 		 * suspect; resubscribing later retries every waiter.  (In
 		 * a cluster: if it is on that node.) */

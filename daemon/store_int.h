@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 struct sentinel;
+struct lease;
 
 /* Replication ids of earlier tenures remembered: a master showing one is
  * a stale old master that woke up (ids are never reused). */
@@ -146,6 +147,10 @@ struct store {
 	char *tenure;			/* "<prefix>:tenure" */
 	char *delay;			/* "<prefix>:lockdelay" */
 	struct sentinel *sent;		/* Sentinel mode; NULL: one address */
+	struct lease *lease;		/* Sentinel mode: grants and renewals
+					 * only while it holds (lease.h) */
+	int serving;			/* Sentinel mode: the up hook told
+					 * (connection up and lease held) */
 	char replid[64];		/* the master's replication id now */
 	char left[STORE_LEFT_MAX][64];	/* ids of tenures this broker left */
 	unsigned nleft;
@@ -253,6 +258,9 @@ void sconn_retry_now(struct conn *c);
 
 /* store.c */
 int store_is_int(const redisReply *r);
+/* Sentinel mode: the command connection came up or went, or the lease
+ * changed: tell the hooks when the store starts or stops serving. */
+void store_serving(struct store *st);
 /* Answer every queued command of n "unavailable" (its connection is
  * gone). */
 void store_queue_fail(struct node *n);

@@ -15,7 +15,8 @@
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
 -- Returns {1, token, more} when the lock passed to the next owner with a
 -- new token (and more set aside after it, as acquire.lua does), or {0, 0}
--- when the releasing holder no longer held it (lost); the key is then left
+-- when the releasing holder no longer held it (lost: {0, 3} when another
+-- holds the key exclusive, as release.lua answers 3); the key is then left
 -- as it was (but for a set's expired holders, pruned).  No PUBLISH then:
 -- the lock is not free, so other brokers' waiters have nothing to wake for.  When the counter has
 -- passed 2^53-1 (see acquire.lua) the lock is released plainly, with its
@@ -37,7 +38,7 @@ if v == nil and redis.call('TYPE', k).ok == 'zset' then
     return {0, 0}
   end
 elseif v ~= ARGV[1] then
-  return {0, 0}
+  return {0, v == false and 0 or 3}
 end
 if KEYS[4] then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])

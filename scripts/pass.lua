@@ -8,7 +8,8 @@
 -- ARGV[3]  its TTL in ms
 -- Returns 1 when the key showed the releasing hold, or the new one already
 -- (this call run again after a lost reply), and now shows the new one with
--- its TTL set anew; 0 when it shows anything else, and nothing is written:
+-- its TTL set anew; 0 (absent) or 3 (anything else: another's) when it
+-- does not, and nothing is written:
 -- the key expired, was deleted or taken, or the releasing hold was resumed
 -- on another broker (takeover.lua wrote another value with the same
 -- token), and the new holder lost it.  Values are compared whole, never by
@@ -17,7 +18,7 @@
 -- @include holders.lua
 local v = get_str(KEYS[1])
 if v ~= ARGV[1] and v ~= ARGV[2] then
-  return 0
+  return v == false and 0 or 3
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1

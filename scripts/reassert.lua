@@ -12,8 +12,9 @@
 -- slot on a new master, and the delay must be started before it is looked
 -- at.
 -- Returns an array of n integers: 1 still ours (renewed), 2 absent and set
--- again, 0 lost (another's, absent with no lock delay running, or the key
--- is of another kind now).
+-- again, 0 lost (absent with no lock delay running; a shared hold or a
+-- permit not added back), 3 lost (held exclusive by another, or the key
+-- is of another kind now), as renew.lua answers.
 -- An absent key is set again only during the lock delay that follows a new
 -- master tenure: then no broker has granted it since (acquire.lua refuses
 -- absent keys meanwhile), so the lock was lost with the old master's
@@ -50,6 +51,8 @@ for i = 1, n do
     elseif s == false and delay then
       redis.call('SET', k, v, 'PX', ttl)
       out[i] = 2
+    elseif s ~= false then
+      out[i] = 3
     end
   else
     local t = redis.call('TYPE', k).ok
@@ -71,6 +74,8 @@ for i = 1, n do
         (kind == 0 or held < kind) then
       hold(k, v, now, ttl, kind)
       out[i] = 2
+    elseif out[i] == 0 and held < 0 then
+      out[i] = 3
     end
   end
 end

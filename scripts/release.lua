@@ -5,8 +5,9 @@
 --          the slot's channel, <prefix>:...:{tag}, published with SPUBLISH
 --          (sharded: it stays within the slot's shard)
 -- ARGV[3]  the lock name, published so other brokers wake their waiters
--- Returns 1 when released, 0 when the key was gone or held by another
--- (the caller's lock was lost).
+-- Returns 1 when released; when the caller's lock was lost, 0 when its
+-- hold was gone (expired, deleted; for a shared hold or a permit, whoever
+-- holds the key now) and 3 when another holds the key exclusive (taken).
 -- A shared lock or a semaphore (a sorted set of holders, lib/holders.lua):
 -- the caller's holder, present and unexpired, leaves the set (the key's
 -- expiry follows its last holder; with none left it is deleted) and the
@@ -22,8 +23,13 @@ if v == ARGV[1] then
   publish(ARGV[2], ARGV[3])
   return 1
 end
-if v ~= nil or redis.call('TYPE', k).ok ~= 'zset' or
-    not live(k, ARGV[1], now_ms()) then
+if v then
+  return 3
+end
+if v == false or redis.call('TYPE', k).ok ~= 'zset' then
+  return v == false and 0 or 3
+end
+if not live(k, ARGV[1], now_ms()) then
   return 0
 end
 redis.call('ZREM', k, ARGV[1])

@@ -114,20 +114,29 @@ local function get_str(k)
 end
 
 -- A new fencing token from counter, and up to extra more set aside right
--- after it (issue 14: the broker hands them out itself, in order, to its
--- own waiters for this key; fewer near the end), or nil when the counter
--- has reached 2^53-1, the largest integer a Lua number (a double) holds
--- exactly: no token is left (see acquire.lua), and nothing was written.
--- Returns the token and how many were set aside after it.
+-- after it (the broker hands them out itself, in order, to its own waiters
+-- for this key: early hand-off; fewer near the end), or nil when the
+-- counter has reached 2^53-1, the largest integer a Lua number (a double)
+-- holds exactly: no token is left (see acquire.lua), and nothing was
+-- written.  Returns the token and how many were set aside after it.
+-- Tokens follow the clock: a token is never below this master's TIME in
+-- microseconds, so the tokens two masters grant for one key on the two
+-- sides of a split brain (or across a failover that lost the counter)
+-- still rise in real time, to within the Redis hosts' clock skew; the
+-- counter itself only ever rises.  TIME before the write: Redis 7
+-- replicates a script's effects, not the script.
 local function next_tokens(counter, extra)
-  local last = tonumber(redis.call('GET', counter) or '0')
-  if last >= 9007199254740991 then
+  local last = tonumber(redis.call('GET', counter) or '0') or 0
+  local t = redis.call('TIME')
+  local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local base = math.max(last, clock - 1)
+  if base >= 9007199254740991 then
     return nil, 0
   end
-  -- at most 32: the counter must not outrun the clock (tenure.lua)
   local more = math.max(0, math.min(tonumber(extra) or 0, 32,
-    9007199254740991 - last - 1))
-  return redis.call('INCRBY', counter, more + 1) - more, more
+    9007199254740991 - base - 1))
+  redis.call('SET', counter, string.format('%d', base + 1 + more))
+  return base + 1, more
 end
 
 local function next_token(counter)

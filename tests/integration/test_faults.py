@@ -45,9 +45,15 @@ class TestRedisDown(FaultCase):
         c = self.connect(self.b)
         self.assertToken(c.req("ACQUIRE held TTL 60000"))
         self.own.stop()
-        for line in ("ACQUIRE k", "ACQUIRE k WAIT 3000", "OWNER k",
-                     "RENEW held", "RENEW held TTL 5000", "RELEASE held"):
+        for line in ("ACQUIRE k", "OWNER k", "RENEW held",
+                     "RENEW held TTL 5000", "RELEASE held"):
             self.assertUnavailable(c, line)
+        # An ACQUIRE with WAIT waits out the outage as a queued one does:
+        # ERR UNAVAILABLE when its WAIT runs out, not at once.
+        r, ms = c.timed_req("ACQUIRE k WAIT 400", timeout=5)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertGreaterEqual(ms, 350)
+        self.assertLess(ms, 400 + UNAVAILABLE_MS)
         # Local commands still work.  The RELEASE answered ERR
         # UNAVAILABLE is the broker's to finish: no longer held here.
         self.assertEqual(c.req("PING"), "OK PONG")
@@ -72,6 +78,19 @@ class TestRedisDown(FaultCase):
                          "%s:%d" % (cid, tok))
         self.assertEqual(c2.req("RELEASE k2"), "OK 0")
         self.assertEqual(c2.req("OWNER k2"), "OK -")
+
+    def test_acquire_with_wait_during_an_outage_is_granted_after_it(self):
+        c = self.connect(self.b)
+        self.own.stop()
+        wait_until(lambda: self.redis_state(c) == "down", 3.0,
+                   what="STATS redis=down")
+        c.send("ACQUIRE w WAIT 10000")
+        self.assertTrue(c.no_reply(0.3), "answered during the outage")
+        self.own.restart()
+        tok = self.assertToken(c.readline(timeout=8))
+        cid = c.hello()
+        self.assertEqual(self.own.cli("GET", self.lock_key("w")),
+                         "%s:%d" % (cid, tok))
 
     def test_locks_gone_with_redis_are_lost(self):
         c = self.connect(self.b)

@@ -120,7 +120,10 @@ class TestFormat(MetricsCase):
                      'lockbroker_acquires_total{outcome="error"}',
                      "lockbroker_releases_total",
                      "lockbroker_renewals_total",
-                     "lockbroker_lost_locks_total",
+                     'lockbroker_lost_locks_total{cause="expired"}',
+                     'lockbroker_lost_locks_total{cause="taken"}',
+                     'lockbroker_lost_locks_total{cause="jeopardy"}',
+                     'lockbroker_lost_locks_total{cause="failover"}',
                      "lockbroker_sessions_accepted_total",
                      "lockbroker_sessions_refused_total",
                      "lockbroker_auth_failures_total",
@@ -189,7 +192,8 @@ class TestValuesMove(MetricsCase):
                   'lockbroker_acquires_total{outcome="busy"}',
                   'lockbroker_acquires_total{outcome="error"}',
                   "lockbroker_releases_total", "lockbroker_locks_held",
-                  "lockbroker_waiters", "lockbroker_lost_locks_total",
+                  "lockbroker_waiters",
+                  'lockbroker_lost_locks_total{cause="expired"}',
                   "lockbroker_acquire_wait_seconds_count",
                   "lockbroker_handoff_seconds_count"):
             self.assertEqual(m0[k], 0, k)
@@ -245,7 +249,14 @@ class TestValuesMove(MetricsCase):
         self.assertEqual(self.redis.cli("DEL", self.lock_key("gone")), 1)
         self.assertErr(a.req("RELEASE gone"), "LOST")
         m = self.metrics(b)
-        self.assertEqual(m["lockbroker_lost_locks_total"], 1)
+        # by cause: the key was gone from Redis (STATS lost: the total)
+        self.assertEqual(m['lockbroker_lost_locks_total{cause="expired"}'],
+                         1)
+        self.assertEqual(sum(v for k, v in m.items()
+                             if k.startswith("lockbroker_lost_locks_total")),
+                         1)
+        self.assertEqual(self.stats(a)["lost"], "1")
+        self.assertEqual(self.stats(a)["lost_expired"], "1")
         self.assertEqual(m["lockbroker_locks_held"], 0)
         self.assertEqual(m["lockbroker_releases_total"], 0)
 

@@ -16,6 +16,7 @@ struct store {
 	struct fake_call *head, *tail;
 	int up;
 	int fail;
+	uint64_t tenures;
 	size_t calls[FAKE__COUNT];
 };
 
@@ -74,6 +75,7 @@ fake_store_new(void)
 	struct store *st = fs_alloc(sizeof *st);
 
 	st->up = 1;
+	st->tenures = 1;
 	return st;
 }
 
@@ -267,6 +269,31 @@ int
 store_is_up(const struct store *st)
 {
 	return st != NULL && st->up;
+}
+
+int
+store_link_up(const struct store *st)
+{
+	return store_is_up(st);
+}
+
+uint64_t
+store_tenures(const struct store *st)
+{
+	return st != NULL ? st->tenures : 0;
+}
+
+long long
+store_lease_ms(const struct store *st)
+{
+	(void)st;
+	return -1;
+}
+
+void
+fake_store_new_tenure(struct store *st)
+{
+	st->tenures++;
 }
 
 int

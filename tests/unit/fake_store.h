@@ -68,6 +68,9 @@ struct store *fake_store_new(void);
 void fake_store_set_up(struct store *st, int up);
 /* fail = 1: requests return -1 although store_is_up() says 1. */
 void fake_store_set_fail(struct store *st, int fail);
+/* A new master tenure (store_tenures one more): the next reconnect's
+ * reassert finds losses of a failover. */
+void fake_store_new_tenure(struct store *st);
 /* Requests waiting for an answer, of one kind or FAKE_ANY. */
 size_t fake_store_pending(const struct store *st, int kind);
 /* Requests accepted since creation, of one kind or FAKE_ANY. */

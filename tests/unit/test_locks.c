@@ -670,6 +670,176 @@ START_TEST(test_renew_lost)
 }
 END_TEST
 
+/* --- jeopardy: the broker's own count of a hold's TTL -------------------- */
+
+/* Redis away: a hold whose last confirmed renewal (from its send) plus its
+ * TTL has passed is reported lost at that moment, not when Redis answers
+ * again; then its key is freed in Redis first thing, by its exact value,
+ * and the reassert does not set it again. */
+START_TEST(test_jeopardy_tells_holder_at_once)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+	int64_t t0 = now_ms();
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 600, 7);
+	hold(&e, 1, "other", 30000, 8);
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	run_ms(&e, 450);
+	ck_assert_int_eq(e.rec[0].nlost, 0);
+	run_ms(&e, 250);
+	ck_assert_int_eq(e.rec[0].nlost, 1);
+	ck_assert_str_eq(e.rec[0].lostkey, "k");
+	ck_assert_int_eq(e.rec[0].losttoken, 7);
+	ck_assert_int_eq(e.rec[1].nlost, 0);	/* its TTL runs on */
+	ck_assert_int_le(now_ms() - t0, 750);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost, 1);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_JEOPARDY], 1);
+	release(&e, 0, "k");
+	ck_assert_int_eq(e.rec[0].status, LK_LOST);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fc = take(&e, FAKE_ANY);		/* the clean-up first */
+	ck_assert_int_eq(fc->kind, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(0, 7));
+	fake_release_done(fc, 1, STORE_DONE);
+	fc = take(&e, FAKE_RENEW);		/* the reassert: "other" only */
+	ck_assert_uint_eq(fc->n, 1);
+	ck_assert_str_eq(fc->items[0].key, "other");
+	fake_renew_done(fc, 1, (const int[]){ STORE_DONE }, 1);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.releases, 0);	/* not a client's release */
+	env_end(&e);
+}
+END_TEST
+
+/* Renewals answered in time keep a hold alive however long it is held;
+ * one renewal that never answers does not end it before the last
+ * confirmed one (from its send) plus the TTL. */
+START_TEST(test_jeopardy_counts_from_confirmed_send)
+{
+	struct env e;
+	struct fake_call *fc;
+	int64_t t0 = now_ms(), sent;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 300, 7);
+	for (int i = 0; i < 4; i++) {		/* 4 x 100 ms: past a TTL */
+		run_ms(&e, 110);
+		fc = take(&e, FAKE_RENEW);
+		fake_renew_done(fc, 1, (const int[]){ STORE_DONE }, 1);
+	}
+	ck_assert_int_eq(e.rec[0].nlost, 0);
+	ck_assert_int_ge(now_ms() - t0, 400);
+	run_ms(&e, 110);			/* renewal sent, no answer */
+	fc = take(&e, FAKE_RENEW);
+	sent = now_ms();
+	while (e.rec[0].nlost == 0 && now_ms() - sent < 1000)
+		run_ms(&e, 20);
+	ck_assert_int_eq(e.rec[0].nlost, 1);
+	/* the last confirmed renewal was sent a renew period (100 ms)
+	 * before this one, which went out up to 110 ms before "sent" */
+	ck_assert_int_ge(now_ms() - sent, 80);
+	ck_assert_int_le(now_ms() - sent, 300);
+	fake_renew_done(fc, 1, (const int[]){ STORE_DONE }, 1);	/* late */
+	while ((fc = fake_store_take(e.st, FAKE_RENEW)) != NULL)
+		fake_renew_done(fc, 1, (const int[]){ STORE_DONE }, 1);
+	ck_assert_int_eq(e.rec[0].nlost, 1);
+	run_ms(&e, 500);		/* its value freed, renewed or not */
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(0, 7));
+	fake_release_done(fc, 1, STORE_DONE);
+	env_end(&e);
+}
+END_TEST
+
+/* Each loss is counted by its cause: gone (expired), another's (taken),
+ * and what the first reassert on a new master tenure finds (failover). */
+START_TEST(test_lost_causes)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	locks_store_up(e.lt);		/* the first tenure */
+	hold(&e, 0, "a", 300, 1);
+	hold(&e, 0, "b", 300, 2);
+	hold(&e, 1, "c", 300, 3);
+	run_ms(&e, 110);
+	fc = take(&e, FAKE_RENEW);
+	ck_assert_uint_eq(fc->n, 3);
+	fake_renew_done(fc, 1, (const int[]){ STORE_GONE, STORE_TAKEN,
+	    STORE_DONE }, 3);
+	ck_assert_int_eq(e.rec[0].nlost, 2);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_EXPIRED], 1);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_TAKEN], 1);
+	/* a failover: the reassert on the new tenure finds c gone */
+	fake_store_set_up(e.st, 0);
+	locks_store_down(e.lt);
+	fake_store_new_tenure(e.st);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fc = take(&e, FAKE_RENEW);
+	fake_renew_done(fc, 1, (const int[]){ STORE_GONE }, 1);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_FAILOVER], 1);
+	ck_assert_uint_eq(s.lost, 3);
+	/* a RELEASE that finds its hold taken */
+	hold(&e, 2, "d", 30000, 4);
+	release(&e, 2, "d");
+	fake_release_done(take(&e, FAKE_RELEASE), 1, STORE_TAKEN);
+	ck_assert_int_eq(e.rec[2].status, LK_LOST);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_TAKEN], 2);
+	ck_assert_uint_eq(s.lost, 4);
+	env_end(&e);
+}
+END_TEST
+
+/* Redis refuses an attempt (OOM, BUSY: an error reply on a live
+ * connection): the waiter keeps its place and tries again after a
+ * backoff, until its WAIT runs out (then ERR UNAVAILABLE, not BUSY). */
+START_TEST(test_refused_attempt_keeps_place)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	acquire(&e, 0, "k", 10000, 5000);
+	acquire(&e, 1, "k", 10000, 5000);	/* behind 0 */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);	/* refused */
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);	/* not at once */
+	run_ms(&e, 80);
+	fc = take(&e, FAKE_ACQUIRE);		/* tried again: 0 first */
+	ck_assert_str_eq(fc->value, ids[0]);
+	fake_acquire_done(fc, 1, 1, 9);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[1].nreplies, 0);
+	/* a one-try request while Redis refuses: answered at once */
+	acquire(&e, 2, "j", 0, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);
+	ck_assert_int_eq(e.rec[2].status, LK_UNAVAILABLE);
+	/* a short WAIT that runs out while Redis refuses */
+	acquire(&e, 3, "j", 150, 5000);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 0, 0, 0);
+	for (int i = 0; i < 6 && e.rec[3].nreplies == 0; i++) {
+		run_ms(&e, 50);
+		while ((fc = fake_store_take(e.st, FAKE_ACQUIRE)) != NULL)
+			fake_acquire_done(fc, 0, 0, 0);
+	}
+	ck_assert_int_eq(e.rec[3].nreplies, 1);
+	ck_assert_int_eq(e.rec[3].status, LK_UNAVAILABLE);
+	env_end(&e);
+}
+END_TEST
+
 /* --- Redis down, limits -------------------------------------------------- */
 
 /*
@@ -780,16 +950,43 @@ START_TEST(test_limit_waiters)
 }
 END_TEST
 
+/* Redis unreachable: a one-try ACQUIRE answers at once; one with WAIT
+ * queues as in any outage and is tried when Redis answers again. */
 START_TEST(test_store_not_up)
 {
 	struct env e;
 
 	env_start(&e, NULL);
 	fake_store_set_up(e.st, 0);
-	acquire(&e, 0, "k", 10000, 5000);
+	acquire(&e, 0, "k", 0, 5000);
 	ck_assert_int_eq(e.rec[0].nreplies, 1);
 	ck_assert_int_eq(e.rec[0].status, LK_UNAVAILABLE);
+	acquire(&e, 1, "k", 10000, 5000);
+	ck_assert_int_eq(e.rec[1].nreplies, 0);		/* it waits */
 	ck_assert_uint_eq(calls(&e, FAKE_ANY), 0);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 5);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	ck_assert_int_eq(e.rec[1].n, 5);
+	env_end(&e);
+}
+END_TEST
+
+/* ... and one whose WAIT runs out first answers ERR UNAVAILABLE then. */
+START_TEST(test_store_not_up_wait_runs_out)
+{
+	struct env e;
+	int64_t t0 = now_ms();
+
+	env_start(&e, NULL);
+	fake_store_set_up(e.st, 0);
+	acquire(&e, 0, "k", 100, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	run_ms(&e, 250);
+	ck_assert_int_eq(e.rec[0].nreplies, 1);
+	ck_assert_int_eq(e.rec[0].status, LK_UNAVAILABLE);
+	ck_assert_int_ge(e.rec[0].at_ms - t0, 95);
 	env_end(&e);
 }
 END_TEST
@@ -1486,9 +1683,10 @@ START_TEST(test_pass_unanswered_connection_lost)
 }
 END_TEST
 
-/* A pass refused by Redis (OOM, READONLY: its SET did not run): the new
- * holder is told it lost the key at once, and the releasing hold's value,
- * held by nobody now, is freed in Redis (not left to its TTL). */
+/* A pass refused by Redis (OOM, READONLY: its SET did not run) is an
+ * outage, not a loss: the new holder keeps the key, is not renewed (its
+ * value is not in Redis yet), and the pass runs again on the clean-up
+ * timer until Redis takes it. */
 START_TEST(test_pass_refused)
 {
 	struct env e;
@@ -1500,23 +1698,72 @@ START_TEST(test_pass_refused)
 	release(&e, 1, "k");
 	ck_assert_int_eq(e.rec[2].n, 12);
 	fake_pass_done(take(&e, FAKE_PASS), 0, 0);	/* store still up */
-	ck_assert_int_eq(e.rec[2].nlost, 1);
-	ck_assert_int_eq(e.rec[2].losttoken, 12);
-	ck_assert_uint_eq(locks_held(e.cl[2], NULL, NULL), 0);
-	fc = take(&e, FAKE_ACQUIRE);		/* 3 asks Redis */
-	run_ms(&e, 300);			/* the clean-up timer */
-	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);	/* key busy */
-	fake_grant_done(fc, 1, 0, 5000, 0);	/* held (by 1's value) */
-	run_ms(&e, 500);
-	fc = take(&e, FAKE_RELEASE);
-	ck_assert_str_eq(fc->value, value_of(1, 11));
-	fake_release_done(fc, 1, 1);
+	ck_assert_int_eq(e.rec[2].nlost, 0);
+	ck_assert_uint_eq(locks_held(e.cl[2], NULL, NULL), 1);
+	run_ms(&e, 150);			/* the clean-up timer */
+	fc = take(&e, FAKE_PASS);		/* again, the same pass */
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	ck_assert_str_eq(fc->next_owner, value_of(1, 11));
+	fake_pass_done(fc, 0, 0);		/* refused again */
+	ck_assert_uint_eq(pending(&e, FAKE_RENEW), 0);
+	run_ms(&e, 350);
+	fc = take(&e, FAKE_PASS);
+	fake_pass_done(fc, 1, 1);		/* Redis took it */
+	ck_assert_int_eq(e.rec[2].nlost, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
+	release(&e, 2, "k");			/* chain ended: via Redis */
+	fc = take(&e, FAKE_HANDOFF);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_grant_done(fc, 1, 1, 44, 0);
 	locks_get_stats(e.lt, &s);
-	ck_assert_uint_eq(s.releases, 2);	/* 0's and 1's, once each */
+	ck_assert_uint_eq(s.lost, 0);
 	fake_store_drain(e.st);
 	env_end(&e);
 }
 END_TEST
+
+/* A pass refused until the new holder's TTL has run out by the broker's
+ * count (it inherited the releasing hold's confirmation): the holder is
+ * told it lost the key then (jeopardy), and both values are freed. */
+START_TEST(test_pass_refused_until_jeopardy)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+	int released = 0;
+	int64_t t0 = now_ms();
+
+	env_start(&e, NULL);
+	chain_of_waiters(&e, 600);
+	release(&e, 1, "k");			/* 1's hold: 600 ms */
+	ck_assert_int_eq(e.rec[2].n, 12);
+	fake_pass_done(take(&e, FAKE_PASS), 0, 0);
+	while (e.rec[2].nlost == 0 && now_ms() - t0 < 2000) {
+		run_ms(&e, 50);
+		while ((fc = fake_store_take(e.st, FAKE_PASS)) != NULL)
+			fake_pass_done(fc, 0, 0);	/* OOM, still */
+	}
+	ck_assert_int_eq(e.rec[2].nlost, 1);
+	ck_assert_int_ge(now_ms() - t0, 590);
+	ck_assert_int_le(now_ms() - t0, 800);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost_by[LK_LOST_JEOPARDY], 1);
+	/* 3, next in line, asks Redis: the key still shows 1's value */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 5000);
+	run_ms(&e, 300);
+	while ((fc = fake_store_take(e.st, FAKE_RELEASE)) != NULL) {
+		ck_assert(strcmp(fc->value, value_of(1, 11)) == 0 ||
+		    strcmp(fc->value, value_of(2, 12)) == 0);
+		released++;
+		fake_release_done(fc, 1, STORE_GONE);
+	}
+	ck_assert_int_eq(released, 2);
+	ck_assert_uint_eq(pending(&e, FAKE_PASS), 0);
+	fake_store_drain(e.st);
+	env_end(&e);
+}
+END_TEST
+
 
 /* A grace session's hold is never passed on early: RESUME may have moved
  * it to another broker already. */
@@ -1599,12 +1846,20 @@ locks_suite(void)
 	tcase_add_test(tc, test_renew_lost);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("jeopardy");
+	tcase_add_test(tc, test_jeopardy_tells_holder_at_once);
+	tcase_add_test(tc, test_jeopardy_counts_from_confirmed_send);
+	tcase_add_test(tc, test_lost_causes);
+	tcase_add_test(tc, test_refused_attempt_keeps_place);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("down-and-limits");
 	tcase_add_test(tc, test_store_down_keeps_waiters_queued);
 	tcase_add_test(tc, test_wait_runs_out_while_down);
 	tcase_add_test(tc, test_limit_locks_per_session);
 	tcase_add_test(tc, test_limit_waiters);
 	tcase_add_test(tc, test_store_not_up);
+	tcase_add_test(tc, test_store_not_up_wait_runs_out);
 	tcase_add_test(tc, test_store_refuses_request);
 	suite_add_tcase(s, tc);
 
@@ -1630,6 +1885,7 @@ locks_suite(void)
 	tcase_add_test(tc, test_pass_only_while_redis_keeps_the_hold);
 	tcase_add_test(tc, test_pass_unanswered_connection_lost);
 	tcase_add_test(tc, test_pass_refused);
+	tcase_add_test(tc, test_pass_refused_until_jeopardy);
 	tcase_add_test(tc, test_no_pass_from_a_grace_session);
 	tcase_add_test(tc, test_pass_at_session_end);
 	suite_add_tcase(s, tc);

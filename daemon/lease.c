@@ -1,0 +1,679 @@
+/*
+ * lease.c - the Sentinel lease (lease.h): one connection per configured
+ * sentinel, each asked SENTINEL MASTER <name> every LEASE_POLL_MS.
+ *
+ * Why an answer bounds a failover.  A failover starts only once its
+ * leader sees the master objectively down: `quorum` sentinels flagging it
+ * subjectively down (s_down).  A sentinel flags it s_down once
+ * down-after-milliseconds have passed since the oldest ping it sent that
+ * is still unanswered (act_ping_time), or, with its link down and no ping
+ * pending, since the master's last good reply (Redis sentinel.c,
+ * sentinelCheckSubjectivelyDown).  SENTINEL MASTER reports both ages:
+ * last-ping-sent (0: no ping pending) and last-ok-ping-reply.  So a
+ * sentinel that answers at time T without flagging the master cannot flag
+ * it before
+ *     T - last-ping-sent + down-after      a ping pending
+ *     T - last-ok-ping-reply + down-after  link down, no ping pending
+ *     T + down-after                       neither (its next ping starts
+ *                                          the clock, after T)
+ * and the broker counts from the moment it sent the question, which is
+ * before T, less LEASE_MARGIN_MS (conf sentinel_lease_ms may cap it
+ * further).  Since last-ping-sent <= last-ok-ping-reply, this is never
+ * shorter than counting from the last good reply, and a healthy master
+ * (its pings answered within a millisecond) gives nearly the whole
+ * down-after: the lease does not lapse between the sentinels' pings.
+ *
+ * The lease is held while `need` sentinels vouch at once: need =
+ * max(a majority of the configured sentinels, n - quorum + 1), so the
+ * sentinels not vouching are fewer than a quorum and cannot flag the
+ * master objectively down on their own (quorum: the smallest any sentinel
+ * reported).  An answer vouches when it names the master the broker works
+ * on, at the newest config epoch any sentinel reported, flagged master and
+ * none of s_down, o_down, failover_in_progress, force_failover or
+ * master_reboot.  Sentinels that name different masters at that epoch
+ * give no lease at all.  Epochs go back only when an operator monitors
+ * the master anew: after STALE_MS with no answer at the newest epoch, the
+ * newest one answered becomes it.
+ *
+ * hiredis 0.14 (../shared/notes): contexts are freed only from our own
+ * events (kill_ev), our pointer cleared first; pending callbacks then run
+ * with NULL replies and find a context that is no longer current.
+ */
+#include "lease.h"
+#include "log.h"
+#include "util.h"
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+/* static functions: all reached through redisLibeventAttach, used below */
+#include <hiredis/adapters/libevent.h>
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BACKOFF_MIN_MS	50
+#define BACKOFF_MAX_MS	2000
+#define STALE_MS	30000	/* no answer at the newest epoch this long */
+#define ADDR_TEXT_LEN	64
+
+enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
+
+/* One sentinel: its connection and its last answer. */
+struct peer {
+	struct lease *ls;
+	struct addr a;
+	char text[ADDR_TEXT_LEN];
+	enum peer_state state;
+	redisAsyncContext *ac;
+	struct event *retry_ev, *kill_ev;
+	redisAsyncContext *kill_ac;	/* the context kill_ev is meant for */
+	const char *kill_why;
+	long backoff_ms;
+	int asking;			/* a SENTINEL MASTER is unanswered */
+	int64_t sent_ms;		/* ... sent then (or the connect) */
+	/* its last answer */
+	int answered;
+	int vouches;			/* flags and ages allow it */
+	long long epoch;
+	long quorum;
+	struct addr master;
+	int64_t until;			/* good until (monotonic ms) */
+};
+
+struct lease {
+	struct event_base *base;
+	char *name, *password, *user;
+	long timeout_ms, max_ms;
+	struct lease_hooks hooks;
+	struct peer *peers;
+	size_t npeers;
+	int following;
+	struct addr follow;
+	struct event *tick_ev;		/* every LEASE_POLL_MS */
+	struct event *expire_ev;	/* at the lease's end: look again */
+	struct event *notify_ev;	/* runs hooks.changed */
+	int held, announced;
+	int64_t until;
+	long long max_epoch;		/* newest config epoch answered */
+	int64_t max_seen_ms;		/* last answer at it */
+	char logged[2 * ADDR_TEXT_LEN + 96];	/* why it is not held, as
+						 * last logged */
+};
+
+static void peer_start(struct peer *p);
+
+static void
+timer_ms(struct event *ev, int64_t ms)
+{
+	struct timeval tv;
+
+	if (ms < 0)
+		ms = 0;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	if (event_add(ev, &tv) != 0)
+		fatalx("Sentinel lease: cannot arm a timer");
+}
+
+static struct event *
+timer_make(struct event_base *base, event_callback_fn cb, void *arg)
+{
+	struct event *ev = evtimer_new(base, cb, arg);
+
+	if (ev == NULL)
+		fatalx("Sentinel lease: cannot create a timer");
+	return ev;
+}
+
+static void
+addr_text(const struct addr *a, char *buf, size_t len)
+{
+	snprintf(buf, len, strchr(a->host, ':') ? "[%s]:%d" : "%s:%d",
+	    a->host, a->port);
+}
+
+/* --- the lease ------------------------------------------------------- */
+
+static void
+notify_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lease *ls = arg;
+
+	(void)fd;
+	(void)what;
+	if (ls->held == ls->announced)
+		return;
+	ls->announced = ls->held;
+	if (ls->hooks.changed != NULL)	/* last: it may do anything */
+		ls->hooks.changed(ls->hooks.arg, ls->held);
+}
+
+static int
+cmp_desc(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Why there is no lease, logged when the reason changes. */
+static void
+not_held(struct lease *ls, const char *why)
+{
+	if (strcmp(ls->logged, why) == 0)
+		return;
+	snprintf(ls->logged, sizeof ls->logged, "%s", why);
+	log_warn("Sentinel lease not held: %s", why);
+}
+
+/* Work the lease out again from the answers (after an answer, a change
+ * of master, or when it runs out). */
+static void
+lease_eval(struct lease *ls)
+{
+	int64_t now = now_ms(), u[64];
+	size_t n = ls->npeers, good = 0, need;
+	long qmin = 0;
+	int was = ls->held;
+	char why[sizeof ls->logged];
+
+	ls->until = 0;
+	why[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		const struct peer *p = &ls->peers[i];
+
+		if (!p->answered || p->epoch != ls->max_epoch)
+			continue;
+		if (qmin == 0 || (p->quorum > 0 && p->quorum < qmin))
+			qmin = p->quorum;
+		for (size_t j = 0; j < i; j++) {
+			const struct peer *q = &ls->peers[j];
+
+			if (q->answered && q->epoch == p->epoch &&
+			    !addr_same(&q->master, &p->master)) {
+				snprintf(why, sizeof why, "sentinels %s and %s "
+				    "name different masters at config epoch "
+				    "%lld", q->text, p->text, p->epoch);
+				goto done;
+			}
+		}
+		if (ls->following && p->vouches && p->until > now &&
+		    addr_same(&p->master, &ls->follow) && good < 64)
+			u[good++] = p->until;
+	}
+	need = n / 2 + 1;
+	if (qmin > 0 && (size_t)qmin <= n && n - (size_t)qmin + 1 > need)
+		need = n - (size_t)qmin + 1;
+	if (!ls->following) {
+		snprintf(why, sizeof why, "no master connection");
+	} else if (good < need) {
+		char m[ADDR_TEXT_LEN];
+
+		addr_text(&ls->follow, m, sizeof m);
+		snprintf(why, sizeof why, "%zu of the %zu sentinels needed "
+		    "vouch for master %s", good, need, m);
+	} else {
+		qsort(u, good, sizeof u[0], cmp_desc);
+		ls->until = u[need - 1];
+	}
+done:
+	ls->held = ls->until > now;
+	if (ls->held) {
+		if (ls->logged[0] != '\0')
+			log_info("Sentinel lease held again");
+		ls->logged[0] = '\0';
+		timer_ms(ls->expire_ev, ls->until - now);
+	} else {
+		event_del(ls->expire_ev);
+		if (why[0] != '\0' && (was || ls->logged[0] != '\0' ||
+		    ls->following))
+			not_held(ls, why);
+	}
+	if (ls->held != ls->announced)
+		event_active(ls->notify_ev, EV_TIMEOUT, 0);
+}
+
+static void
+expire_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	lease_eval(arg);
+}
+
+/* --- one sentinel's connection ------------------------------------- */
+
+static void
+peer_lost(struct peer *p, const char *why)
+{
+	int was_up = p->state == PEER_UP;
+
+	p->ac = NULL;
+	p->state = PEER_DOWN;
+	p->asking = 0;
+	if (was_up)
+		log_info("Sentinel %s: lease connection lost (%s); retrying",
+		    p->text, why);
+	else
+		log_debug("Sentinel %s: lease connection failed (%s); retrying "
+		    "in %ld ms", p->text, why, p->backoff_ms);
+	timer_ms(p->retry_ev, p->backoff_ms);
+	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+	    p->backoff_ms * 2;
+}
+
+/* Deferred teardown: from libevent, never inside hiredis. */
+static void
+kill_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct peer *p = arg;
+	redisAsyncContext *ac = p->ac;
+
+	(void)fd;
+	(void)what;
+	if (ac == NULL || ac != p->kill_ac)
+		return;		/* gone already (onDisconnect came first) */
+	peer_lost(p, p->kill_why);
+	redisAsyncFree(ac);
+}
+
+static void
+peer_kill(struct peer *p, const char *why)
+{
+	if (event_pending(p->kill_ev, EV_TIMEOUT, NULL))
+		return;
+	p->kill_why = why;
+	p->kill_ac = p->ac;
+	event_active(p->kill_ev, EV_TIMEOUT, 0);
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	peer_start(arg);
+}
+
+/* A field of SENTINEL MASTER's flat field/value reply, or NULL. */
+static const redisReply *
+field(const redisReply *r, const char *name)
+{
+	for (size_t i = 0; i + 1 < r->elements; i += 2)
+		if (r->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(r->element[i]->str, name) == 0)
+			return r->element[i + 1];
+	return NULL;
+}
+
+static long long
+field_num(const redisReply *r, const char *name, long long def)
+{
+	const redisReply *v = field(r, name);
+	char *end;
+	long long x;
+
+	if (v == NULL)
+		return def;
+	if (v->type == REDIS_REPLY_INTEGER)
+		return v->integer;
+	if (v->type != REDIS_REPLY_STRING)
+		return def;
+	x = strtoll(v->str, &end, 10);
+	return end != v->str && *end == '\0' ? x : def;
+}
+
+/* Whether the comma-separated flags include flag. */
+static int
+has_flag(const char *flags, const char *flag)
+{
+	size_t fl = strlen(flag);
+
+	for (const char *f = flags; *f != '\0'; f += strcspn(f, ","),
+	    f += *f == ',') {
+		if (strncmp(f, flag, fl) == 0 && (f[fl] == ',' ||
+		    f[fl] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
+/* Decode p's answer; 0, or -1 when it is not one (the answer is then
+ * dropped). */
+static int
+answer_read(struct peer *p, const redisReply *r)
+{
+	struct lease *ls = p->ls;
+	const redisReply *ip = field(r, "ip"), *port = field(r, "port");
+	const redisReply *fl = field(r, "flags");
+	long long epoch = field_num(r, "config-epoch", -1);
+	long long down = field_num(r, "down-after-milliseconds", -1);
+	long long lps = field_num(r, "last-ping-sent", -1);
+	long long lopr = field_num(r, "last-ok-ping-reply", -1);
+	const char *flags;
+	char text[ADDR_HOST_LEN + 16], err[160];
+	long long elapsed;
+
+	if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL ||
+	    port->type != REDIS_REPLY_STRING || fl == NULL ||
+	    fl->type != REDIS_REPLY_STRING || epoch < 0 || down < 0 ||
+	    lps < 0 || lopr < 0)
+		return -1;
+	snprintf(text, sizeof text, strchr(ip->str, ':') ? "[%s]:%s" : "%s:%s",
+	    ip->str, port->str);
+	if (addr_parse_endpoint(text, &p->master, err, sizeof err) != 0)
+		return -1;
+	flags = fl->str;
+	p->answered = 1;
+	p->epoch = epoch;
+	p->quorum = (long)field_num(r, "quorum", 0);
+	p->vouches = has_flag(flags, "master") && !has_flag(flags, "s_down") &&
+	    !has_flag(flags, "o_down") &&
+	    !has_flag(flags, "failover_in_progress") &&
+	    !has_flag(flags, "force_failover") &&
+	    !has_flag(flags, "master_reboot");
+	/* the sentinel's own s_down clock (see the top of the file) */
+	elapsed = lps > 0 ? lps : has_flag(flags, "disconnected") ? lopr : 0;
+	p->until = p->sent_ms + down - elapsed - LEASE_MARGIN_MS;
+	if (ls->max_ms > 0 && p->until > p->sent_ms + ls->max_ms)
+		p->until = p->sent_ms + ls->max_ms;
+	if (epoch > ls->max_epoch) {
+		ls->max_epoch = epoch;
+		ls->max_seen_ms = now_ms();
+	} else if (epoch == ls->max_epoch) {
+		ls->max_seen_ms = now_ms();
+	} else if (now_ms() - ls->max_seen_ms > STALE_MS) {
+		log_warn("Sentinel %s: config epoch went back from %lld to %lld "
+		    "(master monitored anew?): following it", p->text,
+		    ls->max_epoch, epoch);
+		ls->max_epoch = epoch;
+		ls->max_seen_ms = now_ms();
+	}
+	return 0;
+}
+
+static void
+master_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct peer *p = priv;
+	redisReply *r = reply;
+
+	if (p->ac != ac || r == NULL)
+		return;		/* a context being torn down */
+	p->asking = 0;
+	if (r->type == REDIS_REPLY_ERROR) {
+		log_debug("Sentinel %s: SENTINEL MASTER refused: %s", p->text,
+		    r->str);
+		p->answered = 0;
+	} else if (r->type != REDIS_REPLY_ARRAY || answer_read(p, r) != 0) {
+		log_debug("Sentinel %s: unexpected SENTINEL MASTER reply",
+		    p->text);
+		p->answered = 0;
+	}
+	lease_eval(p->ls);
+}
+
+static void
+auth_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct peer *p = priv;
+	redisReply *r = reply;
+
+	if (p->ac != ac || r == NULL)
+		return;
+	if (r->type == REDIS_REPLY_ERROR)
+		peer_kill(p, "AUTH refused");
+}
+
+static void
+ask(struct peer *p)
+{
+	struct lease *ls = p->ls;
+
+	if (p->state != PEER_UP || p->asking)
+		return;
+	if (redisAsyncCommand(p->ac, master_reply, p, "SENTINEL MASTER %s",
+	    ls->name) != REDIS_OK) {
+		peer_kill(p, "cannot send SENTINEL MASTER");
+		return;
+	}
+	p->asking = 1;
+	p->sent_ms = now_ms();
+}
+
+static void
+on_connect(const redisAsyncContext *cac, int status)
+{
+	redisAsyncContext *ac = (redisAsyncContext *)cac;
+	struct peer *p = ac->data;
+	struct lease *ls = p->ls;
+	int rc = REDIS_OK;
+
+	if (p->ac != ac)
+		return;
+	if (status != REDIS_OK) {
+		/* hiredis frees ac when we return; no onDisconnect follows */
+		peer_lost(p, ac->errstr[0] ? ac->errstr : ac->c.errstr);
+		return;
+	}
+	if (ls->password[0] != '\0')
+		rc = ls->user[0] != '\0' ?
+		    redisAsyncCommand(ac, auth_reply, p, "AUTH %s %s", ls->user,
+		    ls->password) :
+		    redisAsyncCommand(ac, auth_reply, p, "AUTH %s",
+		    ls->password);
+	if (rc != REDIS_OK) {
+		peer_kill(p, "cannot send AUTH");
+		return;
+	}
+	p->state = PEER_UP;
+	p->backoff_ms = BACKOFF_MIN_MS;
+	ask(p);
+}
+
+static void
+on_disconnect(const redisAsyncContext *cac, int status)
+{
+	redisAsyncContext *ac = (redisAsyncContext *)cac;
+	struct peer *p = ac->data;
+
+	if (p->ac != ac)
+		return;		/* we freed it ourselves */
+	peer_lost(p, status == REDIS_OK ? "closed by the sentinel" :
+	    ac->errstr[0] ? ac->errstr : "error");
+}
+
+static void
+peer_start(struct peer *p)
+{
+	struct lease *ls = p->ls;
+	redisAsyncContext *ac;
+
+	p->state = PEER_CONNECTING;
+	p->sent_ms = now_ms();		/* the connect's deadline counts */
+	ac = redisAsyncConnect(p->a.host, p->a.port);
+	if (ac == NULL || ac->err) {
+		p->ac = NULL;
+		peer_lost(p, ac != NULL ? ac->errstr : "out of memory");
+		if (ac != NULL)
+			redisAsyncFree(ac);
+		return;
+	}
+	if (redisLibeventAttach(ac, ls->base) != REDIS_OK) {
+		p->ac = NULL;
+		peer_lost(p, "cannot attach to the event loop");
+		redisAsyncFree(ac);	/* never connected: no callback runs */
+		return;
+	}
+	ac->data = p;
+	p->ac = ac;
+	if (redisAsyncSetConnectCallback(ac, on_connect) != REDIS_OK ||
+	    redisAsyncSetDisconnectCallback(ac, on_disconnect) != REDIS_OK)
+		peer_kill(p, "cannot set callbacks");
+}
+
+/* Every LEASE_POLL_MS: ask each sentinel again, and give up on one that
+ * did not answer (or connect) within timeout_ms. */
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lease *ls = arg;
+	int64_t now = now_ms();
+
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < ls->npeers; i++) {
+		struct peer *p = &ls->peers[i];
+
+		if ((p->asking || p->state == PEER_CONNECTING) &&
+		    now - p->sent_ms > ls->timeout_ms)
+			peer_kill(p, p->asking ? "no answer in time" :
+			    "connect timed out");
+		else
+			ask(p);
+	}
+}
+
+/* --- the lease's life ---------------------------------------------- */
+
+static int
+parse_peers(struct lease *ls, const char *list, char *err, size_t errlen)
+{
+	const char *p = list;
+	size_t count = 1;
+
+	if (list == NULL || list[0] == '\0') {
+		snprintf(err, errlen, "no sentinel addresses");
+		return -1;
+	}
+	for (const char *q = list; *q != '\0'; q++)
+		count += *q == ',';
+	if (count > 64) {
+		snprintf(err, errlen, "more than 64 sentinels");
+		return -1;
+	}
+	ls->peers = xcalloc(count, sizeof *ls->peers);
+	for (size_t i = 0; i < count; i++) {
+		size_t len = strcspn(p, ",");
+		char *item = xstrndup(p, len), msg[160];
+		struct peer *pe = &ls->peers[i];
+		int rc = len == 0 ? -1 :
+		    addr_parse_endpoint(item, &pe->a, msg, sizeof msg);
+
+		free(item);
+		if (rc != 0 || pe->a.is_unix) {
+			snprintf(err, errlen, "sentinel address %zu: %s", i + 1,
+			    rc != 0 ? (len == 0 ? "empty" : msg) :
+			    "unix sockets are not supported here");
+			return -1;
+		}
+		pe->ls = ls;
+		addr_text(&pe->a, pe->text, sizeof pe->text);
+		pe->backoff_ms = BACKOFF_MIN_MS;
+		ls->npeers++;
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+static char *
+dup_or_empty(const char *s)
+{
+	return xstrndup(s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+}
+
+struct lease *
+lease_new(struct event_base *base, const struct lease_cfg *cfg,
+    const struct lease_hooks *hooks, char *err, size_t errlen)
+{
+	struct lease *ls = xcalloc(1, sizeof *ls);
+	struct timeval tick = { 0, LEASE_POLL_MS * 1000 };
+
+	ls->base = base;
+	ls->name = dup_or_empty(cfg->master_name);
+	ls->password = dup_or_empty(cfg->password);
+	ls->user = dup_or_empty(cfg->user);
+	ls->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 500;
+	ls->max_ms = cfg->max_ms > 0 ? cfg->max_ms : 0;
+	ls->hooks = *hooks;
+	ls->max_epoch = -1;
+	if (parse_peers(ls, cfg->sentinels, err, errlen) != 0) {
+		lease_free(ls);
+		return NULL;
+	}
+	ls->expire_ev = timer_make(base, expire_cb, ls);
+	ls->notify_ev = timer_make(base, notify_cb, ls);
+	ls->tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, ls);
+	if (ls->tick_ev == NULL || event_add(ls->tick_ev, &tick) != 0)
+		fatalx("Sentinel lease: cannot arm the poll timer");
+	for (size_t i = 0; i < ls->npeers; i++) {
+		struct peer *p = &ls->peers[i];
+
+		p->retry_ev = timer_make(base, retry_cb, p);
+		p->kill_ev = timer_make(base, kill_cb, p);
+		peer_start(p);
+	}
+	return ls;
+}
+
+static void
+event_drop(struct event *ev)
+{
+	if (ev != NULL)
+		event_free(ev);
+}
+
+void
+lease_free(struct lease *ls)
+{
+	if (ls == NULL)
+		return;
+	for (size_t i = 0; i < ls->npeers; i++) {
+		struct peer *p = &ls->peers[i];
+		redisAsyncContext *ac = p->ac;
+
+		p->ac = NULL;		/* its callbacks find it not current */
+		if (ac != NULL)
+			redisAsyncFree(ac);
+		event_drop(p->retry_ev);
+		event_drop(p->kill_ev);
+	}
+	event_drop(ls->tick_ev);
+	event_drop(ls->expire_ev);
+	event_drop(ls->notify_ev);
+	free(ls->peers);
+	free(ls->name);
+	free(ls->password);
+	free(ls->user);
+	free(ls);
+}
+
+void
+lease_follow(struct lease *ls, const struct addr *master)
+{
+	if (master == NULL) {
+		ls->following = 0;
+	} else if (!ls->following || !addr_same(&ls->follow, master)) {
+		ls->following = 1;
+		ls->follow = *master;
+		for (size_t i = 0; i < ls->npeers; i++)
+			ask(&ls->peers[i]);	/* answers come soon */
+	}
+	lease_eval(ls);
+}
+
+int
+lease_held(const struct lease *ls)
+{
+	return ls->held && ls->until > now_ms();
+}
+
+int64_t
+lease_left_ms(const struct lease *ls)
+{
+	int64_t left = ls->until - now_ms();
+
+	return ls->held && left > 0 ? left : 0;
+}
