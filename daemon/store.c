@@ -353,7 +353,8 @@ static int cmd_send(struct cmd *c);
 static int
 lease_ok(const struct store *st)
 {
-	return st->lease == NULL || lease_held(st->lease);
+	return st->lease == NULL || (lease_held(st->lease) &&
+	    st->one->conn.tenure_joined);
 }
 
 /* --- routing ----------------------------------------------------------- */
@@ -1777,9 +1778,14 @@ keyname(const char *prefix, const char *name, int cluster)
 void
 store_serving(struct store *st)
 {
-	int serving = node_usable(st->one) && lease_ok(st);
+	int serving;
 
-	if (st->lease == NULL || serving == st->serving)
+	if (st->lease == NULL)
+		return;
+	if (node_usable(st->one) && lease_held(st->lease))
+		sconn_join_tenure(&st->one->conn);	/* once per context */
+	serving = node_usable(st->one) && lease_ok(st);
+	if (serving == st->serving)
 		return;
 	st->serving = serving;
 	if (serving && st->hooks.up != NULL)

@@ -225,9 +225,10 @@ info_field(const char *info, const char *name, char *out, size_t outlen)
 }
 
 /*
- * The tenure is joined (tenure.lua ran): the connection is up.  A new
- * replication id means a failover or a Redis back without its data: the
- * lock table reclaims its locks (reassert.lua) before new grants.
+ * The tenure is joined (tenure.lua ran): the connection is up (or, in
+ * Sentinel mode, the store may serve).  A new replication id means a
+ * failover or a Redis back without its data: the lock table reclaims its
+ * locks (reassert.lua) before new grants.
  */
 static void
 tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -239,6 +240,7 @@ tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 	if (c->ac != ac || r == NULL)
 		return;
+	c->tenure_asked = 0;
 	if (r->type == REDIS_REPLY_ERROR) {
 		handshake_refused(c, r->str);
 		return;
@@ -267,8 +269,42 @@ tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		}
 		memcpy(st->replid, c->replid, sizeof st->replid);
 	}
-	if (--c->handshake_left == 0)
+	c->tenure_joined = 1;
+	if (st->lease != NULL)
+		store_serving(st);	/* joined after the handshake */
+	else if (--c->handshake_left == 0)
 		conn_became_up(c);
+}
+
+static int
+tenure_send(struct conn *c)
+{
+	struct store *st = c->st;
+
+	if (redisAsyncCommand(c->ac, tenure_reply, c,
+	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
+	    st->fence, st->tenure, st->delay, c->replid, st->replid,
+	    st->cfg.lock_delay_ms) != REDIS_OK) {
+		sconn_kill(c, "cannot send tenure.lua");
+		return -1;
+	}
+	c->tenure_asked = 1;
+	return 0;
+}
+
+/*
+ * Sentinel mode joins a master's tenure only once the lease holds on it:
+ * the lock delay a new tenure starts (tenure.lua) must count from when the
+ * brokers can act on it and reclaim their locks, not from the handshake,
+ * which comes before the sentinels agree on the new master (a second or
+ * two after a failover).
+ */
+void
+sconn_join_tenure(struct conn *c)
+{
+	if (c->ac != NULL && c->state == C_UP && !c->tenure_joined &&
+	    !c->tenure_asked)
+		tenure_send(c);
 }
 
 /* INFO replication: only a master is used; its replication id names the
@@ -323,13 +359,14 @@ info_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			return;
 		}
 	}
-	if (redisAsyncCommand(ac, tenure_reply, c,
-	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
-	    st->fence, st->tenure, st->delay, c->replid, st->replid,
-	    st->cfg.lock_delay_ms) != REDIS_OK) {
-		sconn_kill(c, "cannot send tenure.lua");
+	if (st->lease != NULL) {
+		/* the tenure is joined once the lease holds (above) */
+		if (--c->handshake_left == 0)
+			conn_became_up(c);
 		return;
 	}
+	if (tenure_send(c) != 0)
+		return;
 	/* +1 for tenure.lua before -1 for INFO: not up yet */
 	c->handshake_left++;
 	c->handshake_left--;
@@ -441,6 +478,7 @@ on_connect(const redisAsyncContext *cac, int status)
 	c->state = C_HANDSHAKE;
 	c->handshake_left = 0;
 	c->refused = 0;
+	c->tenure_joined = c->tenure_asked = 0;
 	send_auth(c);
 	if (c->kind == CONN_MAP) {
 		if (c->handshake_left == 0)

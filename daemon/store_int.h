@@ -71,6 +71,10 @@ struct conn {
 					 * onDisconnect, so "up" is a lie */
 	char last_refusal[160];		/* logged once until it changes */
 	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
+	int tenure_joined;		/* tenure.lua answered on this context
+					 * (Sentinel mode: sent once the lease
+					 * holds, not in the handshake) */
+	int tenure_asked;		/* ... sent, no answer yet */
 	char replid[64];		/* INFO's master_replid, handshake */
 	char replid2[64];		/* INFO's master_replid2 */
 };
@@ -243,6 +247,9 @@ int store_events_attach(redisAsyncContext *ac, struct event_base *base);
 
 /* store_conn.c */
 int sconn_parse_addr(struct store *st);
+/* Sentinel mode: join the master's tenure now (tenure.lua), the lease
+ * being held; store_serving runs again when it has answered. */
+void sconn_join_tenure(struct conn *c);
 int sconn_timer_add_ms(struct event *ev, long ms);
 void sconn_init(struct store *st, struct conn *c, const char *name,
     enum conn_kind kind);
