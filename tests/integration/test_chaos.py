@@ -231,9 +231,10 @@ class Resource:
 class Hold:
     """One OK <token>, seen from its client."""
     __slots__ = ("id", "key", "token", "sid", "port", "s", "e", "outcome",
-                 "told", "told_at", "broken", "writes", "stalled")
+                 "told", "told_at", "broken", "writes", "stalled", "ttl")
 
-    def __init__(self, hid, key, token, sid, port, s):
+    def __init__(self, hid, key, token, sid, port, s, ttl=None):
+        self.ttl = ttl           # the TTL asked for (ms)
         self.id = hid
         self.key = key
         self.token = token
@@ -550,6 +551,8 @@ class Session:
 
 
 class ChaosClient(threading.Thread):
+    ttl_ms = TTL_MS             # the TTL its ACQUIREs ask for
+
     def __init__(self, world, idx, resource_port, seed):
         super().__init__(name="c%02d" % idx, daemon=True)
         self.world = world
@@ -634,10 +637,10 @@ class ChaosClient(threading.Thread):
         if self.rng.random() < SEM_SHARE:
             key = SEM_KEY
             line = "ACQUIRE %s LIMIT %d WAIT %d TTL %d" % (
-                key, SEM_LIMIT, WAIT_MS, TTL_MS)
+                key, SEM_LIMIT, WAIT_MS, self.ttl_ms)
         else:
             key = self.rng.choice(KEYS)
-            line = "ACQUIRE %s WAIT %d TTL %d" % (key, WAIT_MS, TTL_MS)
+            line = "ACQUIRE %s WAIT %d TTL %d" % (key, WAIT_MS, self.ttl_ms)
         self.phase = "acquiring"
         r = sess.request(line)
         if r == "BUSY":
@@ -653,7 +656,7 @@ class ChaosClient(threading.Thread):
         s = time.monotonic()
         self.nhold += 1
         h = Hold("%s/%d" % (sess.sid, self.nhold), key, int(m.group(1)),
-                 sess.sid, sess.port, s)
+                 sess.sid, sess.port, s, self.ttl_ms)
         sess.hold = h
         self.world.add_hold(h)
         self.phase = "holding"

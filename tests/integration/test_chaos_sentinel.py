@@ -70,13 +70,19 @@ What is asserted (see test_chaos.py for why each check is sound)
      each failover the new master's counter is at least every token the
      clients were handed and every count the old master had before the
      kill.
-  4. Held through a failover: when every broker reached the new master
-     within half the lock delay of the first one (they do, within a few
-     ms, here), a lock held right through the failover is kept: never
-     told LOST, both writes accepted, RELEASE answered OK 0
+  4. Held through a failover: a third of the clients hold with TTL
+     LONG_TTL_MS, which outlasts a failover (kill to brokers on the new
+     master: ~3 s), the rest with TTL 600 ms, which does not.  When every
+     broker reached the new master within half the lock delay of the
+     first one (they do, within a few ms, here), a lock held right through
+     the failover whose TTL, counted from its last renewal before the
+     kill, outlasts the time until its broker reached the new master is
+     kept: never told LOST, both writes accepted, RELEASE answered OK 0
      (docs/DEPLOYMENT.md: "A held lock survives a failover that lost its
      write, provided that its broker reaches the new master within the
-     lock delay").
+     lock delay and within the lock's TTL").  One whose TTL ran out before
+     its broker reached the new master is never kept: the broker could
+     not vouch for it (jeopardy), so it told the holder LOST.
   5. Replies: every request got exactly one well-formed reply in time; no
      broker closed a session by itself.
   6. Liveness: after the faults every key is acquirable on every broker
@@ -111,6 +117,7 @@ from topology import SentinelTopology, cli
 SANITIZED = chaos.SANITIZED
 N_BROKERS = 3
 N_CLIENTS = 20
+LONG_TTL_MS = 6000              # the TTL of every third client's holds
 DELAY_MS = 1000                 # --failover_lock_delay_ms
 FAILOVER_S = 15.0               # kill -9 until the Sentinels agree (~2 s)
 SWITCH_S = 15.0                 # then until every broker is on it
@@ -144,6 +151,11 @@ class SentinelChaosClient(chaos.ChaosClient):
     and its second write then goes to the resource."""
 
     failover_wait = None        # a threading.Event set by kill_master
+
+    def __init__(self, world, idx, *args):
+        super().__init__(world, idx, *args)
+        if idx % 3 == 0:
+            self.ttl_ms = LONG_TTL_MS
 
     def write(self, sess, h):
         ev = self.failover_wait
@@ -257,7 +269,7 @@ class TestChaosSentinel(chaos.TestChaos):
         # Holders between their two writes now stay stalled until every
         # broker is on the new master (SentinelChaosClient.write).
         fo = {"event": threading.Event(), "old": old, "spread": None,
-              "seen": None}
+              "seen": None, "kill_t": None, "start_t": time.monotonic()}
         self.failovers.append(fo)
         for c in w.clients:
             c.failover_wait = fo["event"]
@@ -271,6 +283,7 @@ class TestChaosSentinel(chaos.TestChaos):
                                         if b.port in ports] or w.brokers)
                 late.pause()
             topo.kill_master()
+            fo["kill_t"] = topo.fault_t0
             for p in proxies:
                 p.close()
             if late is not None:
@@ -505,29 +518,58 @@ class TestChaosSentinel(chaos.TestChaos):
         """A lock held right through a failover is kept (reclaimed if the
         failover lost it, its second write accepted, RELEASE OK 0, never
         told LOST) when its broker reached the new master well within the
-        lock delay, which starts when the first broker gets there:
-        DEPLOYMENT.md promises it then.  Checked for holds whose broker was
-        seen on the new master (polling STATS from the kill on) within
-        half the delay of the first one."""
+        lock delay, which starts when the first broker gets there, and
+        while its TTL, counted from its last renewal before the kill (at
+        most a third of it before), still ran: DEPLOYMENT.md promises it
+        then.  Checked for holds whose broker was seen on the new master
+        (polling STATS from the kill on) within half the delay of the
+        first one.  A lock whose TTL ran out before its broker reached the
+        new master is never kept: it was lost by the broker's own count
+        (jeopardy), and its holder told so."""
         w = self.world
         fos = {id(fo["event"]): fo for fo in self.failovers}
         for ev, h in w.through_failover:
+            fo = fos.get(id(ev))
+            seen = fo.get("seen") if fo is not None else None
+            if seen is None or h.port not in seen or fo["kill_t"] is None:
+                if self.kept(h):
+                    w.count("kept_through_failover")
+                continue
+            reached = seen[h.port] - fo["kill_t"]
             if self.kept(h):
                 w.count("kept_through_failover")
-                continue
-            fo = fos.get(id(ev))
-            if fo is None or fo.get("seen") is None:
-                continue
-            seen = fo["seen"]
-            if h.port not in seen:
+                if reached > h.ttl / 1000.0 + 0.3:
+                    w.violation("a lock held through a failover was kept "
+                                "although its TTL (%d ms) ran out before "
+                                "its broker reached the new master (%.0f "
+                                "ms after the kill): %s"
+                                % (h.ttl, reached * 1000,
+                                   h.describe(w.t0)), [h.sid])
                 continue
             after = seen[h.port] - min(seen.values())
-            if after * 1000 <= DELAY_MS / 2:
+            if after * 1000 <= DELAY_MS / 2 and \
+                    reached + 0.5 < h.ttl * 2 / 3 / 1000.0 and \
+                    not self.ghost_before(h, fo, seen[h.port]):
                 w.violation("a lock held through a failover was not kept "
                             "although its broker was on the new master "
-                            "%.0f ms after the first one (lock delay %d ms):"
-                            " %s" % (after * 1000, DELAY_MS,
-                                     h.describe(w.t0)), [h.sid])
+                            "%.0f ms after the first one (lock delay %d ms)"
+                            " and %.0f ms after the kill, within its TTL: "
+                            "%s" % (after * 1000, DELAY_MS, reached * 1000,
+                                    h.describe(w.t0)), [h.sid])
+
+    def ghost_before(self, h, fo, reached_t):
+        """Whether an earlier holder's value of h's key may be on the new
+        master still: a hold that ended after the fault began (its
+        release may be among the writes the failover lost) with a TTL
+        that may not have run out there when h's broker reached it.  h's
+        reassert then finds the key another's, and h is rightly lost."""
+        for y in self.world.holds:
+            if y is h or y.key != h.key or y.e is None:
+                continue
+            if y.e >= fo["start_t"] - 0.1 and \
+                    y.e + (y.ttl or 0) / 1000.0 > reached_t - 0.5:
+                return True
+        return False
 
     def check_brokers(self):
         """Every broker ends on the master the Sentinels report."""
