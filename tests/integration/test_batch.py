@@ -334,17 +334,20 @@ class TestBatchScript(unittest.TestCase):
 
     def test_a_failing_call_does_not_take_the_others_down(self):
         r = self.redis
+        # a counter above the clock: tokens are the counter plus one
+        base = 5 * 10 ** 15
+        r.cli("SET", "bt:fence", base)
         r.cli("SET", self.lk("held"), "own2:7")
         r.cli("HSET", "bt:badfence", "f", "v")   # GET of it: WRONGTYPE
         out = self.batch(
             self.acquire("a", "own1"),
             self.acquire("b", "own3", fence="bt:badfence"),
             ("release", [self.lk("held")], ["own2:7", "bt:released", "held"]),
-            ("renew", [self.lk("a")], ["own1:1", 5000]),
+            ("renew", [self.lk("a")], ["own1:%d" % (base + 1), 5000]),
             ("nosuch", [], []),
             self.acquire("c", "own4", ttl="abc"))
         self.assertEqual(len(out), 6, out)
-        self.assertEqual(out[0], [1, 1, 0])     # none set aside
+        self.assertEqual(out[0], [1, base + 1, 0])     # none set aside
         self.assertIsInstance(out[1], RedisError)
         self.assertTrue(str(out[1]).startswith("WRONGTYPE"), out[1])
         self.assertEqual(out[2], 1)
@@ -352,27 +355,31 @@ class TestBatchScript(unittest.TestCase):
         self.assertIsInstance(out[4], RedisError)
         self.assertTrue(str(out[4]).startswith("ERR "), out[4])
         self.assertIsInstance(out[5], RedisError)       # SET PX abc
-        self.assertEqual(r.cli("GET", self.lk("a")), "own1:1")
+        self.assertEqual(r.cli("GET", self.lk("a")), "own1:%d" % (base + 1))
         self.assertIsNone(r.cli("GET", self.lk("b")))   # failed before SET
         self.assertIsNone(r.cli("GET", self.lk("held")))
         self.assertIsNone(r.cli("GET", self.lk("c")))
         # as alone, a failed call keeps what it wrote before its error:
-        # the token it drew (INCR) is gone
-        self.assertEqual(r.cli("GET", "bt:fence"), "2")
+        # the token it drew is gone
+        self.assertEqual(r.cli("GET", "bt:fence"), str(base + 2))
         self.assertGreater(r.cli("PTTL", self.lk("a")), 0)
 
     def test_calls_run_in_order(self):
         """One key's calls depend on each other: each sees the last."""
-        self.redis.cli("SET", "bt:fence", 100)
+        base = 5 * 10 ** 15     # above the clock: counter + 1
+        self.redis.cli("SET", "bt:fence", base)
         out = self.batch(
             self.acquire("k", "A"),
             ("handoff", [self.lk("k"), "bt:fence"],
-             ["A:101", "B", 20000, "bt:released", "k"]),
-            ("renew", [self.lk("k")], ["B:102", 30000]),
-            ("release", [self.lk("k")], ["A:101", "bt:released", "k"]),
+             ["A:%d" % (base + 1), "B", 20000, "bt:released", "k"]),
+            ("renew", [self.lk("k")], ["B:%d" % (base + 2), 30000]),
+            ("release", [self.lk("k")], ["A:%d" % (base + 1),
+                                         "bt:released", "k"]),
             ("owner", [self.lk("k")], []))
-        self.assertEqual(out[:4], [[1, 101, 0], [1, 102, 0], [1], 0])
-        self.assertEqual(out[4][0], "B:102")
+        # the release finds B's hold: A's was lost, to another (3)
+        self.assertEqual(out[:4], [[1, base + 1, 0], [1, base + 2, 0], [1],
+                                   3])
+        self.assertEqual(out[4][0], "B:%d" % (base + 2))
         self.assertGreater(out[4][1], 20000)
 
     def test_answers_as_each_script_alone(self):
@@ -389,10 +396,12 @@ class TestBatchScript(unittest.TestCase):
                                *keys, *args))
         r.cli("FLUSHALL")
         out = self.batch(*calls)
-        # PTTLs may differ by a ms or so
-        self.assertEqual(out[0], alone[0])
+        # PTTLs may differ by a ms or so, tokens (the clock) by more
+        self.assertEqual(out[0][0::2], alone[0][0::2])
+        self.assertGreater(out[0][1], alone[0][1])
         self.assertEqual(out[1][0], alone[1][0])
-        self.assertEqual(out[2][0], alone[2][0])
+        self.assertEqual(out[2][0], "A:%d" % out[0][1])  # the same holder
+        self.assertEqual(alone[2][0], "A:%d" % alone[0][1])
         self.assertEqual(out[3:], alone[3:])
 
 
