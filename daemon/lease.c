@@ -1,39 +1,11 @@
 /*
  * lease.c - the Sentinel lease (lease.h): one connection per configured
- * sentinel, each asked SENTINEL MASTER <name> every LEASE_POLL_MS.
+ * sentinel, each asked SENTINEL MASTER <name> every LEASE_POLL_MS; what
+ * the answers vouch for is vouch.c's arithmetic.
  *
- * Why an answer bounds a failover.  A failover starts only once its
- * leader sees the master objectively down: `quorum` sentinels flagging it
- * subjectively down (s_down).  A sentinel flags it s_down once
- * down-after-milliseconds have passed since the oldest ping it sent that
- * is still unanswered (act_ping_time), or, with its link down and no ping
- * pending, since the master's last good reply (Redis sentinel.c,
- * sentinelCheckSubjectivelyDown).  SENTINEL MASTER reports both ages:
- * last-ping-sent (0: no ping pending) and last-ok-ping-reply.  So a
- * sentinel that answers at time T without flagging the master cannot flag
- * it before
- *     T - last-ping-sent + down-after      a ping pending
- *     T - last-ok-ping-reply + down-after  link down, no ping pending
- *     T + down-after                       neither (its next ping starts
- *                                          the clock, after T)
- * and the broker counts from the moment it sent the question, which is
- * before T, less LEASE_MARGIN_MS (conf sentinel_lease_ms may cap it
- * further).  Since last-ping-sent <= last-ok-ping-reply, this is never
- * shorter than counting from the last good reply, and a healthy master
- * (its pings answered within a millisecond) gives nearly the whole
- * down-after: the lease does not lapse between the sentinels' pings.
- *
- * The lease is held while `need` sentinels vouch at once: need =
- * max(a majority of the configured sentinels, n - quorum + 1), so the
- * sentinels not vouching are fewer than a quorum and cannot flag the
- * master objectively down on their own (quorum: the smallest any sentinel
- * reported).  An answer vouches when it names the master the broker works
- * on, at the newest config epoch any sentinel reported, flagged master and
- * none of s_down, o_down, failover_in_progress, force_failover or
- * master_reboot.  Sentinels that name different masters at that epoch
- * give no lease at all.  Epochs go back only when an operator monitors
- * the master anew: after STALE_MS with no answer at the newest epoch, the
- * newest one answered becomes it.
+ * Epochs go back only when an operator monitors the master anew: after
+ * STALE_MS with no answer at the newest epoch, the newest one answered
+ * becomes it.
  *
  * hiredis 0.14 (../shared/notes): contexts are freed only from our own
  * events (kill_ev), our pointer cleared first; pending callbacks then run
@@ -42,6 +14,7 @@
 #include "lease.h"
 #include "log.h"
 #include "util.h"
+#include "vouch.h"
 
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
@@ -73,13 +46,6 @@ struct peer {
 	long backoff_ms;
 	int asking;			/* a SENTINEL MASTER is unanswered */
 	int64_t sent_ms;		/* ... sent then (or the connect) */
-	/* its last answer */
-	int answered;
-	int vouches;			/* flags and ages allow it */
-	long long epoch;
-	long quorum;
-	struct addr master;
-	int64_t until;			/* good until (monotonic ms) */
 };
 
 struct lease {
@@ -88,6 +54,7 @@ struct lease {
 	long timeout_ms, max_ms;
 	struct lease_hooks hooks;
 	struct peer *peers;
+	struct vouch_answer *answers;	/* one per peer, its last */
 	size_t npeers;
 	int following;
 	struct addr follow;
@@ -98,8 +65,8 @@ struct lease {
 	int64_t until;
 	long long max_epoch;		/* newest config epoch answered */
 	int64_t max_seen_ms;		/* last answer at it */
-	char logged[2 * ADDR_TEXT_LEN + 96];	/* why it is not held, as
-						 * last logged */
+	char logged[160];		/* why it is not held, as last
+					 * logged */
 };
 
 static void peer_start(struct peer *p);
@@ -150,14 +117,6 @@ notify_cb(evutil_socket_t fd, short what, void *arg)
 		ls->hooks.changed(ls->hooks.arg, ls->held);
 }
 
-static int
-cmp_desc(const void *x, const void *y)
-{
-	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-
-	return a < b ? 1 : a > b ? -1 : 0;
-}
-
 /* Why there is no lease, logged when the reason changes. */
 static void
 not_held(struct lease *ls, const char *why)
@@ -173,52 +132,13 @@ not_held(struct lease *ls, const char *why)
 static void
 lease_eval(struct lease *ls)
 {
-	int64_t now = now_ms(), u[64];
-	size_t n = ls->npeers, good = 0, need;
-	long qmin = 0;
-	int was = ls->held;
+	int64_t now = now_ms();
 	char why[sizeof ls->logged];
+	int was = ls->held;
 
-	ls->until = 0;
-	why[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
-		const struct peer *p = &ls->peers[i];
-
-		if (!p->answered || p->epoch != ls->max_epoch)
-			continue;
-		if (qmin == 0 || (p->quorum > 0 && p->quorum < qmin))
-			qmin = p->quorum;
-		for (size_t j = 0; j < i; j++) {
-			const struct peer *q = &ls->peers[j];
-
-			if (q->answered && q->epoch == p->epoch &&
-			    !addr_same(&q->master, &p->master)) {
-				snprintf(why, sizeof why, "sentinels %s and %s "
-				    "name different masters at config epoch "
-				    "%lld", q->text, p->text, p->epoch);
-				goto done;
-			}
-		}
-		if (ls->following && p->vouches && p->until > now &&
-		    addr_same(&p->master, &ls->follow) && good < 64)
-			u[good++] = p->until;
-	}
-	need = n / 2 + 1;
-	if (qmin > 0 && (size_t)qmin <= n && n - (size_t)qmin + 1 > need)
-		need = n - (size_t)qmin + 1;
-	if (!ls->following) {
-		snprintf(why, sizeof why, "no master connection");
-	} else if (good < need) {
-		char m[ADDR_TEXT_LEN];
-
-		addr_text(&ls->follow, m, sizeof m);
-		snprintf(why, sizeof why, "%zu of the %zu sentinels needed "
-		    "vouch for master %s", good, need, m);
-	} else {
-		qsort(u, good, sizeof u[0], cmp_desc);
-		ls->until = u[need - 1];
-	}
-done:
+	ls->until = vouch_lease(ls->answers, ls->npeers, ls->max_epoch,
+	    ls->following ? &ls->follow : NULL, now, ls->max_ms, why,
+	    sizeof why);
 	ls->held = ls->until > now;
 	if (ls->held) {
 		if (ls->logged[0] != '\0')
@@ -325,60 +245,37 @@ field_num(const redisReply *r, const char *name, long long def)
 	return end != v->str && *end == '\0' ? x : def;
 }
 
-/* Whether the comma-separated flags include flag. */
-static int
-has_flag(const char *flags, const char *flag)
-{
-	size_t fl = strlen(flag);
-
-	for (const char *f = flags; *f != '\0'; f += strcspn(f, ","),
-	    f += *f == ',') {
-		if (strncmp(f, flag, fl) == 0 && (f[fl] == ',' ||
-		    f[fl] == '\0'))
-			return 1;
-	}
-	return 0;
-}
-
-/* Decode p's answer; 0, or -1 when it is not one (the answer is then
- * dropped). */
+/* Decode p's answer into its vouch_answer; 0, or -1 when it is not one
+ * (the answer is then dropped). */
 static int
 answer_read(struct peer *p, const redisReply *r)
 {
 	struct lease *ls = p->ls;
+	struct vouch_answer *a = &ls->answers[p - ls->peers];
 	const redisReply *ip = field(r, "ip"), *port = field(r, "port");
 	const redisReply *fl = field(r, "flags");
 	long long epoch = field_num(r, "config-epoch", -1);
-	long long down = field_num(r, "down-after-milliseconds", -1);
-	long long lps = field_num(r, "last-ping-sent", -1);
-	long long lopr = field_num(r, "last-ok-ping-reply", -1);
-	const char *flags;
 	char text[ADDR_HOST_LEN + 16], err[160];
-	long long elapsed;
 
+	a->valid = 0;
 	if (ip == NULL || ip->type != REDIS_REPLY_STRING || port == NULL ||
 	    port->type != REDIS_REPLY_STRING || fl == NULL ||
-	    fl->type != REDIS_REPLY_STRING || epoch < 0 || down < 0 ||
-	    lps < 0 || lopr < 0)
+	    fl->type != REDIS_REPLY_STRING || epoch < 0)
 		return -1;
 	snprintf(text, sizeof text, strchr(ip->str, ':') ? "[%s]:%s" : "%s:%s",
 	    ip->str, port->str);
-	if (addr_parse_endpoint(text, &p->master, err, sizeof err) != 0)
+	if (addr_parse_endpoint(text, &a->master, err, sizeof err) != 0)
 		return -1;
-	flags = fl->str;
-	p->answered = 1;
-	p->epoch = epoch;
-	p->quorum = (long)field_num(r, "quorum", 0);
-	p->vouches = has_flag(flags, "master") && !has_flag(flags, "s_down") &&
-	    !has_flag(flags, "o_down") &&
-	    !has_flag(flags, "failover_in_progress") &&
-	    !has_flag(flags, "force_failover") &&
-	    !has_flag(flags, "master_reboot");
-	/* the sentinel's own s_down clock (see the top of the file) */
-	elapsed = lps > 0 ? lps : has_flag(flags, "disconnected") ? lopr : 0;
-	p->until = p->sent_ms + down - elapsed - LEASE_MARGIN_MS;
-	if (ls->max_ms > 0 && p->until > p->sent_ms + ls->max_ms)
-		p->until = p->sent_ms + ls->max_ms;
+	a->sent_ms = p->sent_ms;
+	a->down_after_ms = field_num(r, "down-after-milliseconds", -1);
+	a->ping_sent_ms = field_num(r, "last-ping-sent", -1);
+	a->ok_reply_ms = field_num(r, "last-ok-ping-reply", -1);
+	if (a->down_after_ms < 0 || a->ping_sent_ms < 0 || a->ok_reply_ms < 0)
+		return -1;
+	a->epoch = epoch;
+	a->quorum = (long)field_num(r, "quorum", 0);
+	a->flags = vouch_flags(fl->str);
+	a->valid = 1;
 	if (epoch > ls->max_epoch) {
 		ls->max_epoch = epoch;
 		ls->max_seen_ms = now_ms();
@@ -406,11 +303,10 @@ master_reply(redisAsyncContext *ac, void *reply, void *priv)
 	if (r->type == REDIS_REPLY_ERROR) {
 		log_debug("Sentinel %s: SENTINEL MASTER refused: %s", p->text,
 		    r->str);
-		p->answered = 0;
+		p->ls->answers[p - p->ls->peers].valid = 0;
 	} else if (r->type != REDIS_REPLY_ARRAY || answer_read(p, r) != 0) {
 		log_debug("Sentinel %s: unexpected SENTINEL MASTER reply",
 		    p->text);
-		p->answered = 0;
 	}
 	lease_eval(p->ls);
 }
@@ -555,6 +451,7 @@ parse_peers(struct lease *ls, const char *list, char *err, size_t errlen)
 		return -1;
 	}
 	ls->peers = xcalloc(count, sizeof *ls->peers);
+	ls->answers = xcalloc(count, sizeof *ls->answers);
 	for (size_t i = 0; i < count; i++) {
 		size_t len = strcspn(p, ",");
 		char *item = xstrndup(p, len), msg[160];
@@ -644,6 +541,7 @@ lease_free(struct lease *ls)
 	event_drop(ls->expire_ev);
 	event_drop(ls->notify_ev);
 	free(ls->peers);
+	free(ls->answers);
 	free(ls->name);
 	free(ls->password);
 	free(ls->user);

@@ -29,7 +29,6 @@ struct event_base;
 struct lease;
 
 #define LEASE_POLL_MS 100		/* each sentinel asked this often */
-#define LEASE_MARGIN_MS 100		/* taken off every answer's bound */
 
 /* Copied by lease_new(): the strings need not outlive the call. */
 struct lease_cfg {
