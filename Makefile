@@ -172,13 +172,14 @@ deb: deps
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_SRC)
 	tar -cf - --exclude=./build --exclude=./.git . | tar -xf - -C $(DEB_SRC)
-	@# Without MAKEFLAGS: this make's variables (SANITIZE=1, ...) must not
-	@# reach the package's build.
+	@# This make's command-line variables (SANITIZE=1, ...) must not reach
+	@# the package's build: make hands them on in MAKEFLAGS and the
+	@# environment.
 	@echo "deb: dpkg-buildpackage in $(DEB_SRC), log in $(DEB_DIR)/build.log"
-	@cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+	@cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE \
 	  dpkg-buildpackage -b -us -uc -Jauto >../build.log 2>&1 || \
 	  { tail -40 ../build.log; echo "deb: dpkg-buildpackage failed"; exit 1; }
-	@lintian --fail-on error $(DEB_DIR)/lockbrokerd_$(VERSION)_*.changes \
+	@lintian --allow-root --fail-on error $(DEB_DIR)/lockbrokerd_$(VERSION)_*.changes \
 	  >$(DEB_DIR)/lintian.txt 2>&1; rc=$$?; cat $(DEB_DIR)/lintian.txt; \
 	  [ $$rc = 0 ] || { echo "deb: lintian found errors"; exit 1; }
 	@ls $(DEB_DIR)/lockbrokerd_$(VERSION)_*.deb

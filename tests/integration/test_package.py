@@ -8,7 +8,8 @@ tests need dpkg-buildpackage; the install test needs root too, and leaves
 the machine as it found it: it purges the package and deletes the
 lockbroker user it made, even when an assertion fails.  It does not run
 when the package is installed already (it would replace the machine's
-own).
+own), nor when /etc/lockbroker or /var/lib/lockbroker is there (a purge
+would remove it).
 
 There is no running systemd here, so the install test cannot watch a
 unit start.  What it checks instead: the wants symlink and `systemctl
@@ -16,14 +17,17 @@ is-enabled` (which works without systemd), and what the maintainer
 scripts ask of systemd on a host that runs it: each dpkg call runs in a
 private mount namespace whose /run is a fresh tmpfs holding
 /run/systemd/system (how the scripts tell that systemd runs), with
-systemctl and deb-systemd-invoke replaced by stand-ins that only write
-down their arguments.  So "enabled but not started" is the absence of a
-start in that record, not the absence of a process.
+systemctl and deb-systemd-invoke replaced by stand-ins that write down
+their arguments (systemctl's calls on files alone, such as the preset
+that enables the unit, go on to the real one).  So "enabled but not
+started" is the absence of a start in that record, not the absence of a
+process.
 
 make test runs this module once (run.py ONCE): the sanitizer build has
 nothing to add to it.
 """
 
+import fcntl
 import grp
 import hashlib
 import os
@@ -34,11 +38,13 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 import unittest
 import uuid
 
 import harness
 from harness import REPO, Client, wait_until
+from test_ops import unit_settings
 
 PACKAGE = "lockbrokerd"
 DEB_DIR = os.path.join(REPO, "build", "deb")
@@ -93,19 +99,6 @@ def package_status():
     "config-files", ..."""
     r = run(["dpkg-query", "-W", "-f=${db:Status-Status}", PACKAGE])
     return r.stdout.strip() if r.returncode == 0 else "not-installed"
-
-
-def unit_settings(path):
-    """{key: [values...]} of a unit's assignments."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#;[" or "=" not in line:
-                continue
-            k, v = line.split("=", 1)
-            out.setdefault(k.strip(), []).append(v.strip())
-    return out
 
 
 def user_exists(name):
@@ -178,10 +171,12 @@ class TestBuild(unittest.TestCase):
         listed = {l.split()[-1][1:] for l in r.stdout.splitlines()
                   if not l.startswith("d")}
         self.assertEqual(listed, FILES)
+        # What the binaries link (a sanitizer build would add libasan8),
+        # and adduser for the postinst.
         depends = run(["dpkg-deb", "-f", _deb, "Depends"]).stdout
-        for lib in ("libhiredis0.14", "libevent-2.1-7", "libuuid1",
-                    "libssl3", "adduser"):
-            self.assertIn(lib, depends)
+        self.assertEqual(sorted(d.split()[0] for d in depends.split(",")),
+                         ["adduser", "libc6", "libevent-2.1-7",
+                          "libhiredis0.14", "libssl3", "libuuid1"])
         self.assertIn("redis-server",
                       run(["dpkg-deb", "-f", _deb, "Recommends"]).stdout)
         d = tempfile.mkdtemp(prefix="lbt-deb-")
@@ -202,13 +197,24 @@ class TestBuild(unittest.TestCase):
 
 # ----------------------------------------------------------- on a host --
 
+# One install test at a time on a machine: make test in two checkouts
+# would otherwise install, and purge, the same package under each other.
+MACHINE_LOCK = "/run/lock/lockbroker-test-package.lock"
+MACHINE_LOCK_WAIT_S = 300
+
+
 @unittest.skipUnless(os.geteuid() == 0, "installing a package needs root")
 class TestInstall(harness.BrokerTestCase):
     def setUp(self):
         super().setUp()
+        self.take_machine_lock()
         if package_status() != "not-installed":
             self.skipTest("%s is installed on this machine already: not "
                           "replacing it" % PACKAGE)
+        for path in (ETC, HOME):
+            if os.path.lexists(path):
+                self.skipTest("%s is there already: a purge would remove "
+                              "it" % path)
         if run(["unshare", "--mount", "true"]).returncode != 0:
             self.skipTest("unshare --mount fails here: no private /run")
         self.dir = tempfile.mkdtemp(prefix="lbt-package-")
@@ -218,9 +224,29 @@ class TestInstall(harness.BrokerTestCase):
         self.addCleanup(self.leave_machine_as_it_was)
         self.shim, self.record = self.make_systemd_standins()
 
+    def take_machine_lock(self):
+        os.makedirs(os.path.dirname(MACHINE_LOCK), exist_ok=True)
+        f = open(MACHINE_LOCK, "w")
+        self.addCleanup(f.close)    # closing it lets go of the lock
+        deadline = time.monotonic() + MACHINE_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self.fail("another package test held %s for %d s"
+                              % (MACHINE_LOCK, MACHINE_LOCK_WAIT_S))
+                time.sleep(0.5)
+
     def leave_machine_as_it_was(self):
+        """The purge, and then what a purge that failed would leave."""
         if package_status() != "not-installed":
             run(["dpkg", "--purge", PACKAGE], timeout=300)
+        for path in (CONF, ETC):
+            run(["dpkg-statoverride", "--quiet", "--remove", path])
+        for path in (ETC, HOME):
+            shutil.rmtree(path, ignore_errors=True)
         if not self.user_was_there and user_exists(USER):
             run(["deluser", "--system", "--quiet", USER])
         if not self.group_was_there and group_exists(USER):
@@ -281,7 +307,8 @@ class TestInstall(harness.BrokerTestCase):
         # ---- install: enabled, never started
         calls = self.dpkg_where_systemd_runs("--install", _deb)
         self.assertIn("systemctl --system daemon-reload", calls,
-                      "the scripts did not see the stand-in systemd")
+                      "no daemon-reload: the scripts did not see the "
+                      "stand-in systemd, or no longer reload it")
         self.assertEqual([c for c in calls
                           if c.startswith("deb-systemd-invoke")], [],
                          "the first installation asked systemd to start "
