@@ -6,6 +6,7 @@
 #                   normal build and ASan+UBSan build
 #   make SANITIZE=1 build the sanitizer variant into build/asan/
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        the Debian package, into build/deb/
 
 VERSION   := 1.0.0
 PREFIX    ?= /usr/local
@@ -14,7 +15,7 @@ CC        ?= cc
 PKGS      := hiredis libevent uuid openssl
 PY        ?= python3
 
-# Warnings are forced on; user CFLAGS are kept.
+# Warnings are forced on; user CFLAGS (and CPPFLAGS, LDFLAGS) are kept.
 CFLAGS    ?= -O2 -g
 WARN      := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
              -Wmissing-prototypes -Wpointer-arith -Wformat=2
@@ -31,7 +32,7 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
-ALL_CFLAGS = $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) -Iproto -Idaemon -I$(BUILD)
+ALL_CFLAGS = $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -Iproto -Idaemon -I$(BUILD)
 
 PROTO_SRC  := proto/proto.c
 DAEMON_SRC := $(wildcard daemon/*.c)
@@ -43,7 +44,7 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c daemon/vouch.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
-.PHONY: all deps run test unit integration asan clean install fuzz bench valgrind
+.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind
 all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
@@ -52,7 +53,7 @@ $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
 # lockctl needs OpenSSL for --tls only, and nothing else but libc.
 $(BUILD)/lockctl: $(CLIENT_SRC)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(DEFS) $(CFLAGS) $(SANFLAGS) \
+	$(CC) $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) \
 	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $^ \
 	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
 
@@ -76,16 +77,19 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS) $(LDFLAGS)
 
 # Install missing build and test dependencies (Debian). As root this runs
-# apt-get; otherwise it prints the command to run.
+# apt-get; otherwise it prints the command to run.  debhelper, dpkg-dev
+# and lintian are for make deb (and its test).
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
-            prometheus valgrind clang netcat-openbsd strace
+            prometheus valgrind clang netcat-openbsd strace \
+            debhelper dpkg-dev lintian
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
-	for c in mandoc promtool valgrind clang nc strace openssl; do \
+	for c in mandoc promtool valgrind clang nc strace openssl \
+	         dh dpkg-buildpackage lintian; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -151,6 +155,34 @@ install: all
 	install -m 644 daemon/lockbrokerd.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockbrokerd.8
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 client/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockctl.1
+
+# make deb: the Debian package (debian/, debhelper), built through this
+# Makefile in a copy of the tree (build/deb/lockbrokerd-VERSION), so the
+# source tree is left as it was.  Out: build/deb/lockbrokerd_VERSION_ARCH.deb
+# (with its -dbgsym, .changes and .buildinfo), the build's log in
+# build/deb/build.log and lintian's report in build/deb/lintian.txt, whose
+# errors fail.  debian/changelog's version must be VERSION.
+DEB_DIR := build/deb
+DEB_SRC := $(DEB_DIR)/lockbrokerd-$(VERSION)
+deb: deps
+	@v=$$(dpkg-parsechangelog -l debian/changelog -S Version) || exit 1; \
+	if [ "$$v" != "$(VERSION)" ]; then \
+	  echo "deb: debian/changelog is at $$v but VERSION is $(VERSION):" \
+	    "add an entry for $(VERSION) at its top (dch -v $(VERSION))"; exit 1; fi
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_SRC)
+	tar -cf - --exclude=./build --exclude=./.git . | tar -xf - -C $(DEB_SRC)
+	@# This make's command-line variables (SANITIZE=1, ...) must not reach
+	@# the package's build: make hands them on in MAKEFLAGS and the
+	@# environment.
+	@echo "deb: dpkg-buildpackage in $(DEB_SRC), log in $(DEB_DIR)/build.log"
+	@cd $(DEB_SRC) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SANITIZE \
+	  dpkg-buildpackage -b -us -uc -Jauto >../build.log 2>&1 || \
+	  { tail -40 ../build.log; echo "deb: dpkg-buildpackage failed"; exit 1; }
+	@lintian --allow-root --fail-on error $(DEB_DIR)/lockbrokerd_$(VERSION)_*.changes \
+	  >$(DEB_DIR)/lintian.txt 2>&1; rc=$$?; cat $(DEB_DIR)/lintian.txt; \
+	  [ $$rc = 0 ] || { echo "deb: lintian found errors"; exit 1; }
+	@ls $(DEB_DIR)/lockbrokerd_$(VERSION)_*.deb
 
 # libFuzzer targets (clang + libfuzzer-14-dev): the protocol parser, and
 # the acl_file parser with its glob matcher.  FUZZ_SECONDS is the total:
