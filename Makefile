@@ -130,8 +130,14 @@ integration: all
 	  $(PY) tests/integration/run.py $(TESTS)
 
 test: deps
-	@$(MAKE) --no-print-directory unit integration valgrind
+	@$(MAKE) --no-print-directory check-deps unit integration valgrind
 	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
+
+# The layer rule: no daemon object calls one of a higher layer
+# (tests/layers), but for the back-calls tests/layers.allow still lists.
+check-deps: all
+	sh tests/check-deps.sh tests/layers tests/layers.allow \
+	  $(BUILD)/daemon/*.o $(BUILD)/proto/proto.o
 
 # One integration scenario under valgrind: no errors, no leaks.
 valgrind: all
