@@ -44,7 +44,7 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c daemon/vouch.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
-.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind
+.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
 all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
