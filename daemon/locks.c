@@ -113,6 +113,13 @@ struct hold {
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
 	unsigned releasing:1;		/* its release in flight */
+	unsigned unsure:1;		/* a grace session's grant its record
+					 * may not list (locks_client_taken) */
+	unsigned gone:1;		/* Redis no longer shows it; its grace
+					 * session checks whether it was
+					 * resumed elsewhere (hold_doubt) */
+	unsigned answer:1;		/* ... and the request in progress
+					 * awaits that verdict */
 };
 
 struct lock {
@@ -218,6 +225,9 @@ struct lclient {
 	unsigned closing:1;		/* being freed: no more news */
 	unsigned resumable:1;		/* a grace session's: no early
 					 * hand-off from its holds */
+	unsigned doubting:1;		/* ops->doubt asked: holds are gone */
+	unsigned doubt_again:1;		/* another found gone since the ask */
+	unsigned answer_due:1;		/* a reply waits for the verdict */
 };
 
 /* One Redis operation for one key (or for OWNER, none). */
@@ -654,6 +664,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->token = token;
 	h->count = 1;
 	h->ttl_ms = ttl;
+	h->unsure = cl->resumable;
 	/* The TTL started in Redis at most when the request was sent. */
 	h->renew_at = sent_us / 1000 + renew_period(ttl);
 	h->confirmed_ms = sent_us / 1000 + ttl;
@@ -735,6 +746,48 @@ hold_lost(struct hold *h, int remember)
 		lost_remember(cl, lk, token, 0);
 	if (cl->ops->lost)
 		cl->ops->lost(cl->arg, lk->name, lk->te.keylen, token);
+}
+
+/*
+ * h is gone from Redis (a renewal, a release or a RENEW found another
+ * value there).  A grace session's hold may only have been taken over by
+ * a RESUME elsewhere (takeover.lua gave it the new generation's value):
+ * that is no loss, and neither the session nor the lost counter may hear
+ * of one.  So its session checks its record first (ops->doubt) and then
+ * settles: taken over (locks_client_taken, nothing said) or lost after
+ * all (locks_doubt_settled).  Meanwhile h is neither renewed nor
+ * released.  answer: the request in progress (RELEASE, RENEW) waits for
+ * the verdict: ERR LOST, or no answer at all.  Returns 0 when no check
+ * can be made: the caller reports the loss at once, as for any session.
+ */
+static int
+hold_doubt(struct hold *h, int answer)
+{
+	struct lclient *cl = h->cl;
+
+	if (!cl->resumable || cl->closing || cl->ops->doubt == NULL)
+		return 0;
+	if (cl->doubting)
+		cl->doubt_again = 1;	/* the check in flight may predate it */
+	else if (cl->ops->doubt(cl->arg))
+		cl->doubting = 1;
+	else
+		return 0;
+	h->gone = 1;
+	h->releasing = 0;
+	if (answer) {
+		h->answer = 1;
+		cl->answer_due = 1;
+	}
+	return 1;
+}
+
+/* A renewal found h gone. */
+static void
+hold_gone(struct hold *h)
+{
+	if (!hold_doubt(h, 0))
+		hold_lost(h, 1);
 }
 
 /* --- acquire --------------------------------------------------------- */
@@ -1208,6 +1261,8 @@ release_done(void *arg, int ok, int released)
 	} else if (h == NULL) {
 		if (released)
 			lk->lt->stats.releases++;
+	} else if (!released && hold_doubt(h, 1)) {
+		/* resumed elsewhere, or lost: its record decides */
 	} else {
 		hold_end(h);
 		if (released) {
@@ -1298,7 +1353,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		}
 		if (cl != NULL)
 			reply(cl, LK_OK, 0, NULL);
-	} else if (h != NULL) {
+	} else if (h != NULL && !hold_doubt(h, 1)) {
 		/* The releasing hold was gone; the waiter tries normally. */
 		hold_end(h);
 		lt->stats.lost++;
@@ -1575,7 +1630,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		lk->lt->stats.renewals++;
 		held_changed(h, h->count, 0);
 		reply(cl, LK_OK, ttl, NULL);
-	} else {
+	} else if (!hold_doubt(h, 1)) {
 		/* Lost: say so now and forget it (no EVENT: this reply is
 		 * the news). */
 		hold_end(h);
@@ -1660,8 +1715,8 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 				    b->token[i]);
 			}
 		} else if (ok && i < n && renewed[i] == 0 && h != NULL &&
-		    !h->releasing) {
-			hold_lost(h, 1);
+		    !h->releasing && !h->gone) {
+			hold_gone(h);
 		}
 	}
 	/* A key may be in the batch more than once (several holds here):
@@ -1711,7 +1766,7 @@ renew_tick(struct locks *lt, int all)
 			h->renew_at = now + renew_period(h->ttl_ms);
 		/* Not renewed: a release in flight, or no Redis (the
 		 * reconnect renews everything at once). */
-		if (due && !h->releasing && up) {
+		if (due && !h->releasing && !h->gone && up) {
 			if (b == NULL) {
 				b = batch[ra] = xmalloc(sizeof *b);
 				b->lt = lt;
@@ -2054,7 +2109,7 @@ lock_wake(struct lock *lk)
 {
 	struct hold *x = hold_excl(lk), *h;
 
-	if (x != NULL && !x->releasing) {
+	if (x != NULL && !x->releasing && !x->gone) {
 		/* Released elsewhere while a session here holds it alone:
 		 * that hold is stale (its session was resumed on another
 		 * broker, or the lock was lost).  Check it now, not at its
@@ -2068,7 +2123,7 @@ lock_wake(struct lock *lk)
 	 * same way (resumed elsewhere and released there): check those now
 	 * too, so a writer here does not wait for their renewal. */
 	TAILQ_FOREACH(h, &lk->holds, klink)
-		if (h->cl->detached && !h->releasing) {
+		if (h->cl->detached && !h->releasing && !h->gone) {
 			h->renew_at = now_ms();
 			renew_schedule(lk->lt, h->renew_at);
 		}
@@ -2229,7 +2284,9 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 		waiter_remove(cl);
 		lock_pump(lk);
 	}
-	/* its own release or renewal in flight still ends its hold */
+	/* its own release or renewal in flight still ends its hold; a
+	 * verdict it waited for (hold_doubt) is nobody's to hear now */
+	cl->answer_due = 0;
 	cl->ops = ops;
 	cl->arg = arg;
 	cl->detached = detached ? 1 : 0;
@@ -2241,19 +2298,96 @@ locks_client_resumable(struct lclient *cl)
 	cl->resumable = 1;
 }
 
-void
-locks_client_abandon(struct lclient *cl)
+/* Forget cl's holds here without touching Redis, but for those a
+ * takeover leaves behind (taken: see locks_client_taken); free cl. */
+static void
+client_abandon(struct lclient *cl, int taken)
 {
 	struct hold *h;
 
 	cl->closing = 1;
 	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
 		struct lock *lk = h->lk;
+		long long token = h->token;
+		int orphan = taken && h->unsure && !h->releasing && !h->gone;
 
 		hold_end(h);
+		if (orphan) {
+			cl->lt->stats.orphans++;
+			release_orphan(lk, cl->id, token);
+		}
 		lock_pump(lk);
 	}
 	locks_client_free(cl);
+}
+
+void
+locks_client_abandon(struct lclient *cl)
+{
+	client_abandon(cl, 0);
+}
+
+void
+locks_client_taken(struct lclient *cl)
+{
+	client_abandon(cl, 1);
+}
+
+void
+locks_recorded(struct lclient *cl, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(cl->lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+
+	if (h != NULL)
+		h->unsure = 0;
+}
+
+/* cl's first hold found gone (hold_doubt), or NULL. */
+static struct hold *
+first_gone(const struct lclient *cl)
+{
+	struct hold *h;
+
+	TAILQ_FOREACH(h, &cl->held, hlink)
+		if (h->gone)
+			return h;
+	return NULL;
+}
+
+void
+locks_doubt_settled(struct lclient *cl)
+{
+	int answer = cl->answer_due;
+	struct hold *h;
+
+	if (!cl->doubting)
+		return;
+	cl->doubting = 0;
+	if (cl->doubt_again) {
+		/* a hold was found gone after that check was sent: the
+		 * takeover may have come in between, so ask again */
+		cl->doubt_again = 0;
+		if (cl->ops->doubt != NULL && cl->ops->doubt(cl->arg)) {
+			cl->doubting = 1;
+			return;
+		}
+	}
+	cl->answer_due = 0;
+	while ((h = first_gone(cl)) != NULL) {
+		struct lock *lk = h->lk;
+
+		if (h->answer) {
+			/* the answer is the news: no EVENT, nothing kept */
+			hold_end(h);
+			cl->lt->stats.lost++;
+		} else {
+			hold_lost(h, 1);
+		}
+		lock_pump(lk);
+	}
+	if (answer)
+		reply(cl, LK_LOST, 0, WHY_LOST);
 }
 
 int
@@ -2285,6 +2419,7 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 		 * was sent earlier): no early hand-off before a renewal */
 		h->confirmed_ms = now_ms();
 	}
+	h->unsure = 0;			/* it came from the record */
 	h->count = holds > 0 ? holds : 1;
 	lk->remote_busy = 0;
 	return 0;

@@ -344,6 +344,7 @@ on_store_up(void *arg)
 	struct broker *b = arg;
 
 	locks_store_up(b->locks);
+	grace_store_up(b);
 	if (b->stopping) {
 		/* reconnected during shutdown, only to free locks */
 	} else if (!b->ready) {
