@@ -20,6 +20,7 @@ static Suite *(*const suites[])(void) = {
 	locks_suite,
 	slot_suite,
 	acl_suite,
+	httphead_suite,
 };
 
 int

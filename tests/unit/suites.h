@@ -16,5 +16,6 @@ Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
 Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
 Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
+Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 
 #endif
