@@ -92,6 +92,23 @@
 #define PASS_BLOCK 32
 #define PASS_MARGIN_MS 10
 
+/*
+ * A writer waiting on one broker is not overtaken by readers that arrive
+ * after it on another (issue 23).  Its broker marks it in Redis
+ * (store_wmark, wmark.lua) with the time it began waiting, when readers
+ * may be involved: its attempt found the key held, or readers hold, wait
+ * for or were announced for the key here (lock.shared_seen).  A reader
+ * carries the writers it came after (lclient.wseen: those of other
+ * brokers whose marks it knew of when it arrived, never a later one, so
+ * no two brokers' waiters can each wait for the other's), and
+ * sacquire.lua does not grant it while one of those marks lives.  The
+ * mark is refreshed every MARK_REFRESH_MS while the writer waits, and
+ * removed when it is granted or gives up; that of a broker that died ends
+ * within MARK_TTL_MS.
+ */
+#define MARK_TTL_MS 3000
+#define MARK_REFRESH_MS 1000
+
 /* One session's hold of a key. */
 struct hold {
 	struct lock *lk;
@@ -148,6 +165,10 @@ struct lock {
 	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
+	unsigned shared_seen:1;		/* readers here or announced: mark the
+					 * writers waiting here */
+	long long wstamp;		/* the latest writer mark of another
+					 * broker heard of (0 none) */
 	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
 	 * first (granted by Redis), the next to hand out, the last; 0 none */
 	long long chain_first, chain_next, chain_last;
@@ -219,6 +240,10 @@ struct lclient {
 	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
+	long long wseen;		/* a waiting reader: the writers it came
+					 * after (store_acquire's seen) */
+	unsigned wmarked:1;		/* a waiting writer marked in Redis */
+	TAILQ_ENTRY(lclient) mlink;	/* in lt->marked while wmarked */
 	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
 	unsigned detached:1;		/* a grace session with no connection:
 					 * its holds may be resumed elsewhere */
@@ -279,6 +304,8 @@ struct locks {
 	long pending_retry_ms;
 	int64_t pending_logged_ms;	/* last "too many clean-ups" line */
 	uint64_t pending_dropped;
+	TAILQ_HEAD(, lclient) marked;	/* waiting writers marked in Redis */
+	struct event *mark_ev;		/* refreshes their marks */
 	struct locks_stats stats;
 };
 
@@ -518,6 +545,84 @@ op_done(struct op *op)
 /* --- waiters --------------------------------------------------------- */
 
 static void
+mark_done(void *arg, int ok, int released)
+{
+	(void)arg;
+	(void)ok;
+	(void)released;
+}
+
+/* Mark w, an exclusive waiter, in Redis (see MARK_TTL_MS) if not yet. */
+static void
+mark_wait(struct lclient *w)
+{
+	struct locks *lt = w->lt;
+	struct lock *lk = w->wlock;
+	struct timeval tv = { MARK_REFRESH_MS / 1000,
+	    (MARK_REFRESH_MS % 1000) * 1000 };
+
+	if (w->wmarked || lk == NULL || w->wkind != LK_EXCLUSIVE ||
+	    lt->st == NULL || now_ms() >= w->deadline ||
+	    store_wmark(lt->st, lk->name, lk->te.keylen, w->id, strlen(w->id),
+	    STORE_WMARK_WAIT, MARK_TTL_MS, mark_done, NULL) != 0)
+		return;
+	w->wmarked = 1;
+	TAILQ_INSERT_TAIL(&lt->marked, w, mlink);
+	if (!evtimer_pending(lt->mark_ev, NULL) &&
+	    event_add(lt->mark_ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
+
+/* w waits no more: granted, or it gave up (which wakes the readers its
+ * mark held back). */
+static void
+mark_leave(struct lclient *w, int op)
+{
+	struct locks *lt = w->lt;
+
+	if (!w->wmarked)
+		return;
+	w->wmarked = 0;
+	TAILQ_REMOVE(&lt->marked, w, mlink);
+	if (lt->st != NULL && w->wlock != NULL)
+		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
+		    w->id, strlen(w->id), op, 0, mark_done, NULL);
+}
+
+static void
+mark_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct locks *lt = arg;
+	struct lclient *w;
+	struct timeval tv = { MARK_REFRESH_MS / 1000,
+	    (MARK_REFRESH_MS % 1000) * 1000 };
+
+	(void)fd;
+	(void)what;
+	TAILQ_FOREACH(w, &lt->marked, mlink)
+		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
+		    w->id, strlen(w->id), STORE_WMARK_WAIT, MARK_TTL_MS,
+		    mark_done, NULL);
+	if (!TAILQ_EMPTY(&lt->marked) && event_add(lt->mark_ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
+
+/* Readers hold, wait for or were announced for lk: its writers waiting
+ * here, not being tried, are marked from now on. */
+static void
+shared_seen(struct lock *lk)
+{
+	struct lclient *w;
+
+	if (lk->shared_seen)
+		return;
+	lk->shared_seen = 1;
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->wkind == LK_EXCLUSIVE && w->op == NULL)
+			mark_wait(w);
+}
+
+static void
 waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
     long ttl_ms)
 {
@@ -526,6 +631,7 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 	cl->wkind = kind;
 	lk->limit = kind > 0 ? kind : 0;
 	cl->wttl = ttl_ms;
+	cl->wseen = kind == LK_SHARED ? -1 : 0;	/* -1: its first attempt */
 	cl->wstart_us = now_us();
 	cl->deadline = cl->wstart_us / 1000 + wait_ms;
 	if (lk->wtail)
@@ -536,6 +642,8 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 	if (wait_ms > 0)
 		timer_at(cl->deadline_ev, cl->deadline);
 	cl->lt->stats.waiters++;
+	if (kind == LK_SHARED)
+		shared_seen(lk);
 }
 
 static void
@@ -546,6 +654,7 @@ waiter_remove(struct lclient *cl)
 
 	if (lk == NULL)
 		return;
+	mark_leave(cl, STORE_WMARK_GAVE_UP);	/* (a grant left it first) */
 	for (pp = &lk->whead; *pp != NULL; prev = *pp, pp = &(*pp)->wnext) {
 		if (*pp == cl) {
 			*pp = cl->wnext;
@@ -864,6 +973,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 	if (since_us != 0)
 		histo_observe(&lt->stats.handoff, t - since_us);
+	mark_leave(w, STORE_WMARK_GRANTED);
 	waiter_remove(w);
 	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
 	lt->stats.acquires++;
@@ -1001,7 +1111,8 @@ lock_pump(struct lock *lk)
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
 		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
-		    attempt_done, op) == 0) {
+		    w->wkind == LK_SHARED ? w->wseen : 0, attempt_done,
+		    op) == 0) {
 			lk->attempts++;
 			if (w->wkind == LK_EXCLUSIVE)
 				lk->excl_attempt = 1;
@@ -1037,6 +1148,10 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		lk->excl_attempt = 0;
 	lk->freed_us = 0;
 	lk->in_delay = 0;
+	if (kind == LK_SHARED && ok && granted == 0 && more > lk->wstamp)
+		lk->wstamp = more;	/* a writer's mark it saw */
+	if (w != NULL && kind == LK_SHARED && w->wseen < 0)
+		w->wseen = ok && granted == 0 ? more : lk->wstamp;
 	if (!ok && key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM...): the script did not run.  Final for this request:
@@ -1124,6 +1239,9 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		if (n >= 0 && n < PTTL_RETRY_MAX)
 			lock_retry_at(lk, now_ms() + n + 1);
 	}
+	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
+	    w->wlock == lk)
+		mark_wait(w);	/* held: readers may be involved */
 	lock_pump(lk);
 }
 
@@ -1216,6 +1334,16 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	lk = lock_get(lt, key, keylen);
 	waiter_push(lk, cl, kind, wait_ms, clamp_ttl(lt, ttl_ms));
 	lock_pump(lk);
+	if (cl->wlock == lk && cl->op == NULL) {
+		/* not tried at once: it waits behind others here.  A reader
+		 * came after the writers elsewhere heard of so far; a writer
+		 * is marked if readers are involved */
+		if (kind == LK_SHARED && cl->wseen < 0)
+			cl->wseen = lk->wstamp;
+		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
+		    lk->remote_busy))
+			mark_wait(cl);
+	}
 }
 
 /* --- release --------------------------------------------------------- */
@@ -2139,17 +2267,24 @@ lock_wake(struct lock *lk)
 }
 
 void
-locks_store_wanted(void *arg, const char *key, size_t keylen, int writer)
+locks_store_wanted(void *arg, const char *key, size_t keylen, int writer,
+    long long stamp)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
 
 	/* News for any key this broker has (holds, is acquiring, or has
 	 * waiters for): its next releases owe the remote waiter a turn; a
-	 * writer's also holds back the readers here (may_try). */
+	 * writer's also holds back the readers here (may_try), and with a
+	 * stamp (its mark) those that arrive from now on (wseen); a
+	 * reader's makes the writers here be marked. */
 	if (lk != NULL) {
 		lk->wanted = 1;
 		if (writer)
 			lk->writer_wanted = 1;
+		else
+			shared_seen(lk);
+		if (stamp > lk->wstamp)
+			lk->wstamp = stamp;
 	}
 }
 
@@ -2467,9 +2602,12 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->cfg = *cfg;
 	lt->keys = keytab_new();
 	TAILQ_INIT(&lt->held);
+	TAILQ_INIT(&lt->marked);
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
 	lt->pending_ev = evtimer_new(base, pending_cb, lt);
-	if (lt->renew_ev == NULL || lt->pending_ev == NULL)
+	lt->mark_ev = evtimer_new(base, mark_cb, lt);
+	if (lt->renew_ev == NULL || lt->pending_ev == NULL ||
+	    lt->mark_ev == NULL)
 		fatalx("cannot create renew timers");
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	return lt;
@@ -2520,6 +2658,7 @@ locks_free(struct locks *lt)
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);
 	event_free(lt->pending_ev);
+	event_free(lt->mark_ev);
 	free(lt);
 }
 

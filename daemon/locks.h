@@ -128,9 +128,10 @@ void locks_get_stats(const struct locks *lt, struct locks_stats *out);
 void locks_store_up(void *arg);
 void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
-/* writer: the remote waiter asks for an exclusive hold. */
+/* writer: the remote waiter asks for an exclusive hold; stamp > 0: its
+ * mark's (store_wmark), else 0. */
 void locks_store_wanted(void *arg, const char *key, size_t keylen,
-    int writer);
+    int writer, long long stamp);
 void locks_store_subscribed(void *arg);
 void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets) waiting for Redis to answer again. */

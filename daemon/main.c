@@ -377,9 +377,11 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
-on_store_wanted(void *arg, const char *key, size_t keylen, int writer)
+on_store_wanted(void *arg, const char *key, size_t keylen, int writer,
+    long long stamp)
 {
-	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer);
+	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer,
+	    stamp);
 }
 
 static void

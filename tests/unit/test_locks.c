@@ -874,7 +874,7 @@ START_TEST(test_fair_release_after_handoffs)
 		int next = 1 - holder;
 
 		acquire(&e, next, "k", 10000, 5000);
-		locks_store_wanted(e.lt, "k", 1, 1);
+		locks_store_wanted(e.lt, "k", 1, 1, 0);
 		release(&e, holder, "k");
 		fc = take(&e, FAKE_HANDOFF);
 		fake_acquire_done(fc, 1, 1, ++token);
@@ -882,7 +882,7 @@ START_TEST(test_fair_release_after_handoffs)
 		holder = next;
 	}
 	acquire(&e, 1 - holder, "k", 10000, 5000);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	release(&e, holder, "k");
 	ck_assert_uint_eq(pending(&e, FAKE_HANDOFF), 0);
 	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
@@ -1010,7 +1010,7 @@ START_TEST(test_remote_writer_holds_back_readers)
 	env_start(&e, NULL);
 	acquire_k(&e, 0, "k", LK_SHARED, 1000);
 	grant(&e, 0, LK_SHARED, 10);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	acquire_k(&e, 1, "k", LK_SHARED, 1000);
 	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
 	release(&e, 0, "k");
@@ -1245,10 +1245,10 @@ START_TEST(test_remote_reader_does_not_hold_back_readers)
 	env_start(&e, NULL);
 	acquire_k(&e, 0, "k", LK_SHARED, 0);
 	grant(&e, 0, LK_SHARED, 10);
-	locks_store_wanted(e.lt, "k", 1, 0);
+	locks_store_wanted(e.lt, "k", 1, 0, 0);
 	acquire_k(&e, 1, "k", LK_SHARED, 0);
 	grant(&e, 1, LK_SHARED, 11);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	acquire_k(&e, 2, "k", LK_SHARED, 0);
 	ck_assert_int_eq(e.rec[2].status, LK_BUSY);
 	env_end(&e);
@@ -1680,6 +1680,36 @@ START_TEST(test_grace_taken_releases_only_unrecorded_grants)
 }
 END_TEST
 
+/*
+ * A reader carries the writers (of other brokers) it came after, which
+ * sacquire.lua does not let it overtake: its first attempt, sent as it
+ * arrives, asks for "those marked before this call" (-1) and learns their
+ * latest stamp from the answer; a reader that arrives while others wait
+ * here is not tried at once and carries the latest writer mark heard of
+ * (a "wanted" message with a stamp) or seen by an attempt here.
+ */
+START_TEST(test_reader_carries_the_writers_it_came_after)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	locks_acquire(e.cl[0], "k", 1, LK_SHARED, 5000, 0);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_int_eq(fc->seen, -1);
+	fake_grant_done(fc, 1, 0, 1000, 555);	/* held; a writer, 555 */
+	locks_store_wanted(e.lt, "k", 1, 1, 777);	/* another writer */
+	locks_acquire(e.cl[1], "k", 1, LK_SHARED, 5000, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);	/* behind */
+	locks_store_wanted(e.lt, "k", 1, 1, 0);	/* plain: no stamp */
+	locks_store_released(e.lt, "k", 1);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 2);
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 0)->seen, 555);
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 1)->seen, 777);
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_suite(void)
 {
@@ -1755,6 +1785,7 @@ locks_suite(void)
 	tcase_add_test(tc, test_pass_at_session_end);
 	tcase_add_test(tc, test_grace_hold_gone_waits_for_the_record);
 	tcase_add_test(tc, test_grace_taken_releases_only_unrecorded_grants);
+	tcase_add_test(tc, test_reader_carries_the_writers_it_came_after);
 	suite_add_tcase(s, tc);
 	return s;
 }
