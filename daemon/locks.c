@@ -2274,17 +2274,21 @@ locks_store_wanted(void *arg, const char *key, size_t keylen, int writer,
 
 	/* News for any key this broker has (holds, is acquiring, or has
 	 * waiters for): its next releases owe the remote waiter a turn; a
-	 * writer's also holds back the readers here (may_try), and with a
-	 * stamp (its mark) those that arrive from now on (wseen); a
-	 * reader's makes the writers here be marked. */
-	if (lk != NULL) {
+	 * writer's also holds back the readers here (may_try); a reader's
+	 * makes the writers here be marked.  A writer's mark (stamp) only
+	 * holds back the readers that arrive here from now on (wseen): its
+	 * writer announced itself already if it waits for a holder (or its
+	 * attempt will), and a second "wanted" would cost a second fair
+	 * yield. */
+	if (lk != NULL && stamp > 0) {
+		if (stamp > lk->wstamp)
+			lk->wstamp = stamp;
+	} else if (lk != NULL) {
 		lk->wanted = 1;
 		if (writer)
 			lk->writer_wanted = 1;
 		else
 			shared_seen(lk);
-		if (stamp > lk->wstamp)
-			lk->wstamp = stamp;
 	}
 }
 
