@@ -908,22 +908,23 @@ class TestReplacedConnection(GraceCase):
         self.assertEqual(n.req("HELD"), "OK 1 a")
         self.assertEqual(self.held_by(obs, "a"), (cid, toks["a"]))
 
-        for holder_on in (b1, b2):
+        for i, holder_on in enumerate((b1, b2)):
+            c, d = "c%d" % i, "d%d" % i
             x = self.connect(holder_on)
-            self.assertToken(x.req("ACQUIRE c TTL 60000"))
+            self.assertToken(x.req("ACQUIRE %s TTL 60000" % c))
             a = self.connect(b1)
             cid, secret = self.grace_hello(a, 30000)
-            self.assertToken(a.req("ACQUIRE d"))
-            a.send("ACQUIRE c WAIT 20000 TTL 60000")
+            self.assertToken(a.req("ACQUIRE " + d))
+            a.send("ACQUIRE %s WAIT 20000 TTL 60000" % c)
             self.assertTrue(a.no_reply(0.2))
             n = self.connect(b2)
-            self.assertEqual(self.resume(n, cid, secret), ["d"])
-            self.assertEqual(x.req("RELEASE c"), "OK 0")
+            self.assertEqual(self.resume(n, cid, secret), [d])
+            self.assertEqual(x.req("RELEASE " + c), "OK 0")
             self.assertTrue(a.closed_by_peer(3.0), "the waiting connection "
                             "answered %r or stayed open" % a.buf)
-            wait_until(lambda: self.owner(obs, "c") is None, 1.0,
-                       what="the pending grant of c released")
-            self.assertEqual(n.req("HELD"), "OK 1 d")
+            wait_until(lambda: self.owner(obs, c) is None, 1.0,
+                       what="the pending grant of %s released" % c)
+            self.assertEqual(n.req("HELD"), "OK 1 " + d)
             self.assertEqual(n.req("QUIT"), "OK")
             x.close()
 
@@ -934,15 +935,18 @@ class TestReplacedConnection(GraceCase):
         # resumed session's lock alone; the old broker counts no loss.
         b1, b2 = self.start_broker(), self.start_broker()
         obs = self.connect(b1)
-        for line in ("RENEW a", "RELEASE a", "RELEASE a LINGER 5000",
-                     "HELLO GRACE 20000"):
-            a, n, cid, toks = self.replaced(b1, b2)
+        for i, line in enumerate(("RENEW %s", "RELEASE %s",
+                                  "RELEASE %s LINGER 5000",
+                                  "HELLO GRACE 20000")):
+            k = "a%d" % i       # (QUIT below frees the last one later)
+            a, n, cid, toks = self.replaced(b1, b2, keys=(k,))
+            line = line.replace("%s", k)
             a.send(line)
             self.assertTrue(a.closed_by_peer(3.0), "%s on the replaced "
                             "connection: %r, or it stayed open"
                             % (line, a.buf))
-            self.assertEqual(self.held_by(obs, "a"), (cid, toks["a"]), line)
-            self.assertEqual(n.req("HELD"), "OK 1 a", line)
+            self.assertEqual(self.held_by(obs, k), (cid, toks[k]), line)
+            self.assertEqual(n.req("HELD"), "OK 1 " + k, line)
             self.assertEqual(n.req("QUIT"), "OK")
         st = self.stats(obs)
         self.assertEqual(st["lost"], "0", st)
