@@ -32,16 +32,25 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
-ALL_CFLAGS = $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -Iproto -Idaemon -I$(BUILD)
-
 PROTO_SRC  := proto/proto.c
-DAEMON_SRC := $(wildcard daemon/*.c)
+# The daemon's sources: main.c at the root, the layers in folders
+# (daemon/base, ... : see tests/layers); one -I per folder, so a file
+# includes a header by its name wherever it lives.
+DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
+DAEMON_HDR := $(wildcard daemon/*.h daemon/*/*.h)
+DAEMON_INC := $(addprefix -I,$(patsubst %/,%,$(sort $(dir $(DAEMON_SRC) $(DAEMON_HDR)))))
+ALL_CFLAGS = $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -Iproto $(DAEMON_INC) -I$(BUILD)
+# A daemon file by its name, wherever its folder: $(call dsrc,locks)
+dsrc = $(firstword $(wildcard daemon/$(1).c daemon/*/$(1).c))
 SCRIPTS    := $(sort $(wildcard scripts/*.lua))
 CLIENT_SRC := $(wildcard client/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c daemon/vouch.c daemon/httphead.c)
+UNIT_DAEMON := keytab addr config log util locks histo slot acl tokenhash \
+	      vouch httphead
+UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
+	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
@@ -57,7 +66,7 @@ $(BUILD)/lockctl: $(CLIENT_SRC)
 	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $^ \
 	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
 
-$(BUILD)/%.o: %.c $(wildcard proto/*.h daemon/*.h) $(BUILD)/scripts.h
+$(BUILD)/%.o: %.c $(wildcard proto/*.h) $(DAEMON_HDR) $(BUILD)/scripts.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
@@ -136,8 +145,8 @@ test: deps
 # The layer rule: no daemon object calls one of a higher layer
 # (tests/layers), but for the back-calls tests/layers.allow still lists.
 check-deps: all
-	sh tests/check-deps.sh tests/layers tests/layers.allow \
-	  $(BUILD)/daemon/*.o $(BUILD)/proto/proto.o
+	cd $(BUILD) && sh $(CURDIR)/tests/check-deps.sh $(CURDIR)/tests/layers \
+	  $(CURDIR)/tests/layers.allow $(patsubst $(BUILD)/%,%,$(DAEMON_OBJ))
 
 # One integration scenario under valgrind: no errors, no leaks.
 valgrind: all
@@ -207,8 +216,8 @@ fuzz: deps
 	@mkdir -p build/fuzz/corpus build/fuzz/acl/corpus
 	clang $(FUZZ_CFLAGS) -Iproto \
 	  -o build/fuzz/fuzz_proto tests/fuzz/fuzz_proto.c proto/proto.c
-	clang $(FUZZ_CFLAGS) -Idaemon \
-	  -o build/fuzz/fuzz_acl tests/fuzz/fuzz_acl.c daemon/acl.c
+	clang $(FUZZ_CFLAGS) $(DAEMON_INC) \
+	  -o build/fuzz/fuzz_acl tests/fuzz/fuzz_acl.c $(call dsrc,acl)
 	@build/fuzz/fuzz_proto -max_total_time=$(FUZZ_PROTO_SECONDS) -max_len=8192 \
 	  -dict=tests/fuzz/proto.dict -artifact_prefix=build/fuzz/ \
 	  build/fuzz/corpus tests/fuzz/corpus >build/fuzz/fuzz.log 2>&1; \

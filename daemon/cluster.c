@@ -324,7 +324,7 @@ cluster_refresh(struct cluster *cl)
 	if (since >= CLUSTER_REFRESH_GAP_MS)
 		refresh_send(cl);
 	else if (!evtimer_pending(cl->soon_ev, NULL))
-		sconn_timer_add_ms(cl->soon_ev, CLUSTER_REFRESH_GAP_MS - since);
+		timer_add_ms(cl->soon_ev, CLUSTER_REFRESH_GAP_MS - since);
 }
 
 void

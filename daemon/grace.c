@@ -214,11 +214,7 @@ grace_abandon(struct grace *g)
 static void
 timer_in(struct grace *g, long ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000),
-	    (suseconds_t)(ms % 1000) * 1000 };
-
-	if (event_add(g->timer, &tv) != 0)
-		fatalx("cannot arm a grace timer");
+	timer_add_ms(g->timer, ms);
 }
 
 static long

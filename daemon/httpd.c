@@ -94,13 +94,6 @@ quiet_log_due(struct quiet_log *q, unsigned long long *skipped)
 	return 1;
 }
 
-static void
-tv_ms(struct timeval *tv, long ms)
-{
-	tv->tv_sec = (time_t)(ms / 1000);
-	tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
-}
-
 /* --- one connection --------------------------------------------------- */
 
 static void
@@ -141,11 +134,7 @@ reading(struct hconn *c, int on)
 static void
 deadline_from_now(struct hconn *c)
 {
-	struct timeval tv;
-
-	tv_ms(&tv, c->h->cfg.timeout_ms);
-	if (event_add(c->deadline, &tv) != 0)
-		fatalx("cannot arm a timer");
+	timer_add_ms(c->deadline, c->h->cfg.timeout_ms);
 }
 
 /*
@@ -412,13 +401,10 @@ accept_error_cb(struct evconnlistener *l, void *arg)
 	struct httpd *h = arg;
 	int err = EVUTIL_SOCKET_ERROR();
 	unsigned long long skipped;
-	struct timeval tv;
 
 	/* EMFILE and friends: pause a moment rather than spin */
 	evconnlistener_disable(l);
-	tv_ms(&tv, ACCEPT_PAUSE_MS);
-	if (event_add(h->resume_ev, &tv) != 0)
-		evconnlistener_enable(l);
+	timer_add_ms(h->resume_ev, ACCEPT_PAUSE_MS);
 	if (quiet_log_due(&h->error_log, &skipped))
 		log_warn("/metrics: accept: %s (accepting again in %d ms; "
 		    "%llu such errors not logged since the last line)",

@@ -7,7 +7,7 @@
  * STALE_MS with no answer at the newest epoch, the newest one answered
  * becomes it.
  *
- * hiredis 0.14 (../shared/notes): contexts are freed only from our own
+ * hiredis 0.14 (docs/HIREDIS.md): contexts are freed only from our own
  * events (kill_ev), our pointer cleared first; pending callbacks then run
  * with NULL replies and find a context that is no longer current.
  */
@@ -72,29 +72,6 @@ struct lease {
 static void peer_start(struct peer *p);
 
 static void
-timer_ms(struct event *ev, int64_t ms)
-{
-	struct timeval tv;
-
-	if (ms < 0)
-		ms = 0;
-	tv.tv_sec = (time_t)(ms / 1000);
-	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-	if (event_add(ev, &tv) != 0)
-		fatalx("Sentinel lease: cannot arm a timer");
-}
-
-static struct event *
-timer_make(struct event_base *base, event_callback_fn cb, void *arg)
-{
-	struct event *ev = evtimer_new(base, cb, arg);
-
-	if (ev == NULL)
-		fatalx("Sentinel lease: cannot create a timer");
-	return ev;
-}
-
-static void
 addr_text(const struct addr *a, char *buf, size_t len)
 {
 	snprintf(buf, len, strchr(a->host, ':') ? "[%s]:%d" : "%s:%d",
@@ -144,7 +121,7 @@ lease_eval(struct lease *ls)
 		if (ls->logged[0] != '\0')
 			log_info("Sentinel lease held again");
 		ls->logged[0] = '\0';
-		timer_ms(ls->expire_ev, ls->until - now);
+		timer_add_ms(ls->expire_ev, ls->until - now);
 	} else {
 		event_del(ls->expire_ev);
 		if (why[0] != '\0' && (was || ls->logged[0] != '\0' ||
@@ -179,7 +156,7 @@ peer_lost(struct peer *p, const char *why)
 	else
 		log_debug("Sentinel %s: lease connection failed (%s); retrying "
 		    "in %ld ms", p->text, why, p->backoff_ms);
-	timer_ms(p->retry_ev, p->backoff_ms);
+	timer_add_ms(p->retry_ev, p->backoff_ms);
 	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 	    p->backoff_ms * 2;
 }
@@ -500,16 +477,16 @@ lease_new(struct event_base *base, const struct lease_cfg *cfg,
 		lease_free(ls);
 		return NULL;
 	}
-	ls->expire_ev = timer_make(base, expire_cb, ls);
-	ls->notify_ev = timer_make(base, notify_cb, ls);
+	ls->expire_ev = timer_new(base, expire_cb, ls);
+	ls->notify_ev = timer_new(base, notify_cb, ls);
 	ls->tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, ls);
 	if (ls->tick_ev == NULL || event_add(ls->tick_ev, &tick) != 0)
 		fatalx("Sentinel lease: cannot arm the poll timer");
 	for (size_t i = 0; i < ls->npeers; i++) {
 		struct peer *p = &ls->peers[i];
 
-		p->retry_ev = timer_make(base, retry_cb, p);
-		p->kill_ev = timer_make(base, kill_cb, p);
+		p->retry_ev = timer_new(base, retry_cb, p);
+		p->kill_ev = timer_new(base, kill_cb, p);
 		peer_start(p);
 	}
 	return ls;

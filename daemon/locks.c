@@ -344,15 +344,10 @@ key_up(const struct lock *lk)
 static void
 pending_arm(struct locks *lt)
 {
-	struct timeval tv;
-
 	if ((lt->npending == 0 && lt->npasses == 0) || lt->st == NULL ||
 	    !store_link_up(lt->st) || evtimer_pending(lt->pending_ev, NULL))
 		return;
-	tv.tv_sec = lt->pending_retry_ms / 1000;
-	tv.tv_usec = (suseconds_t)(lt->pending_retry_ms % 1000) * 1000;
-	if (event_add(lt->pending_ev, &tv) != 0)
-		fatalx("cannot arm a timer");
+	timer_add_ms(lt->pending_ev, lt->pending_retry_ms);
 }
 
 static void
@@ -477,20 +472,6 @@ renew_period(long ttl_ms)
 	return ttl_ms / 3 > RENEW_MIN_MS ? ttl_ms / 3 : RENEW_MIN_MS;
 }
 
-static void
-timer_at(struct event *ev, int64_t when_ms)
-{
-	int64_t d = when_ms - now_ms();
-	struct timeval tv;
-
-	if (d < 0)
-		d = 0;
-	tv.tv_sec = (time_t)(d / 1000);
-	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
-	if (event_add(ev, &tv) != 0)
-		fatalx("cannot arm a timer");
-}
-
 static struct lock *
 lock_find(struct locks *lt, const char *key, size_t keylen)
 {
@@ -575,8 +556,6 @@ mark_wait(struct lclient *w)
 {
 	struct locks *lt = w->lt;
 	struct lock *lk = w->wlock;
-	struct timeval tv = { MARK_REFRESH_MS / 1000,
-	    (MARK_REFRESH_MS % 1000) * 1000 };
 
 	if (w->wmarked || lk == NULL || w->wkind != LK_EXCLUSIVE ||
 	    lt->st == NULL || now_ms() >= w->deadline ||
@@ -585,9 +564,8 @@ mark_wait(struct lclient *w)
 		return;
 	w->wmarked = 1;
 	TAILQ_INSERT_TAIL(&lt->marked, w, mlink);
-	if (!evtimer_pending(lt->mark_ev, NULL) &&
-	    event_add(lt->mark_ev, &tv) != 0)
-		fatalx("cannot arm a timer");
+	if (!evtimer_pending(lt->mark_ev, NULL))
+		timer_add_ms(lt->mark_ev, MARK_REFRESH_MS);
 }
 
 /* w waits no more: granted, or it gave up (which wakes the readers its
@@ -611,8 +589,6 @@ mark_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct locks *lt = arg;
 	struct lclient *w;
-	struct timeval tv = { MARK_REFRESH_MS / 1000,
-	    (MARK_REFRESH_MS % 1000) * 1000 };
 
 	(void)fd;
 	(void)what;
@@ -620,8 +596,8 @@ mark_cb(evutil_socket_t fd, short what, void *arg)
 		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
 		    w->id, strlen(w->id), STORE_WMARK_WAIT, MARK_TTL_MS,
 		    mark_done, NULL);
-	if (!TAILQ_EMPTY(&lt->marked) && event_add(lt->mark_ev, &tv) != 0)
-		fatalx("cannot arm a timer");
+	if (!TAILQ_EMPTY(&lt->marked))
+		timer_add_ms(lt->mark_ev, MARK_REFRESH_MS);
 }
 
 /* Readers hold, wait for or were announced for lk: its writers waiting
@@ -657,7 +633,7 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 		lk->whead = cl;
 	lk->wtail = cl;
 	if (wait_ms > 0)
-		timer_at(cl->deadline_ev, cl->deadline);
+		timer_at_ms(cl->deadline_ev, cl->deadline);
 	cl->lt->stats.waiters++;
 	if (kind == LK_SHARED)
 		shared_seen(lk);
@@ -1061,7 +1037,7 @@ lock_retry_at(struct lock *lk, int64_t when)
 	if (lk->retry_ev == NULL &&
 	    (lk->retry_ev = evtimer_new(lk->lt->base, retry_cb, lk)) == NULL)
 		fatalx("cannot create retry timer");
-	timer_at(lk->retry_ev, when);
+	timer_at_ms(lk->retry_ev, when);
 }
 
 /* Redis refused an attempt for the key (an error reply on a live
@@ -2092,7 +2068,7 @@ renew_schedule(struct locks *lt, int64_t when)
 	if (lt->renew_due != 0 && lt->renew_due <= when)
 		return;
 	lt->renew_due = when;
-	timer_at(lt->renew_ev, when);
+	timer_at_ms(lt->renew_ev, when);
 }
 
 /* --- owner ----------------------------------------------------------- */

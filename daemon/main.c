@@ -203,7 +203,7 @@ parse_args(int argc, char **argv, struct config *cfg, int *test_only,
 	if (config_validate(cfg, err, errlen) != 0)
 		return -1;
 	if (verbose)
-		cfg->log_level = LOG_DEBUG;
+		cfg->log_level = LL_DEBUG;
 	return 0;
 }
 

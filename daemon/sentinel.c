@@ -2,7 +2,7 @@
  * sentinel.c - where the Redis master is, asked of Redis Sentinel (issue 10).
  *
  * Three kinds of work, each on its own hiredis connections
- * (../shared/notes/redis-ha-and-cluster.md, section 1.1):
+ * (the Sentinel client protocol: ask, connect, check the role):
  *  - a walk answers one sentinel_resolve(), or one poll: it asks the
  *    sentinels in turn, starting with the one that answered last, each on
  *    a fresh connection that one timer bounds (connect, AUTH and answer);
@@ -22,7 +22,7 @@
  * sentinel.  Epochs only go back when an operator re-monitors the master;
  * STALE_ACCEPT_MS of nothing but older answers then accepts them.
  *
- * hiredis 0.14 facts this file is built around (../shared/notes):
+ * hiredis 0.14 facts this file is built around (docs/HIREDIS.md):
  *  - hiredis frees a context right after onDisconnect returns, and right
  *    after onConnect reports an error: our pointer is cleared in both;
  *    every teardown we start runs from our own libevent callback, and our
@@ -149,27 +149,6 @@ static void walk_timeout_cb(evutil_socket_t fd, short what, void *arg);
 static void sub_start(struct node *n);
 
 /* --- helpers -------------------------------------------------------- */
-
-/* Arm a timer; a timer that cannot be armed would leave a resolve
- * unanswered forever, so like an allocation failure it is fatal. */
-static void
-timer_add_ms(struct event *ev, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	if (event_add(ev, &tv) != 0)
-		fatalx("Sentinel: cannot arm a timer");
-}
-
-static struct event *
-timer_new(struct event_base *base, event_callback_fn cb, void *arg)
-{
-	struct event *ev = evtimer_new(base, cb, arg);
-
-	if (ev == NULL)
-		fatalx("Sentinel: cannot create a timer");
-	return ev;
-}
 
 static void
 event_free_safe(struct event *ev)

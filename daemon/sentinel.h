@@ -25,7 +25,7 @@
  * loop, never inside sentinel_resolve() or a hiredis callback; they may
  * call sentinel_resolve(), sentinel_master() and sentinel_free().
  *
- * hiredis 0.14 async only (../shared/notes): numeric addresses, libevent
+ * hiredis 0.14 async only (docs/HIREDIS.md): numeric addresses, libevent
  * timers for every timeout, contexts never freed inside their callbacks.
  */
 #ifndef LOCKBROKER_SENTINEL_H

@@ -188,13 +188,11 @@ send_err(struct session *s, enum proto_err code, const char *why)
 static void
 close_after_flush(struct session *s)
 {
-	struct timeval grace = { CLOSE_GRACE_MS / 1000, 0 };
-
 	s->closing = 1;
 	s->close_at_ms = now_ms() + CLOSE_GRACE_MS;
 	reading(s, 0);
 	/* process_cb runs at the grace's end, or when output drained */
-	event_add(s->process_ev, &grace);
+	timer_add_ms(s->process_ev, CLOSE_GRACE_MS);
 }
 
 /*
@@ -207,16 +205,9 @@ close_after_flush(struct session *s)
 static void
 eof_watch(struct session *s)
 {
-	int64_t left = s->close_at_ms - now_ms();
-	struct timeval tv;
-
 	if (!s->eof || s->closing || !s->out_paused)
 		return;
-	if (left < 0)
-		left = 0;
-	tv.tv_sec = (time_t)(left / 1000);
-	tv.tv_usec = (suseconds_t)(left % 1000) * 1000;
-	event_add(s->process_ev, &tv);
+	timer_at_ms(s->process_ev, s->close_at_ms);
 }
 
 /* --- replies from the lock table -------------------------------------- */
@@ -1120,9 +1111,7 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 			session_free(s);	/* the client never read it */
 		} else if (!flush(s)) {
 			/* woken early (an EVENT line): keep the grace timer */
-			struct timeval tv = { (time_t)(left / 1000),
-			    (suseconds_t)(left % 1000) * 1000 };
-			event_add(s->process_ev, &tv);
+			timer_add_ms(s->process_ev, left);
 		}
 		return;
 	}

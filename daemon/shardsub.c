@@ -11,7 +11,7 @@
  *
  * hiredis 0.14's async API aborts the process on the first sharded
  * message (its subscribe bookkeeping knows only subscribe/psubscribe:
- * ../shared/notes/redis-ha-and-cluster.md), so this connection is our
+ * docs/HIREDIS.md), so this connection is our
  * own: a libevent bufferevent, commands formatted by hiredis
  * (redisFormatCommand) and replies parsed by its redisReader.
  *
@@ -109,7 +109,7 @@ ss_lost(struct shardsub *ss, const char *why)
 		    n->conn.addrstr, was_up ? "lost" : "failed", why,
 		    ss->backoff_ms);
 	ss->failing = 1;
-	sconn_timer_add_ms(ss->retry_ev, ss->backoff_ms);
+	timer_add_ms(ss->retry_ev, ss->backoff_ms);
 	ss->backoff_ms = ss->backoff_ms * 2 > BACKOFF_MAX_MS ?
 	    BACKOFF_MAX_MS : ss->backoff_ms * 2;
 }
@@ -364,7 +364,7 @@ ss_start(struct shardsub *ss)
 		fatalx("out of memory");
 	bufferevent_setcb(ss->bev, read_cb, NULL, event_cb, ss);
 	ss->state = C_CONNECTING;
-	sconn_timer_add_ms(ss->timeout_ev, st->cfg.timeout_ms);
+	timer_add_ms(ss->timeout_ev, st->cfg.timeout_ms);
 	if (bufferevent_enable(ss->bev, EV_READ) != 0 ||
 	    bufferevent_socket_connect(ss->bev, (struct sockaddr *)&sa,
 	    (int)salen) != 0)

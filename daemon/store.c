@@ -724,9 +724,7 @@ retry_later(struct cmd *c)
 		return -1;
 	c->retry_ms = c->retry_ms == 0 ? RETRY_MIN_MS :
 	    c->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : c->retry_ms * 2;
-	if (sconn_timer_add_ms(c->retry_ev, c->retry_ms < left ? c->retry_ms :
-	    (long)left) != 0)
-		return -1;
+	timer_add_ms(c->retry_ev, c->retry_ms < left ? c->retry_ms : left);
 	group_left(c);
 	c->asking = 0;
 	c->rnext = st->retrying;

@@ -154,7 +154,7 @@ struct store_renew_item {
 /*
  * Most script calls in flight on the command connection; more wait in a
  * queue.  One connection with ~256 in flight already reaches Redis's own
- * ceiling (../shared/notes); past it only latency and memory grow.
+ * ceiling (docs/HIREDIS.md); past it only latency and memory grow.
  */
 #define STORE_MAX_INFLIGHT 256
 

@@ -4,7 +4,7 @@
  * and in cluster mode the map connection (cluster.c asks CLUSTER SLOTS on
  * it).
  *
- * Facts this file is built around (../shared/notes, hiredis 0.14.1):
+ * Facts this file is built around (docs/HIREDIS.md, hiredis 0.14.1):
  *  - every pending callback runs once with reply == NULL on teardown;
  *  - hiredis frees the context right after onDisconnect, and right after
  *    onConnect reports an error; onDisconnect never fires for a context
@@ -47,13 +47,6 @@ sconn_parse_addr(struct store *st)
 	return 0;
 }
 
-int
-sconn_timer_add_ms(struct event *ev, long ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	return event_add(ev, &tv);
-}
 
 /* --- connections ---------------------------------------------------- */
 
@@ -136,7 +129,7 @@ conn_lost(struct conn *c, const char *why)
 		    c->name, why, c->backoff_ms);
 	c->failing = 1;
 	if (!retire)
-		sconn_timer_add_ms(c->retry_ev, c->backoff_ms);
+		timer_add_ms(c->retry_ev, c->backoff_ms);
 	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
 	    c->backoff_ms * 2;
 	if (c->kind == CONN_CMD)
@@ -548,7 +541,7 @@ conn_connect(struct conn *c, const char *host, int port, int is_unix)
 	if (!is_unix && redisEnableKeepAlive(&ac->c) != REDIS_OK)
 		log_debug("keepalive not enabled on Redis %s connection",
 		    c->name);
-	sconn_timer_add_ms(c->timeout_ev, st->cfg.timeout_ms);
+	timer_add_ms(c->timeout_ev, st->cfg.timeout_ms);
 }
 
 /* Sentinel mode: the sentinels named a master (or none, why says). */

@@ -252,7 +252,6 @@ int sconn_parse_addr(struct store *st);
 /* Sentinel mode: join the master's tenure now (tenure.lua), the lease
  * being held; store_serving runs again when it has answered. */
 void sconn_join_tenure(struct conn *c);
-int sconn_timer_add_ms(struct event *ev, long ms);
 void sconn_init(struct store *st, struct conn *c, const char *name,
     enum conn_kind kind);
 void sconn_close(struct conn *c);

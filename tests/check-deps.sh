@@ -7,9 +7,11 @@
 # nm --defined-only says where each global symbol lives, nm -u what each
 # object uses, so a forward declaration or a namesake cannot fool it.
 #
-# LAYERS: one "rank name" per line (name: an object's basename without
-# .o; a lower rank is nearer the ground), "#" comments allowed.  Every
-# object given must be named there.
+# LAYERS: one "rank name" per line, "#" comments allowed; a lower rank is
+# nearer the ground.  A name is an object's path as given, without .o
+# ("daemon/main"), or a folder ending in "/" ("daemon/store/"): an object
+# takes the rank of its own line, else of its longest folder.  Every
+# object given must have one.
 # ALLOW: "caller symbol" per line: known back-calls still to be removed
 # (the architecture work deletes lines until the file is empty).  An
 # allowed line that no longer occurs fails too, so the list only shrinks.
@@ -18,7 +20,7 @@ layers=$1; allow=$2; shift 2
 tmp=${TMPDIR:-/tmp}/check-deps.$$
 trap 'rm -f "$tmp".*' EXIT
 for o; do
-	n=$(basename "$o" .o)
+	n=${o%.o}
 	nm --defined-only "$o" | awk -v n="$n" '$2 ~ /^[TDBRC]$/ { print "D", $3, n }'
 	nm -u "$o" | awk -v n="$n" '{ print "U", $2, n }'
 done > "$tmp.syms"
@@ -36,7 +38,20 @@ BEGIN {
 	if (0) {
 	}
 }
-$1 == "D" { home[$2] = $3; if (!($3 in rank)) missing[$3] = 1; next }
+function rank_of(n,    d, best, bl) {
+	if (n in rank) return rank[n]
+	best = ""; bl = 0
+	for (d in rank)
+		if (d ~ /\/$/ && substr(n, 1, length(d)) == d && length(d) > bl) {
+			best = d; bl = length(d)
+		}
+	return best == "" ? "" : rank[best]
+}
+$1 == "D" {
+	home[$2] = $3
+	if (!($3 in r)) { r[$3] = rank_of($3); if (r[$3] == "") missing[$3] = 1 }
+	next
+}
           { sym[NR] = $2; user[NR] = $3 }
 END {
 	for (m in missing) {
@@ -45,7 +60,7 @@ END {
 	}
 	for (i in sym) {
 		h = home[sym[i]]; u = user[i]
-		if (h == "" || h == u || rank[h] <= rank[u])
+		if (h == "" || h == u || r[h] + 0 <= r[u] + 0)
 			continue
 		key = u " " sym[i]
 		if (key in ok) { seen[key] = 1; continue }

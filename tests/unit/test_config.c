@@ -68,7 +68,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.max_waiters, 100000);
 	ck_assert_int_eq(cfg.tcp_keepalive_s, 10);
 	ck_assert_str_eq(cfg.auth_token, "");
-	ck_assert_int_eq(cfg.log_level, LOG_INFO);
+	ck_assert_int_eq(cfg.log_level, LL_INFO);
 	ck_assert_str_eq(cfg.metrics_bind, "127.0.0.1");
 	ck_assert_int_eq(cfg.metrics_port, 0);
 	/* The defaults pass the cross-option checks. */
@@ -310,13 +310,13 @@ START_TEST(test_log_level)
 	config_init(&cfg);
 	ck_assert_int_eq(config_set(&cfg, "log_level", "debug", err,
 	    sizeof err), 0);
-	ck_assert_int_eq(cfg.log_level, LOG_DEBUG);
+	ck_assert_int_eq(cfg.log_level, LL_DEBUG);
 	ck_assert_int_eq(config_set(&cfg, "log_level", "error", err,
 	    sizeof err), 0);
-	ck_assert_int_eq(cfg.log_level, LOG_ERROR);
+	ck_assert_int_eq(cfg.log_level, LL_ERROR);
 	ck_assert_int_eq(config_set(&cfg, "log_level", "loud", err,
 	    sizeof err), -1);
-	ck_assert_int_eq(cfg.log_level, LOG_ERROR);
+	ck_assert_int_eq(cfg.log_level, LL_ERROR);
 	config_free(&cfg);
 }
 END_TEST
@@ -348,7 +348,7 @@ START_TEST(test_file_ok)
 	ck_assert_str_eq(cfg.auth_token, "two words");
 	ck_assert_str_eq(cfg.prefix, "quoted");
 	ck_assert_int_eq(cfg.max_waiters, 5);
-	ck_assert_int_eq(cfg.log_level, LOG_WARN);
+	ck_assert_int_eq(cfg.log_level, LL_WARN);
 	/* Untouched options keep their defaults. */
 	ck_assert_str_eq(cfg.redis, "127.0.0.1:6379");
 	config_free(&cfg);

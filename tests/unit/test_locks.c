@@ -103,7 +103,7 @@ static void
 env_start(struct env *e, const struct locks_cfg *cfg)
 {
 	memset(e, 0, sizeof *e);
-	log_set_level(LOG_ERROR);	/* lost/limit lines are expected here */
+	log_set_level(LL_ERROR);	/* lost/limit lines are expected here */
 	e->base = event_base_new();
 	ck_assert_ptr_nonnull(e->base);
 	e->st = fake_store_new();

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static enum log_level cur_level = LOG_INFO;
+static enum log_level cur_level = LL_INFO;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static const int syslog_prio[] = { 3, 4, 6, 7 };
@@ -37,7 +37,7 @@ log_get_level(void)
 int
 log_level_parse(const char *name)
 {
-	for (int i = 0; i <= LOG_DEBUG; i++)
+	for (int i = 0; i <= LL_DEBUG; i++)
 		if (strcasecmp(name, level_names[i]) == 0)
 			return i;
 	return -1;
@@ -46,7 +46,7 @@ log_level_parse(const char *name)
 const char *
 log_level_name(enum log_level level)
 {
-	return level <= LOG_DEBUG ? level_names[level] : "?";
+	return level <= LL_DEBUG ? level_names[level] : "?";
 }
 
 /*
@@ -118,7 +118,7 @@ fatal(const char *fmt, ...)
 	const char *err = strerror(errno);
 
 	va_start(ap, fmt);
-	log_vline(LOG_ERROR, "fatal", fmt, ap, err);
+	log_vline(LL_ERROR, "fatal", fmt, ap, err);
 	va_end(ap);
 	exit(1);
 }
@@ -129,7 +129,7 @@ fatalx(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline(LOG_ERROR, "fatal", fmt, ap, NULL);
+	log_vline(LL_ERROR, "fatal", fmt, ap, NULL);
 	va_end(ap);
 	exit(1);
 }

@@ -1,5 +1,5 @@
 /*
- * util.c - checked allocation and the monotonic clock.
+ * util.c - checked allocation, the monotonic clock, timers in ms.
  */
 #include "util.h"
 #include "log.h"
@@ -51,4 +51,33 @@ int64_t
 now_ms(void)
 {
 	return now_us() / 1000;
+}
+
+struct event *
+timer_new(struct event_base *base, event_callback_fn cb, void *arg)
+{
+	struct event *ev = evtimer_new(base, cb, arg);
+
+	if (ev == NULL)
+		fatalx("cannot create a timer");
+	return ev;
+}
+
+void
+timer_add_ms(struct event *ev, int64_t ms)
+{
+	struct timeval tv;
+
+	if (ms < 0)
+		ms = 0;
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	if (event_add(ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
+
+void
+timer_at_ms(struct event *ev, int64_t when_ms)
+{
+	timer_add_ms(ev, when_ms - now_ms());
 }
