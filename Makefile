@@ -47,8 +47,10 @@ CLIENT_SRC := $(wildcard client/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_DAEMON := keytab addr config log util locks histo slot acl tokenhash \
-	      vouch httphead
+UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
+	      vouch httphead locks/table locks/marks locks/waiters \
+	      locks/cleanup locks/holds locks/grant locks/renew locks/handoff \
+	      locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
 UNIT_SRC   := $(wildcard tests/unit/*.c)

@@ -7,7 +7,7 @@
  * Redis: one exclusive attempt or release at a time, or several attempts
  * for holds that go together (shared holds, permits below the limit).
  * A key is a lock (held by one, or shared by readers) or a semaphore of
- * n permits (issue 13).  Renewal of every hold is batched.
+ * n permits.  Renewal of every hold is batched.
  * Nothing here sees a protocol line or a Redis reply.
  *
  * A client (one per session) has at most one request in progress; every

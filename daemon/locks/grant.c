@@ -1,0 +1,522 @@
+/*
+ * grant.c - who tries next.  lock_pump walks a key's FIFO from the head
+ * and sends an attempt for each waiter that may go now; the first that
+ * may not stops the walk (may_try).  An attempt's answer grants the key
+ * (grant_local), keeps the waiter queued (held elsewhere: a wake or the
+ * holder's PTTL; a lock delay; Redis refusing: a backoff), or answers it.
+ * Also here: a wait's deadline, grants nobody takes any more (orphans,
+ * released at once, and a release's answer), and ACQUIRE itself.
+ */
+#include "locks_int.h"
+#include "log.h"
+#include "util.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PTTL_RETRY_MAX (86400LL * 1000)		/* longest retry timer */
+#define REFUSED_MIN_MS 50		/* an attempt Redis refused: tried */
+#define REFUSED_MAX_MS 1000		/* again with backoff */
+
+/*
+ * A grant whose reply took 2/3 of its TTL (a paused broker, a Redis stall
+ * shorter than the watchdog) may expire before its first renewal lands:
+ * it is released, not passed on.
+ */
+int
+grant_too_late(int64_t sent_us, long ttl_ms)
+{
+	return (now_us() - sent_us) * 3 >= (int64_t)ttl_ms * 2000;
+}
+
+static void attempt_done(void *arg, int ok, int granted, long long n,
+    long more);
+
+/*
+ * Tokens to ask Redis to set aside with an exclusive grant to w: some
+ * when the waiter behind it could take the key from w early (w's TTL
+ * outlasts its first renewal), none otherwise: each token set aside
+ * raises the counter, which must not outrun the clock (tenure.lua).
+ */
+long
+chain_want(const struct lclient *w)
+{
+	const struct lclient *n = w->wnext;
+
+	return n != NULL && n->wkind == LK_EXCLUSIVE && w->wttl >
+	    renew_period(n->wttl) + PASS_MARGIN_MS ? PASS_BLOCK : 0;
+}
+
+/*
+ * w's wait is over: it holds the key now (token, its TTL counted from
+ * sent_us, as the request was sent) and is told so; since_us: when the
+ * key was seen free for it (the handoff histogram), or 0.
+ */
+struct hold *
+grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
+    int64_t sent_us, int64_t since_us)
+{
+	struct locks *lt = lk->lt;
+	int64_t t = now_us();
+	struct hold *h;
+
+	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
+	if (since_us != 0)
+		histo_observe(&lt->stats.handoff, t - since_us);
+	mark_leave(w, STORE_WMARK_GRANTED);
+	waiter_remove(w);
+	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
+	lt->stats.acquires++;
+	reply(w, LK_OK, token, NULL);
+	return h;
+}
+
+/* Release in Redis a lock nobody local holds any more (session gone). */
+void
+release_orphan(struct lock *lk, const char *id, long long token)
+{
+	struct op *op = op_new(lk->lt, lk, NULL);
+
+	owner_copy(op->id, id);
+	op->token = token;
+	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
+	    lk->te.keylen, op->id, strlen(op->id), token, release_done,
+	    op) != 0) {
+		/* Redis is down: free it as soon as Redis is back. */
+		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
+		op_done(op);
+		free(op);
+		return;
+	}
+	lk->releasing++;
+}
+
+void
+release_done(void *arg, int ok, int released)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct lclient *cl = op_done(op);
+	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
+
+	lk->releasing--;
+	if (!ok && h != NULL) {
+		/* It may or may not have reached Redis: run it again as soon
+		 * as Redis answers, and stop holding it here. */
+		hold_release_deferred(h, op->linger_ms);
+		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+	} else if (!ok) {
+		/* A session's end or an orphan grant: the same, unanswered
+		 * (a LINGER too: its session left while it was sent). */
+		pending_add_until(lk->lt, PEND_RELEASE, lk, op->id, op->token,
+		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0, 0);
+	} else if (h == NULL) {
+		if (released == STORE_DONE)
+			lk->lt->stats.releases++;
+	} else if (released != STORE_DONE &&
+	    hold_doubt(h, 1, cause_of(released))) {
+		/* resumed elsewhere, or lost: its record decides */
+	} else {
+		hold_end(h);
+		if (released == STORE_DONE) {
+			lk->lt->stats.releases++;
+			reply(cl, LK_OK, 0, NULL);
+		} else {
+			lost_count(lk->lt, cause_of(released));
+			reply(cl, LK_LOST, 0, WHY_LOST);
+		}
+	}
+	if (ok && lk->whead != NULL && op->linger_ms == 0) {
+		lk->freed_us = now_us();
+		/* a permit or a read hold given back here may be what a
+		 * waiter here was told was taken */
+		if (op->kind != LK_EXCLUSIVE)
+			lk->remote_busy = 0;
+	}
+	free(op);
+	lock_pump(lk);
+}
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lock *lk = arg;
+
+	(void)fd;
+	(void)what;
+	lk->remote_busy = 0;
+	lk->yield_until_ms = 0;
+	lock_pump(lk);
+}
+
+/* Pump the key again at when (ms), e.g. when a dead holder's TTL ends. */
+static void
+lock_retry_at(struct lock *lk, int64_t when)
+{
+	if (lk->retry_ev == NULL &&
+	    (lk->retry_ev = evtimer_new(lk->lt->base, retry_cb, lk)) == NULL)
+		fatalx("cannot create retry timer");
+	timer_at_ms(lk->retry_ev, when);
+}
+
+/* Redis refused an attempt for the key (an error reply on a live
+ * connection): the waiters hold back, and the key is tried again after a
+ * backoff, REFUSED_MIN_MS doubling to REFUSED_MAX_MS while it lasts. */
+void
+lock_refused(struct lock *lk, long kind)
+{
+	lk->refused_ms = lk->refused_ms == 0 ? REFUSED_MIN_MS :
+	    lk->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS :
+	    lk->refused_ms * 2;
+	lk->remote_busy = 1;
+	lk->busy_kind = kind;
+	lock_retry_at(lk, now_ms() + lk->refused_ms);
+}
+
+/*
+ * Whether a request of this kind may ask Redis now, as far as this broker
+ * knows: an exclusive one when nothing is held or tried here; a shared
+ * one beside shared holds and attempts, unless a waiter on another broker
+ * announced itself (a writer: the reads here drain first, see YIELD_MS);
+ * a permit while holds and attempts here are fewer than the limit.
+ */
+static int
+may_try(const struct lock *lk, long kind)
+{
+	if (kind == LK_EXCLUSIVE)
+		return lk->nholds == 0 && lk->attempts == 0;
+	if (lk->excl_attempt || hold_excl(lk) != NULL)
+		return 0;
+	if (kind == LK_SHARED)
+		return !(lk->writer_wanted && lk->nholds > 0);
+	return lk->nholds + lk->attempts < (unsigned long)kind;
+}
+
+/* A waiter not being tried: it waits for something here or elsewhere. */
+static int
+has_blocked_waiter(const struct lock *lk)
+{
+	const struct lclient *w;
+
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->op == NULL)
+			return 1;
+	return 0;
+}
+
+void
+lock_pump(struct lock *lk)
+{
+	struct locks *lt = lk->lt;
+	struct lclient *w, *next;
+
+	if (lt->st != NULL && !key_up(lk)) {
+		/* waiters wait out the reconnect (locks_store_up pumps); one
+		 * whose wait is over (a one-try request has no timer) is
+		 * answered now, not after the outage */
+		waiters_expire(lk);
+		lock_gc(lk);
+		return;
+	}
+	/* From the head: those being tried are passed, the first that may
+	 * not go now stops the walk (FIFO across kinds). */
+	for (w = lk->whead; w != NULL; w = next) {
+		struct op *op;
+
+		next = w->wnext;
+		if (w->op != NULL)
+			continue;
+		if (lk->releasing || !may_try(lk, w->wkind) ||
+		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
+		    w->wkind == LK_SHARED)))
+			break;	/* (a writer's "held elsewhere" may be readers
+				 * there, which a reader may join) */
+		if (lk->yield_until_ms > now_ms()) {
+			/* a remote waiter's turn: try after it had its go */
+			lock_retry_at(lk, lk->yield_until_ms);
+			return;
+		}
+		op = op_new(lt, lk, w);
+		op->sent_us = now_us();
+		op->kind = w->wkind;
+		op->wakes = lk->wakes;
+		owner_copy(op->id, w->id);
+		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
+		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
+		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
+		    w->wkind == LK_SHARED ? w->wseen : 0, attempt_done,
+		    op) == 0) {
+			lk->attempts++;
+			if (w->wkind == LK_EXCLUSIVE)
+				lk->excl_attempt = 1;
+			continue;
+		}
+		op_done(op);
+		free(op);
+		waiter_remove(w);
+		lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+	lock_gc(lk);
+}
+
+static void
+attempt_done(void *arg, int ok, int granted, long long n, long more)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct locks *lt = op->lt;
+	struct lclient *w = op_done(op);
+	char id[OWNER_MAX + 1];
+
+	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
+	int64_t sent_us = op->sent_us;
+	long kind = op->kind;
+	unsigned sent_wakes = op->wakes;
+
+	memcpy(id, op->id, sizeof id);		/* the requester's client-id */
+	free(op);
+	lk->attempts--;
+	if (kind == LK_EXCLUSIVE)
+		lk->excl_attempt = 0;
+	lk->freed_us = 0;
+	lk->in_delay = 0;
+	if (ok)
+		lk->refused_ms = 0;
+	if (kind == LK_SHARED && ok && granted == 0 && more > lk->wstamp)
+		lk->wstamp = more;	/* a writer's mark it saw */
+	if (w != NULL && kind == LK_SHARED && w->wseen < 0)
+		w->wseen = ok && granted == 0 ? more : lk->wstamp;
+	if (!ok && key_up(lk)) {
+		/* An error reply on a live connection (NOREPLICAS, MISCONF,
+		 * OOM, BUSY...): the script did not run.  An outage like any
+		 * other: the waiter keeps its place until its WAIT runs out,
+		 * and tries again after a backoff (at once would hammer
+		 * Redis for the whole wait). */
+		if (w != NULL && now_ms() >= w->deadline) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, WHY_REFUSED);
+		} else if (w != NULL) {
+			lock_refused(lk, kind);
+		}
+	} else if (!ok) {
+		/* The connection went: the grant may have happened. */
+		pending_add(lt, PEND_FORGET, lk, id, 0);
+		if (w != NULL && now_ms() >= w->deadline) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		}
+		/* else it stays queued: the reconnect pumps it, after the
+		 * forget above (a failover must not cost a waiter its turn) */
+	} else if (granted == -1 || granted == -2) {
+		if (granted == -2)	/* in case its undo failed */
+			pending_add(lt, PEND_FORGET, lk, id, 0);
+		if (w) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			if (granted == -1)
+				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+			else
+				reply(w, LK_UNAVAILABLE, 0, WHY_NOT_ACKED);
+		}
+	} else if (granted == 3) {
+		/* another kind in Redis: say which (nothing was written) */
+		if (w != NULL) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_KIND, n, NULL);
+		}
+	} else if (granted == 2 && w != NULL && now_ms() >= w->deadline) {
+		/* free, but a lock delay runs: nobody may have it yet */
+		waiter_remove(w);
+		lt->stats.acquire_errors++;
+		reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
+	} else if (granted == 2 && w != NULL) {
+		lk->remote_busy = 1;	/* try again when the delay ends */
+		lk->busy_kind = kind;
+		lk->in_delay = 1;
+		lock_retry_at(lk, now_ms() + (n < PTTL_RETRY_MAX ? n : 0) + 1);
+	} else if (granted == 2) {
+		/* its session left meanwhile */
+	} else if (granted && (w == NULL ||
+	    grant_too_late(sent_us, w->wttl))) {
+		/* Its session left while the attempt was in flight; or the
+		 * reply came so late (a paused broker, a slow Redis) that the
+		 * lock may have expired already: not a grant to pass on.  The
+		 * key was free, so BUSY would be a lie: the waiter tries again
+		 * after the release if its wait allows, else hears that Redis
+		 * was too slow. */
+		lt->stats.orphans++;
+		release_orphan(lk, id, n);
+		if (w != NULL && now_ms() >= w->deadline) {
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
+		}
+	} else if (granted) {
+		lk->handoffs = 0;
+		chain_start(lk, n, kind == LK_EXCLUSIVE ? more : 0);
+		grant_local(lk, w, kind, n, sent_us, freed_us);
+	} else if (w != NULL && now_ms() >= w->deadline) {
+		waiter_remove(w);
+		lt->stats.busy++;
+		reply(w, LK_BUSY, 0, NULL);
+	} else if (w != NULL && sent_wakes != lk->wakes) {
+		/* Released (pub/sub, on the other connection) after our
+		 * attempt was sent: lock_pump below tries again at once.
+		 * Once per wake: the next answer is compared with this one's
+		 * count (several attempts in flight share the key's). */
+	} else if (w != NULL) {
+		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
+		 * to run out if its holder died without releasing. */
+		lk->remote_busy = 1;
+		lk->busy_kind = kind;
+		/* A foreign key may carry any PTTL: past a day, the waiter's
+		 * own deadline (or a pub/sub wake) comes first anyway. */
+		if (n >= 0 && n < PTTL_RETRY_MAX)
+			lock_retry_at(lk, now_ms() + n + 1);
+	}
+	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
+	    w->wlock == lk)
+		mark_wait(w);	/* held: readers may be involved */
+	lock_pump(lk);
+}
+
+/* The wait of cl ran out while no attempt of its was in flight. */
+void
+deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lclient *cl = arg;
+	struct lock *lk = cl->wlock;
+
+	(void)fd;
+	(void)what;
+	if (lk == NULL || cl->op != NULL)
+		return;	/* its attempt's reply decides */
+	waiter_remove(cl);
+	if (!key_up(lk)) {
+		/* BUSY would claim the key is held: we cannot know */
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+	} else if (lk->in_delay) {
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
+	} else if (lk->refused_ms != 0) {
+		/* Redis kept refusing its attempts: nobody knows who holds it */
+		cl->lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_REFUSED);
+	} else {
+		cl->lt->stats.busy++;
+		reply(cl, LK_BUSY, 0, NULL);
+	}
+	lock_pump(lk);
+}
+
+/* Log a limit being hit, at most once per LIMIT_LOG_MS. */
+static void
+limit_hit(struct locks *lt, const char *which)
+{
+	int64_t now = now_ms();
+
+	if (lt->limit_logged_ms != 0 && now - lt->limit_logged_ms <
+	    LIMIT_LOG_MS)
+		return;
+	lt->limit_logged_ms = now;
+	log_warn("%s reached: ACQUIRE answered ERR LIMIT", which);
+}
+
+/* The key's kind here (0 a lock, n a semaphore of n permits) while
+ * anything holds, waits or is tried here; -1 when nothing does. */
+static long
+lock_kind_here(const struct lock *lk)
+{
+	if (lk == NULL || (lk->nholds == 0 && lk->whead == NULL &&
+	    lk->attempts == 0))
+		return -1;
+	return lk->limit;
+}
+
+void
+locks_acquire(struct lclient *cl, const char *key, size_t keylen,
+    long kind, long wait_ms, long ttl_ms)
+{
+	struct locks *lt = cl->lt;
+	struct lock *lk = lock_find(lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+	long here = lock_kind_here(lk);
+
+	if (here >= 0 && here != (kind > 0 ? kind : 0)) {
+		/* a semaphore's limit is fixed while anyone here holds or
+		 * waits; Redis says the same of holders elsewhere */
+		lt->stats.acquire_errors++;
+		reply(cl, LK_KIND, here, NULL);
+		return;
+	}
+	if (h != NULL && kind == LK_EXCLUSIVE && h->kind == LK_SHARED) {
+		/* no silent upgrade: two readers doing it deadlock */
+		lt->stats.acquire_errors++;
+		reply(cl, LK_UPGRADE, 0, NULL);
+		return;
+	}
+	if (h != NULL) {
+		/* reentrant; an exclusive hold covers a shared request */
+		h->count++;
+		lt->stats.acquires++;
+		held_changed(h, h->count, 0);
+		reply(cl, LK_OK, h->token, NULL);
+		return;
+	}
+	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
+		limit_hit(lt, "max_locks_per_session");
+		lt->stats.acquire_errors++;
+		reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
+		    " keys");
+		return;
+	}
+	if (wait_ms < 0 || cl->no_wait)
+		wait_ms = 0;
+	if (wait_ms > lt->cfg.max_wait_ms)
+		wait_ms = lt->cfg.max_wait_ms;
+	/* Redis unreachable (or no Sentinel lease): a one-try request
+	 * answers at once; one with WAIT queues as during any outage, and
+	 * is tried when Redis answers again, or answered ERR UNAVAILABLE
+	 * when its WAIT runs out (deadline_cb). */
+	if (lt->st == NULL || (wait_ms == 0 &&
+	    !store_key_up(lt->st, key, keylen))) {
+		lt->stats.acquire_errors++;
+		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
+		return;
+	}
+	if (lk != NULL && wait_ms == 0 &&
+	    (has_blocked_waiter(lk) || !may_try(lk, kind))) {
+		/* Someone is ahead, or what is held here excludes it: the
+		 * key will not be free for a one-try request.  (A release
+		 * alone in flight is no one: the request queues behind it
+		 * and asks Redis.) */
+		lt->stats.busy++;
+		reply(cl, LK_BUSY, 0, NULL);
+		return;
+	}
+	if (wait_ms > 0 && (long)lt->stats.waiters >= lt->cfg.max_waiters) {
+		limit_hit(lt, "max_waiters");
+		lt->stats.acquire_errors++;
+		reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
+		return;
+	}
+	lk = lock_get(lt, key, keylen);
+	waiter_push(lk, cl, kind, wait_ms, clamp_ttl(lt, ttl_ms));
+	lock_pump(lk);
+	if (cl->wlock == lk && cl->op == NULL) {
+		/* not tried at once: it waits behind others here.  A reader
+		 * came after the writers elsewhere heard of so far; a writer
+		 * is marked if readers are involved */
+		if (kind == LK_SHARED && cl->wseen < 0)
+			cl->wseen = lk->wstamp;
+		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
+		    lk->remote_busy))
+			mark_wait(cl);
+	}
+}
