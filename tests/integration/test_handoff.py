@@ -3,7 +3,8 @@ test_handoff.py - handoff of a released lock to the next local waiter (one
 script call: release and grant), and fairness between brokers: a broker
 whose local clients keep handing a key around must still let a waiter on
 another broker in (the "wanted" announcement, HANDOFF_FAIR / WANTED_MS /
-YIELD_MS in daemon/locks/handoff.c), and must not yield when nobody else wants it.
+YIELD_MS in daemon/locks/handoff.c), and must not yield when nobody else
+wants it.
 """
 
 import os

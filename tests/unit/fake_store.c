@@ -1,8 +1,8 @@
 /*
  * fake_store.c - store.h answered by hand, for the lock table's unit tests.
  *
- * See fake_store.h.  Requests are copied (key and value bytes too: locks.c
- * passes renew items built on its stack) into a singly linked FIFO; the
+ * See fake_store.h.  Requests are copied (key and value bytes too: the lock
+ * table passes renew items built on its stack) into a singly linked FIFO; the
  * test takes them out and completes them.  Never any I/O or timer, so
  * the order of every callback is the order the test chose.
  */

@@ -1,8 +1,8 @@
 /*
  * fake_store.h - a hand-driven stand-in for daemon/store.c in unit tests.
  *
- * fake_store.c defines every function of store.h, so test_locks.c links
- * daemon/locks.c against it instead of hiredis.  Each request is recorded
+ * fake_store.c defines every function of store.h, so the lock table's
+ * tests (locks_env.h) link daemon/locks/ against it instead of hiredis.  Each request is recorded
  * (kind, key, owner or value, TTL, callback and its argument) in a FIFO
  * the test inspects; nothing is answered until the test completes the
  * call with one of the fake_*_done() functions, which run the callback

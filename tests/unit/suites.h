@@ -13,7 +13,13 @@ Suite *proto_suite(void);	/* test_proto.c: proto_parse() and its tables */
 Suite *keytab_suite(void);	/* test_keytab.c: the intrusive hash table */
 Suite *addr_suite(void);	/* test_addr.c: listen and Redis addresses */
 Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
-Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
+/* The lock table (daemon/locks/) on fake_store.c, helpers in locks_env.c: */
+Suite *locks_grant_suite(void);	/* test_grant.c: ACQUIRE, FIFO, waits */
+Suite *locks_kinds_suite(void);	/* test_kinds.c: shared locks, semaphores */
+Suite *locks_handoff_suite(void);	/* test_handoff.c: RELEASE, hand-offs */
+Suite *locks_renew_suite(void);	/* test_renew.c: renewal, jeopardy */
+Suite *locks_events_suite(void);	/* test_events.c: wakes, Redis down */
+Suite *locks_resumable_suite(void);	/* test_resumable.c: grace sessions */
 Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
