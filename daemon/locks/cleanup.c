@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One clean-up to run (enum pend_kind: locks_int.h). */
 struct pending {
 	struct pending *next;
 	struct locks *lt;
