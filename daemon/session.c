@@ -362,7 +362,7 @@ on_reply(void *arg, const struct lk_result *r)
 	struct session *s = arg;
 
 	if (s->await_record && r->status == LK_OK) {
-		s->stashed = 1;		/* session_grace_recorded sends it */
+		s->stashed = 1;		/* on_grace_recorded sends it */
 		s->stash_token = r->n;
 		return;
 	}
@@ -415,7 +415,7 @@ on_doubt(void *arg)
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
     on_changed, on_doubt };
 
-/* --- grace sessions (grace.c) ---------------------------------------- */
+/* --- grace sessions (grace.c): its statuses in wire words ----------- */
 
 /* The request in progress is answered: take the next one, later. */
 static void
@@ -426,28 +426,47 @@ answered(struct session *s)
 		event_active(s->process_ev, EV_TIMEOUT, 0);
 }
 
-void
-session_grace_answer(struct session *s, enum proto_err err, const char *text)
+_Static_assert(GRACE_PERMITS_MAX == PROTO_LIMIT_MAX,
+    "a grace record's permits are a LIMIT's");
+
+static enum proto_err
+grace_err(enum grace_status st)
 {
-	if (err == PERR_NONE)
-		send_line(s, "%s", text);
-	else
-		send_err(s, err, text);
-	if (s->cmd == CMD_RESUME && err != PERR_NONE)
-		s->used = 0;		/* it holds nothing: it may try again */
+	switch (st) {
+	case GRACE_OK: return PERR_NONE;
+	case GRACE_BADARG: return PERR_BADARG;
+	case GRACE_NOSESSION: return PERR_NOSESSION;
+	case GRACE_BADSECRET: return PERR_NOAUTH;
+	case GRACE_DENIED: return PERR_DENIED;
+	case GRACE_UNAVAILABLE: return PERR_UNAVAILABLE;
+	}
+	return PERR_UNAVAILABLE;
+}
+
+/* HELLO GRACE or RESUME answered. */
+static void
+on_grace_answer(void *arg, enum grace_status st, const char *cid,
+    const char *secret, const char *why)
+{
+	struct session *s = arg;
+
+	if (st == GRACE_OK) {
+		send_line(s, "OK %s lockbroker/%s %s", cid, LOCKBROKER_VERSION,
+		    secret);
+	} else {
+		send_err(s, grace_err(st), why);
+		if (s->cmd == CMD_RESUME)
+			s->used = 0;	/* it holds nothing: it may try again */
+	}
 	answered(s);
 }
 
-void
-session_grace_drop(struct session *s)
+/* The record write a fresh grant's OK waited for is in. */
+static void
+on_grace_recorded(void *arg)
 {
-	s->grace = NULL;
-	session_grace_recorded(s);	/* an OK held back for it goes now */
-}
+	struct session *s = arg;
 
-void
-session_grace_recorded(struct session *s)
-{
 	if (!s->await_record)
 		return;
 	s->await_record = 0;
@@ -458,10 +477,23 @@ session_grace_recorded(struct session *s)
 	}
 }
 
-void
-session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
+/* The grace object is settled: no longer a grace session. */
+static void
+on_grace_dropped(void *arg)
+{
+	struct session *s = arg;
+
+	s->grace = NULL;
+	on_grace_recorded(s);		/* an OK held back for it goes now */
+}
+
+/* RESUME won: become client-id cid, with its lock client and holds. */
+static void
+on_grace_resumed(void *arg, struct grace *g, struct lclient *cl,
     const char *cid)
 {
+	struct session *s = arg;
+
 	locks_client_free(s->cl);	/* a fresh session's: holds nothing */
 	s->cl = cl;
 	s->grace = g;
@@ -474,12 +506,19 @@ session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
 	answered(s);
 }
 
-void
-session_grace_kill(struct session *s)
+/* Another connection resumed this session: close it now, leaving its
+ * holds to that connection. */
+static void
+on_grace_taken(void *arg)
 {
+	struct session *s = arg;
+
 	s->killed = 1;
 	session_free(s);
 }
+
+static const struct grace_ops session_grace_ops = { on_grace_answer,
+    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken };
 
 static void
 cmd_hello(struct session *s, const struct proto_req *req)
@@ -505,8 +544,8 @@ cmd_hello(struct session *s, const struct proto_req *req)
 	}
 	s->used = 1;
 	s->busy = 1;
-	grace_hello(s->b, s, &s->grace, s->cl, s->id, ms > max ? max : ms,
-	    s->app != NULL ? acl_app_name(s->app) : "");
+	grace_hello(s->b, &session_grace_ops, s, &s->grace, s->cl, s->id,
+	    ms > max ? max : ms, s->app != NULL ? acl_app_name(s->app) : "");
 }
 
 static void
@@ -524,8 +563,9 @@ cmd_resume(struct session *s, const struct proto_req *req)
 	}
 	s->used = 1;
 	s->busy = 1;
-	s->grace = grace_resume(s->b, s, req->word, req->wordlen, req->word2,
-	    req->word2len, s->app != NULL ? acl_app_name(s->app) : "");
+	s->grace = grace_resume(s->b, &session_grace_ops, s, req->word,
+	    req->wordlen, req->word2, req->word2len, s->app != NULL ?
+	    acl_app_name(s->app) : "");
 }
 
 /* --- requests -------------------------------------------------------- */
