@@ -23,6 +23,7 @@ static Suite *(*const suites[])(void) = {
 	vouch_suite,
 	httphead_suite,
 	grace_suite,
+	stream_suite,
 };
 
 int

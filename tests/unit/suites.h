@@ -19,5 +19,6 @@ Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
 Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 Suite *grace_suite(void);	/* test_grace.c: grace.c, recording grace_ops */
+Suite *stream_suite(void);	/* test_stream.c: net/stream.c, socketpair */
 
 #endif
