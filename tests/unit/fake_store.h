@@ -3,12 +3,12 @@
  *
  * fake_store.c defines every function of store.h, so test_locks.c links
  * daemon/locks.c against it instead of hiredis (and test_grace.c
- * daemon/grace.c, whose record calls it answers the same way).  Each request is recorded
- * (kind, key, owner or value, TTL, callback and its argument) in a FIFO
- * the test inspects; nothing is answered until the test completes the
- * call with one of the fake_*_done() functions, which run the callback
- * exactly once -- later than the request, as the real store does -- and
- * free the record.  Two switches reproduce the store's failure modes: the
+ * daemon/front/grace.c, whose record calls it answers the same way).
+ * Each request is recorded (kind, key, owner or value, TTL, callback and
+ * its argument) in a FIFO the test inspects; nothing is answered until
+ * the test completes the call with one of the fake_*_done() functions,
+ * which run the callback exactly once -- later than the request, as the
+ * real store does -- and free the record.  Two switches reproduce the store's failure modes: the
  * command connection down (store_is_up 0, requests -1) and requests
  * refused while store_is_up still says 1.
  */

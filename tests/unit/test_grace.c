@@ -1,5 +1,6 @@
 /*
- * test_grace.c - grace sessions (daemon/grace.c) below a recording session.
+ * test_grace.c - grace sessions (daemon/front/grace.c) below a recording
+ * session.
  *
  * grace.c runs over the real lock table (locks.c) and fake_store.c: every
  * session.lua call and takeover is queued, and the test answers it by hand

@@ -89,7 +89,7 @@ long tls_write(struct ssl_st *ssl, const void *buf, size_t len);
  * Whether decrypted bytes wait inside the SSL (SSL_pending): the socket
  * will not say readable for them.  Not SSL_has_pending, which is also
  * true for part of a record, which only more bytes from the socket can
- * complete: re-reading for it would spin until they come (issue 15).
+ * complete: re-reading for it would spin until they come.
  */
 int tls_pending(struct ssl_st *ssl);
 

@@ -1,7 +1,8 @@
 /*
- * broker.h - the state main wires together, shared by server.c,
- * session.c and the counters' readers (stats.c, metrics.c) only.  Leaf
- * modules (proto, keytab, store, locks, config) never include this file.
+ * broker.h - the state main wires together for the clients' side, shared
+ * by the files of front/ only (server, handshake, session, grace,
+ * appstats, and the counters' readers stats.c and metrics.c).  Lower
+ * layers (proto, net, locks, store, base) never include this file.
  * Every counter here is listed in stats.c's table, which STATS and
  * /metrics both walk.
  */

@@ -130,7 +130,7 @@ ctx_build(const struct tls_cfg *cfg, char *err, size_t errlen)
 	 * SSL_OP_IGNORE_UNEXPECTED_EOF: with it OpenSSL reports a TCP FIN
 	 * without close_notify as a close_notify (SSL_RECEIVED_SHUTDOWN
 	 * set), and a stream cut at a record boundary by someone on the path
-	 * would end in a last line that looks complete (issue 15): tls_read
+	 * would end in a last line that looks complete: tls_read
 	 * tells the two apart instead (TLS_TRUNCATED).
 	 */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
@@ -340,7 +340,7 @@ tls_peer_cn(struct ssl_st *ssl, char *out, size_t outlen)
 	 * Exactly one CN, or none at all: which of several would be "the"
 	 * CN is a matter of convention (first, last, most specific), and a
 	 * subject "CN=reports, CN=billing" must not be an app's certificate
-	 * to one reader and another app's to the next (issue 15).
+	 * to one reader and another app's to the next.
 	 */
 	idx = name == NULL ? -1 :
 	    X509_NAME_get_index_by_NID(name, NID_commonName, -1);

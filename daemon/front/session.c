@@ -177,7 +177,7 @@ index_add(struct session *s)
  * when the broker can tell the holder is of the same app: s itself, or
  * another session of this broker that authenticated as an app of the
  * same name.  A holder on another broker, a detached grace session, or a
- * session of another app or of none is not shown (issue 15).
+ * session of another app or of none is not shown (access lists).
  */
 static int
 owner_visible(const struct session *s, const char *owner, size_t len)
@@ -518,7 +518,7 @@ token_equal(const char *a, size_t alen, const char *b)
 
 /*
  * Count every wrong token, but log at most one line per AUTH_LOG_MS: an
- * unauthenticated client must not be able to flood the log (issue 9, D12).
+ * unauthenticated client must not be able to flood the log.
  * The line says how many went unlogged since the previous one.
  */
 static void
@@ -655,7 +655,7 @@ cmd_auth(struct session *s, const struct proto_req *req)
  * May this line be parsed before AUTH?  Only AUTH, PING and QUIT may (and
  * blank lines, which get no reply): anything else gets ERR NOAUTH before
  * the parser looks at its arguments, so an unauthenticated client learns
- * nothing about limits such as max_key_len (issue 9, D11).  The verb is
+ * nothing about limits such as max_key_len.  The verb is
  * the first word, delimited as proto_parse delimits words.
  */
 static int
