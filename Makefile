@@ -51,6 +51,8 @@ UNIT_DAEMON := keytab addr config log util locks histo slot acl tokenhash \
 	      vouch httphead grace stream tls
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
+# and lockctl's pure parsers (tests/unit/test_lockctl.c)
+UNIT_OBJ   += $(BUILD)/client/parse.o
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
@@ -60,11 +62,13 @@ $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
 # lockctl needs OpenSSL for --tls only, and nothing else but libc.
-$(BUILD)/lockctl: $(CLIENT_SRC)
+$(BUILD)/lockctl: $(CLIENT_SRC) $(wildcard client/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) \
-	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $^ \
+	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $(CLIENT_SRC) \
 	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
+
+$(BUILD)/client/parse.o: client/parse.h
 
 $(BUILD)/%.o: %.c $(wildcard proto/*.h) $(DAEMON_HDR) $(BUILD)/scripts.h
 	@mkdir -p $(@D)

@@ -24,6 +24,7 @@ static Suite *(*const suites[])(void) = {
 	httphead_suite,
 	grace_suite,
 	stream_suite,
+	lockctl_suite,
 };
 
 int

@@ -20,5 +20,6 @@ Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
 Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 Suite *grace_suite(void);	/* test_grace.c: grace.c, recording grace_ops */
 Suite *stream_suite(void);	/* test_stream.c: net/stream.c, socketpair */
+Suite *lockctl_suite(void);	/* test_lockctl.c: lockctl's parsers */
 
 #endif

@@ -303,6 +303,15 @@ hello_ok(struct env *e, struct tsess *t, long grace_ms)
 	ck_assert_int_eq(t->ev[n].st, GRACE_OK);
 }
 
+/* A broker with one session, a grace session of 3000 ms. */
+static void
+graced(struct env *e, struct tsess *t)
+{
+	env_start(e);
+	sess_start(e, t, 0);
+	hello_ok(e, t, 3000);
+}
+
 /* The session holds key (exclusive, token), its record write done. */
 static void
 hold(struct env *e, struct tsess *t, const char *key, long long token)
@@ -415,9 +424,7 @@ START_TEST(test_hello_again_keeps_its_grace)
 	struct tsess t;
 	struct fake_call *c;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	hello(&e, &t, 9000);
 	c = take_op(&e, "write");
 	ck_assert_str_eq(c->args[3], "9000");
@@ -460,9 +467,7 @@ START_TEST(test_quit_ends_the_record)
 	struct tsess t;
 	struct fake_call *c;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	hold(&e, &t, "k1", 7);
 	sess_end(&t, GRACE_QUIT);
 	c = take_op(&e, "end");
@@ -738,9 +743,7 @@ START_TEST(test_fresh_grant_waits_for_its_record)
 	struct tsess t;
 	struct fake_call *c;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	locks_acquire(t.cl, "k1", 2, LK_EXCLUSIVE, -1, 0);
 	fake_acquire_done(fake_store_take(e.st, FAKE_ACQUIRE), 1, 1, 7);
 	ck_assert_int_eq(t.await_record, 1);
@@ -764,9 +767,7 @@ START_TEST(test_replaced_connection_grants_nothing)
 	struct env e;
 	struct tsess t;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	locks_acquire(t.cl, "k1", 2, LK_EXCLUSIVE, -1, 0);
 	fake_acquire_done(fake_store_take(e.st, FAKE_ACQUIRE), 1, 1, 7);
 	done(take_op(&e, "key"), 1, 0);
@@ -785,9 +786,7 @@ START_TEST(test_doubt_resumed_elsewhere)
 	struct env e;
 	struct tsess t;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	ck_assert_int_eq(grace_doubt(t.g), 1);
 	done(take_op(&e, "check"), 1, 0);
 	ck_assert_int_eq(last_ev(&t)->kind, EV_TAKEN);
@@ -802,9 +801,7 @@ START_TEST(test_doubt_record_lost_is_reclaimed)
 	struct fake_call *c;
 	int n;
 
-	env_start(&e);
-	sess_start(&e, &t, 0);
-	hello_ok(&e, &t, 3000);
+	graced(&e, &t);
 	hold(&e, &t, "k1", 7);
 	n = t.nev;
 	ck_assert_int_eq(grace_doubt(t.g), 1);
