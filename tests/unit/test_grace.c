@@ -520,17 +520,28 @@ END_TEST
 
 /* --- RESUME ------------------------------------------------------------- */
 
+/* Of a client-id's length and characters (hex, '-'), or refused. */
+static const char *const not_ids[] = {
+	"abc-123",					/* short */
+	"aaaaaaaa-0000-4000-8000-00000000000g",		/* a 'g' */
+	"AAAAAAAA-0000-4000-8000-000000000001",		/* upper case */
+	"aaaaaaaa-0000-4000-8000-0000000000011",	/* long */
+};
+
 START_TEST(test_resume_not_a_client_id)
 {
 	struct env e;
 	struct tsess t;
+	char id[64] = "";		/* room for what a bad check reads */
 
 	env_start(&e);
 	sess_start(&e, &t, 1);
-	ck_assert_ptr_null(grace_resume(&e.b, &rec_ops, &t, "nope", 4,
-	    "secret", 6, ""));
+	memcpy(id, not_ids[_i], strlen(not_ids[_i]));
+	ck_assert_ptr_null(grace_resume(&e.b, &rec_ops, &t, id,
+	    strlen(not_ids[_i]), "secret", 6, ""));
 	ck_assert_int_eq(t.nev, 1);
 	ck_assert_int_eq(t.ev[0].st, GRACE_BADARG);
+	ck_assert_str_eq(t.ev[0].why, "not a client-id");
 	ck_assert_uint_eq(fake_store_calls(e.st, FAKE_ANY), 0);
 	env_end(&e, &t, 1);
 }
@@ -866,7 +877,8 @@ grace_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("resume");
-	tcase_add_test(tc, test_resume_not_a_client_id);
+	tcase_add_loop_test(tc, test_resume_not_a_client_id, 0,
+	    (int)(sizeof not_ids / sizeof not_ids[0]));
 	tcase_add_test(tc, test_resume_redis_down);
 	tcase_add_loop_test(tc, test_resume_refused, 0,
 	    (int)(sizeof refusals / sizeof refusals[0]));
