@@ -216,12 +216,16 @@ class Redis:
         self.close()
         raise RuntimeError("redis-server did not start; see its log")
 
+    def argv(self):
+        """The command line (a subclass may run it elsewhere: netpart)."""
+        return [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.dir, "--loglevel", "warning"] + self.extra
+
     def _start(self, timeout=5.0):
         log = open(os.path.join(self.dir, "redis.log"), "ab")
         self.proc = subprocess.Popen(
-            [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no",
-             "--dir", self.dir, "--loglevel", "warning"] + self.extra,
+            self.argv(),
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout

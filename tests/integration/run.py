@@ -47,7 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # 20/3, test_netns 12/1, test_auth_stats 12/1, test_eof_grace 6/1,
 # test_regressions 6/1).
 BESIDE = ("test_sentinel", "test_grace", "test_faults", "test_netns",
-          "test_auth_stats", "test_eof_grace", "test_regressions")
+          "test_auth_stats", "test_eof_grace", "test_regressions",
+          "test_partitions")
 # Run by this process while the second lane runs: no timing bound tighter
 # than a few hundred ms on a machine that has a core to spare.
 OVERLAP = ("test_cluster", "test_robustness", "test_lockctl",
@@ -61,7 +62,7 @@ LANE_PORTS = 10000
 # what crosses a network, other languages' clients, packaging).  With
 # LBT_ONCE_DONE=1 in the environment (make test's second, sanitizer pass)
 # they are left out, and the run says so.
-ONCE = ()
+ONCE = ("test_partitions",)
 
 
 def test_name(arg):
