@@ -817,6 +817,13 @@ class TestSentinelSplitBrain(PartitionCase):
             down_after_ms=DOWN_AFTER_MS, redis_args=redis_args,
             ready_timeout=30.0)
         self.addCleanup(topo.close)
+        # Every replica re-pointed at the promoted one at once: with 1,
+        # Sentinel may first pick the replica cut off on the old side and
+        # wait out failover-timeout (10 s) before it re-points the one
+        # the new master needs for min-replicas-to-write.
+        for s in topo.sentinels:
+            cli(s.addr, "SENTINEL", "SET", MASTER_NAME, "parallel-syncs",
+                len(nodes) - 1)
         args = ("--redis_sentinels", topo.sentinel_addrs(),
                 "--redis_master_name", MASTER_NAME,
                 "--failover_lock_delay_ms", LOCK_DELAY_MS) + broker_args
