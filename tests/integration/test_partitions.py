@@ -498,6 +498,12 @@ class PartitionCase(unittest.TestCase):
                 "%s=%s" % (c or "all", n) for c, n in causes) or "-"))
         return " ".join(out)
 
+    def lost_before(self, t):
+        """Holds told LOST before t (before any cut: a lease or a renewal
+        that failed on a healthy network)."""
+        return sum(1 for h in self.world.history.holds
+                   if h.told and h.told_at < t)
+
     def grants_in(self, t_from, t_to):
         """Grants per broker with s in [t_from, t_to]."""
         n = collections.Counter(h.broker for h in self.world.history.holds
@@ -761,6 +767,12 @@ class TestRedisCut(PartitionCase):
         cut = self.net.cut(["c1"], ["ba"])
         got = self.wait_granted(waiters, KEEPALIVE_BUDGET_S +
                                 KEEPALIVE_SLACK_S + 10.0)
+        # The cut-off clients find out by their own keepalive (same
+        # budget) if the cut lasts: let it, for the report.
+        until = cut.t1 + KEEPALIVE_BUDGET_S + KEEPALIVE_SLACK_S
+        while time.monotonic() < until and \
+                not all(c.holds[0].e is not None for c in longs):
+            time.sleep(0.05)
         heal = self.net.heal()
         time.sleep(0.5)
         freed = [None if h is None else h.s - cut.t1 for h in got]
@@ -875,8 +887,10 @@ class TestSentinelSplitBrain(PartitionCase):
         self.finish(
             name, deadline=deadline,
             extra=" (during cut %s; on ba after cut+down_after: %d) "
-            "failover_after_cut=%s brokers_on_%s_after_heal=%.2fs" % (
+            "lost_before_cut=%d failover_after_cut=%s "
+            "brokers_on_%s_after_heal=%.2fs" % (
                 self.grants_in(cut.t0, heal[1]), late_grants,
+                self.lost_before(cut.t0),
                 "-" if promoted is None else "%.2fs" % (promoted - cut.t1),
                 new_master, up_s),
             timeline=timeline)
@@ -985,10 +999,10 @@ class TestClusterMasterCut(PartitionCase):
                         h.told and h.s <= heal[1]]
         self.finish(
             "f cluster master cut off with a broker", deadline=deadline,
-            extra=" (during cut %s) mx_fail_after_cut=%s "
+            extra=" (during cut %s) lost_before_cut=%d mx_fail_after_cut=%s "
             "replica_promoted_after_cut=%s brokers_up_after_heal=%.2fs "
             "bb_other_keys_granted_in_cut=%d" % (
-                self.grants_in(cut.t0, heal[1]),
+                self.grants_in(cut.t0, heal[1]), self.lost_before(cut.t0),
                 "-" if t_fail is None else "%.2fs" % (t_fail - cut.t1),
                 "-" if t_promoted is None else
                 "%.2fs" % (t_promoted - cut.t1), up_s, sum(served.values())),
