@@ -351,7 +351,7 @@ def summary_line(name, nums, extra=""):
         return "-" if v is None else "%.0f" % v
     return ("partitions[%s]: grants=%d%s overlaps=%d holds/%d pairs/%.2fs "
             "regressions=%d unreported=%d told_lost=%d "
-            "vouch_to_lost_ms p50=%s max=%s (n=%d of %d past a deadline) "
+            "vouch_to_lost_ms p50=%s max=%s (n=%d told of %d with a deadline) "
             "late=%d stale_rejected=%d writes_accepted=%d"
             % (name, nums["grants"], extra, nums["overlap_holds"],
                nums["overlap_pairs"], nums["overlap_s"], nums["regressions"],

@@ -43,10 +43,10 @@ reached from other hosts, without a password).
 """
 
 import ctypes
+import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -55,7 +55,7 @@ import unittest
 import uuid
 
 import harness
-from harness import Client, wait_until
+from harness import Client
 import topology
 from topology import (ClusterNode, ClusterTopology, SentinelProc,
                       SentinelTopology, cli)
@@ -560,14 +560,6 @@ class NsSentinelTopology(SentinelTopology):
                           down_after_ms, failover_timeout_ms, quorum,
                           master_name)
 
-    def node_on(self, host):
-        """The node on a host (a Host or its short name)."""
-        name = host if isinstance(host, str) else host.host
-        for n in self.nodes:
-            if n.host.host == name:
-                return n
-        raise KeyError(name)
-
 
 class NsClusterNode(ClusterNode):
     """A cluster node on a host: its address, port 6379, bus port 16379,
@@ -608,20 +600,14 @@ class NsClusterTopology(ClusterTopology):
     def _new_node(self, i, redis_args):
         return NsClusterNode(self._hosts[i], self.dir, redis_args)
 
-    def node_on(self, host):
-        name = host if isinstance(host, str) else host.host
-        for n in self.nodes:
-            if n.host.host == name:
-                return n
-        raise KeyError(name)
-
 
 class NsBroker(harness.Broker):
     """A lockbrokerd on a host, listening on 0.0.0.0:7711 there (its
     loopback and its address).  redis_addr None: no -r (Sentinel or
-    cluster mode, given in extra).  Log, check_log, stop, kill and close
-    are the harness's; readiness (STATS redis=up) is asked inside the
-    host."""
+    cluster mode, given in extra).  Readiness, log, check_log, stop, kill
+    and close are the harness's: client() is made inside the host."""
+
+    bind = "0.0.0.0"
 
     def __init__(self, host, redis_addr, prefix, *extra_args,
                  port=BROKER_PORT, ready_timeout=10.0):
@@ -629,7 +615,6 @@ class NsBroker(harness.Broker):
             raise AssertionError("broker binary %s is missing (build it, or "
                                  "set LOCKBROKERD)" % harness.BROKER_BIN)
         self.host = host
-        self.ns = host                  # (test_netns's name for it)
         self.redis_addr = redis_addr
         self.prefix = prefix
         self.extra = [str(a) for a in extra_args]
@@ -648,22 +633,8 @@ class NsBroker(harness.Broker):
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
-    def _spawn(self):
-        env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:"
-                       "abort_on_error=0")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-        redis = [] if self.redis_addr is None else ["-r", self.redis_addr]
-        argv = ([harness.BROKER_BIN, "-b", "0.0.0.0", "-p", str(self.port)] +
-                redis + ["--prefix", self.prefix, "-v"] + self.extra)
-        with open(self.logpath, "ab") as log:
-            log.write(("--- ip netns exec %s %s\n"
-                       % (self.host.name, " ".join(argv))).encode())
-            log.flush()
-            self.proc = self.host.popen(argv, stdout=log, stderr=log,
-                                        env=env)
-        self.rc = None
-        self.checked = False
+    def launcher(self):
+        return [IP, "netns", "exec", self.host.name]
 
     @property
     def ip(self):
@@ -686,44 +657,17 @@ class NsBroker(harness.Broker):
         finally:
             c.close()
 
-    def wait_ready(self, timeout=5.0):
-        def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError("broker exited with %s during start-up:"
-                                     "\n%s" % (self.proc.returncode,
-                                               self.log()))
-            try:
-                c = self.client(timeout=1.0)
-            except OSError:
-                return False
-            try:
-                return "redis=up" in c.req("STATS").split(" ")
-            except (OSError, EOFError):
-                return False
-            finally:
-                c.close()
-        try:
-            wait_until(ready, timeout, interval=0.05,
-                       what="broker ready (STATS redis=up)")
-        except AssertionError as e:
-            if "timed out" not in str(e):
-                raise
-            raise AssertionError("%s\nbroker log:\n%s" % (e, self.log()))
-
     def metrics(self, metrics_port):
         """GET /metrics from the broker's host (its metrics_bind is the
         default 127.0.0.1); the body, or "" if it does not answer."""
         def get():
-            with socket.create_connection(("127.0.0.1", metrics_port),
-                                          timeout=2.0) as s:
-                s.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-                data = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-            return data.decode("utf-8", "replace").split("\r\n\r\n", 1)[-1]
+            conn = http.client.HTTPConnection("127.0.0.1", metrics_port,
+                                              timeout=2.0)
+            try:
+                conn.request("GET", "/metrics")
+                return conn.getresponse().read().decode("utf-8", "replace")
+            finally:
+                conn.close()
         try:
             return self.host.call(get)
         except OSError:

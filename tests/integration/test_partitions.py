@@ -491,11 +491,13 @@ class PartitionCase(unittest.TestCase):
         out = []
         for b in self.brokers:
             text = b.metrics(METRICS_PORT)
-            causes = re.findall(r'^lockbroker_lost_locks_total'
-                                r'(?:\{cause="(\w+)"\})? ([0-9]+)',
-                                text, re.M)
-            out.append("%s:%s" % (b.host.host, ",".join(
-                "%s=%s" % (c or "all", n) for c, n in causes) or "-"))
+            causes = []
+            for labels, n in re.findall(r'^lockbroker_lost_locks_total'
+                                        r'(\{[^}]*\})? ([0-9.e+]+)$',
+                                        text, re.M):
+                m = re.search(r'cause="([^"]*)"', labels)
+                causes.append("%s=%s" % (m.group(1) if m else "all", n))
+            out.append("%s:%s" % (b.host.host, ",".join(causes) or "-"))
         return " ".join(out)
 
     def lost_before(self, t):
@@ -684,7 +686,8 @@ class TestRedisCut(PartitionCase):
             "one way (redis->broker dropped)" if oneway else "both ways")
 
         def deadline(h):
-            if h.broker == "ba" and h.s <= heal[1]:
+            # (the cut-off broker cannot grant during the cut)
+            if h.broker == "ba" and h.s <= cut.t1:
                 return cut.t1 + h.ttl_ms / 1000.0
             return None
         # When the other broker's waiters got the keys: about when Redis
@@ -877,7 +880,7 @@ class TestSentinelSplitBrain(PartitionCase):
         lease_end = cut.t1 + DOWN_AFTER_MS / 1000.0
 
         def deadline(h):
-            if h.broker == "ba" and h.s <= heal[1]:
+            if h.broker == "ba" and h.s < heal[0]:
                 return lease_end + h.ttl_ms / 1000.0
             if h.broker == "bb" and h.s <= cut.t1:
                 return cut.t1 + h.ttl_ms / 1000.0
@@ -981,7 +984,7 @@ class TestClusterMasterCut(PartitionCase):
         time.sleep(2.0)
 
         def deadline(h):
-            if h.broker == "ba" and h.s <= heal[1]:
+            if h.broker == "ba" and h.s < heal[0]:
                 if h.key in self.on_mx:
                     return None if t_fail is None else \
                         t_fail + h.ttl_ms / 1000.0
