@@ -937,6 +937,9 @@ class TestClusterMasterCut(PartitionCase):
         masters = topo.masters()
         mx = topo.node(masters[0])
         others = [topo.node(m) for m in masters[1:]]
+        # the node asked may not list the replica yet (gossip)
+        harness.wait_until(lambda: topo.replicas_of(mx), 10.0,
+                           what="the cut master's replica listed")
         rx = topo.replicas_of(mx)[0]
         args = ("--redis_cluster", topo.seeds(),
                 "--failover_lock_delay_ms", LOCK_DELAY_MS)
