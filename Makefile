@@ -95,14 +95,14 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace \
-            debhelper dpkg-dev lintian
+            debhelper dpkg-dev lintian iproute2 iptables
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
 	for c in mandoc promtool valgrind clang nc strace openssl \
-	         dh dpkg-buildpackage lintian; do \
+	         dh dpkg-buildpackage lintian ip iptables; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
