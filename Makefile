@@ -48,11 +48,13 @@ CLIENT_SRC := $(wildcard client/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
-	      vouch httphead locks/table locks/marks locks/waiters \
-	      locks/cleanup locks/holds locks/grant locks/renew locks/handoff \
-	      locks/events locks/locks
+	      vouch httphead grace stream tls locks/table locks/marks \
+	      locks/waiters locks/cleanup locks/holds locks/grant locks/renew \
+	      locks/handoff locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
+# and lockctl's pure parsers (tests/unit/test_lockctl.c)
+UNIT_OBJ   += $(BUILD)/client/parse.o
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
@@ -62,11 +64,13 @@ $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
 # lockctl needs OpenSSL for --tls only, and nothing else but libc.
-$(BUILD)/lockctl: $(CLIENT_SRC)
+$(BUILD)/lockctl: $(CLIENT_SRC) $(wildcard client/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) \
-	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $^ \
+	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $(CLIENT_SRC) \
 	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
+
+$(BUILD)/client/parse.o: client/parse.h
 
 $(BUILD)/%.o: %.c $(wildcard proto/*.h) $(DAEMON_HDR) $(BUILD)/scripts.h
 	@mkdir -p $(@D)
@@ -93,14 +97,14 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace \
-            debhelper dpkg-dev lintian
+            debhelper dpkg-dev lintian iproute2 iptables
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
 	for c in mandoc promtool valgrind clang nc strace openssl \
-	         dh dpkg-buildpackage lintian; do \
+	         dh dpkg-buildpackage lintian ip iptables; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

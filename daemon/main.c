@@ -285,6 +285,21 @@ apply_limits(struct broker *b)
 	log_set_level((enum log_level)b->cfg->log_level);
 }
 
+/* The TLS context of cfg's tls_* options.  NULL with err filled. */
+static struct tls *
+tls_from_config(const struct config *cfg, char *err, size_t errlen)
+{
+	const struct tls_cfg tc = {
+		.cert_file = cfg->tls_cert_file,
+		.key_file = cfg->tls_key_file,
+		.ca_cert_file = cfg->tls_ca_cert_file,
+		.auth_clients = cfg->tls_auth_clients,
+		.protocols = cfg->tls_protocols,
+	};
+
+	return tls_new(&tc, err, errlen);
+}
+
 /* SIGHUP: read the conf again; apply what can change live. */
 static void
 reload_cb(evutil_socket_t sig, short what, void *arg)
@@ -311,8 +326,8 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	if (parse_args(b->argc, b->argv, &next, &test_only, err,
 	    sizeof err) != 0 ||
 	    acl_from_config(&next, &acl, err, sizeof err) != 0 ||
-	    (b->tls != NULL && (tls = tls_new(&next, err, sizeof err)) ==
-	    NULL)) {
+	    (b->tls != NULL &&
+	    (tls = tls_from_config(&next, err, sizeof err)) == NULL)) {
 		log_error("reload failed, configuration unchanged: %s", err);
 		acl_unref(acl);
 		config_free(&next);
@@ -420,7 +435,7 @@ main(int argc, char **argv)
 	memset(&b, 0, sizeof b);
 	if (acl_from_config(&cfg, &acl, err, sizeof err) != 0 ||
 	    (cfg.tls_port != 0 &&
-	    (b.tls = tls_new(&cfg, err, sizeof err)) == NULL)) {
+	    (b.tls = tls_from_config(&cfg, err, sizeof err)) == NULL)) {
 		fprintf(stderr, "lockbrokerd: %s\n", err);
 		acl_unref(acl);
 		config_free(&cfg);

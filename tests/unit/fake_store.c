@@ -150,6 +150,9 @@ fake_call_free(struct fake_call *c)
 		free(c->items[i].value);
 	}
 	free(c->items);
+	for (size_t i = 0; i < c->nargs; i++)
+		free(c->args[i]);
+	free(c->args);
 	free(c->key);
 	free(c->value);
 	free(c->next_owner);
@@ -192,6 +195,19 @@ fake_renew_done(struct fake_call *c, int ok, const int *renewed, size_t n)
 }
 
 void
+fake_session_done(struct fake_call *c, int ok, long long status,
+    const char *const *rest, size_t n)
+{
+	struct store_str *v = fs_alloc((n + 1) * sizeof *v);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct store_str){ rest[i], strlen(rest[i]) };
+	c->fn.session(c->arg, ok, status, v, n);
+	free(v);
+	fake_call_free(c);
+}
+
+void
 fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token, long long pttl)
 {
@@ -225,6 +241,7 @@ fake_store_drain(struct store *st)
 		switch (c->kind) {
 		case FAKE_ACQUIRE:
 		case FAKE_HANDOFF:
+		case FAKE_TAKEOVER:
 			fake_acquire_done(c, 0, 0, 0);
 			break;
 		case FAKE_RELEASE:
@@ -235,6 +252,9 @@ fake_store_drain(struct store *st)
 			break;
 		case FAKE_RENEW:
 			fake_renew_done(c, 0, NULL, 0);
+			break;
+		case FAKE_SESSION:
+			fake_session_done(c, 0, 0, NULL, 0);
 			break;
 		case FAKE_OWNER:
 		default:
@@ -488,5 +508,39 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	if (fs_refuse(st))
 		return -1;
 	fs_push(st, FAKE_OWNER, key, keylen, NULL, 0, 0, arg)->fn.owner = fn;
+	return 0;
+}
+
+/* Grace sessions (grace.c): refused like every request while down. */
+int
+store_session(struct store *st, const char *cid, size_t cidlen,
+    const struct store_str *args, size_t nargs, store_session_fn *fn,
+    void *arg)
+{
+	struct fake_call *c;
+
+	if (fs_refuse(st))
+		return -1;
+	c = fs_push(st, FAKE_SESSION, cid, cidlen, NULL, 0, 0, arg);
+	c->fn.session = fn;
+	c->nargs = nargs;
+	c->args = fs_alloc((nargs + 1) * sizeof *c->args);
+	for (size_t i = 0; i < nargs; i++)
+		c->args[i] = fs_copy(args[i].p, args[i].len);
+	return 0;
+}
+
+int
+store_takeover(struct store *st, const char *key, size_t keylen,
+    const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
+    store_acquire_fn *fn, void *arg)
+{
+	struct fake_call *c;
+
+	if (fs_refuse(st))
+		return -1;
+	c = fs_push(st, FAKE_TAKEOVER, key, keylen, cid, cidlen, ttl_ms, arg);
+	c->fn.acquire = fn;
+	c->gen = gen;
 	return 0;
 }

@@ -2,14 +2,16 @@
  * fake_store.h - a hand-driven stand-in for daemon/store.c in unit tests.
  *
  * fake_store.c defines every function of store.h, so the lock table's
- * tests (locks_env.h) link daemon/locks/ against it instead of hiredis.  Each request is recorded
- * (kind, key, owner or value, TTL, callback and its argument) in a FIFO
- * the test inspects; nothing is answered until the test completes the
- * call with one of the fake_*_done() functions, which run the callback
- * exactly once -- later than the request, as the real store does -- and
- * free the record.  Two switches reproduce the store's failure modes: the
- * command connection down (store_is_up 0, requests -1) and requests
- * refused while store_is_up still says 1.
+ * tests (locks_env.h) link daemon/locks/ against it instead of hiredis
+ * (and test_grace.c daemon/front/grace.c, whose record calls it answers
+ * the same way).  Each request is recorded (kind, key, owner or value,
+ * TTL, callback and its argument) in a FIFO the test inspects; nothing is
+ * answered until the test completes the call with one of the
+ * fake_*_done() functions, which run the callback exactly once -- later
+ * than the request, as the real store does -- and free the record.  Two
+ * switches reproduce the store's failure modes: the command connection
+ * down (store_is_up 0, requests -1) and requests refused while
+ * store_is_up still says 1.
  */
 #ifndef LOCKBROKER_FAKE_STORE_H
 #define LOCKBROKER_FAKE_STORE_H
@@ -19,7 +21,7 @@
 #include "store.h"
 
 enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
-    FAKE_HANDOFF, FAKE_PASS, FAKE__COUNT };
+    FAKE_HANDOFF, FAKE_PASS, FAKE_SESSION, FAKE_TAKEOVER, FAKE__COUNT };
 #define FAKE_ANY (-1)
 
 struct fake_item {
@@ -40,7 +42,11 @@ struct fake_call {
 	 * next owner, ttl_ms (its TTL); completed with fake_acquire_done.
 	 * ACQUIRE and HANDOFF: reserve, the tokens asked to be set aside.
 	 * PASS: key, value (the new holder's), next_owner (the releasing
-	 * hold's value), ttl_ms; completed with fake_pass_done. */
+	 * hold's value), ttl_ms; completed with fake_pass_done.
+	 * SESSION (session.lua): key = the client-id, args[0..nargs) its
+	 * ARGV (NUL-terminated copies); completed with fake_session_done.
+	 * TAKEOVER: key, value = the client-id, gen, ttl_ms; completed with
+	 * fake_acquire_done. */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -55,12 +61,16 @@ struct fake_call {
 	size_t next_ownerlen;
 	size_t n;
 	struct fake_item *items;
+	char **args;
+	size_t nargs;
+	unsigned long gen;
 	union {
 		store_acquire_fn *acquire;
 		store_release_fn *release;
 		store_renew_fn *renew;
 		store_owner_fn *owner;
 		store_pass_fn *pass;
+		store_session_fn *session;
 	} fn;
 	void *arg;
 };
@@ -101,6 +111,9 @@ void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
 void fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token,
     long long pttl);
+/* session.lua's answer: status, then rest[0..n) as strings. */
+void fake_session_done(struct fake_call *c, int ok, long long status,
+    const char *const *rest, size_t n);
 /* Free a taken call without answering it. */
 void fake_call_free(struct fake_call *c);
 

@@ -27,6 +27,9 @@ static Suite *(*const suites[])(void) = {
 	acl_suite,
 	vouch_suite,
 	httphead_suite,
+	grace_suite,
+	stream_suite,
+	lockctl_suite,
 };
 
 int

@@ -24,5 +24,8 @@ Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
 Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
+Suite *grace_suite(void);	/* test_grace.c: grace.c, recording grace_ops */
+Suite *stream_suite(void);	/* test_stream.c: net/stream.c, socketpair */
+Suite *lockctl_suite(void);	/* test_lockctl.c: lockctl's parsers */
 
 #endif

@@ -1,9 +1,9 @@
 /*
- * test_acl.c - the access list of daemon/acl.c (issue 15): the acl_file
+ * test_acl.c - the access list of daemon/front/acl.c: the acl_file
  * parser (good lines, every error with its line number, long lines,
  * duplicates, bad hex), the glob matcher (checked against a naive
  * recursive one too), lookups by hash and by name, the auth_token app,
- * and the SHA-256 of daemon/tokenhash.c.
+ * and the SHA-256 of daemon/front/tokenhash.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * test_httphead.c - the HTTP request-head parser of the /metrics server
- * (daemon/httphead.c): where a head ends, and what a head says, for good
- * heads and hostile ones, one row per case.
+ * (daemon/front/httphead.c): where a head ends, and what a head says, for
+ * good heads and hostile ones, one row per case.
  */
 #include <string.h>
 

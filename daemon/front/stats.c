@@ -514,7 +514,7 @@ const struct stat_def stats_table[] = {
 	{ "redis_node_stats", STAT_TEXT, "Each master as "
 	    "ip:port/up|down/in-flight/redirections, comma-separated.",
 	    NULL, NULL, NULL, NULL, t_redis_node_stats },
-	/* issue 15: access lists (per-app samples: metrics.c) */
+	/* access lists (per-app samples: metrics.c) */
 	{ "denials", C, "Requests answered ERR DENIED (a key outside the "
 	    "session's app's patterns).",
 	    "lockbroker_denials_total", NULL, NULL, g_denials, NULL },

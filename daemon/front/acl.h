@@ -1,6 +1,6 @@
 /*
  * acl.h - per-app access: which app a token (or a certificate's CN) names,
- * and which keys that app may use (issue 15, item 2).
+ * and which keys that app may use (access lists).
  *
  * An access list is read from conf acl_file, one app per line:
  *

@@ -1,5 +1,5 @@
 /*
- * grace.c - sessions that outlive their connection (issue 12): the
+ * grace.c - sessions that outlive their connection (grace sessions): the
  * record in Redis, detaching, resuming, the grace's end.
  *
  * A grace object lives from HELLO ... GRACE (or a RESUME) until its
@@ -42,7 +42,6 @@
 #include "clientid.h"
 #include "locks.h"
 #include "log.h"
-#include "proto.h"
 #include "store.h"
 #include "util.h"
 
@@ -70,7 +69,9 @@ struct grace {
 	struct broker *b;
 	TAILQ_ENTRY(grace) link;	/* b->graces */
 	enum gstate state;
-	struct session *s;		/* ATTACHED / RESUMING: its session */
+	const struct grace_ops *ops;	/* how its session is told */
+	void *arg;			/* ATTACHED / RESUMING: its session
+					 * (NULL: none) */
 	struct lclient *cl;		/* owned here unless ATTACHED */
 	char cid[CLIENTID_LEN + 1];
 	char owner[OWNER_MAX + 1];	/* cid, or cid/gen */
@@ -105,6 +106,13 @@ struct takeover {
 };
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Tell g's session how its HELLO GRACE or RESUME ended (not OK). */
+static void
+answer(struct grace *g, enum grace_status st, const char *why)
+{
+	g->ops->answer(g->arg, st, g->cid, NULL, why);
+}
 
 /* The lock client ops while no session speaks for g. */
 static void
@@ -179,9 +187,9 @@ grace_settle(struct grace *g)
 	if (g->state == G_DETACHED)
 		b->stats.detached--;
 	g->dead = 1;
-	if (g->s != NULL)
-		session_grace_drop(g->s);
-	g->s = NULL;
+	if (g->arg != NULL)
+		g->ops->dropped(g->arg);
+	g->arg = NULL;
 	event_del(g->timer);
 	TAILQ_REMOVE(&b->graces, g, link);
 	b->stats.grace_sessions--;
@@ -285,8 +293,8 @@ struct holdvals {
 };
 
 /* A hold's value in the record: "<holds> <ttl>" for an exclusive lock
- * (as before issue 13), "<holds> <ttl> <kind>" for a shared hold (0) or
- * a permit (n). */
+ * (as before shared locks), "<holds> <ttl> <kind>" for a shared hold (0)
+ * or a permit (n). */
 static int
 hold_val(char *buf, unsigned holds, long ttl_ms, long kind)
 {
@@ -424,8 +432,8 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 	} else {
 		if (ok && status > 0 && g->cl != NULL)
 			locks_recorded(g->cl, kw->key, kw->keylen);
-		if (g->s != NULL)
-			session_grace_recorded(g->s);
+		if (g->arg != NULL)
+			g->ops->recorded(g->arg);
 	}
 	free(kw);
 	grace_unref(g);
@@ -446,7 +454,7 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 	rargs_num(&r, (long long)g->gen);
 	rargs_add(&r, key, keylen);
 	rargs_add(&r, val, (size_t)l);
-	fresh = fresh && g->s != NULL;
+	fresh = fresh && g->arg != NULL;
 	if (fresh) {
 		struct keywrite *kw = xmalloc(sizeof *kw + keylen);
 
@@ -492,14 +500,14 @@ static void
 taken_over(struct grace *g)
 {
 	log_info("session %s was resumed on another connection", g->cid);
-	if (g->state == G_ATTACHED && g->s != NULL) {
+	if (g->state == G_ATTACHED && g->arg != NULL) {
 		/* ends at once in grace_session_end(GRACE_TAKEN) */
-		session_grace_kill(g->s);
+		g->ops->taken(g->arg);
 		return;
 	}
-	if (g->state == G_RESUMING && g->s != NULL)
-		session_grace_answer(g->s, PERR_NOSESSION, "another connection "
-		    "resumed the session meanwhile");
+	if (g->state == G_RESUMING && g->arg != NULL)
+		answer(g, GRACE_NOSESSION, "another connection resumed the "
+		    "session meanwhile");
 	grace_leave(g, 1);
 }
 
@@ -511,7 +519,8 @@ taken_over(struct grace *g)
 static void
 opening_failed(struct grace *g, const char *why)
 {
-	struct session *s = g->s;
+	const struct grace_ops *ops = g->ops;
+	void *arg = g->arg;		/* g may be freed by grace_settle */
 	char text[160];
 
 	if (g->fresh) {
@@ -525,7 +534,7 @@ opening_failed(struct grace *g, const char *why)
 		snprintf(text, sizeof text, "%s; the session keeps its grace "
 		    "of %ld ms", why, g->grace_ms);
 	}
-	session_grace_answer(s, PERR_UNAVAILABLE, text);
+	ops->answer(arg, GRACE_UNAVAILABLE, NULL, NULL, text);
 }
 
 static void
@@ -536,7 +545,7 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 
 	(void)rest;
 	(void)n;
-	if (!g->dead && g->opening && g->s == NULL) {
+	if (!g->dead && g->opening && g->arg == NULL) {
 		g->opening = 0;		/* its connection is gone */
 	} else if (!g->dead && g->opening) {
 		g->opening = 0;
@@ -547,12 +556,9 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 			 * connection, no answer; the connection goes */
 			taken_over(g);
 		} else {
-			char line[160];
-
 			g->fresh = 0;
-			snprintf(line, sizeof line, "OK %s lockbroker/%s %s",
-			    g->cid, LOCKBROKER_VERSION, g->secret);
-			session_grace_answer(g->s, PERR_NONE, line);
+			g->ops->answer(g->arg, GRACE_OK, g->cid, g->secret,
+			    NULL);
 		}
 	} else if (!g->dead && ok && status == 0) {
 		taken_over(g);
@@ -580,8 +586,9 @@ random_secret(char out[GRACE_SECRET_LEN + 1])
 }
 
 void
-grace_hello(struct broker *b, struct session *s, struct grace **gp,
-    struct lclient *cl, const char *id, long grace_ms, const char *app)
+grace_hello(struct broker *b, const struct grace_ops *ops, void *arg,
+    struct grace **gp, struct lclient *cl, const char *id, long grace_ms,
+    const char *app)
 {
 	struct grace *g = *gp;
 
@@ -591,7 +598,8 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 		g->state = G_ATTACHED;
 		g->fresh = 1;
 	}
-	g->s = s;
+	g->ops = ops;
+	g->arg = arg;
 	g->cl = cl;
 	snprintf(g->app, sizeof g->app, "%s", app);
 	locks_client_resumable(cl);
@@ -825,7 +833,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 void
 grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 {
-	g->s = NULL;
+	g->arg = NULL;
 	if (g->state == G_RESUMING) {
 		/* cl is the session's own, empty; the resumed holds are
 		 * g->cl, detached when the takeovers are in (resume_finish) */
@@ -874,9 +882,9 @@ grace_stop(struct broker *b, int final)
 	for (g = TAILQ_FIRST(&b->graces); g != NULL; g = next) {
 		next = TAILQ_NEXT(g, link);
 		if (final && g->state != G_DETACHED) {
-			if (g->s != NULL && g->state == G_RESUMING)
-				session_grace_answer(g->s, PERR_UNAVAILABLE,
-				    "the broker is stopping");
+			if (g->arg != NULL && g->state == G_RESUMING)
+				answer(g, GRACE_UNAVAILABLE, "the broker is "
+				    "stopping");
 			grace_abandon(g);
 			continue;
 		}
@@ -903,9 +911,9 @@ resume_finish(struct grace *g)
 		/* Some keys are the new generation's in Redis, some maybe
 		 * not: a RESUME again takes them all (any earlier
 		 * generation's value is taken over). */
-		if (g->s != NULL)
-			session_grace_answer(g->s, PERR_UNAVAILABLE, "Redis did "
-			    "not answer for every key; send RESUME again");
+		if (g->arg != NULL)
+			answer(g, GRACE_UNAVAILABLE, "Redis did not answer for "
+			    "every key; send RESUME again");
 		grace_abandon(g);
 		return;
 	}
@@ -922,7 +930,6 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
     size_t n)
 {
 	struct grace *g = arg;
-	struct session *s = g->s;
 
 	(void)rest;
 	(void)n;
@@ -931,11 +938,11 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
 		return;
 	}
 	if (!ok || status != 1) {
-		if (s != NULL)
-			session_grace_answer(s, ok ? PERR_NOSESSION :
-			    PERR_UNAVAILABLE, ok ? "another connection "
-			    "resumed the session meanwhile" : "Redis did not "
-			    "confirm the session; send RESUME again");
+		if (g->arg != NULL)
+			answer(g, ok ? GRACE_NOSESSION : GRACE_UNAVAILABLE, ok ?
+			    "another connection resumed the session meanwhile" :
+			    "Redis did not confirm the session; send RESUME "
+			    "again");
 		grace_abandon(g);
 		grace_unref(g);
 		return;
@@ -944,12 +951,12 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
 	log_info("session %s resumed (generation %lu) with %zu lock(s)",
 	    g->cid, g->gen, locks_held(g->cl, NULL, NULL));
 	g->state = G_ATTACHED;
-	if (s == NULL) {
+	if (g->arg == NULL) {
 		/* its new connection is gone already */
 		grace_session_end(g, g->cl, GRACE_LOST);
 	} else {
 		timer_in(g, touch_period(g));
-		session_grace_resumed(s, g, g->cl, g->cid);
+		g->ops->resumed(g->arg, g, g->cl, g->cid);
 	}
 	grace_unref(g);
 }
@@ -1002,7 +1009,7 @@ hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind)
 	*holds = (unsigned)strtoul(buf, &end, 10);
 	*ttl = strtol(end, &end, 10);
 	*kind = strtol(end, &kend, 10);
-	if (kend == end || *kind < 0 || *kind > PROTO_LIMIT_MAX)
+	if (kend == end || *kind < 0 || *kind > GRACE_PERMITS_MAX)
 		*kind = LK_EXCLUSIVE;
 	if (*holds == 0)
 		*holds = 1;
@@ -1036,31 +1043,27 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
     size_t n)
 {
 	struct grace *g = arg;
-	struct session *s = g->s;
 
 	if (g->dead) {
 		grace_unref(g);
 		return;
 	}
 	if (!ok || status != 1 || n < 2) {
-		if (s != NULL && !ok)
-			session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
-			    "unreachable");
-		else if (s != NULL && status == -3)
-			session_grace_answer(s, PERR_NOAUTH, "wrong secret");
-		else if (s != NULL && status == -2)
-			session_grace_answer(s, PERR_NOSESSION, "the session "
-			    "expired: its grace ran out and its locks were "
-			    "freed");
-		else if (s != NULL && status == -4)
-			session_grace_answer(s, PERR_NOSESSION, "the session "
-			    "ended with QUIT");
-		else if (s != NULL && status == -5)
-			session_grace_answer(s, PERR_DENIED, "the session is "
-			    "another app's");
-		else if (s != NULL)
-			session_grace_answer(s, PERR_NOSESSION, "no such "
-			    "session: it never had a grace, or it ended");
+		if (g->arg != NULL && !ok)
+			answer(g, GRACE_UNAVAILABLE, "Redis is unreachable");
+		else if (g->arg != NULL && status == -3)
+			answer(g, GRACE_BADSECRET, "wrong secret");
+		else if (g->arg != NULL && status == -2)
+			answer(g, GRACE_NOSESSION, "the session expired: its "
+			    "grace ran out and its locks were freed");
+		else if (g->arg != NULL && status == -4)
+			answer(g, GRACE_NOSESSION, "the session ended with "
+			    "QUIT");
+		else if (g->arg != NULL && status == -5)
+			answer(g, GRACE_DENIED, "the session is another app's");
+		else if (g->arg != NULL)
+			answer(g, GRACE_NOSESSION, "no such session: it never "
+			    "had a grace, or it ended");
 		if (status == -3)
 			g->b->stats.resume_refused++;
 		grace_settle(g);
@@ -1100,8 +1103,9 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 }
 
 struct grace *
-grace_resume(struct broker *b, struct session *s, const char *id,
-    size_t idlen, const char *secret, size_t secretlen, const char *app)
+grace_resume(struct broker *b, const struct grace_ops *ops, void *arg,
+    const char *id, size_t idlen, const char *secret, size_t secretlen,
+    const char *app)
 {
 	char cid[CLIENTID_LEN + 1];
 	struct grace *g;
@@ -1112,7 +1116,7 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 		if (strchr("0123456789abcdef-", id[i]) == NULL || id[i] == '\0')
 			idlen = 0;
 	if (idlen != CLIENTID_LEN) {
-		session_grace_answer(s, PERR_BADARG, "not a client-id");
+		ops->answer(arg, GRACE_BADARG, NULL, NULL, "not a client-id");
 		return NULL;
 	}
 	memcpy(cid, id, CLIENTID_LEN);
@@ -1120,13 +1124,14 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 	if (!store_is_up(b->store)) {
 		/* Redis unreachable, or (Sentinel mode) no lease: nothing
 		 * may be taken over, and the record must not move yet */
-		session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
+		ops->answer(arg, GRACE_UNAVAILABLE, NULL, NULL, "Redis is "
 		    "unreachable");
 		return NULL;
 	}
 	g = grace_new(b, cid);
 	g->state = G_RESUMING;
-	g->s = s;
+	g->ops = ops;
+	g->arg = arg;
 	snprintf(g->app, sizeof g->app, "%s", app);
 	memcpy(g->secret, secret, secretlen < GRACE_SECRET_LEN ? secretlen :
 	    GRACE_SECRET_LEN);
@@ -1136,8 +1141,7 @@ grace_resume(struct broker *b, struct session *s, const char *id,
 	rargs_num(&r, RESUME_SLACK_MS);
 	rargs_str(&r, g->app);
 	if (record_call(g, &r, resume_done) != 0) {
-		session_grace_answer(s, PERR_UNAVAILABLE, "Redis is "
-		    "unreachable");
+		answer(g, GRACE_UNAVAILABLE, "Redis is unreachable");
 		grace_settle(g);
 		g = NULL;
 	}

@@ -1,5 +1,5 @@
 /*
- * appstats.c - per-app counters, by app name (issue 15, item 3).
+ * appstats.c - per-app counters, by app name (access lists).
  *
  * Kept apart from the access lists they count for: a reload replaces the
  * list, but an app's sessions live on and its counters must not go back,

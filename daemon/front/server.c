@@ -28,8 +28,8 @@
  * Keepalive so that a peer that vanished is found in ~3 x idle seconds.
  * Keepalive probes only an idle connection: once a reply (a grant, say)
  * sits unacknowledged in the send queue the kernel retransmits it for
- * ~15 minutes instead, and the dead peer keeps its locks all that time
- * (issue 9, defect 1).  TCP_USER_TIMEOUT bounds that case by the same
+ * ~15 minutes instead, and the dead peer keeps its locks all that time.
+ * TCP_USER_TIMEOUT bounds that case by the same
  * budget: unacknowledged data older than it drops the connection.
  */
 static void
@@ -263,13 +263,13 @@ unix_socket_live(const struct sockaddr_un *sun, char *err, size_t errlen)
 
 /*
  * The unix socket listener.  A socket file left by a broker that died is
- * replaced; one that a live process answers on is not (issue 9, defect
- * 13: a second broker given the same path used to take it over), and any
+ * replaced; one that a live process answers on is not (a second broker
+ * given the same path used to take it over), and any
  * other kind of file at the path is an error.
  *
  * The file is created with its final mode: the umask is set from
  * unixsocketperm around bind, so there is no moment where the mode is the
- * process umask's, e.g. 0777 under umask 0 (issue 9, defect 14).  The
+ * process umask's, e.g. 0777 under umask 0.  The
  * chmod after it still sets the exact bits, should a default ACL on the
  * directory have overridden the umask.  The broker is single-threaded, so
  * no other file is created while the umask is changed.

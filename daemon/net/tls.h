@@ -2,7 +2,8 @@
  * tls.h - the broker's TLS context (OpenSSL), and TLS I/O on one socket.
  *
  * tls.c is the only file that includes OpenSSL's headers.  It builds the
- * server context from the tls_* options (checked at start, so a missing
+ * server context from a struct tls_cfg, which main.c fills from the tls_*
+ * options (checked at start, so a missing
  * file or a key that does not match its certificate stops the broker with
  * a clear message), rebuilds it on SIGHUP, and wraps SSL_accept /
  * SSL_read / SSL_write so that callers see read()-like results and which
@@ -14,7 +15,6 @@
 
 #include <stddef.h>
 
-struct config;
 struct tls;
 struct ssl_st;				/* OpenSSL's SSL */
 
@@ -29,8 +29,20 @@ struct ssl_st;				/* OpenSSL's SSL */
 					   close_notify: the input may have
 					   been cut by someone on the path */
 
-/* Build the context from cfg's tls_* options.  NULL with err filled. */
-struct tls *tls_new(const struct config *cfg, char *err, size_t errlen);
+/* What a context is built from: the tls_* options of config.h. */
+struct tls_cfg {
+	const char *cert_file;		/* tls_cert_file: PEM chain, leaf
+					   first */
+	const char *key_file;		/* tls_key_file */
+	const char *ca_cert_file;	/* tls_ca_cert_file; "": client
+					   certificates not verified */
+	long auth_clients;		/* tls_auth_clients: enum tls_auth */
+	const char *protocols;		/* tls_protocols, checked by
+					   config_tls_protocols */
+};
+
+/* Build the context.  NULL with err filled (naming the option at fault). */
+struct tls *tls_new(const struct tls_cfg *cfg, char *err, size_t errlen);
 
 /*
  * Free t.  Sessions made from its context keep it (OpenSSL counts its
@@ -77,7 +89,7 @@ long tls_write(struct ssl_st *ssl, const void *buf, size_t len);
  * Whether decrypted bytes wait inside the SSL (SSL_pending): the socket
  * will not say readable for them.  Not SSL_has_pending, which is also
  * true for part of a record, which only more bytes from the socket can
- * complete: re-reading for it would spin until they come (issue 15).
+ * complete: re-reading for it would spin until they come.
  */
 int tls_pending(struct ssl_st *ssl);
 

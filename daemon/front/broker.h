@@ -1,7 +1,8 @@
 /*
- * broker.h - the state main wires together, shared by server.c,
- * session.c and the counters' readers (stats.c, metrics.c) only.  Leaf
- * modules (proto, keytab, store, locks, config) never include this file.
+ * broker.h - the state main wires together for the clients' side, shared
+ * by the files of front/ only (server, handshake, session, grace,
+ * appstats, and the counters' readers stats.c and metrics.c).  Lower
+ * layers (proto, net, locks, store, base) never include this file.
  * Every counter here is listed in stats.c's table, which STATS and
  * /metrics both walk.
  */
@@ -14,7 +15,6 @@
 
 #include "clientid.h"
 #include "config.h"
-#include "proto.h"
 
 struct event_base;
 struct evconnlistener;
@@ -122,21 +122,6 @@ void handshake_stop_all(struct broker *b);
 struct session *session_new(struct broker *b, int fd, struct ssl_st *ssl,
     const char *peer_cn);
 void session_free(struct session *s);
-/* For grace.c: answer the session's HELLO GRACE or RESUME (err
- * PERR_NONE: text is the whole reply line, else the error's text). */
-void session_grace_answer(struct session *s, enum proto_err err,
-    const char *text);
-/* RESUME won: the session becomes client-id cid, with lock client cl
- * (its holds adopted) and grace object g, and answers OK <n> <keys>. */
-void session_grace_resumed(struct session *s, struct grace *g,
-    struct lclient *cl, const char *cid);
-/* The record write a fresh grant's OK waited for is in. */
-void session_grace_recorded(struct session *s);
-/* g is settled: the session is no longer a grace session. */
-void session_grace_drop(struct session *s);
-/* Another connection resumed this session: close it now, leaving its
- * holds to that connection. */
-void session_grace_kill(struct session *s);
 
 /* appstats.c: the row of app name (made if new; never NULL). */
 struct appstat *appstat_get(struct broker *b, const char *name);

@@ -1,9 +1,11 @@
 /*
  * tls.c - the server's TLS context and TLS I/O on a socket (OpenSSL 3).
  *
- * The context is built once from the tls_* options and again on every
- * SIGHUP; an SSL made from it holds a reference of its own, so replacing
- * the context never disturbs a session running on the old one.  Every
+ * The context is built from a struct tls_cfg (main.c fills it from the
+ * tls_* options; of config.h this file uses only config_tls_protocols
+ * and enum tls_auth), once at start and again on every SIGHUP; an SSL
+ * made from it holds a reference of its own, so replacing the context
+ * never disturbs a session running on the old one.  Every
  * OpenSSL call that can fail is preceded by ERR_clear_error() and its
  * error queue read (and emptied) when it fails: a stale entry left in the
  * queue would make a later SSL_get_error() answer for the wrong call.
@@ -97,7 +99,7 @@ warn_validity(SSL_CTX *ctx, const char *path)
 }
 
 static SSL_CTX *
-ctx_build(const struct config *cfg, char *err, size_t errlen)
+ctx_build(const struct tls_cfg *cfg, char *err, size_t errlen)
 {
 	SSL_CTX *ctx;
 	unsigned mask;
@@ -105,15 +107,15 @@ ctx_build(const struct config *cfg, char *err, size_t errlen)
 	char msg[256];
 
 	err[0] = '\0';
-	if (config_tls_protocols(cfg->tls_protocols, &mask, msg,
+	if (config_tls_protocols(cfg->protocols, &mask, msg,
 	    sizeof msg) != 0) {
 		snprintf(err, errlen, "tls_protocols: %s", msg);
 		return NULL;
 	}
-	if (check_file("tls_cert_file", cfg->tls_cert_file, err, errlen) != 0 ||
-	    check_file("tls_key_file", cfg->tls_key_file, err, errlen) != 0 ||
-	    (cfg->tls_ca_cert_file[0] != '\0' && check_file("tls_ca_cert_file",
-	    cfg->tls_ca_cert_file, err, errlen) != 0))
+	if (check_file("tls_cert_file", cfg->cert_file, err, errlen) != 0 ||
+	    check_file("tls_key_file", cfg->key_file, err, errlen) != 0 ||
+	    (cfg->ca_cert_file[0] != '\0' && check_file("tls_ca_cert_file",
+	    cfg->ca_cert_file, err, errlen) != 0))
 		return NULL;
 	ERR_clear_error();
 	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
@@ -128,7 +130,7 @@ ctx_build(const struct config *cfg, char *err, size_t errlen)
 	 * SSL_OP_IGNORE_UNEXPECTED_EOF: with it OpenSSL reports a TCP FIN
 	 * without close_notify as a close_notify (SSL_RECEIVED_SHUTDOWN
 	 * set), and a stream cut at a record boundary by someone on the path
-	 * would end in a last line that looks complete (issue 15): tls_read
+	 * would end in a last line that looks complete: tls_read
 	 * tells the two apart instead (TLS_TRUNCATED).
 	 */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
@@ -151,54 +153,54 @@ ctx_build(const struct config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set up the TLS context: ");
 		goto fail;
 	}
-	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1) {
+	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
 		snprintf(err, errlen, "tls_cert_file %s: not a PEM certificate "
-		    "chain: ", cfg->tls_cert_file);
+		    "chain: ", cfg->cert_file);
 		goto fail;
 	}
-	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file,
+	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file,
 	    SSL_FILETYPE_PEM) != 1) {
 		/* OpenSSL checks the pair here already */
 		if (ERR_GET_REASON(ERR_peek_last_error()) ==
 		    X509_R_KEY_VALUES_MISMATCH)
 			snprintf(err, errlen, "tls_key_file %s does not match "
-			    "tls_cert_file %s: ", cfg->tls_key_file,
-			    cfg->tls_cert_file);
+			    "tls_cert_file %s: ", cfg->key_file,
+			    cfg->cert_file);
 		else
 			snprintf(err, errlen, "tls_key_file %s: not an "
-			    "unencrypted PEM private key: ", cfg->tls_key_file);
+			    "unencrypted PEM private key: ", cfg->key_file);
 		goto fail;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
 		snprintf(err, errlen, "tls_key_file %s does not match "
-		    "tls_cert_file %s: ", cfg->tls_key_file, cfg->tls_cert_file);
+		    "tls_cert_file %s: ", cfg->key_file, cfg->cert_file);
 		goto fail;
 	}
-	if (cfg->tls_ca_cert_file[0] != '\0') {
+	if (cfg->ca_cert_file[0] != '\0') {
 		STACK_OF(X509_NAME) *names;
 
-		if (SSL_CTX_load_verify_locations(ctx, cfg->tls_ca_cert_file,
+		if (SSL_CTX_load_verify_locations(ctx, cfg->ca_cert_file,
 		    NULL) != 1) {
 			snprintf(err, errlen, "tls_ca_cert_file %s: ",
-			    cfg->tls_ca_cert_file);
+			    cfg->ca_cert_file);
 			goto fail;
 		}
 		/* The CA names the server sends with its request: they help
 		 * a client pick its certificate. */
-		if ((names = SSL_load_client_CA_file(cfg->tls_ca_cert_file)) ==
+		if ((names = SSL_load_client_CA_file(cfg->ca_cert_file)) ==
 		    NULL) {
 			snprintf(err, errlen, "tls_ca_cert_file %s: no "
-			    "certificate in it: ", cfg->tls_ca_cert_file);
+			    "certificate in it: ", cfg->ca_cert_file);
 			goto fail;
 		}
 		SSL_CTX_set_client_CA_list(ctx, names);
 	}
-	if (cfg->tls_auth_clients == TLS_AUTH_YES)
+	if (cfg->auth_clients == TLS_AUTH_YES)
 		verify = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-	else if (cfg->tls_auth_clients == TLS_AUTH_OPTIONAL)
+	else if (cfg->auth_clients == TLS_AUTH_OPTIONAL)
 		verify = SSL_VERIFY_PEER;	/* a bad one is still refused */
 	SSL_CTX_set_verify(ctx, verify, NULL);
-	warn_validity(ctx, cfg->tls_cert_file);
+	warn_validity(ctx, cfg->cert_file);
 	return ctx;
 fail:
 	errors_text(err, errlen);
@@ -207,7 +209,7 @@ fail:
 }
 
 struct tls *
-tls_new(const struct config *cfg, char *err, size_t errlen)
+tls_new(const struct tls_cfg *cfg, char *err, size_t errlen)
 {
 	struct tls *t;
 	SSL_CTX *ctx = ctx_build(cfg, err, errlen);
@@ -338,7 +340,7 @@ tls_peer_cn(struct ssl_st *ssl, char *out, size_t outlen)
 	 * Exactly one CN, or none at all: which of several would be "the"
 	 * CN is a matter of convention (first, last, most specific), and a
 	 * subject "CN=reports, CN=billing" must not be an app's certificate
-	 * to one reader and another app's to the next (issue 15).
+	 * to one reader and another app's to the next.
 	 */
 	idx = name == NULL ? -1 :
 	    X509_NAME_get_index_by_NID(name, NID_commonName, -1);

@@ -1,42 +1,25 @@
 /*
- * session.c - one client connection: lines in, one reply per line out.
+ * session.c - one client connection's protocol: lines in, one reply per
+ * line out.
  *
  * A session runs one request at a time: while a request waits (for a key or
- * for Redis) later lines stay in the input buffer, which is what keeps
- * replies in request order and makes a waiting ACQUIRE hold back the
- * session's later requests.  Input is bounded by IN_HIGH (reading stops
- * past it); output by OUT_HIGH: past it the session stops taking requests
- * and reading until the client reads (a client that pipelines without
- * reading costs bounded memory).  Replies from the lock table never run
- * the next request directly: they schedule it (process_ev), so nothing
- * re-enters locks_*.
- *
- * I/O is done by hand on the socket rather than with a bufferevent: one
- * read() per readable event and one writev() per batch of replies, with
- * the write event registered only while output is stuck.  A bufferevent
- * added an ioctl(FIONREAD) and two epoll_ctl calls per request.
+ * for Redis) later lines stay in its stream's input (net/stream.c), which
+ * is what keeps replies in request order and makes a waiting ACQUIRE hold
+ * back the session's later requests.  The stream moves the bytes, plain
+ * or TLS, and applies the limits every client gets alike (line length,
+ * input and output bounds, the end of input, close after flush); the
+ * session parses each line, runs it, and writes its reply into the
+ * stream's output.  Replies from the lock table never run the next
+ * request directly: they ask the stream to hand over lines again later
+ * (stream_more), so nothing re-enters locks_*.
  *
  * End of input (the client half-closed, e.g. `nc -N`) is not the end of
- * the session: every line already received is answered, in order (a last
- * line without LF counts as a line), then the session closes after
- * flushing, which releases its locks.  The lock table is told at once
- * (locks_client_eof), so a waiting ACQUIRE is answered BUSY instead of
- * holding a queue place for a client that can no longer give up (issue 9,
- * D15).  A read or write error (reset, broken pipe) still ends the session
- * at once.
- *
- * A TLS session (tls_port; its handshake was done by handshake.c) runs
- * the same code over the same buffers, so every limit, the backpressure
- * and the EOF rules are the plain ones.  Only the two calls that move
- * bytes differ, chosen by s->ssl: SSL_read for read() (one per readable
- * event too; decrypted bytes left inside the SSL are taken on the next
- * loop turn, since the socket will not say readable for them) and
- * SSL_write of up to one record for evbuffer_write().  A close_notify
- * ends input as a FIN ends a plain session's; a TCP FIN without one ends
- * the session as a reset does, and an unterminated last line is never
- * run: someone on the path may have cut the stream at a record boundary
- * (issue 15).  The plain path is unchanged: one pointer test per read and
- * per write.
+ * the session: every line already received is answered, in order, then
+ * the session closes after flushing, which releases its locks.  The lock
+ * table is told at once (locks_client_eof), so a waiting ACQUIRE is
+ * answered BUSY instead of holding a queue place for a client that can no
+ * longer give up.  A read or write error (reset, broken pipe) still ends
+ * the session at once.
  */
 #include "acl.h"
 #include "broker.h"
@@ -47,39 +30,28 @@
 #include "log.h"
 #include "proto.h"
 #include "stats.h"
-#include "tokenhash.h"
+#include "stream.h"
 #include "tls.h"
+#include "tokenhash.h"
 #include "util.h"
 
 #include <event2/buffer.h>
-#include <event2/event.h>
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
-#define OUT_HIGH (64 * 1024)		/* stop taking requests past this */
-#define READ_CHUNK 16384		/* bytes per read() */
-#define CLOSE_GRACE_MS 5000		/* flush time before a forced close */
 #define AUTH_LOG_MS 10000		/* ms between "wrong AUTH" log lines */
-#define TLS_WRITE_MAX 16384		/* one TLS record's worth per write */
 
 struct session {
 	struct broker *b;
-	int fd;
-	struct event *rev, *wev;	/* readable / writable */
-	struct evbuffer *in, *out;
-	size_t in_high;			/* stop reading past this */
-	int64_t close_at_ms;		/* closing: free by then at the latest */
+	struct stream *st;		/* its bytes, plain or TLS */
+	struct evbuffer *out;		/* the stream's output: replies */
 	struct lclient *cl;
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
-	struct event *process_ev;	/* run the next request, later */
-	struct ssl_st *ssl;		/* NULL for a plain session */
 	TAILQ_ENTRY(session) link;
 	struct keytab_entry by_id;	/* in b->by_id while indexed */
 	const struct acl_app *app;	/* NULL: no app (every key) */
@@ -87,24 +59,17 @@ struct session {
 	char id[CLIENTID_LEN + 1];
 	enum proto_cmd cmd;		/* the request in progress */
 	unsigned busy:1;		/* a request awaits its reply */
-	unsigned dispatching:1;		/* inside process_input() */
-	unsigned closing:1;		/* close once output is flushed */
+	unsigned dispatching:1;		/* inside on_lines() */
 	unsigned events:1;		/* EVENTS ON */
 	unsigned authed:1;		/* AUTH passed (or none needed) */
-	unsigned reading:1;		/* rev is added */
-	unsigned out_paused:1;		/* stopped for output past OUT_HIGH */
-	unsigned writing:1;		/* wev is added */
-	unsigned eof:1;			/* the client sends no more */
 	unsigned broken:1;		/* reply lost: free, send no more */
+	unsigned tls:1;			/* over TLS (counted in tls_sessions) */
 	unsigned quit:1;		/* ended by QUIT */
 	unsigned used:1;		/* took or asked for locks: no RESUME */
 	unsigned killed:1;		/* resumed by another connection */
 	unsigned await_record:1;	/* a grant's OK waits for its record */
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
-	unsigned tls_failed:1;		/* no close_notify: SSL unusable */
-	unsigned tls_read_wants_write:1;	/* SSL_read waits to write: not
-					   reading until write_cb */
 	long long stash_token;
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
@@ -114,43 +79,17 @@ struct session {
 	char peer_cn[TLS_CN_MAX + 1];
 };
 
-static void process_input(struct session *s);
 static void cmd_held(struct session *s);
-static int flush(struct session *s);
-static void session_release(struct session *s);
 
 static void
 send_line(struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /*
- * Watch the socket for input, or stop.  While SSL_read waits to write
- * (tls_read_wants_write) input stays off whatever the caller asks: a
- * readable socket would only run SSL_read into the same wait again and
- * again; write_cb reads once the socket takes the write.
- */
-static void
-reading(struct session *s, int on)
-{
-	if (on && !s->reading && !s->tls_read_wants_write &&
-	    event_add(s->rev, NULL) == 0) {
-		s->reading = 1;
-		/* decrypted bytes waiting inside the SSL: the socket will
-		 * not wake us for them (part of a record will: its rest
-		 * comes through the socket) */
-		if (s->ssl != NULL && tls_pending(s->ssl))
-			event_active(s->rev, EV_READ, 0);
-	} else if (!on && s->reading) {
-		event_del(s->rev);
-		s->reading = 0;
-	}
-}
-
-/*
  * A reply could not be queued (out of memory).  One reply per request is
- * the protocol's promise, so the session cannot go on: stop reading and
- * free it on a later loop turn (this may run inside a locks_* callback),
- * without sending what is queued (it may end in half a line).
+ * the protocol's promise, so the session cannot go on: the stream sends
+ * nothing more and is closed on a later loop turn (this may run inside a
+ * locks_* callback), without what is queued (it may end in half a line).
  */
 static void
 broken(struct session *s)
@@ -159,9 +98,7 @@ broken(struct session *s)
 		return;
 	log_warn("client %s: out of memory for a reply; closing", s->id);
 	s->broken = 1;
-	s->closing = 1;
-	reading(s, 0);
-	event_active(s->process_ev, EV_TIMEOUT, 0);
+	stream_broken(s->st);
 }
 
 static void
@@ -182,32 +119,6 @@ static void
 send_err(struct session *s, enum proto_err code, const char *why)
 {
 	send_line(s, "ERR %s %s", proto_err_name(code), why);
-}
-
-/* Stop reading; free the session once its output is flushed. */
-static void
-close_after_flush(struct session *s)
-{
-	s->closing = 1;
-	s->close_at_ms = now_ms() + CLOSE_GRACE_MS;
-	reading(s, 0);
-	/* process_cb runs at the grace's end, or when output drained */
-	timer_add_ms(s->process_ev, CLOSE_GRACE_MS);
-}
-
-/*
- * A half-closed session stuck on output it never reads (paused past
- * OUT_HIGH, with lines still to answer) would keep its locks for ever:
- * it gets the same grace as a closing one, counted from the EOF.  Not
- * from its last progress: a kernel takes more into a socket that is never
- * read every few seconds, which would stretch the grace without end.
- */
-static void
-eof_watch(struct session *s)
-{
-	if (!s->eof || s->closing || !s->out_paused)
-		return;
-	timer_at_ms(s->process_ev, s->close_at_ms);
 }
 
 /* --- replies from the lock table -------------------------------------- */
@@ -266,7 +177,7 @@ index_add(struct session *s)
  * when the broker can tell the holder is of the same app: s itself, or
  * another session of this broker that authenticated as an app of the
  * same name.  A holder on another broker, a detached grace session, or a
- * session of another app or of none is not shown (issue 15).
+ * session of another app or of none is not shown (access lists).
  */
 static int
 owner_visible(const struct session *s, const char *owner, size_t len)
@@ -362,7 +273,7 @@ on_reply(void *arg, const struct lk_result *r)
 	struct session *s = arg;
 
 	if (s->await_record && r->status == LK_OK) {
-		s->stashed = 1;		/* session_grace_recorded sends it */
+		s->stashed = 1;		/* on_grace_recorded sends it */
 		s->stash_token = r->n;
 		return;
 	}
@@ -378,7 +289,7 @@ on_reply(void *arg, const struct lk_result *r)
 		send_line(s, "OK %lld", r->n);
 	s->busy = 0;
 	if (!s->dispatching)
-		event_active(s->process_ev, EV_TIMEOUT, 0);
+		stream_more(s->st);
 }
 
 static void
@@ -389,7 +300,7 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	if (s->events) {
 		send_line(s, "EVENT LOST %.*s %lld", (int)keylen, key, token);
 		if (!s->dispatching)
-			event_active(s->process_ev, EV_TIMEOUT, 0);
+			stream_more(s->st);
 	}
 }
 
@@ -415,7 +326,7 @@ on_doubt(void *arg)
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
     on_changed, on_doubt };
 
-/* --- grace sessions (grace.c) ---------------------------------------- */
+/* --- grace sessions (grace.c): its statuses in wire words ----------- */
 
 /* The request in progress is answered: take the next one, later. */
 static void
@@ -423,31 +334,50 @@ answered(struct session *s)
 {
 	s->busy = 0;
 	if (!s->dispatching)
-		event_active(s->process_ev, EV_TIMEOUT, 0);
+		stream_more(s->st);
 }
 
-void
-session_grace_answer(struct session *s, enum proto_err err, const char *text)
+_Static_assert(GRACE_PERMITS_MAX == PROTO_LIMIT_MAX,
+    "a grace record's permits are a LIMIT's");
+
+static enum proto_err
+grace_err(enum grace_status st)
 {
-	if (err == PERR_NONE)
-		send_line(s, "%s", text);
-	else
-		send_err(s, err, text);
-	if (s->cmd == CMD_RESUME && err != PERR_NONE)
-		s->used = 0;		/* it holds nothing: it may try again */
+	switch (st) {
+	case GRACE_OK: return PERR_NONE;
+	case GRACE_BADARG: return PERR_BADARG;
+	case GRACE_NOSESSION: return PERR_NOSESSION;
+	case GRACE_BADSECRET: return PERR_NOAUTH;
+	case GRACE_DENIED: return PERR_DENIED;
+	case GRACE_UNAVAILABLE: return PERR_UNAVAILABLE;
+	}
+	return PERR_UNAVAILABLE;
+}
+
+/* HELLO GRACE or RESUME answered. */
+static void
+on_grace_answer(void *arg, enum grace_status st, const char *cid,
+    const char *secret, const char *why)
+{
+	struct session *s = arg;
+
+	if (st == GRACE_OK) {
+		send_line(s, "OK %s lockbroker/%s %s", cid, LOCKBROKER_VERSION,
+		    secret);
+	} else {
+		send_err(s, grace_err(st), why);
+		if (s->cmd == CMD_RESUME)
+			s->used = 0;	/* it holds nothing: it may try again */
+	}
 	answered(s);
 }
 
-void
-session_grace_drop(struct session *s)
+/* The record write a fresh grant's OK waited for is in. */
+static void
+on_grace_recorded(void *arg)
 {
-	s->grace = NULL;
-	session_grace_recorded(s);	/* an OK held back for it goes now */
-}
+	struct session *s = arg;
 
-void
-session_grace_recorded(struct session *s)
-{
 	if (!s->await_record)
 		return;
 	s->await_record = 0;
@@ -458,10 +388,23 @@ session_grace_recorded(struct session *s)
 	}
 }
 
-void
-session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
+/* The grace object is settled: no longer a grace session. */
+static void
+on_grace_dropped(void *arg)
+{
+	struct session *s = arg;
+
+	s->grace = NULL;
+	on_grace_recorded(s);		/* an OK held back for it goes now */
+}
+
+/* RESUME won: become client-id cid, with its lock client and holds. */
+static void
+on_grace_resumed(void *arg, struct grace *g, struct lclient *cl,
     const char *cid)
 {
+	struct session *s = arg;
+
 	locks_client_free(s->cl);	/* a fresh session's: holds nothing */
 	s->cl = cl;
 	s->grace = g;
@@ -474,12 +417,19 @@ session_grace_resumed(struct session *s, struct grace *g, struct lclient *cl,
 	answered(s);
 }
 
-void
-session_grace_kill(struct session *s)
+/* Another connection resumed this session: close it now, leaving its
+ * holds to that connection. */
+static void
+on_grace_taken(void *arg)
 {
+	struct session *s = arg;
+
 	s->killed = 1;
 	session_free(s);
 }
+
+static const struct grace_ops session_grace_ops = { on_grace_answer,
+    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken };
 
 static void
 cmd_hello(struct session *s, const struct proto_req *req)
@@ -505,8 +455,8 @@ cmd_hello(struct session *s, const struct proto_req *req)
 	}
 	s->used = 1;
 	s->busy = 1;
-	grace_hello(s->b, s, &s->grace, s->cl, s->id, ms > max ? max : ms,
-	    s->app != NULL ? acl_app_name(s->app) : "");
+	grace_hello(s->b, &session_grace_ops, s, &s->grace, s->cl, s->id,
+	    ms > max ? max : ms, s->app != NULL ? acl_app_name(s->app) : "");
 }
 
 static void
@@ -524,8 +474,9 @@ cmd_resume(struct session *s, const struct proto_req *req)
 	}
 	s->used = 1;
 	s->busy = 1;
-	s->grace = grace_resume(s->b, s, req->word, req->wordlen, req->word2,
-	    req->word2len, s->app != NULL ? acl_app_name(s->app) : "");
+	s->grace = grace_resume(s->b, &session_grace_ops, s, req->word,
+	    req->wordlen, req->word2, req->word2len, s->app != NULL ?
+	    acl_app_name(s->app) : "");
 }
 
 /* --- requests -------------------------------------------------------- */
@@ -567,7 +518,7 @@ token_equal(const char *a, size_t alen, const char *b)
 
 /*
  * Count every wrong token, but log at most one line per AUTH_LOG_MS: an
- * unauthenticated client must not be able to flood the log (issue 9, D12).
+ * unauthenticated client must not be able to flood the log.
  * The line says how many went unlogged since the previous one.
  */
 static void
@@ -704,7 +655,7 @@ cmd_auth(struct session *s, const struct proto_req *req)
  * May this line be parsed before AUTH?  Only AUTH, PING and QUIT may (and
  * blank lines, which get no reply): anything else gets ERR NOAUTH before
  * the parser looks at its arguments, so an unauthenticated client learns
- * nothing about limits such as max_key_len (issue 9, D11).  The verb is
+ * nothing about limits such as max_key_len.  The verb is
  * the first word, delimited as proto_parse delimits words.
  */
 static int
@@ -748,7 +699,7 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_QUIT:
 		s->quit = 1;
 		send_line(s, "OK");
-		close_after_flush(s);
+		stream_close(s->st);
 		return;
 	case CMD_HELD:
 		cmd_held(s);
@@ -800,90 +751,38 @@ dispatch(struct session *s, const struct proto_req *req)
 	send_err(s, PERR_BADCMD, "unknown command");
 }
 
-/*
- * Take the next complete line out of the input, into b->linebuf.
- * Returns its length (CR/LF stripped), -1 when no full line is there yet,
- * -2 when the line is over max_line (the session must be closed).  After
- * EOF, bytes without an LF are the last line: a client that ends its
- * input without a final LF still gets its answer.  A TLS session only
- * gets here after a close_notify (tls_in).
- */
-static long
-next_line(struct session *s)
+/* --- the stream's lines ------------------------------------------- */
+
+/* Run the lines the stream has, one request at a time (ops->lines). */
+static int
+on_lines(void *arg)
 {
-	struct evbuffer *in = s->in;
-	size_t max = (size_t)s->b->cfg->max_line, have, len;
-	struct evbuffer_ptr eol;
-	size_t eol_len;
-
-	eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-	if (eol.pos < 0) {
-		struct evbuffer_ptr p;
-		char last;
-
-		have = evbuffer_get_length(in);
-		if (have == 0 || (have <= max && !s->eof))
-			return -1;
-		if (s->eof && have <= max + 1) {
-			if (evbuffer_remove(in, s->b->linebuf, have) !=
-			    (int)have)
-				return -2;
-			len = have;
-			if (s->b->linebuf[len - 1] == '\r')
-				len--;
-			return len > max ? -2 : (long)len;
-		}
-		/* max bytes and a CR may still be a valid line */
-		if (have == max + 1 &&
-		    evbuffer_ptr_set(in, &p, max, EVBUFFER_PTR_SET) == 0 &&
-		    evbuffer_copyout_from(in, &p, &last, 1) == 1 && last == '\r')
-			return -1;
-		return -2;
-	}
-	len = (size_t)eol.pos;
-	if (len > max + 1) {
-		return -2;
-	}
-	if (evbuffer_remove(in, s->b->linebuf, len + 1) != (int)(len + 1))
-		return -2;
-	if (len > 0 && s->b->linebuf[len - 1] == '\r')
-		len--;
-	if (len > max)
-		return -2;
-	return (long)len;
-}
-
-static void
-process_input(struct session *s)
-{
+	struct session *s = arg;
 	struct broker *b = s->b;
 	struct proto_limits lim = { (size_t)b->cfg->max_key_len,
 	    (size_t)b->held_key_len };
-	struct evbuffer *out = s->out;
 
 	s->dispatching = 1;
-	while (!s->busy && !s->closing) {
+	while (!s->busy) {
 		struct proto_req req;
 		enum proto_err err;
 		const char *why;
 		int empty;
-		long len;
+		long len = stream_line(s->st, b->linebuf);
 
-		if (evbuffer_get_length(out) > OUT_HIGH) {
+		if (len == STREAM_PAUSED) {
 			/* The client is not reading: neither do we, until
-			 * flush() sees the output drained. */
+			 * the stream sees the output drained. */
 			b->stats.paused++;
-			s->out_paused = 1;
-			reading(s, 0);
 			break;
 		}
-		if ((len = next_line(s)) == -1)
+		if (len == STREAM_NONE)
 			break;
-		if (len == -2) {
+		if (len == STREAM_TOOLONG) {
 			b->stats.toolong++;
 			send_err(s, PERR_TOOLONG, "line longer than max_line "
 			    "bytes; closing");
-			close_after_flush(s);
+			stream_close(s->st);
 			break;
 		}
 		if (!s->authed &&
@@ -899,231 +798,25 @@ process_input(struct session *s)
 			dispatch(s, &req);
 	}
 	s->dispatching = 0;
-	if (s->eof && !s->busy && !s->closing && !s->out_paused &&
-	    evbuffer_get_length(s->in) == 0)
-		close_after_flush(s);	/* every line answered */
-	if (!s->closing && !s->eof &&
-	    evbuffer_get_length(s->in) < s->in_high &&
-	    evbuffer_get_length(out) <= OUT_HIGH)
-		reading(s, 1);
+	return s->busy;
 }
 
-/* --- libevent callbacks ---------------------------------------------- */
-
-/*
- * TLS for evbuffer_write(): write up to one record from the front of the
- * output (SSL_write copies it into its record; the pullup only joins the
- * chunks of small replies).  Returns bytes written, or -1 with errno
- * EAGAIN (wait for writability) or EPIPE (the connection failed).
- */
-static int
-tls_out(struct session *s)
-{
-	size_t len = evbuffer_get_length(s->out);
-	unsigned char *p;
-	long n;
-
-	if (len > TLS_WRITE_MAX)
-		len = TLS_WRITE_MAX;
-	if ((p = evbuffer_pullup(s->out, (ev_ssize_t)len)) == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	n = tls_write(s->ssl, p, len);
-	if (n > 0) {
-		if (evbuffer_drain(s->out, (size_t)n) != 0) {
-			errno = ENOMEM;
-			return -1;
-		}
-		return (int)n;
-	}
-	/* TLS_WANT_READ cannot happen: with renegotiation off (tls.c) only
-	 * a handshake makes SSL_write read, and ours is over. */
-	if (n != TLS_WANT_WRITE)
-		s->tls_failed = 1;
-	errno = n == TLS_WANT_WRITE ? EAGAIN : EPIPE;
-	return -1;
-}
-
-/*
- * TLS for read(): one SSL_read.  Returns bytes, 0 at the end of input (a
- * close_notify), or -1 with errno EAGAIN (nothing yet), EPROTO (the
- * connection failed) or ECONNRESET (the TCP stream ended without a
- * close_notify: the session is lost, as after a reset, and a last line
- * without LF is dropped with it, never run).  SSL_read may have to write
- * first (an answer to the peer's TLS 1.3 key update, with the socket
- * full): then input stops, the write event is added and write_cb reads
- * again.
- */
-static ssize_t
-tls_in(struct session *s, char *buf, size_t len)
-{
-	long n = tls_read(s->ssl, buf, len);
-
-	if (n >= 0)
-		return (ssize_t)n;
-	switch (n) {
-	case TLS_WANT_WRITE:
-		s->tls_read_wants_write = 1;
-		reading(s, 0);
-		if (!s->writing && event_add(s->wev, NULL) == 0)
-			s->writing = 1;
-		errno = EAGAIN;
-		break;
-	case TLS_TRUNCATED:
-		s->tls_failed = 1;
-		log_debug("client %s: TCP stream ended without a TLS "
-		    "close_notify: lost (%zu bytes of input not run)", s->id,
-		    evbuffer_get_length(s->in));
-		errno = ECONNRESET;
-		break;
-	case TLS_FAILED:
-		s->tls_failed = 1;
-		errno = EPROTO;
-		break;
-	default:			/* TLS_WANT_READ */
-		errno = EAGAIN;
-		break;
-	}
-	return -1;
-}
-
-/*
- * Write what is queued.  Returns 1 when the session was freed (closing and
- * flushed, or the peer is gone): the caller must not touch it again.
- */
-static int
-flush(struct session *s)
-{
-	size_t left;
-
-	if (s->broken) {
-		session_free(s);
-		return 1;
-	}
-	while ((left = evbuffer_get_length(s->out)) > 0) {
-		int n = s->ssl == NULL ? evbuffer_write(s->out, s->fd) :
-		    tls_out(s);
-
-		if (n > 0)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-		    errno == EINTR))
-			break;
-		session_free(s);	/* reset, broken pipe */
-		return 1;
-	}
-	if (left > 0 && !s->writing && event_add(s->wev, NULL) == 0)
-		s->writing = 1;
-	else if (left == 0 && s->writing && !s->tls_read_wants_write) {
-		event_del(s->wev);
-		s->writing = 0;
-	}
-	if (left == 0 && s->closing) {
-		session_free(s);
-		return 1;
-	}
-	if (s->out_paused && left <= OUT_HIGH / 2) {
-		/* Output drained (maybe all in this very writev, so the
-		 * write event never fires): take requests and read again. */
-		s->out_paused = 0;
-		event_active(s->process_ev, EV_TIMEOUT, 0);
-	}
-	return 0;
-}
-
+/* The client sends no more: a waiting ACQUIRE may answer BUSY now. */
 static void
-read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct session *s = arg;
-	char buf[READ_CHUNK];
-	ssize_t n;
-
-	(void)what;
-	n = s->ssl == NULL ? read(fd, buf, sizeof buf) :
-	    tls_in(s, buf, sizeof buf);
-	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR) {
-		session_free(s);	/* reset: release its locks */
-		return;
-	}
-	if (n == 0) {
-		/* Half-closed (or closed): answer what came, then end. */
-		s->eof = 1;
-		s->close_at_ms = now_ms() + CLOSE_GRACE_MS;
-		reading(s, 0);	/* EOF stays readable: stop polling */
-		locks_client_eof(s->cl);	/* may answer (BUSY) now */
-		process_input(s);
-		if (!flush(s))
-			eof_watch(s);
-		return;
-	}
-	if (n > 0 && evbuffer_add(s->in, buf, (size_t)n) != 0) {
-		log_warn("client %s: out of memory for input; closing", s->id);
-		session_free(s);
-		return;
-	}
-	if (evbuffer_get_length(s->in) >= s->in_high)
-		reading(s, 0);		/* process_input resumes it */
-	process_input(s);
-	if (flush(s))
-		return;
-	/* More decrypted input inside the SSL: next turn, as if the socket
-	 * said readable again (others get their turn first).  Never after
-	 * a read that found nothing (n < 0): what the SSL holds then is at
-	 * most part of a record, and re-reading it every loop turn until
-	 * its rest comes (maybe never) spun a core (issue 15). */
-	if (n > 0 && s->ssl != NULL && s->reading && tls_pending(s->ssl))
-		event_active(s->rev, EV_READ, 0);
-}
-
-static void
-write_cb(evutil_socket_t fd, short what, void *arg)
+on_eof(void *arg)
 {
 	struct session *s = arg;
 
-	(void)what;
-	if (s->tls_read_wants_write) {
-		/* the socket takes the write now: read again, and input
-		 * resumes (process_input turns it on) */
-		s->tls_read_wants_write = 0;
-		read_cb(fd, EV_READ, s);	/* it flushes too */
-		return;
-	}
-	flush(s);		/* resumes a paused session once drained */
+	locks_client_eof(s->cl);
 }
 
 static void
-process_cb(evutil_socket_t fd, short what, void *arg)
+on_closed(void *arg)
 {
-	struct session *s = arg;
-
-	(void)fd;
-	(void)what;
-	if (s->broken) {
-		session_free(s);
-		return;
-	}
-	if (s->closing) {
-		int64_t left = s->close_at_ms - now_ms();
-
-		if (left <= 0) {
-			session_free(s);	/* the client never read it */
-		} else if (!flush(s)) {
-			/* woken early (an EVENT line): keep the grace timer */
-			timer_add_ms(s->process_ev, left);
-		}
-		return;
-	}
-	if (s->eof && s->out_paused && now_ms() >= s->close_at_ms) {
-		/* half-closed, and no reply read for the whole grace */
-		session_free(s);
-		return;
-	}
-	process_input(s);
-	if (!flush(s))
-		eof_watch(s);
+	session_free(arg);
 }
+
+static const struct stream_ops stream_ops = { on_lines, on_eof, on_closed };
 
 struct session *
 session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
@@ -1136,61 +829,35 @@ session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 	snprintf(s->peer_cn, sizeof s->peer_cn, "%s", peer_cn);
 	clientid_new(s->id);
 	s->authed = b->cfg->auth_token[0] == '\0' && b->acl == NULL;
-	s->fd = fd;
-	s->in_high = (size_t)b->cfg->max_line * 2 + 2 > READ_CHUNK ?
-	    (size_t)b->cfg->max_line * 2 + 2 : READ_CHUNK;
-	if (evutil_make_socket_nonblocking(fd) != 0 ||
-	    (s->process_ev = event_new(b->base, -1, 0, process_cb, s)) == NULL ||
-	    (s->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, read_cb,
-	    s)) == NULL ||
-	    (s->wev = event_new(b->base, fd, EV_WRITE | EV_PERSIST, write_cb,
-	    s)) == NULL ||
-	    (s->in = evbuffer_new()) == NULL ||
-	    (s->out = evbuffer_new()) == NULL) {
+	if ((s->st = stream_new(b->base, fd, ssl, (size_t)b->cfg->max_line,
+	    &stream_ops, s, s->id)) == NULL) {
 		/* The caller closes fd. */
 		log_warn("cannot set up a session: out of memory");
-		session_release(s);
+		free(s);
 		return NULL;
 	}
+	s->out = stream_out(s->st);
+	s->tls = ssl != NULL;
 	s->cl = locks_client_new(b->locks, s->id, &client_ops, s);
 	index_add(s);
-	s->ssl = ssl;		/* from here on, session_free frees it */
 	if (s->peer_cn[0] != '\0' && b->acl != NULL) {
 		/* A verified certificate whose CN names an app makes the
-		 * session that app's, as AUTH with the app's token would
-		 * (issue 15); another CN leaves it to AUTH. */
+		 * session that app's, as AUTH with the app's token would;
+		 * another CN leaves it to AUTH. */
 		const struct acl_app *app = acl_app_named(b->acl, s->peer_cn);
 
 		if (app != NULL)
 			(void)session_set_app(s, app);
 	}
-	reading(s, 1);
 	TAILQ_INSERT_TAIL(&b->sessions, s, link);
 	b->nsessions++;
-	if (ssl != NULL)
+	if (s->tls)
 		b->stats.tls_sessions++;
 	b->stats.accepted++;
 	log_debug("client %s connected (fd %d%s%s%s)", s->id, fd,
-	    ssl != NULL ? ", TLS" : "", s->peer_cn[0] ? ", CN " : "",
+	    s->tls ? ", TLS" : "", s->peer_cn[0] ? ", CN " : "",
 	    s->peer_cn);
 	return s;
-}
-
-/* Free what session_new made; safe on a half-built session. */
-static void
-session_release(struct session *s)
-{
-	if (s->process_ev)
-		event_free(s->process_ev);
-	if (s->rev)
-		event_free(s->rev);
-	if (s->wev)
-		event_free(s->wev);
-	if (s->in)
-		evbuffer_free(s->in);
-	if (s->out)
-		evbuffer_free(s->out);
-	free(s);
 }
 
 void
@@ -1207,18 +874,13 @@ session_free(struct session *s)
 		acl_app_release(s->app);
 		s->app = NULL;
 	}
-	if (s->ssl != NULL) {
+	if (s->tls)
 		b->stats.tls_sessions--;
-		/* our close_notify, unless the connection already failed */
-		tls_close(s->ssl, !s->tls_failed && !s->broken);
-		s->ssl = NULL;
-	}
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);
 	else
 		locks_client_free(s->cl);
-	if (close(s->fd) != 0)
-		log_debug("close: %s", strerror(errno));
-	session_release(s);
+	stream_free(s->st);
+	free(s);
 }

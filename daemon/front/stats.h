@@ -3,7 +3,7 @@
  *
  * One table (name, type, help, getter) is walked by STATS (session.c:
  * "OK name=value ...") and by GET /metrics (metrics.c: Prometheus text),
- * so the two cannot disagree (issue 9, review 2).  proto/PROTOCOL.md shows
+ * so the two cannot disagree.  proto/PROTOCOL.md shows
  * the same table.  The latency histograms are /metrics only (metrics.c).
  */
 #ifndef LOCKBROKER_STATS_H

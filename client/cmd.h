@@ -1,0 +1,31 @@
+/*
+ * cmd.h - what lockctl asks the broker: AUTH, one query (owner KEY, stats,
+ * ping), or KEY -- CMD: acquire KEY, run CMD under it (child.c), give it
+ * back.  Each returns lockctl's exit status or exits (die).
+ */
+#ifndef LOCKCTL_CMD_H
+#define LOCKCTL_CMD_H
+
+#include "conn.h"
+
+struct opts {
+	struct target target;
+	long long wait_ms;		/* -w */
+	long long ttl_ms;		/* -t, 0 when not given */
+	long long busy_code;		/* -E */
+	long long grace_s;		/* -k */
+	long long hold_ms;		/* --hold-at-least, 0 when not given */
+	int shared;			/* --shared */
+	long long limit;		/* --limit, 0 when not given */
+	const char *auth_file;		/* -a */
+};
+
+/* AUTH with the token from path; exits 1 if it cannot be read or fails. */
+void cmd_auth(struct conn *c, const char *path);
+/* owner KEY, stats, ping: one request, its reply on stdout. */
+int cmd_query(struct conn *c, const char *req);
+/* Acquire KEY and run CMD under it.  Returns lockctl's exit status. */
+int cmd_locked(struct conn *c, const struct opts *o, const char *key,
+    char **cmd);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * test_lockctl.c - lockctl's pure parsers and builders (client/parse.c):
+ * option values (numbers, host:port, words, a token file's bytes) and the
+ * lines it speaks (ACQUIRE built; OK, fencing tokens, EVENT LOST read),
+ * one row per case.  The rest of lockctl (the connection, CMD and its
+ * signals) is covered by tests/integration/test_lockctl.py.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../client/parse.h"
+#include "suites.h"
+
+static const struct {
+	const char *s;
+	long long min, max;
+	int rc;
+	long long v;
+} nums[] = {
+	{ "0", 0, 10, 0, 0 },
+	{ "10", 0, 10, 0, 10 },
+	{ "11", 0, 10, -1, 0 },
+	{ "0", 1, 10, -1, 0 },
+	{ "007", 1, 65535, 0, 7 },
+	{ "65535", 1, 65535, 0, 65535 },
+	{ "65536", 1, 65535, -1, 0 },
+	{ "", 0, 10, -1, 0 },
+	{ "-1", -5, 10, -1, 0 },
+	{ "+1", 0, 10, -1, 0 },
+	{ " 1", 0, 10, -1, 0 },
+	{ "1 ", 0, 10, -1, 0 },
+	{ "1a", 0, 10, -1, 0 },
+	{ "999999999999999999", 0, 999999999999999999LL, 0,
+	    999999999999999999LL },
+	{ "0000000000000000001", 0, 10, -1, 0 },	/* 19 digits */
+};
+
+START_TEST(test_parse_num)
+{
+	long long v = -42;
+
+	ck_assert_int_eq(parse_num(nums[_i].s, nums[_i].min, nums[_i].max,
+	    &v), nums[_i].rc);
+	if (nums[_i].rc == 0)
+		ck_assert_int_eq(v, nums[_i].v);
+	else
+		ck_assert_int_eq(v, -42);	/* untouched */
+}
+END_TEST
+
+START_TEST(test_parse_num_null)
+{
+	long long v;
+
+	ck_assert_int_eq(parse_num(NULL, 0, 10, &v), -1);
+}
+END_TEST
+
+START_TEST(test_is_word)
+{
+	ck_assert_int_eq(is_word("abc", 3), 1);
+	ck_assert_int_eq(is_word("abcd", 3), 0);
+	ck_assert_int_eq(is_word("", 3), 0);
+	ck_assert_int_eq(is_word("a b", 3), 0);
+	ck_assert_int_eq(is_word("a\tb", 3), 0);
+	ck_assert_int_eq(is_word("a\rb", 3), 0);
+	ck_assert_int_eq(is_word("!~", 3), 1);		/* 0x21, 0x7e */
+	ck_assert_int_eq(is_word("a\x7f", 3), 0);
+	ck_assert_int_eq(is_word("\xc3\xa9", 3), 0);	/* UTF-8 */
+}
+END_TEST
+
+static const struct {
+	const char *s;
+	int rc;
+	const char *host, *port, *why;
+} hostports[] = {
+	{ "broker", 0, "broker", "7711", NULL },
+	{ "broker:99", 0, "broker", "99", NULL },
+	{ "broker:007", 0, "broker", "7", NULL },
+	{ "10.0.0.1:7712", 0, "10.0.0.1", "7712", NULL },
+	{ "[::1]", 0, "::1", "7711", NULL },
+	{ "[::1]:8", 0, "::1", "8", NULL },
+	{ "::1", 0, "::1", "7711", NULL },		/* IPv6, no port */
+	{ "fe80::1:2", 0, "fe80::1:2", "7711", NULL },
+	{ "[::1", -1, NULL, NULL, "missing ']'" },
+	{ "[::1]x", -1, NULL, NULL, "junk after ']'" },
+	{ "[::1]:", -1, NULL, NULL, "port must be a number 1..65535" },
+	{ "[]:80", -1, NULL, NULL, "empty host" },
+	{ ":80", -1, NULL, NULL, "empty host" },
+	{ "", -1, NULL, NULL, "empty host" },
+	{ "h:", -1, NULL, NULL, "port must be a number 1..65535" },
+	{ "h:0", -1, NULL, NULL, "port must be a number 1..65535" },
+	{ "h:65536", -1, NULL, NULL, "port must be a number 1..65535" },
+	{ "h:x", -1, NULL, NULL, "port must be a number 1..65535" },
+	{ "0123456789012345", -1, NULL, NULL, "host name too long" },
+	{ "012345678901234:1", 0, "012345678901234", "1", NULL },
+};
+
+START_TEST(test_parse_hostport)
+{
+	char host[16] = "?", port[8] = "7711";
+	const char *why = NULL;
+	int rc = parse_hostport(hostports[_i].s, host, sizeof host, port,
+	    sizeof port, &why);
+
+	ck_assert_int_eq(rc, hostports[_i].rc);
+	if (rc == 0) {
+		ck_assert_str_eq(host, hostports[_i].host);
+		ck_assert_str_eq(port, hostports[_i].port);
+	} else {
+		ck_assert_ptr_nonnull(why);
+		ck_assert_str_eq(why, hostports[_i].why);
+	}
+}
+END_TEST
+
+static const struct {
+	const char *in, *out;
+} trims[] = {
+	{ "tok", "tok" },
+	{ "tok\n", "tok" },
+	{ "tok\r\n", "tok" },
+	{ "tok \t\r\n\n", "tok" },
+	{ "a b\n", "a b" },		/* inside: is_word refuses it */
+	{ " tok", " tok" },		/* only the end is trimmed */
+	{ "\n", "" },
+	{ "", "" },
+};
+
+START_TEST(test_token_trim)
+{
+	char buf[32];
+	size_t len = strlen(trims[_i].in);
+
+	memcpy(buf, trims[_i].in, len);
+	memset(buf + len, 'X', sizeof buf - len);	/* no NUL given */
+	ck_assert_uint_eq(token_trim(buf, len), strlen(trims[_i].out));
+	ck_assert_str_eq(buf, trims[_i].out);
+}
+END_TEST
+
+static const struct {
+	int shared;
+	long long limit, wait_ms, ttl_ms;
+	const char *line;
+} acquires[] = {
+	{ 0, 0, 0, 0, "ACQUIRE k" },
+	{ 0, 0, 500, 0, "ACQUIRE k WAIT 500" },
+	{ 0, 0, 0, 9000, "ACQUIRE k TTL 9000" },
+	{ 0, 0, 500, 9000, "ACQUIRE k WAIT 500 TTL 9000" },
+	{ 1, 0, 0, 0, "ACQUIRE k SHARED" },
+	{ 1, 0, 500, 9000, "ACQUIRE k SHARED WAIT 500 TTL 9000" },
+	{ 0, 3, 0, 0, "ACQUIRE k LIMIT 3" },
+	{ 0, 3, 2147483647LL, 1, "ACQUIRE k LIMIT 3 WAIT 2147483647 TTL 1" },
+};
+
+START_TEST(test_acquire_line)
+{
+	char req[128];
+
+	acquire_line(req, sizeof req, "k", acquires[_i].shared,
+	    acquires[_i].limit, acquires[_i].wait_ms, acquires[_i].ttl_ms);
+	ck_assert_str_eq(req, acquires[_i].line);
+}
+END_TEST
+
+START_TEST(test_reply_ok)
+{
+	ck_assert_int_eq(reply_ok("OK"), 1);
+	ck_assert_int_eq(reply_ok("OK 17"), 1);
+	ck_assert_int_eq(reply_ok("OK PONG"), 1);
+	ck_assert_int_eq(reply_ok("OKAY"), 0);
+	ck_assert_int_eq(reply_ok("ok"), 0);
+	ck_assert_int_eq(reply_ok("O"), 0);
+	ck_assert_int_eq(reply_ok(""), 0);
+	ck_assert_int_eq(reply_ok("BUSY"), 0);
+	ck_assert_int_eq(reply_ok("ERR LOST x"), 0);
+}
+END_TEST
+
+static const struct {
+	const char *reply;
+	int rc;
+	const char *token;
+} tokens[] = {
+	{ "OK 42", 0, "42" },
+	{ "OK 0", 0, "0" },
+	{ "OK 18446744073709551615", 0, "18446744073709551615" },
+	{ "OK 184467440737095516150", -1, NULL },	/* 21 digits */
+	{ "OK", -1, NULL },
+	{ "OK ", -1, NULL },
+	{ "OK 4x", -1, NULL },
+	{ "OK -4", -1, NULL },
+	{ "OK 4 5", -1, NULL },
+};
+
+START_TEST(test_reply_token)
+{
+	char token[FENCE_MAX_LEN + 1] = "untouched";
+
+	ck_assert_int_eq(reply_token(tokens[_i].reply, token), tokens[_i].rc);
+	ck_assert_str_eq(token, tokens[_i].rc == 0 ? tokens[_i].token :
+	    "untouched");
+}
+END_TEST
+
+START_TEST(test_events)
+{
+	ck_assert_int_eq(is_event("EVENT LOST k 5"), 1);
+	ck_assert_int_eq(is_event("EVENT SOMETHING new"), 1);
+	ck_assert_int_eq(is_event("EVENTS"), 0);
+	ck_assert_int_eq(is_event("OK 5"), 0);
+	ck_assert_int_eq(event_lost("EVENT LOST k 5", "k"), 1);
+	ck_assert_int_eq(event_lost("EVENT LOST k 5", "kk"), 0);
+	ck_assert_int_eq(event_lost("EVENT LOST kk 5", "k"), 0);
+	ck_assert_int_eq(event_lost("EVENT LOST k", "k"), 0);	/* no token */
+	ck_assert_int_eq(event_lost("EVENT GONE k 5", "k"), 0);
+	ck_assert_int_eq(event_lost("OK 5", "k"), 0);
+}
+END_TEST
+
+Suite *
+lockctl_suite(void)
+{
+	Suite *s = suite_create("lockctl");
+	TCase *tc = tcase_create("parse");
+
+	tcase_add_loop_test(tc, test_parse_num, 0,
+	    (int)(sizeof nums / sizeof nums[0]));
+	tcase_add_test(tc, test_parse_num_null);
+	tcase_add_test(tc, test_is_word);
+	tcase_add_loop_test(tc, test_parse_hostport, 0,
+	    (int)(sizeof hostports / sizeof hostports[0]));
+	tcase_add_loop_test(tc, test_token_trim, 0,
+	    (int)(sizeof trims / sizeof trims[0]));
+	tcase_add_loop_test(tc, test_acquire_line, 0,
+	    (int)(sizeof acquires / sizeof acquires[0]));
+	tcase_add_test(tc, test_reply_ok);
+	tcase_add_loop_test(tc, test_reply_token, 0,
+	    (int)(sizeof tokens / sizeof tokens[0]));
+	tcase_add_test(tc, test_events);
+	suite_add_tcase(s, tc);
+	return s;
+}
