@@ -369,7 +369,9 @@ class Bench:
             heard = pubsub_bytes(redis, b2.pid)
             pairs[("broker", n)] = res = self.measured(
                 redis, pids, "pairs", "--broker", b1.addr, *common)
-            res["heard_bytes"] = pubsub_bytes(redis, b2.pid) - heard
+            after = pubsub_bytes(redis, b2.pid)
+            res["heard_bytes"] = None if heard is None or after is None \
+                else after - heard
             res["heard_msg"] = release_message_bytes(
                 "bench:released", self.last_tag, n)
             res["subscribers"] = redis.cli(
@@ -693,14 +695,19 @@ def pubsub_bytes(redis, pid):
     """Bytes the process pid has read so far on its pub/sub connections to
     redis (clients CLIENT LIST shows subscribed: flags P), from the kernel's
     TCP counters (ss -ti bytes_received): what Redis sent it as messages
-    and subscription replies."""
+    and subscription replies.  None when ss cannot say."""
     subbed = set()
     for line in redis.cli("CLIENT", "LIST").splitlines():
         f = dict(x.partition("=")[::2] for x in line.split())
         if "P" in f.get("flags", ""):
             subbed.add(int(f["addr"].rsplit(":", 1)[1]))
-    res = subprocess.run(["ss", "-tinpH", "dport = :%d" % redis.port],
-                         capture_output=True, text=True, timeout=10)
+    try:
+        res = subprocess.run(["ss", "-tinpH", "dport = :%d" % redis.port],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0:
+        return None
     return sum(b for port, pids, b in parse_ss(res.stdout)
                if pid in pids and port in subbed)
 
@@ -844,7 +851,8 @@ def redis_cpu(x):
 def heard(x):
     """Release messages the second broker heard per pair (its pub/sub
     bytes over one message's), or None."""
-    if not x or not x["total"] or not x.get("heard_msg"):
+    if not x or not x["total"] or not x.get("heard_msg") or \
+            x.get("heard_bytes") is None:
         return None
     return x["heard_bytes"] / x["heard_msg"] / x["total"]
 
