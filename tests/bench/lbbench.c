@@ -167,6 +167,7 @@ static struct {
 	const char *scripts;		/* --scripts DIR */
 	const char *library;		/* --library FILE */
 	enum direct direct;
+	int forms;			/* how many of the three were given */
 	const char *tag;
 	int conns;
 	double seconds, warmup, limit;
@@ -1281,9 +1282,9 @@ redis_setup(void)
 		die("no direct form");
 	}
 	redisFree(ctx);
-	/* Our own prefix: no broker is subscribed to this channel. */
-	/* The plain pair's counter is its own: the broker's acquire.lua
-	 * starts its counter near the clock in us (> 10^15), where Lua's
+	/* Our own prefix: no broker is subscribed to this channel.  The
+	 * plain pair's counter is its own: the broker's acquire.lua starts
+	 * its counter near the clock in us (> 10^15), where Lua's
 	 * number-to-text would write the token in exponent form. */
 	snprintf(bn.fence, sizeof bn.fence, "%s:%s", pfx,
 	    bn.direct == D_PLAIN ? "plainfence" : "fence");
@@ -1355,6 +1356,7 @@ parse_args(int argc, char **argv)
 
 		if (strcmp(o, "--plain") == 0) {	/* takes no value */
 			bn.direct = D_PLAIN;
+			bn.forms++;
 			continue;
 		}
 		if (v == NULL)
@@ -1379,9 +1381,11 @@ parse_args(int argc, char **argv)
 		} else if (strcmp(o, "--scripts") == 0) {
 			bn.scripts = v;
 			bn.direct = D_SCRIPTS;
+			bn.forms++;
 		} else if (strcmp(o, "--library") == 0) {
 			bn.library = v;
 			bn.direct = D_LIBRARY;
+			bn.forms++;
 		} else if (strcmp(o, "--tag") == 0) {
 			bn.tag = v;
 		} else if (strcmp(o, "--conns") == 0 ||
@@ -1419,9 +1423,8 @@ parse_args(int argc, char **argv)
 		die("an option is out of range");
 	if (bn.permits > 0 && bn.mode != M_HANDOFF)
 		die("--permits is for handoff");
-	if ((bn.scripts != NULL) + (bn.library != NULL) +
-	    (bn.direct == D_PLAIN) > 1)
-		die("one of --plain, --scripts, --library");
+	if (bn.forms > 1)
+		die("only one of --plain, --scripts, --library");
 	if (bn.mode == M_PAIRS && bn.nbrokers == 0 &&
 	    (bn.redis_port == 0 || bn.direct == D_NONE))
 		die("pairs needs --broker, or --redis and one of --plain, "
