@@ -1,17 +1,31 @@
 /*
- * lbbench.c - load generator for lockbrokerd, and for Redis running the
- * broker's own Lua scripts directly (the baseline the broker is compared
- * with).  One process, one libevent loop, any number of connections; every
- * mode stops by itself (bounded time, bounded count) and prints one line of
+ * lbbench.c - load generator for lockbrokerd, and for Redis running lock
+ * scripts directly (the baselines the broker is compared with).  One
+ * process, one libevent loop, any number of connections; every mode stops
+ * by itself (bounded time, bounded count) and prints one line of
  * name=value results on stdout for tests/bench/run.py to read.
  *
- *   lbbench pairs    --broker H:P | --redis H:P --scripts DIR
+ *   lbbench pairs    --broker H:P | --redis H:P (--plain | --scripts DIR |
+ *                    --library FILE)
  *                    --conns N --seconds S [--warmup S] [--max-pairs N]
  *       Each connection loops ACQUIRE k / RELEASE k on its own key, one
- *       request in flight (it waits for each reply).  Against Redis the
- *       same pair is EVALSHA of scripts/acquire.lua and scripts/release.lua
- *       (SCRIPT LOAD first, "-- @include" lines expanded as the broker's
- *       build does), one hiredis connection per simulated client.
+ *       request in flight (it waits for each reply).  Against Redis (one
+ *       hiredis connection per simulated client, a client-id-sized owner)
+ *       the same pair is one of:
+ *       --plain: the plain fencing-lock pair a user would run instead of
+ *         the broker (a Redis lock library's two scripts, this file's own
+ *         text, SCRIPT LOAD then EVALSHA): acquire = GET (free?), INCR of
+ *         a fence counter, SET k owner:token PX ttl; release = GET (still
+ *         mine?), DEL, PUBLISH of the lock name on a channel.
+ *       --scripts DIR: the broker's own scripts, EVALSHA of
+ *         DIR/acquire.lua and DIR/release.lua (SCRIPT LOAD first,
+ *         "-- @include" lines expanded as the broker's build does).
+ *       --library FILE: the broker's own scripts as its Redis function
+ *         library (FUNCTION LOAD of FILE, whose first line is
+ *         "#!lua name=<lib>_<hash>"), FCALL acquire_<hash> / release_<hash>
+ *         with the same keys and arguments as --scripts.
+ *       The direct runs use their own key prefix and release channel
+ *       (lbbench:), to which no broker is subscribed.
  *       Prints pair_* (ACQUIRE written -> RELEASE's reply read) and acq_*
  *       (ACQUIRE written -> its OK read: one request alone, through the
  *       broker or straight to Redis) percentiles.
@@ -89,6 +103,14 @@
 
 enum mode { M_PAIRS, M_HANDOFF, M_SESSIONS };
 
+/* What the pairs straight to Redis run (pairs --redis). */
+enum direct {
+	D_NONE,			/* through a broker */
+	D_PLAIN,		/* --plain: the plain fencing-lock pair */
+	D_SCRIPTS,		/* --scripts: the broker's scripts, EVALSHA */
+	D_LIBRARY		/* --library: the broker's library, FCALL */
+};
+
 /* Per-connection protocol state. */
 enum cstate {
 	S_CONNECTING,
@@ -142,7 +164,10 @@ static struct {
 	int nbrokers;
 	char redis_host[64];
 	int redis_port;
-	const char *scripts;
+	const char *scripts;		/* --scripts DIR */
+	const char *library;		/* --library FILE */
+	enum direct direct;
+	int forms;			/* how many of the three were given */
 	const char *tag;
 	int conns;
 	double seconds, warmup, limit;
@@ -165,8 +190,9 @@ static struct {
 	struct samples lat;		/* pairs: ACQUIRE sent -> RELEASE's reply */
 	struct samples acq;		/* pairs: ACQUIRE sent -> its OK */
 
-	/* direct Redis */
-	char sha_acq[41], sha_rel[41];
+	/* direct Redis: each call is "<cmd> <fn> numkeys keys... args..." */
+	const char *call_cmd;		/* "EVALSHA" or "FCALL" */
+	char acq_fn[128], rel_fn[128];	/* the scripts' SHA1s, or functions */
 	char fence[64], delay[64], channel[64];
 
 	/* handoff */
@@ -975,13 +1001,60 @@ rrel_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	rpair_next(r, 0, rep);
 }
 
+/*
+ * The token an acquire granted, from its reply: the plain pair's acquire
+ * answers the token (nil when the key is held); the broker's acquire.lua
+ * {1, token, more} (more: the tokens set aside, issue 14), {0, pttl} when
+ * held.  -1 when it did not grant.
+ */
+static int
+acquire_token(const redisReply *rep, long long *token)
+{
+	if (bn.direct == D_PLAIN) {
+		if (rep->type != REDIS_REPLY_INTEGER)
+			return -1;
+		*token = rep->integer;
+		return 0;
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[0]->integer != 1 ||
+	    rep->element[1]->type != REDIS_REPLY_INTEGER)
+		return -1;
+	*token = rep->element[1]->integer;
+	return 0;
+}
+
+/* Send one script call: "<cmd> <fn> numkeys" then argv (keys, args). */
+static void
+rconn_call(struct rconn *r, redisCallbackFn *cb, const char *fn,
+    int nkeys, int argc, const char **argv)
+{
+	const char *all[10];
+	size_t len[10];
+	char nk[8];
+
+	if (argc + 3 > 10)
+		die("too many script arguments");
+	snprintf(nk, sizeof nk, "%d", nkeys);
+	all[0] = bn.call_cmd;
+	all[1] = fn;
+	all[2] = nk;
+	for (int i = 0; i < argc; i++)
+		all[3 + i] = argv[i];
+	for (int i = 0; i < argc + 3; i++)
+		len[i] = strlen(all[i]);
+	if (redisAsyncCommandArgv(r->ac, cb, r, argc + 3, all, len) !=
+	    REDIS_OK)
+		die("cannot send to Redis");
+}
+
 static void
 racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct rconn *r = privdata;
 	redisReply *rep = reply;
-	const char *argv[7];
-	size_t argvlen[7];
+	long long token;
 	int64_t t = now_ns();
 
 	(void)ac;
@@ -990,46 +1063,30 @@ racq_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			return;
 		die("Redis connection %d lost", r->idx);
 	}
-	/* {1, token, more}: acquire.lua adds the tokens set aside (issue 14) */
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
-	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
-	    rep->element[0]->integer != 1) {
+	if (acquire_token(rep, &token) != 0) {
 		rpair_next(r, 1, rep);
 		return;
 	}
 	if (in_window(t))
 		samples_add(&bn.acq, t - r->t_sent);
-	/* release.lua: KEYS[1] lock key; ARGV value, channel, lock name */
-	snprintf(r->value, sizeof r->value, "%s:%lld", r->owner,
-	    rep->element[1]->integer);
-	argv[0] = "EVALSHA";
-	argv[1] = bn.sha_rel;
-	argv[2] = "1";
-	argv[3] = r->key;
-	argv[4] = r->value;
-	argv[5] = bn.channel;
-	argv[6] = r->kname;
-	for (int i = 0; i < 7; i++)
-		argvlen[i] = strlen(argv[i]);
-	if (redisAsyncCommandArgv(r->ac, rrel_cb, r, 7, argv, argvlen) !=
-	    REDIS_OK)
-		die("cannot send to Redis");
+	/* both releases: KEYS[1] lock key; ARGV value, channel, lock name */
+	snprintf(r->value, sizeof r->value, "%s:%lld", r->owner, token);
+	rconn_call(r, rrel_cb, bn.rel_fn, 1, 4, (const char *[]){ r->key,
+	    r->value, bn.channel, r->kname });
 }
 
 static void
 rpair_start(struct rconn *r)
 {
-	/* acquire.lua: KEYS lock key, fence, lock delay; ARGV owner, TTL */
-	const char *argv[8] = { "EVALSHA", bn.sha_acq, "3", r->key, bn.fence,
-	    bn.delay, r->owner, TTL_MS };
-	size_t argvlen[8];
-
-	for (int i = 0; i < 8; i++)
-		argvlen[i] = strlen(argv[i]);
 	r->t_sent = now_ns();
-	if (redisAsyncCommandArgv(r->ac, racq_cb, r, 8, argv, argvlen) !=
-	    REDIS_OK)
-		die("cannot send to Redis");
+	/* the plain acquire: KEYS lock key, fence; ARGV owner, TTL */
+	if (bn.direct == D_PLAIN)
+		rconn_call(r, racq_cb, bn.acq_fn, 2, 4, (const char *[]){
+		    r->key, bn.fence, r->owner, TTL_MS });
+	/* acquire.lua: KEYS lock key, fence, lock delay; ARGV owner, TTL */
+	else
+		rconn_call(r, racq_cb, bn.acq_fn, 3, 5, (const char *[]){
+		    r->key, bn.fence, bn.delay, r->owner, TTL_MS });
 }
 
 static void
@@ -1076,6 +1133,42 @@ read_text(const char *path, size_t *lenp)
 }
 
 /*
+ * The plain fencing-lock pair: what a user runs instead of the broker, the
+ * two scripts of a Redis lock library.  acquire takes a free key with the
+ * next token of a fence counter; release frees the key only while it
+ * still holds the caller's value, and says so on a channel (the key's
+ * waiters, if any, would be subscribed there).
+ */
+static const char plain_acquire[] =
+    "-- KEYS[1] the lock, KEYS[2] the fence counter; ARGV[1] owner,\n"
+    "-- ARGV[2] TTL ms.  The token granted, or nil when the key is held.\n"
+    "if redis.call('GET', KEYS[1]) then return false end\n"
+    "local t = redis.call('INCR', KEYS[2])\n"
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])\n"
+    "return t\n";
+static const char plain_release[] =
+    "-- KEYS[1] the lock; ARGV[1] the value acquire set, ARGV[2] the\n"
+    "-- channel, ARGV[3] the lock name.  1 when released, else 0.\n"
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
+    "return 1\n";
+
+/* SCRIPT LOAD text; its SHA1 goes to sha (41 bytes). */
+static void
+script_load(redisContext *ctx, const char *name, const char *text,
+    char *sha)
+{
+	redisReply *rep = redisCommand(ctx, "SCRIPT LOAD %s", text);
+
+	if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40)
+		die("SCRIPT LOAD %s: %s", name, rep && rep->str ? rep->str :
+		    ctx->errstr);
+	memcpy(sha, rep->str, 41);
+	freeReplyObject(rep);
+}
+
+/*
  * Read a script file, with each "-- @include NAME" line replaced by
  * DIR/lib/NAME as scripts/embed.sh does for the broker (the same text, so
  * the same script), and SCRIPT LOAD it; the SHA goes to sha (41 bytes).
@@ -1086,7 +1179,6 @@ load_script(redisContext *ctx, const char *name, char *sha)
 	static const char inc[] = "-- @include ";
 	char path[512], *text, *out, *line, *nl;
 	size_t len, cap, n = 0;
-	redisReply *rep;
 
 	snprintf(path, sizeof path, "%s/%s", bn.scripts, name);
 	text = read_text(path, &len);
@@ -1118,13 +1210,47 @@ load_script(redisContext *ctx, const char *name, char *sha)
 		free(lib);
 	}
 	out[n] = '\0';
-	rep = redisCommand(ctx, "SCRIPT LOAD %s", out);
-	if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40)
-		die("SCRIPT LOAD %s: %s", name, rep && rep->str ? rep->str :
-		    ctx->errstr);
-	memcpy(sha, rep->str, 41);
-	freeReplyObject(rep);
+	script_load(ctx, name, out, sha);
 	free(out);
+	free(text);
+}
+
+/*
+ * FUNCTION LOAD the broker's function library (FILE, its first line
+ * "#!lua name=<lib>_<hash>"); its functions are <script>_<hash>.  A
+ * library of that name already loaded is the same text (the name is its
+ * hash), so "already exists" is fine.
+ */
+static void
+load_library(redisContext *ctx, const char *path)
+{
+	static const char shebang[] = "#!lua name=";
+	char *text, *name, *hash;
+	size_t len, nlen;
+	redisReply *rep;
+
+	text = read_text(path, &len);
+	if (strncmp(text, shebang, sizeof shebang - 1) != 0)
+		die("%s: not a function library (no '%s' line)", path,
+		    shebang);
+	name = text + sizeof shebang - 1;
+	nlen = strcspn(name, " \r\n");
+	hash = memrchr(name, '_', nlen);
+	if (hash == NULL || hash + 1 == name + nlen)
+		die("%s: library name '%.*s' has no _<hash>", path, (int)nlen,
+		    name);
+	hash++;
+	snprintf(bn.acq_fn, sizeof bn.acq_fn, "acquire_%.*s",
+	    (int)(name + nlen - hash), hash);
+	snprintf(bn.rel_fn, sizeof bn.rel_fn, "release_%.*s",
+	    (int)(name + nlen - hash), hash);
+	rep = redisCommand(ctx, "FUNCTION LOAD %s", text);
+	if (rep == NULL || (rep->type != REDIS_REPLY_STRING &&
+	    !(rep->type == REDIS_REPLY_ERROR &&
+	    strstr(rep->str, "already exists") != NULL)))
+		die("FUNCTION LOAD %s: %s", path, rep && rep->str ? rep->str :
+		    ctx->errstr);
+	freeReplyObject(rep);
 	free(text);
 }
 
@@ -1137,11 +1263,31 @@ redis_setup(void)
 	if (ctx == NULL || ctx->err)
 		die("connect to Redis %s:%d: %s", bn.redis_host, bn.redis_port,
 		    ctx ? ctx->errstr : "out of memory");
-	load_script(ctx, "acquire.lua", bn.sha_acq);
-	load_script(ctx, "release.lua", bn.sha_rel);
+	switch (bn.direct) {
+	case D_PLAIN:
+		bn.call_cmd = "EVALSHA";
+		script_load(ctx, "plain acquire", plain_acquire, bn.acq_fn);
+		script_load(ctx, "plain release", plain_release, bn.rel_fn);
+		break;
+	case D_SCRIPTS:
+		bn.call_cmd = "EVALSHA";
+		load_script(ctx, "acquire.lua", bn.acq_fn);
+		load_script(ctx, "release.lua", bn.rel_fn);
+		break;
+	case D_LIBRARY:
+		bn.call_cmd = "FCALL";
+		load_library(ctx, bn.library);
+		break;
+	case D_NONE:
+		die("no direct form");
+	}
 	redisFree(ctx);
-	/* Our own prefix: no broker is subscribed to this channel. */
-	snprintf(bn.fence, sizeof bn.fence, "%s:fence", pfx);
+	/* Our own prefix: no broker is subscribed to this channel.  The
+	 * plain pair's counter is its own: the broker's acquire.lua starts
+	 * its counter near the clock in us (> 10^15), where Lua's
+	 * number-to-text would write the token in exponent form. */
+	snprintf(bn.fence, sizeof bn.fence, "%s:%s", pfx,
+	    bn.direct == D_PLAIN ? "plainfence" : "fence");
 	snprintf(bn.delay, sizeof bn.delay, "%s:lockdelay", pfx);
 	snprintf(bn.channel, sizeof bn.channel, "%s:released", pfx);
 	bn.rc = calloc((size_t)bn.conns, sizeof *bn.rc);
@@ -1178,9 +1324,10 @@ redis_setup(void)
 static void
 usage(void)
 {
-	fputs("usage: lbbench pairs    (--broker H:P | --redis H:P --scripts DIR)"
-	    " --conns N\n"
-	    "                         [--seconds S] [--warmup S] [--max-pairs N]\n"
+	fputs("usage: lbbench pairs    --broker H:P | --redis H:P (--plain |\n"
+	    "                         --scripts DIR | --library FILE)\n"
+	    "                         --conns N [--seconds S] [--warmup S]"
+	    " [--max-pairs N]\n"
 	    "       lbbench handoff  --broker H:P [--broker H:P] --conns N\n"
 	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
 	    "                         [--permits P]\n"
@@ -1207,6 +1354,11 @@ parse_args(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+		if (strcmp(o, "--plain") == 0) {	/* takes no value */
+			bn.direct = D_PLAIN;
+			bn.forms++;
+			continue;
+		}
 		if (v == NULL)
 			usage();
 		i++;
@@ -1228,6 +1380,12 @@ parse_args(int argc, char **argv)
 			    &bn.redis_port);
 		} else if (strcmp(o, "--scripts") == 0) {
 			bn.scripts = v;
+			bn.direct = D_SCRIPTS;
+			bn.forms++;
+		} else if (strcmp(o, "--library") == 0) {
+			bn.library = v;
+			bn.direct = D_LIBRARY;
+			bn.forms++;
 		} else if (strcmp(o, "--tag") == 0) {
 			bn.tag = v;
 		} else if (strcmp(o, "--conns") == 0 ||
@@ -1265,9 +1423,14 @@ parse_args(int argc, char **argv)
 		die("an option is out of range");
 	if (bn.permits > 0 && bn.mode != M_HANDOFF)
 		die("--permits is for handoff");
+	if (bn.forms > 1)
+		die("only one of --plain, --scripts, --library");
 	if (bn.mode == M_PAIRS && bn.nbrokers == 0 &&
-	    (bn.redis_port == 0 || bn.scripts == NULL))
-		die("pairs needs --broker, or --redis and --scripts");
+	    (bn.redis_port == 0 || bn.direct == D_NONE))
+		die("pairs needs --broker, or --redis and one of --plain, "
+		    "--scripts, --library");
+	if (bn.direct != D_NONE && (bn.mode != M_PAIRS || bn.nbrokers > 0))
+		die("--plain, --scripts and --library are for pairs --redis");
 	if (bn.mode != M_PAIRS && bn.nbrokers == 0)
 		die("--broker is required");
 	if (bn.tls_ca != NULL && bn.nbrokers == 0)
@@ -1281,7 +1444,7 @@ main(int argc, char **argv)
 	int direct;
 
 	parse_args(argc, argv);
-	direct = bn.mode == M_PAIRS && bn.nbrokers == 0;
+	direct = bn.direct != D_NONE;
 	raise_nofile(bn.conns + 64L);
 	/* Precise timers: a 1 ms hold should be 1 ms, not 1-2. */
 	if ((ecfg = event_config_new()) == NULL ||

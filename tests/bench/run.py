@@ -4,11 +4,22 @@ run.py - the lockbroker benchmark driver (make bench).
 
 Starts its own redis-server (--save '' --appendonly no) and brokers on
 free 127.0.0.1 ports, runs every measurement with the load generator
-(tests/bench/lbbench.c), and prints ONE table, then issue 14's targets
+(tests/bench/lbbench.c), and prints ONE table, then issue 25's targets
 beside this run's figures (met / not met; nothing asserts them), then the
 Redis Cluster table, all also written to --out.
-Everything it starts it stops again, by pid.  The redis_replica_acks
-rows use a second redis-server (a master) with one replica of its own.
+Everything it starts it stops again, by pid.
+
+The pairs rows run three ways at 1, 50 and 500 connections: through one
+broker while a second broker on the same Redis and prefix hears its
+releases; the plain fencing-lock pair (lbbench --plain: GET+INCR+SET, then
+GET+DEL+PUBLISH, what a user would run instead) straight to the same
+Redis; and the broker's own scripts straight to it (EVALSHA of
+scripts/acquire.lua and release.lua, or FCALL of the broker's function
+library once it has one: library.lua beside the broker binary).  Around
+each run: CONFIG RESETSTAT, then INFO commandstats (Redis script us and
+commands per pair), and the CPU time of Redis and the brokers.
+The redis_replica_acks rows use a second redis-server (a master) with
+one replica of its own.
 The Redis Cluster rows (a second table) use a 1-master cluster (one
 cluster-enabled redis-server given all 16384 slots with CLUSTER
 ADDSLOTSRANGE) and then a 3-master cluster (topology.ClusterTopology,
@@ -22,7 +33,8 @@ rows, hot key and semaphore, in about 15 s).
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
-      [--no-cluster] [--only pairs,handoff,memory,acks,cluster]
+      [--no-cluster] [--only pairs,handoff,memory,acks,cluster] \
+      [--library build/library.lua] [--baseline-broker /tmp/base/lockbrokerd]
 
 What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
 the machine is shared and the figures are indicative.
@@ -32,6 +44,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -57,6 +70,21 @@ SECTIONS = ("pairs", "handoff", "memory", "acks", "cluster")
 # already passes --save '' --appendonly no)
 REPL_ARGS = ["--repl-diskless-sync-delay", "0"]
 CLUSTER_MASTERS = (1, 3)        # the cluster rows: 1 master, then 3
+# The "no worse than today" targets of issue 25 (same-broker hand-off, hot
+# key): today's figures, the medians of four make bench runs on this
+# machine of the broker of commit TODAY's (load 1-5: p50 66-91 us, hot key
+# 822-920/s), and the noise allowed around them.  With --baseline-broker
+# the reference is measured in the same run instead (fairer: same load).
+TODAY = {"commit": "3aed911", "same_p50_us": 74, "hot_rate": 855}
+SAME_SLACK = 1.25               # p50 up to 25% over today's
+HOT_SLACK = 0.95                # acquisitions/s down to 5% under today's
+# INFO commandstats names: script calls, and the publishes of a release
+SCRIPT_CMDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall",
+               "fcall_ro")
+PUBLISH_CMDS = ("publish", "spublish")
+# commands the bench itself sends around a run, left out of "commands"
+BENCH_CMDS = ("config", "info", "client", "pubsub", "script", "function",
+              "ping", "hello", "command")
 
 
 def stop(proc, sig=signal.SIGTERM):
@@ -249,11 +277,6 @@ class Bench:
             text=True, cwd=HERE).stdout.strip() or "?"
         want = a.only
         if "pairs" in want or "handoff" in want:
-            # broker2 (same prefix) only for the 4+4 handoff run: started
-            # beside the pairs runs it received every release PUBLISH of
-            # them and woke for each, a process hop the direct runs (their
-            # own prefix) never paid (issue 14: about 10 us per 1-conn
-            # ACQUIRE with all on one core)
             # with a TLS listener beside (the TLS pairs row)
             ca, crt, key = make_certs(self.work)
             b1 = Broker(a.broker, redis, self.work, "broker1",
@@ -261,43 +284,33 @@ class Bench:
                         crt, "--tls_key_file", key)
             self.procs.append(b1)
 
-        # 1. pairs, broker and direct, and the CPU time around the 50 run
-        pairs = {}
-        for n in PAIR_CONNS if "pairs" in want else ():
-            common = ["--conns", n, "--seconds", a.seconds, "--warmup",
-                      a.warmup, "--limit", a.seconds + a.warmup + 30]
-            cb, cr = cpu_ticks(b1.pid), cpu_ticks(redis.pid)
-            pairs[("broker", n)] = res = self.tool(
-                "pairs", "--broker", b1.addr, *common)
-            if n == CPU_CONNS:
-                r["cpu_broker"] = (cpu_ticks(b1.pid) - cb, res["total"])
-                r["cpu_redis_b"] = (cpu_ticks(redis.pid) - cr,
-                                    res["total"])
-            cr = cpu_ticks(redis.pid)
-            pairs[("direct", n)] = res = self.tool(
-                "pairs", "--redis", redis.addr, "--scripts", a.scripts,
-                *common)
-            if n == CPU_CONNS:
-                r["cpu_redis_d"] = (cpu_ticks(redis.pid) - cr,
-                                    res["total"])
-                # the same broker and load over TLS (handshakes happen
-                # before the run; the window is requests only)
-                cb = cpu_ticks(b1.pid)
-                pairs[("tls", n)] = res = self.tool(
-                    "pairs", "--broker", b1.tls_addr, "--tls", ca, *common)
-                r["cpu_broker_tls"] = (cpu_ticks(b1.pid) - cb,
-                                       res["total"])
-        if pairs:
-            r["pairs"] = pairs
+        # 1. pairs: through broker1 while broker2 (same Redis, same prefix,
+        # no clients) receives what broker1 publishes, as in a two-broker
+        # deployment; then the plain fencing-lock pair straight to Redis;
+        # then the broker's own scripts straight to Redis.  Redis's
+        # commandstats (reset before each run) and the CPU of every process
+        # are taken around each run.
+        if "pairs" in want:
+            self.pairs(r, redis, b1, ca)
 
         # 2. contended handoff: 8 on one broker; 4 + 4 on two; the same 8
-        # on one broker sharing a semaphore of SEM_PERMITS (LIMIT)
+        # on one broker sharing a semaphore of SEM_PERMITS (LIMIT).  The
+        # one-broker runs have no second broker beside them, as before
+        # issue 25, so they compare with the figures of earlier runs.
         common = ["--conns", CONTENDERS, "--hold-ms", 1, "--wait-ms", 10000,
                   "--seconds", a.seconds, "--warmup", a.warmup,
                   "--limit", a.seconds + a.warmup + 30]
         if "handoff" in want:
             r["handoff1"] = self.tool("handoff", "--broker", b1.addr,
                                       *common)
+            if a.baseline_broker:
+                # "today" of the no-worse-than-today targets, in this run
+                b0 = Broker(a.baseline_broker, redis, self.work, "baseline")
+                self.procs.append(b0)
+                r["handoff_base"] = self.tool("handoff", "--broker",
+                                              b0.addr, *common)
+                b0.close()
+                self.procs.remove(b0)
             r["semaphore"] = self.tool("handoff", "--broker", b1.addr,
                                        "--permits", SEM_PERMITS, *common)
             b2 = Broker(a.broker, redis, self.work, "broker2")
@@ -328,6 +341,63 @@ class Bench:
         r["load_after"] = os.getloadavg()
         r["finished"] = datetime.datetime.now(datetime.timezone.utc)
         return r
+
+    def measured(self, redis, pids, *argv):
+        """One lbbench run with Redis's INFO commandstats reset before it
+        (CONFIG RESETSTAT) and read after it ("cmdstats"), and the CPU
+        ticks of each of pids ({name: pid}) around it ("cpu")."""
+        redis.cli("CONFIG", "RESETSTAT")
+        t0 = {k: cpu_ticks(pid) for k, pid in pids.items()}
+        res = self.tool(*argv)
+        res["cpu"] = {k: cpu_ticks(pid) - t0[k] for k, pid in pids.items()}
+        res["cmdstats"] = parse_commandstats(
+            redis.cli("INFO", "commandstats"))
+        return res
+
+    def pairs(self, r, redis, b1, ca):
+        """The pairs runs at every PAIR_CONNS (see run())."""
+        a = self.args
+        form, r["scripts_form"] = broker_scripts_form(
+            a.broker, a.scripts, a.library)
+        b2 = Broker(a.broker, redis, self.work, "broker2")
+        self.procs.append(b2)
+        pids = {"broker": b1.pid, "broker2": b2.pid, "redis": redis.pid}
+        pairs = r["pairs"] = {}
+        for n in PAIR_CONNS:
+            common = ["--conns", n, "--seconds", a.seconds, "--warmup",
+                      a.warmup, "--limit", a.seconds + a.warmup + 30]
+            heard = pubsub_bytes(redis, b2.pid)
+            pairs[("broker", n)] = res = self.measured(
+                redis, pids, "pairs", "--broker", b1.addr, *common)
+            after = pubsub_bytes(redis, b2.pid)
+            res["heard_bytes"] = None if heard is None or after is None \
+                else after - heard
+            res["heard_msg"] = release_message_bytes(
+                "bench:released", self.last_tag, n)
+            res["subscribers"] = redis.cli(
+                "PUBSUB", "NUMSUB", "bench:released")[1]
+            pairs[("plain", n)] = self.measured(
+                redis, {"redis": redis.pid}, "pairs", "--redis", redis.addr,
+                "--plain", *common)
+            try:
+                pairs[("scripts", n)] = self.measured(
+                    redis, {"redis": redis.pid}, "pairs", "--redis",
+                    redis.addr, *(form + common))
+            except RuntimeError as e:
+                # the broker's scripts changed their calling convention:
+                # the table says so, the other rows stay
+                pairs[("scripts", n)] = None
+                r["scripts_error"] = str(e).splitlines()[0].rsplit(
+                    "): ", 1)[-1]
+                sys.stderr.write("run.py: %s\n" % e)
+            if n == CPU_CONNS:
+                # the same broker and load over TLS (handshakes happen
+                # before the run; the window is requests only)
+                pairs[("tls", n)] = self.measured(
+                    redis, {"broker": b1.pid}, "pairs", "--broker",
+                    b1.tls_addr, "--tls", ca, *common)
+        b2.close()
+        self.procs.remove(b2)
 
     def memory(self, r, redis):
         """3. memory: fresh brokers, so nothing earlier is in their heaps."""
@@ -453,7 +523,7 @@ class Bench:
         for n in PAIR_CONNS:
             common = ["--conns", n, "--seconds", a.seconds, "--warmup",
                       a.warmup, "--limit", a.seconds + a.warmup + 30]
-            calls0 = {x: evalsha_calls(x) for x in masters}
+            calls0 = {x: script_calls(x) for x in masters}
             reads0 = {x: reads_processed(x) for x in masters}
             cb = cpu_ticks(b.pid)
             cm = {x: cpu_ticks(pids[x]) for x in masters}
@@ -463,7 +533,7 @@ class Bench:
             x["cpu_broker"] = cpu_ticks(b.pid) - cb
             x["cpu_masters"] = sum(cpu_ticks(pids[m]) - cm[m]
                                    for m in masters)
-            x["calls"] = {m: evalsha_calls(m) - calls0[m] for m in masters}
+            x["calls"] = {m: script_calls(m) - calls0[m] for m in masters}
             x["reads"] = sum(reads_processed(m) - reads0[m] for m in masters)
             # where the run's lock keys live: the broker's key is
             # <prefix>:lock:<name>, lbbench's names <tag>:p<conns>:<i>
@@ -550,10 +620,142 @@ def reads_processed(addr):
     return int(topology.info(addr, "stats")["total_reads_processed"])
 
 
-def evalsha_calls(addr):
-    """cmdstat_evalsha calls of the Redis at addr (INFO commandstats)."""
-    st = topology.info(addr, "commandstats").get("cmdstat_evalsha")
-    return kv(st.replace(",", " "))["calls"] if st else 0
+def script_calls(addr):
+    """Script calls (EVAL, EVALSHA, FCALL and their _RO forms) of the Redis
+    at addr (INFO commandstats)."""
+    st = parse_commandstats(topology.cli(addr, "INFO", "commandstats"))
+    return sum(st.get(c, {}).get("calls", 0) for c in SCRIPT_CMDS)
+
+
+# ------------------------------------------- Redis work per pair (issue 25) --
+
+def parse_commandstats(text):
+    """INFO commandstats -> {command: {"calls": n, "usec": n, ...}}, the
+    command in lower case as Redis names it ("config|resetstat")."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("cmdstat_"):
+            continue
+        name, _, fields = line[len("cmdstat_"):].partition(":")
+        out[name] = kv(fields.replace(",", " "))
+    return out
+
+
+def redis_work(cmdstats, pairs):
+    """What Redis did per pair, from one run's commandstats (reset before
+    it) and the pairs it made; None without pairs.
+      script_us   usec of every script call (EVAL, EVALSHA, FCALL and their
+                  _RO forms) / pairs: the Redis script time per pair.  The
+                  commands a script runs are inside it (Redis counts them
+                  under their own names too, below).
+      script_calls, commands: script calls, and every other command Redis
+                  counted (the scripts' redis.call()s included; the bench's
+                  own CONFIG, INFO, ... left out), per pair.
+      publish_calls, publish_us: PUBLISH + SPUBLISH per pair: calls and usec,
+                  whether a script ran them (then their usec is already in
+                  script_us) or a client did.  commandstats cannot tell
+                  the two apart, so script_us does not add them: every
+                  PUBLISH of the broker and of the plain pair is a
+                  script's (docs/BENCHMARKS.md)."""
+    if not pairs:
+        return None
+    calls = sum(v.get("calls", 0) for k, v in cmdstats.items()
+                if k not in SCRIPT_CMDS and k.split("|")[0] not in BENCH_CMDS)
+    sc = [cmdstats.get(c, {}) for c in SCRIPT_CMDS]
+    pb = [cmdstats.get(c, {}) for c in PUBLISH_CMDS]
+    return {
+        "script_us": sum(x.get("usec", 0) for x in sc) / pairs,
+        "script_calls": sum(x.get("calls", 0) for x in sc) / pairs,
+        "commands": calls / pairs,
+        "publish_calls": sum(x.get("calls", 0) for x in pb) / pairs,
+        "publish_us": sum(x.get("usec", 0) for x in pb) / pairs,
+    }
+
+
+def parse_ss(text):
+    """`ss -tinpH` output -> [(local port, [pids], bytes_received)], one per
+    TCP socket (its info line follows it, indented)."""
+    out = []
+    for line in text.splitlines():
+        if line[:1].isspace():
+            if out:
+                m = re.search(r"\bbytes_received:(\d+)", line)
+                out[-1][2] = int(m.group(1)) if m else 0
+            continue
+        f = line.split()
+        if len(f) < 5:
+            continue
+        port = int(f[3].rsplit(":", 1)[1])
+        pids = [int(x) for x in re.findall(r"pid=(\d+)", line)]
+        out.append([port, pids, 0])
+    return [tuple(x) for x in out]
+
+
+def pubsub_bytes(redis, pid):
+    """Bytes the process pid has read so far on its pub/sub connections to
+    redis (clients CLIENT LIST shows subscribed: flags P), from the kernel's
+    TCP counters (ss -ti bytes_received): what Redis sent it as messages
+    and subscription replies.  None when ss cannot say."""
+    subbed = set()
+    for line in redis.cli("CLIENT", "LIST").splitlines():
+        f = dict(x.partition("=")[::2] for x in line.split())
+        if "P" in f.get("flags", ""):
+            subbed.add(int(f["addr"].rsplit(":", 1)[1]))
+    try:
+        res = subprocess.run(["ss", "-tinpH", "dport = :%d" % redis.port],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0:
+        return None
+    return sum(b for port, pids, b in parse_ss(res.stdout)
+               if pid in pids and port in subbed)
+
+
+def resp_bulk(s):
+    return len("$%d\r\n%s\r\n" % (len(s), s))
+
+
+def release_message_bytes(channel, tag, conns):
+    """The mean size in bytes of the pub/sub message a subscriber reads for
+    one release of a pairs run (RESP2 ["message", channel, lock name]; the
+    names of lbbench's pairs: <tag>:p<conns>:<i>)."""
+    names = ["%s:p%d:%d" % (tag, conns, i) for i in range(conns)]
+    head = len("*3\r\n") + resp_bulk("message") + resp_bulk(channel)
+    return head + sum(resp_bulk(x) for x in names) / len(names)
+
+
+def broker_scripts_form(broker, scripts, library=None):
+    """lbbench's arguments for the broker's own scripts straight to Redis,
+    and what they are: its Redis function library (FCALL) when there is
+    one -- `library`, or library.lua beside the broker binary if the binary
+    carries that library's name -- else EVALSHA of scripts/acquire.lua
+    and scripts/release.lua."""
+    if library is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(broker)),
+                            "library.lua")
+        name = library_name(path)
+        if name:
+            with open(broker, "rb") as f:
+                if name.encode() in f.read():
+                    library = path
+    if library:
+        return (["--library", library],
+                "FCALL of the broker's function library %s" %
+                os.path.basename(library))
+    return (["--scripts", scripts], "EVALSHA of %s/acquire.lua and "
+            "release.lua" % os.path.basename(os.path.abspath(scripts)))
+
+
+def library_name(path):
+    """The name on a function library's "#!lua name=..." line, or None."""
+    try:
+        with open(path) as f:
+            first = f.readline()
+    except OSError:
+        return None
+    m = re.match(r"#!lua name=(\S+)", first)
+    return m.group(1) if m else None
 
 
 # ------------------------------------------------------------- output --
@@ -581,8 +783,8 @@ def table(r, args):
     """The first table: the rows of the sections that ran (--only)."""
     rows = []
 
-    def row(what, broker="", direct="", ratio=""):
-        rows.append((what, broker, direct, ratio))
+    def row(what, broker="", plain="", scripts="", ratio=""):
+        rows.append((what, broker, plain, scripts, ratio))
 
     if "pairs" in r:
         pair_rows(r, row)
@@ -593,7 +795,8 @@ def table(r, args):
     if "rss_base" in r:
         memory_rows(r, row)
 
-    head = ("measurement", "broker", "direct Redis", "broker/direct")
+    head = ("measurement", "broker", "plain pair direct",
+            "broker's scripts direct", "broker/plain")
     lines = [
         "lockbroker benchmark, %s" % r["started"].strftime("%Y-%m-%d %H:%M UTC"),
         "machine: nproc %d, %s, Linux %s; load average %.2f before, "
@@ -602,6 +805,17 @@ def table(r, args):
         "%s, commit %s; redis-server %s (own, no persistence)" % (
             r["broker_version"], r["commit"], r["redis_version"]),
     ]
+    if "pairs" in r:
+        lines += [
+            "pairs: broker = all connections to one broker, a second broker "
+            "on the same Redis and prefix; plain pair direct = "
+            "GET+INCR+SET, then GET+DEL+PUBLISH,",
+            "two scripts of lbbench's own (EVALSHA); broker's scripts "
+            "direct = %s; the direct runs straight to the same Redis."
+            % r["scripts_form"]]
+        if r.get("scripts_error"):
+            lines.append("THE BROKER'S SCRIPTS DIRECT RUNS FAILED: %s"
+                         % r["scripts_error"])
     if "acks0" in r:
         lines.append(
             "replica-ack rows: a second redis-server master with one replica "
@@ -624,104 +838,215 @@ def table(r, args):
     return "\n".join(lines) + "\n"
 
 
-def targets_table(r):
-    """Issue 14's targets, each beside this run's figure: met / not met
-    (or "not run" when --only left its section out).  Nothing asserts
-    them: the machine is shared and the figures are indicative."""
-    rows = []
+def work(x):
+    """redis_work() of one pairs run's result, or None."""
+    return redis_work(x["cmdstats"], x["total"]) if x else None
 
-    def target(what, goal, have, met):
-        rows.append((what, goal, have, "not run" if met is None else
-                     "met" if met else "not met"))
 
-    h1, h2 = r.get("handoff1"), r.get("handoff2")
-    if h1:
-        target("same-broker handoff p50 / p99 us (8 on one broker)",
-               "<= 40 / <= 250", "%d / %d" % (h1["same_p50_us"],
-                                              h1["same_p99_us"]),
-               h1["same_p50_us"] <= 40 and h1["same_p99_us"] <= 250)
-        target("hot key acquisitions/s; longest ACQUIRE->OK wait ms",
-               ">= 950; <= 12", "%s; %s" % (n0(h1["rate"]),
-                                            ms(h1["max_wait_us"])),
-               h1["rate"] >= 950 and h1["max_wait_us"] <= 12000)
-    else:
-        target("same-broker handoff p50 / p99 us", "<= 40 / <= 250", "-",
-               None)
-        target("hot key acquisitions/s; longest wait ms", ">= 950; <= 12",
-               "-", None)
-    if h2 and h2["cross_n"]:
-        target("cross-broker handoff p50 us (4+4 on two brokers)", "<= 250",
-               "%d" % h2["cross_p50_us"], h2["cross_p50_us"] <= 250)
-    else:
-        target("cross-broker handoff p50 us", "<= 250", "-", None)
+def redis_cpu(x):
+    """Redis CPU ms per 1,000 pairs of one pairs run, or None."""
+    return per_k_ms(x["cpu"]["redis"], x["total"]) if x else None
+
+
+def heard(x):
+    """Release messages the second broker heard per pair (its pub/sub
+    bytes over one message's), or None."""
+    if not x or not x["total"] or not x.get("heard_msg") or \
+            x.get("heard_bytes") is None:
+        return None
+    return x["heard_bytes"] / x["heard_msg"] / x["total"]
+
+
+def ratio_str(b, d, fmt="%.2f x"):
+    return fmt % (b / d) if b is not None and d else "-"
+
+
+def today(r):
+    """The "no worse than today" references: the baseline broker's hot-key
+    run of this run (--baseline-broker), else TODAY."""
+    h = r.get("handoff_base")
+    if h:
+        return {"same_p50_us": h["same_p50_us"], "hot_rate": h["rate"],
+                "what": "the --baseline-broker's hot-key run in this run"}
+    return dict(TODAY, what="make bench at commit %s on this machine "
+                "(TODAY in tests/bench/run.py)" % TODAY["commit"])
+
+
+def targets(r):
+    """Issue 25's targets (and the issue 14 ones kept), each beside this
+    run's figure: [(target, goal, this run, met)] with met True, False, or
+    None when --only left its section out.  Nothing asserts them: the
+    machine is shared and the figures are indicative."""
+    out = []
+
+    def target(what, goal, have=None, met=None):
+        out.append((what, goal, "-" if have is None else have, met))
+
     p = r.get("pairs")
-    if p:
-        b, d = p[("broker", 1)], p[("direct", 1)]
-        x = b["acq_p50_us"] / d["acq_p50_us"] if d["acq_p50_us"] else 0
-        target("ACQUIRE p50, 1 conn: broker / direct script call", "<= 2.0 x",
-               "%d / %d us = %.2f x" % (b["acq_p50_us"], d["acq_p50_us"], x),
-               0 < x <= 2.0)
-        rb = per_k_ms(*r["cpu_redis_b"])
-        rd = per_k_ms(*r["cpu_redis_d"])
-        target("Redis CPU per 1,000 pairs (%d conns): broker / direct"
-               % CPU_CONNS, "<= 0.3 x", "%.1f / %.1f ms = %.2f x" % (
-                   rb, rd, rb / rd) if rb and rd else "-",
-               bool(rb and rd) and rb / rd <= 0.3)
-        cb = per_k_ms(*r["cpu_broker"])
-        target("broker CPU ms per 1,000 pairs (%d conns)" % CPU_CONNS,
-               "<= 15", "%.1f" % cb if cb else "-", bool(cb) and cb <= 15)
-        b, d = p[("broker", CPU_CONNS)], p[("direct", CPU_CONNS)]
-        x = b["rate"] / d["rate"] if d["rate"] else 0
-        target("pairs/s, %d conns: broker / direct" % CPU_CONNS, ">= 1.2 x",
-               "%s / %s = %.2f x" % (n0(b["rate"]), n0(d["rate"]), x),
-               x >= 1.2)
+    b = p and p[("broker", CPU_CONNS)]
+    d = p and p[("plain", CPU_CONNS)]
+    wb, wd = work(b), work(d)
+    what = "Redis script us per pair, %d conns, through the broker" \
+        % CPU_CONNS
+    if wb:
+        target(what, "<= 5", "%.1f (plain pair direct: %.1f)" % (
+            wb["script_us"], wd["script_us"] if wd else 0),
+            wb["script_us"] <= 5)
     else:
-        for what, goal in (("ACQUIRE p50, 1 conn: broker / direct",
-                            "<= 2.0 x"),
-                           ("Redis CPU per 1,000 pairs: broker / direct",
-                            "<= 0.3 x"),
-                           ("broker CPU ms per 1,000 pairs", "<= 15"),
-                           ("pairs/s, 50 conns: broker / direct",
-                            ">= 1.2 x")):
-            target(what, goal, "-", None)
-    return ["Issue 14 targets (this run):", ""] + render(
-        ("target", "goal", "this run", ""), rows)
+        target(what, "<= 5")
+    what = "Redis CPU per pair, %d conns: broker / plain direct" % CPU_CONNS
+    rb, rd = redis_cpu(b), redis_cpu(d)
+    if rb and rd:
+        target(what, "<= 0.35 x", "%.1f / %.1f ms per 1,000 = %.2f x" % (
+            rb, rd, rb / rd), rb / rd <= 0.35)
+    else:
+        target(what, "<= 0.35 x")
+    for n, goal in ((CPU_CONNS, 1.0), (1, 0.6)):
+        what = "pairs/s, %d conn%s, 2 brokers on the Redis: broker / plain " \
+            "direct" % (n, "s" if n > 1 else "")
+        if p and p[("plain", n)]["rate"]:
+            x = p[("broker", n)]["rate"] / p[("plain", n)]["rate"]
+            target(what, ">= %.1f x" % goal, "%s / %s = %.2f x" % (
+                n0(p[("broker", n)]["rate"]), n0(p[("plain", n)]["rate"]),
+                x), x >= goal)
+        else:
+            target(what, ">= %.1f x" % goal)
+    h1, h2 = r.get("handoff1"), r.get("handoff2")
+    what = "cross-broker hand-off p50 us (4+4 on two brokers)"
+    if h2 and h2["cross_n"]:
+        target(what, "<= 250", "%d" % h2["cross_p50_us"],
+               h2["cross_p50_us"] <= 250)
+    else:
+        target(what, "<= 250")
+    t = today(r)
+    lim = t["same_p50_us"] * SAME_SLACK
+    what = "same-broker hand-off p50 us (8 on one broker), no worse " \
+        "than today"
+    goal = "<= %d (today %d + %d%%)" % (
+        lim, t["same_p50_us"], round(SAME_SLACK * 100 - 100))
+    if h1:
+        target(what, goal, "%d" % h1["same_p50_us"], h1["same_p50_us"] <= lim)
+    else:
+        target(what, goal)
+    lim = t["hot_rate"] * HOT_SLACK
+    what = "hot-key acquisitions/s (8 on one broker), no worse than today"
+    goal = ">= %s (today %s - %d%%)" % (
+        n0(lim), n0(t["hot_rate"]), round(100 - HOT_SLACK * 100))
+    if h1:
+        target(what, goal, n0(h1["rate"]), h1["rate"] >= lim)
+    else:
+        target(what, goal)
+    if "held" in r:
+        lock, sess = per_lock(r), per_session(r)
+        target("memory per held lock, B (%s locks over %d sessions)" % (
+            n0(LOCK_SESSIONS * LOCKS_EACH), LOCK_SESSIONS), "<= 350",
+            n0(lock), lock <= 350)
+        target("memory per idle session, B (%s sessions)"
+               % n0(IDLE_SESSIONS), "<= 1,200", n0(sess), sess <= 1200)
+    else:
+        target("memory per held lock, B", "<= 350")
+        target("memory per idle session, B", "<= 1,200")
+    # kept from issue 14: the broker's own cost, which issue 25 does not
+    # restate
+    s1 = p and p.get(("scripts", 1))
+    what = "ACQUIRE p50, 1 conn: broker / the broker's scripts direct " \
+        "(issue 14)"
+    if s1 and s1["acq_p50_us"]:
+        x = p[("broker", 1)]["acq_p50_us"] / s1["acq_p50_us"]
+        target(what, "<= 2.0 x", "%d / %d us = %.2f x" % (
+            p[("broker", 1)]["acq_p50_us"], s1["acq_p50_us"], x), x <= 2.0)
+    else:
+        target(what, "<= 2.0 x")
+    what = "broker CPU ms per 1,000 pairs (%d conns) (issue 14)" % CPU_CONNS
+    cb = b and per_k_ms(b["cpu"]["broker"], b["total"])
+    if cb:
+        target(what, "<= 15", "%.1f" % cb, cb <= 15)
+    else:
+        target(what, "<= 15")
+    what = "longest ACQUIRE->OK wait ms, 8 on one broker (issue 14)"
+    if h1:
+        target(what, "<= 12", ms(h1["max_wait_us"]),
+               h1["max_wait_us"] <= 12000)
+    else:
+        target(what, "<= 12")
+    return out
+
+
+def targets_table(r):
+    rows = [(what, goal, have, "not run" if met is None else
+             "met" if met else "not met")
+            for what, goal, have, met in targets(r)]
+    return ["Issue 25 targets (this run; the last three kept from issue 14):",
+            ""] + render(("target", "goal", "this run", ""), rows) + [
+        "today = %s; the %% is the noise allowed around it." %
+        today(r)["what"]]
+
+
+def per_k(ticks, pairs):
+    """CPU ms per 1,000 pairs as text."""
+    x = per_k_ms(ticks, pairs)
+    return "-" if x is None else "%.1f" % x
 
 
 def pair_rows(r, row):
     p = r["pairs"]
-    for n in PAIR_CONNS:
-        b, d = p[("broker", n)], p[("direct", n)]
-        row("acquire+release pairs/s, %d conn%s" % (n, "s" if n > 1 else ""),
-            n0(b["rate"]), n0(d["rate"]),
-            "%.2f" % (b["rate"] / d["rate"]) if d["rate"] else "-")
-    for n in PAIR_CONNS:
-        b, d = p[("broker", n)], p[("direct", n)]
-        row("pair latency p50 / p99 ms, %d conn%s" % (n, "s" if n > 1 else ""),
-            "%s / %s" % (ms(b["pair_p50_us"]), ms(b["pair_p99_us"])),
-            "%s / %s" % (ms(d["pair_p50_us"]), ms(d["pair_p99_us"])))
-    b, d = p[("broker", 1)], p[("direct", 1)]
-    row("ACQUIRE alone (written -> OK read) p50 / p99 ms, 1 conn",
-        "%s / %s" % (ms(b["acq_p50_us"]), ms(b["acq_p99_us"])),
-        "%s / %s" % (ms(d["acq_p50_us"]), ms(d["acq_p99_us"])),
-        "%.2f" % (b["acq_p50_us"] / d["acq_p50_us"])
-        if d["acq_p50_us"] else "-")
+    kinds = ("broker", "plain", "scripts")
 
-    def per_k(t):
-        ticks, pairs = t
-        return "%.1f" % (ticks * 1000.0 / CLK_TCK / pairs * 1000.0) \
-            if pairs else "-"
-    row("CPU ms per 1,000 pairs (%d conns): lockbrokerd" % CPU_CONNS,
-        per_k(r["cpu_broker"]), "")
-    row("CPU ms per 1,000 pairs (%d conns): redis-server" % CPU_CONNS,
-        per_k(r["cpu_redis_b"]), per_k(r["cpu_redis_d"]))
-    # the same broker over TLS: the ratio column is TLS / plain
-    t, b = p[("tls", CPU_CONNS)], p[("broker", CPU_CONNS)]
-    row("acquire+release pairs/s, %d conns over TLS (plain: %s), and "
-        "TLS/plain" % (CPU_CONNS, n0(b["rate"])), n0(t["rate"]), "",
-        "%.2f" % (t["rate"] / b["rate"]) if b["rate"] else "-")
+    def conns(n):
+        return "%d conn%s" % (n, "s" if n > 1 else "")
+
+    def cols(n, f):
+        """f(result) for broker, plain, scripts ("-" for a failed run)."""
+        return [f(p[(k, n)]) if p.get((k, n)) else "-" for k in kinds]
+
+    for n in PAIR_CONNS:
+        row("acquire+release pairs/s, %s" % conns(n),
+            *cols(n, lambda x: n0(x["rate"])),
+            ratio_str(p[("broker", n)]["rate"], p[("plain", n)]["rate"],
+                      "%.2f"))
+    for n in PAIR_CONNS:
+        row("pair latency p50 / p99 ms, %s" % conns(n), *cols(
+            n, lambda x: "%s / %s" % (ms(x["pair_p50_us"]),
+                                      ms(x["pair_p99_us"]))))
+    row("ACQUIRE alone (written -> OK read) p50 / p99 ms, 1 conn", *cols(
+        1, lambda x: "%s / %s" % (ms(x["acq_p50_us"]), ms(x["acq_p99_us"]))),
+        ratio_str(p[("broker", 1)]["acq_p50_us"],
+                  p[("plain", 1)]["acq_p50_us"], "%.2f"))
+    for n in PAIR_CONNS:
+        row("Redis script us per pair (EVAL/EVALSHA/FCALL usec / pairs), "
+            "%s" % conns(n),
+            *cols(n, lambda x: "%.1f" % work(x)["script_us"]),
+            ratio_str(work(p[("broker", n)])["script_us"],
+                      work(p[("plain", n)])["script_us"], "%.2f"))
+    for n in PAIR_CONNS:
+        row("Redis CPU ms per 1,000 pairs, %s" % conns(n),
+            *cols(n, lambda x: "%.1f" % redis_cpu(x)),
+            ratio_str(redis_cpu(p[("broker", n)]),
+                      redis_cpu(p[("plain", n)]), "%.2f"))
+    row("Redis script calls / commands (theirs included) per pair, %s"
+        % conns(CPU_CONNS), *cols(CPU_CONNS, lambda x: "%.2f / %.1f" % (
+            work(x)["script_calls"], work(x)["commands"])))
+    row("  of those commands PUBLISH+SPUBLISH per pair: calls / us "
+        "(inside the script us)", *cols(
+            CPU_CONNS, lambda x: "%.2f / %.2f" % (
+                work(x)["publish_calls"], work(x)["publish_us"])))
+    b = p[("broker", CPU_CONNS)]
+    row("CPU ms per 1,000 pairs (%d conns): lockbrokerd serving them / "
+        "the second broker" % CPU_CONNS, "%s / %s" % (
+            per_k(b["cpu"]["broker"], b["total"]),
+            per_k(b["cpu"]["broker2"], b["total"])))
+    row("second broker: release messages heard per pair, %s conns "
+        "(subscribers of bench:released: %d)" % (
+            " / ".join(str(n) for n in PAIR_CONNS), b["subscribers"]),
+        " / ".join("-" if heard(p[("broker", n)]) is None else
+                   "%.2f" % heard(p[("broker", n)]) for n in PAIR_CONNS))
+    # the same broker over TLS: the ratio column is TLS / without
+    t = p[("tls", CPU_CONNS)]
+    row("acquire+release pairs/s, %d conns over TLS (without: %s), "
+        "and TLS/without" % (CPU_CONNS, n0(b["rate"])), n0(t["rate"]),
+        "", "", ratio_str(t["rate"], b["rate"], "%.2f"))
     row("CPU ms per 1,000 pairs (%d conns) over TLS: lockbrokerd"
-        % CPU_CONNS, per_k(r["cpu_broker_tls"]), "")
+        % CPU_CONNS, per_k(t["cpu"]["broker"], t["total"]))
 
 
 def handoff_rows(r, row):
@@ -789,33 +1114,45 @@ def acks_rows(r, row):
             h["self_again"] if h else "-", h["overlaps"] if h else "-"))
 
 
+def per_session(r):
+    """Broker RSS bytes per idle session over the fresh broker."""
+    return (r["idle"]["rss_sessions"] - r["rss_base"]) / IDLE_SESSIONS
+
+
+def per_lock(r):
+    """Broker RSS bytes per held lock over its idle sessions."""
+    held = r["held"]
+    return (held["rss_locks"] - held["rss_sessions"]) / (
+        LOCK_SESSIONS * LOCKS_EACH)
+
+
 def memory_rows(r, row):
     base, idle = r["rss_base"], r["idle"]["rss_sessions"]
     row("broker RSS MiB: fresh / with %s idle sessions" % n0(IDLE_SESSIONS),
         "%.1f / %.1f" % (base / 2**20, idle / 2**20))
     row("  bytes per idle session over the fresh broker",
-        n0((idle - base) / IDLE_SESSIONS))
+        n0(per_session(r)))
     held = r["held"]
-    nlocks = LOCK_SESSIONS * LOCKS_EACH
     row("broker RSS MiB: %d idle sessions / + %s locks held" % (
-        LOCK_SESSIONS, n0(nlocks)),
+        LOCK_SESSIONS, n0(LOCK_SESSIONS * LOCKS_EACH)),
         "%.1f / %.1f" % (held["rss_sessions"] / 2**20,
                          held["rss_locks"] / 2**20))
     row("  bytes per lock over the %d idle sessions" % LOCK_SESSIONS,
-        n0((held["rss_locks"] - held["rss_sessions"]) / nlocks))
+        n0(per_lock(r)))
 
 
 def render(head, rows):
     """A markdown table: the first column left-aligned, the rest right."""
-    w = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
+    cols = range(len(head))
+    w = [max(len(x[i]) for x in rows + [head]) for i in cols]
 
     def fmt(x):
         return "| " + " | ".join(
             x[i].ljust(w[i]) if i == 0 else x[i].rjust(w[i])
-            for i in range(4)) + " |"
+            for i in cols) + " |"
     return [fmt(head),
             "|" + "|".join("-" * (w[i] + 1) + (":" if i else "-")
-                           for i in range(4)) + "|"] + [fmt(x) for x in rows]
+                           for i in cols) + "|"] + [fmt(x) for x in rows]
 
 
 def per_k_ms(ticks, pairs):
@@ -900,14 +1237,15 @@ def cluster_table(r):
         tot = sum(d.values())
         return spread({k: round(100.0 * v / tot) for k, v in d.items()}) \
             + " %" if tot else "-"
-    row("EVALSHA calls per master, %d-conn run, %% of all (min / max)" % big,
+    row("script calls (EVALSHA, FCALL) per master, %d-conn run, %% of all "
+        "(min / max)" % big,
         *both(calls))
     for n in (CPU_CONNS, big):
         def batch(x, n=n):
             p = x["pairs"][n]
             return sum(p["calls"].values()) / p["reads"] if p["reads"] \
                 else 0.0
-        row("EVALSHA calls per socket read on a master, %d conns "
+        row("script calls per socket read on a master, %d conns "
             "(pipeline batch)" % n, *both(lambda x, f=batch: "%.1f" % f(x)),
             ratio(batch))
 
@@ -992,6 +1330,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=4.0,
                     help="measured seconds per point (default 4)")
     ap.add_argument("--warmup", type=float, default=0.5)
+    ap.add_argument("--library", default=None,
+                    help="the broker's Redis function library for the "
+                    "broker's-scripts direct row (default: library.lua "
+                    "beside --broker if the broker carries its name, else "
+                    "EVALSHA of --scripts)")
+    ap.add_argument("--baseline-broker", default=None,
+                    help="a lockbrokerd of 'today' (e.g. built from an "
+                    "earlier commit): its 8-on-one-broker hot-key run, in "
+                    "this run, is the reference of the no-worse-than-today "
+                    "targets (default: TODAY in run.py)")
     ap.add_argument("--no-cluster", action="store_true",
                     help="skip the Redis Cluster rows (about 45 s)")
     ap.add_argument("--only", default=",".join(SECTIONS),
@@ -1004,7 +1352,8 @@ def main():
             ap.error("--only: no section %r (%s)" % (x, ", ".join(SECTIONS)))
     if args.no_cluster and "cluster" in args.only:
         args.only.remove("cluster")
-    for path in (args.broker, args.tool):
+    for path in (args.broker, args.tool) + (
+            (args.baseline_broker,) if args.baseline_broker else ()):
         if not os.access(path, os.X_OK):
             sys.exit("run.py: %s is not built (make bench)" % path)
     if shutil.which("redis-server") is None:

@@ -2,7 +2,8 @@
 """
 run.py - run the lockbroker integration tests.
 
-  python3 tests/integration/run.py                 every test_*.py here
+  python3 tests/integration/run.py                 every test_*.py (in the
+                                                   group folders, GROUPS)
   python3 tests/integration/run.py test_protocol   only these modules
   python3 tests/integration/run.py test_locking.TestReentrant.test_x
 
@@ -128,8 +129,17 @@ class Tally:
         self.skipped += d["skipped"]
 
 
+# The tests are grouped in folders by the layer a failure points at
+# (daemon/front, net, locks, store; the system as a whole; the tools beside
+# the daemon).  A module keeps its bare name wherever it lives: every group
+# folder is on sys.path, so selectors, lanes and imports between modules
+# ("from test_lua_multi import ...") name it alone.
+GROUPS = ("front", "net", "locks", "store", "system", "tools")
+
+
 def module_names():
-    return sorted(f[:-3] for f in os.listdir(HERE)
+    return sorted(f[:-3] for g in GROUPS
+                  for f in os.listdir(os.path.join(HERE, g))
                   if f.startswith("test_") and f.endswith(".py"))
 
 
@@ -236,7 +246,8 @@ def main(argv):
     report = None
     if argv[:1] == ["--report"]:
         report, argv = argv[1], argv[2:]
-    sys.path.insert(0, HERE)
+    for d in (HERE,) + tuple(os.path.join(HERE, g) for g in GROUPS):
+        sys.path.insert(0, d)
     os.chdir(HERE)
     names = [test_name(a) for a in argv] or module_names()
     if os.environ.get("LBT_ONCE_DONE") == "1" and report is None:

@@ -358,7 +358,7 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 
 /* Writer marks are not faked: refused, as when Redis is down, so the
  * lock table's other requests are all the tests see (the marks are
- * covered by tests/integration/test_shared.py). */
+ * covered by tests/integration/locks/test_shared.py). */
 int
 store_wmark(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, int op, long ttl_ms,

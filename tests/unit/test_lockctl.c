@@ -3,7 +3,7 @@
  * option values (numbers, host:port, words, a token file's bytes) and the
  * lines it speaks (ACQUIRE built; OK, fencing tokens, EVENT LOST read),
  * one row per case.  The rest of lockctl (the connection, CMD and its
- * signals) is covered by tests/integration/test_lockctl.py.
+ * signals) is covered by tests/integration/tools/test_lockctl.py.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""
+test_run.py - checks of run.py's pure pieces (no processes, no timing):
+how INFO commandstats becomes Redis script us per pair, how `ss` output
+becomes the second broker's pub/sub bytes, the size of a release message,
+which form the broker's-scripts direct row takes, and the targets table's
+verdicts.  Run: python3 tests/bench/test_run.py
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+
+
+# What Redis 7.0 printed after one plain pair (CONFIG RESETSTAT first):
+# the commands a script runs are counted under their own names too.
+CMDSTATS = """# Commandstats
+cmdstat_set:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=0
+cmdstat_get:calls=2,usec=1,usec_per_call=0.50,rejected_calls=0,failed_calls=0
+cmdstat_incr:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=0
+cmdstat_del:calls=1,usec=1,usec_per_call=1.00,rejected_calls=0,failed_calls=0
+cmdstat_evalsha:calls=2,usec=16,usec_per_call=8.00,rejected_calls=0,failed_calls=0
+cmdstat_config|resetstat:calls=1,usec=29,usec_per_call=29.00,rejected_calls=0,failed_calls=0
+cmdstat_publish:calls=1,usec=2,usec_per_call=2.00,rejected_calls=0,failed_calls=0
+cmdstat_script|load:calls=2,usec=54,usec_per_call=27.00,rejected_calls=0,failed_calls=0
+"""
+
+
+class RedisWork(unittest.TestCase):
+    def test_parse(self):
+        st = run.parse_commandstats(CMDSTATS)
+        self.assertEqual(st["evalsha"]["usec"], 16)
+        self.assertEqual(st["config|resetstat"]["calls"], 1)
+        self.assertNotIn("# Commandstats", st)
+
+    def test_script_us_does_not_add_the_scripts_publishes(self):
+        w = run.redis_work(run.parse_commandstats(CMDSTATS), 1)
+        self.assertEqual(w["script_us"], 16)     # not 16 + 2
+        self.assertEqual(w["script_calls"], 2)
+        self.assertEqual(w["commands"], 6)       # the bench's own left out
+        self.assertEqual((w["publish_calls"], w["publish_us"]), (1, 2))
+
+    def test_every_script_command_counts(self):
+        st = {"fcall": {"calls": 3, "usec": 30},
+              "evalsha": {"calls": 1, "usec": 10},
+              "eval_ro": {"calls": 1, "usec": 5},
+              "spublish": {"calls": 2, "usec": 4}}
+        w = run.redis_work(st, 5)
+        self.assertEqual(w["script_us"], 9)
+        self.assertEqual(w["script_calls"], 1)
+        self.assertEqual(w["publish_calls"], 0.4)
+        self.assertIsNone(run.redis_work(st, 0))
+
+
+SS = """\
+ESTAB 0      0      127.0.0.1:53814 127.0.0.1:7391 users:(("lockbrokerd",pid=41,fd=9))
+\t cubic wscale:7,7 rto:204 bytes_sent:27 bytes_acked:28 bytes_received:670 segs_out:5
+ESTAB 0      0      127.0.0.1:53816 127.0.0.1:7391 users:(("lockbrokerd",pid=42,fd=8))
+\t cubic wscale:7,7 rto:204 bytes_sent:27 bytes_acked:28 segs_out:5
+"""
+
+
+class Fanout(unittest.TestCase):
+    def test_parse_ss(self):
+        self.assertEqual(run.parse_ss(SS), [(53814, [41], 670),
+                                            (53816, [42], 0)])
+
+    def test_release_message_bytes(self):
+        # *3\r\n $7\r\nmessage\r\n $3\r\nch1\r\n $7\r\nr1:p1:0\r\n
+        self.assertEqual(run.release_message_bytes("ch1", "r1", 1),
+                         4 + 13 + 9 + 13)
+        # names r1:p12:0 .. r1:p12:11: 10 of 8 bytes, 2 of 9
+        self.assertAlmostEqual(run.release_message_bytes("ch1", "r1", 12),
+                               4 + 13 + 9 + (10 * 14 + 2 * 15) / 12)
+
+
+class ScriptsForm(unittest.TestCase):
+    def test_library_beside_the_broker_that_carries_its_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            broker = os.path.join(d, "lockbrokerd")
+            lib = os.path.join(d, "library.lua")
+            with open(lib, "w") as f:
+                f.write("#!lua name=lockbroker_abc123\nreturn 1\n")
+            with open(broker, "wb") as f:
+                f.write(b"\0ELF...lockbroker_abc123\0")
+            argv, what = run.broker_scripts_form(broker, "scripts")
+            self.assertEqual(argv, ["--library", lib])
+            self.assertIn("FCALL", what)
+            # a stale library.lua (another build's) is not used
+            with open(broker, "wb") as f:
+                f.write(b"\0ELF...lockbroker_other\0")
+            argv, what = run.broker_scripts_form(broker, "scripts")
+            self.assertEqual(argv, ["--scripts", "scripts"])
+            self.assertIn("EVALSHA", what)
+            self.assertEqual(run.broker_scripts_form(
+                broker, "scripts", "/x/l.lua")[0], ["--library", "/x/l.lua"])
+
+
+def pairs_run(rate, script_us_total, redis_ticks, total=1000, broker=0):
+    return {"rate": rate, "total": total, "acq_p50_us": 40,
+            "cmdstats": {"evalsha": {"calls": 2 * total,
+                                     "usec": script_us_total * total}},
+            "cpu": {"redis": redis_ticks, "broker": broker}}
+
+
+class Targets(unittest.TestCase):
+    def verdicts(self, r):
+        return {what.split(",")[0].split(" (")[0]: met
+                for what, _, _, met in run.targets(r)}
+
+    def test_not_run(self):
+        v = self.verdicts({})
+        self.assertTrue(all(m is None for m in v.values()), v)
+
+    def test_pairs(self):
+        hz = run.CLK_TCK
+        # Redis 0.3 s against 1 s for 1,000 pairs; the broker 10 ms
+        p = {("broker", 50): pairs_run(30000, 4.5, 0.3 * hz, broker=1),
+             ("plain", 50): pairs_run(29000, 8, hz),
+             ("scripts", 50): None,
+             ("broker", 1): pairs_run(5000, 20, hz),
+             ("plain", 1): pairs_run(10000, 8, hz),
+             ("scripts", 1): None}
+        v = self.verdicts({"pairs": p})
+        self.assertTrue(v["Redis script us per pair"])
+        self.assertTrue(v["Redis CPU per pair"])        # 0.30 x
+        self.assertEqual([m for w, _, _, m in run.targets({"pairs": p})
+                          if w.startswith("pairs/s")], [True, False])
+        self.assertIsNone(v["ACQUIRE p50"])             # no scripts run
+        self.assertEqual(run.per_k_ms(1, 1000), 1000.0 / hz)
+        self.assertEqual(v["broker CPU ms per 1"], 1000.0 / hz <= 15)
+        p[("broker", 50)]["cmdstats"]["evalsha"]["usec"] = 5100
+        self.assertFalse(self.verdicts({"pairs": p})[
+            "Redis script us per pair"])
+
+    def test_today(self):
+        h = {"same_p50_us": 60, "rate": 910, "max_wait_us": 11000,
+             "cross_n": 0}
+        r = {"handoff1": h, "handoff2": h,
+             "handoff_base": {"same_p50_us": 45, "rate": 950}}
+        v = self.verdicts(r)
+        self.assertFalse(v["same-broker hand-off p50 us"])  # 60 > 56
+        self.assertTrue(v["hot-key acquisitions/s"])          # 910 >= 902
+        self.assertIsNone(v["cross-broker hand-off p50 us"])  # none crossed
+        self.assertTrue(v["longest ACQUIRE->OK wait ms"])
+
+
+if __name__ == "__main__":
+    unittest.main()
