@@ -198,7 +198,7 @@ pass_later(struct lock *lk, const struct op *op, struct hold *h)
 	p->keylen = lk->te.keylen;
 	memcpy(p->key, lk->name, lk->te.keylen);
 	repass_push(lt, p);
-	if (h != NULL && key_up(lk))
+	if (h != NULL && lk_key_up(lk))
 		h->pass_pending = 1;
 	pending_arm(lt);
 }

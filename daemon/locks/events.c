@@ -72,7 +72,7 @@ hold_waiters(struct keytab_entry *e, void *arg)
 	struct lock *lk = (struct lock *)(void *)e;
 
 	(void)arg;
-	if (key_up(lk))
+	if (lk_key_up(lk))
 		return 0;	/* cluster mode: its master is another one */
 	/* "held elsewhere" is stale news once the connection is gone; the
 	 * tokens set aside may be a master's that fails over */

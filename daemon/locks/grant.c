@@ -45,7 +45,7 @@ chain_want(const struct lclient *w)
 	const struct lclient *n = w->wnext;
 
 	return n != NULL && n->wkind == LK_EXCLUSIVE && w->wttl >
-	    renew_period(n->wttl) + PASS_MARGIN_MS ? PASS_BLOCK : 0;
+	    lk_renew_period(n->wttl) + PASS_MARGIN_MS ? PASS_BLOCK : 0;
 }
 
 /*
@@ -68,7 +68,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	waiter_remove(w);
 	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
 	lt->stats.acquires++;
-	reply(w, LK_OK, token, NULL);
+	lk_reply(w, LK_OK, token, NULL);
 	return h;
 }
 
@@ -76,7 +76,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 void
 release_orphan(struct lock *lk, const char *id, long long token)
 {
-	struct op *op = op_new(lk->lt, lk, NULL);
+	struct op *op = lk_op_new(lk->lt, lk, NULL);
 
 	owner_copy(op->id, id);
 	op->token = token;
@@ -85,7 +85,7 @@ release_orphan(struct lock *lk, const char *id, long long token)
 	    op) != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
 		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
-		op_done(op);
+		lk_op_done(op);
 		free(op);
 		return;
 	}
@@ -97,7 +97,7 @@ release_done(void *arg, int ok, int released)
 {
 	struct op *op = arg;
 	struct lock *lk = op->lk;
-	struct lclient *cl = op_done(op);
+	struct lclient *cl = lk_op_done(op);
 	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
 	lk->releasing--;
@@ -105,7 +105,7 @@ release_done(void *arg, int ok, int released)
 		/* It may or may not have reached Redis: run it again as soon
 		 * as Redis answers, and stop holding it here. */
 		hold_release_deferred(h, op->linger_ms);
-		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 	} else if (!ok) {
 		/* A session's end or an orphan grant: the same, unanswered
 		 * (a LINGER too: its session left while it was sent). */
@@ -115,16 +115,16 @@ release_done(void *arg, int ok, int released)
 		if (released == STORE_DONE)
 			lk->lt->stats.releases++;
 	} else if (released != STORE_DONE &&
-	    hold_doubt(h, 1, cause_of(released))) {
+	    hold_doubt(h, 1, lk_cause_of(released))) {
 		/* resumed elsewhere, or lost: its record decides */
 	} else {
 		hold_end(h);
 		if (released == STORE_DONE) {
 			lk->lt->stats.releases++;
-			reply(cl, LK_OK, 0, NULL);
+			lk_reply(cl, LK_OK, 0, NULL);
 		} else {
-			lost_count(lk->lt, cause_of(released));
-			reply(cl, LK_LOST, 0, WHY_LOST);
+			lk_lost_count(lk->lt, lk_cause_of(released));
+			lk_reply(cl, LK_LOST, 0, WHY_LOST);
 		}
 	}
 	if (ok && lk->whead != NULL && op->linger_ms == 0) {
@@ -211,7 +211,7 @@ lock_pump(struct lock *lk)
 	struct locks *lt = lk->lt;
 	struct lclient *w, *next;
 
-	if (lt->st != NULL && !key_up(lk)) {
+	if (lt->st != NULL && !lk_key_up(lk)) {
 		/* waiters wait out the reconnect (locks_store_up pumps); one
 		 * whose wait is over (a one-try request has no timer) is
 		 * answered now, not after the outage */
@@ -237,7 +237,7 @@ lock_pump(struct lock *lk)
 			lock_retry_at(lk, lk->yield_until_ms);
 			return;
 		}
-		op = op_new(lt, lk, w);
+		op = lk_op_new(lt, lk, w);
 		op->sent_us = now_us();
 		op->kind = w->wkind;
 		op->wakes = lk->wakes;
@@ -252,11 +252,11 @@ lock_pump(struct lock *lk)
 				lk->excl_attempt = 1;
 			continue;
 		}
-		op_done(op);
+		lk_op_done(op);
 		free(op);
 		waiter_remove(w);
 		lt->stats.acquire_errors++;
-		reply(w, LK_UNAVAILABLE, 0, "Redis is unreachable");
+		lk_reply(w, LK_UNAVAILABLE, 0, "Redis is unreachable");
 	}
 	lock_gc(lk);
 }
@@ -267,7 +267,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	struct op *op = arg;
 	struct lock *lk = op->lk;
 	struct locks *lt = op->lt;
-	struct lclient *w = op_done(op);
+	struct lclient *w = lk_op_done(op);
 	char id[OWNER_MAX + 1];
 
 	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
@@ -288,7 +288,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		lk->wstamp = more;	/* a writer's mark it saw */
 	if (w != NULL && kind == LK_SHARED && w->wseen < 0)
 		w->wseen = ok && granted == 0 ? more : lk->wstamp;
-	if (!ok && key_up(lk)) {
+	if (!ok && lk_key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM, BUSY...): the script did not run.  An outage like any
 		 * other: the waiter keeps its place until its WAIT runs out,
@@ -297,7 +297,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, WHY_REFUSED);
+			lk_reply(w, LK_UNAVAILABLE, 0, WHY_REFUSED);
 		} else if (w != NULL) {
 			lock_refused(lk, kind);
 		}
@@ -307,7 +307,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+			lk_reply(w, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		}
 		/* else it stays queued: the reconnect pumps it, after the
 		 * forget above (a failover must not cost a waiter its turn) */
@@ -318,22 +318,22 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
 			if (granted == -1)
-				reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+				lk_reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
 			else
-				reply(w, LK_UNAVAILABLE, 0, WHY_NOT_ACKED);
+				lk_reply(w, LK_UNAVAILABLE, 0, WHY_NOT_ACKED);
 		}
 	} else if (granted == 3) {
 		/* another kind in Redis: say which (nothing was written) */
 		if (w != NULL) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_KIND, n, NULL);
+			lk_reply(w, LK_KIND, n, NULL);
 		}
 	} else if (granted == 2 && w != NULL && now_ms() >= w->deadline) {
 		/* free, but a lock delay runs: nobody may have it yet */
 		waiter_remove(w);
 		lt->stats.acquire_errors++;
-		reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
+		lk_reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
 	} else if (granted == 2 && w != NULL) {
 		lk->remote_busy = 1;	/* try again when the delay ends */
 		lk->busy_kind = kind;
@@ -354,7 +354,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
+			lk_reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
 		}
 	} else if (granted) {
 		lk->handoffs = 0;
@@ -363,7 +363,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	} else if (w != NULL && now_ms() >= w->deadline) {
 		waiter_remove(w);
 		lt->stats.busy++;
-		reply(w, LK_BUSY, 0, NULL);
+		lk_reply(w, LK_BUSY, 0, NULL);
 	} else if (w != NULL && sent_wakes != lk->wakes) {
 		/* Released (pub/sub, on the other connection) after our
 		 * attempt was sent: lock_pump below tries again at once.
@@ -397,20 +397,20 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (lk == NULL || cl->op != NULL)
 		return;	/* its attempt's reply decides */
 	waiter_remove(cl);
-	if (!key_up(lk)) {
+	if (!lk_key_up(lk)) {
 		/* BUSY would claim the key is held: we cannot know */
 		cl->lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
 	} else if (lk->in_delay) {
 		cl->lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
 	} else if (lk->refused_ms != 0) {
 		/* Redis kept refusing its attempts: nobody knows who holds it */
 		cl->lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_REFUSED);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_REFUSED);
 	} else {
 		cl->lt->stats.busy++;
-		reply(cl, LK_BUSY, 0, NULL);
+		lk_reply(cl, LK_BUSY, 0, NULL);
 	}
 	lock_pump(lk);
 }
@@ -452,27 +452,27 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		/* a semaphore's limit is fixed while anyone here holds or
 		 * waits; Redis says the same of holders elsewhere */
 		lt->stats.acquire_errors++;
-		reply(cl, LK_KIND, here, NULL);
+		lk_reply(cl, LK_KIND, here, NULL);
 		return;
 	}
 	if (h != NULL && kind == LK_EXCLUSIVE && h->kind == LK_SHARED) {
 		/* no silent upgrade: two readers doing it deadlock */
 		lt->stats.acquire_errors++;
-		reply(cl, LK_UPGRADE, 0, NULL);
+		lk_reply(cl, LK_UPGRADE, 0, NULL);
 		return;
 	}
 	if (h != NULL) {
 		/* reentrant; an exclusive hold covers a shared request */
 		h->count++;
 		lt->stats.acquires++;
-		held_changed(h, h->count, 0);
-		reply(cl, LK_OK, h->token, NULL);
+		lk_held_changed(h, h->count, 0);
+		lk_reply(cl, LK_OK, h->token, NULL);
 		return;
 	}
 	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
 		limit_hit(lt, "max_locks_per_session");
 		lt->stats.acquire_errors++;
-		reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
+		lk_reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
 		    " keys");
 		return;
 	}
@@ -487,7 +487,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	if (lt->st == NULL || (wait_ms == 0 &&
 	    !store_key_up(lt->st, key, keylen))) {
 		lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
 		return;
 	}
 	if (lk != NULL && wait_ms == 0 &&
@@ -497,17 +497,17 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		 * alone in flight is no one: the request queues behind it
 		 * and asks Redis.) */
 		lt->stats.busy++;
-		reply(cl, LK_BUSY, 0, NULL);
+		lk_reply(cl, LK_BUSY, 0, NULL);
 		return;
 	}
 	if (wait_ms > 0 && (long)lt->stats.waiters >= lt->cfg.max_waiters) {
 		limit_hit(lt, "max_waiters");
 		lt->stats.acquire_errors++;
-		reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
+		lk_reply(cl, LK_LIMIT, 0, "max_waiters ACQUIREs are waiting");
 		return;
 	}
 	lk = lock_get(lt, key, keylen);
-	waiter_push(lk, cl, kind, wait_ms, clamp_ttl(lt, ttl_ms));
+	waiter_push(lk, cl, kind, wait_ms, lk_clamp_ttl(lt, ttl_ms));
 	lock_pump(lk);
 	if (cl->wlock == lk && cl->op == NULL) {
 		/* not tried at once: it waits behind others here.  A reader

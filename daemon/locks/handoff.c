@@ -36,7 +36,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 	struct lock *lk = op->lk;
 	struct locks *lt = op->lt;
 	struct lclient *w = op->next;
-	struct lclient *cl = op_done(op);
+	struct lclient *cl = lk_op_done(op);
 	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
 	lk->releasing--;
@@ -45,7 +45,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		 * Redis answers. */
 		if (h != NULL) {
 			hold_release_deferred(h, 0);
-			reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+			lk_reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		} else {
 			pending_add(lt, PEND_RELEASE, lk, op->id, op->token);
 		}
@@ -53,9 +53,9 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		if (w != NULL && now_ms() >= w->deadline) {
 			waiter_remove(w);
 			lt->stats.acquire_errors++;
-			reply(w, LK_UNAVAILABLE, 0, key_up(lk) ?
+			lk_reply(w, LK_UNAVAILABLE, 0, lk_key_up(lk) ?
 			    WHY_REFUSED : WHY_NO_ANSWER);
-		} else if (w != NULL && key_up(lk)) {
+		} else if (w != NULL && lk_key_up(lk)) {
 			lock_refused(lk, op->kind);	/* as in attempt_done */
 		}
 		/* else it stays queued for the reconnect, as in attempt_done */
@@ -72,9 +72,9 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 				waiter_remove(w);
 				lt->stats.acquire_errors++;
 				if (granted == -1)
-					reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
+					lk_reply(w, LK_LIMIT, 0, WHY_EXHAUSTED);
 				else
-					reply(w, LK_UNAVAILABLE, 0,
+					lk_reply(w, LK_UNAVAILABLE, 0,
 					    WHY_NOT_ACKED);
 			}
 		} else if (w != NULL &&
@@ -93,12 +93,12 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 			release_orphan(lk, op->next_id, n);
 		}
 		if (cl != NULL)
-			reply(cl, LK_OK, 0, NULL);
-	} else if (h != NULL && !hold_doubt(h, 1, cause_of((int)n))) {
+			lk_reply(cl, LK_OK, 0, NULL);
+	} else if (h != NULL && !hold_doubt(h, 1, lk_cause_of((int)n))) {
 		/* The releasing hold was gone; the waiter tries normally. */
 		hold_end(h);
-		lost_count(lt, cause_of((int)n));
-		reply(cl, LK_LOST, 0, WHY_LOST);
+		lk_lost_count(lt, lk_cause_of((int)n));
+		lk_reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	free(op);
 	lock_pump(lk);
@@ -127,7 +127,7 @@ pass_done(void *arg, int ok, int passed)
 	struct lock *lk = op->lk;
 	struct hold *h;
 
-	op_done(op);
+	lk_op_done(op);
 	h = hold_by_token(lk, op->token);
 	if (ok && passed == STORE_DONE) {
 		if (h != NULL)
@@ -138,7 +138,7 @@ pass_done(void *arg, int ok, int passed)
 		 * chain (their calls find the same). */
 		chain_end(lk);
 		if (h != NULL && !h->releasing)
-			hold_lost(h, 1, cause_of(passed));
+			hold_lost(h, 1, lk_cause_of(passed));
 	} else {
 		pass_later(lk, op, h);
 	}
@@ -159,7 +159,7 @@ chain_covers(const struct lock *lk, const struct hold *h)
 static int
 outlives_renewal(const struct hold *h, const struct lclient *w)
 {
-	return h->confirmed_ms - now_ms() > renew_period(w->wttl) +
+	return h->confirmed_ms - now_ms() > lk_renew_period(w->wttl) +
 	    PASS_MARGIN_MS;
 }
 
@@ -178,13 +178,13 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	struct hold *nh;
 	struct op *op;
 
-	if (w == NULL || lt->st == NULL || !key_up(lk) ||
+	if (w == NULL || lt->st == NULL || !lk_key_up(lk) ||
 	    h->kind != LK_EXCLUSIVE || h->cl->resumable || h->releasing ||
 	    lk->releasing || lk->attempts || !chain_covers(lk, h) ||
 	    !outlives_renewal(h, w) ||
 	    (lk->handoffs >= HANDOFF_FAIR && lk->wanted))
 		return 0;	/* (a remote waiter's turn: release_send) */
-	op = op_new(lt, lk, NULL);
+	op = lk_op_new(lt, lk, NULL);
 	owner_copy(op->id, w->id);
 	owner_copy(op->prev_id, h->cl->id);
 	op->token = lk->chain_next;
@@ -209,7 +209,7 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	    op->token, w->wttl, pass_done, op) != 0) {
 		/* (not while key_up) as a pass without an answer, but lk
 		 * stays for the caller, which pumps it */
-		op_done(op);
+		lk_op_done(op);
 		pass_later(lk, op, nh);
 		free(op);
 	}
@@ -227,7 +227,7 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 
 	if (lt->st == NULL)
 		return -1;
-	if (!key_up(lk))
+	if (!lk_key_up(lk))
 		w = NULL;	/* a release goes out anyway (a lease gap) */
 	if (op->linger_ms > 0)
 		return store_linger(lt->st, lk->name, lk->te.keylen, op->id,
@@ -290,17 +290,17 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	}
 	if (h->count > 1) {
 		h->count--;
-		held_changed(h, h->count, 0);
-		reply(cl, LK_OK, h->count, NULL);
+		lk_held_changed(h, h->count, 0);
+		lk_reply(cl, LK_OK, h->count, NULL);
 		return;
 	}
 	pass_before_release(lt, h);
 	w = handoff_target(lk, h);	/* (the FIFO walked once) */
 	if (linger_ms <= 0 && pass_local(lk, h, w)) {
-		reply(cl, LK_OK, 0, NULL);
+		lk_reply(cl, LK_OK, 0, NULL);
 		return;
 	}
-	op = op_new(lt, lk, cl);
+	op = lk_op_new(lt, lk, cl);
 	owner_copy(op->id, cl->id);
 	op->token = h->token;
 	op->kind = h->kind;
@@ -308,10 +308,10 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 	    linger_ms > 0 ? linger_ms : 0;
 	if (release_send(lk, h, op, w) != 0) {
 		linger_ms = op->linger_ms;
-		op_done(op);
+		lk_op_done(op);
 		free(op);
 		hold_release_deferred(h, linger_ms);
-		reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_RELEASE_LATER);
 		lock_pump(lk);
 		return;
 	}

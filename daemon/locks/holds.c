@@ -80,11 +80,11 @@ reply_not_held(struct lclient *cl, const char *key, size_t keylen,
 	lost_forget(cl, key, keylen, &found);
 	if (found == 2 && releasing) {
 		/* counted in releases when the broker's release runs */
-		reply(cl, LK_OK, 0, NULL);
+		lk_reply(cl, LK_OK, 0, NULL);
 	} else if (found != 0) {
-		reply(cl, LK_LOST, 0, found == 2 ? WHY_RELEASED : WHY_LOST);
+		lk_reply(cl, LK_LOST, 0, found == 2 ? WHY_RELEASED : WHY_LOST);
 	} else {
-		reply(cl, LK_NOTHELD, 0, "this session does not hold the key");
+		lk_reply(cl, LK_NOTHELD, 0, "this session does not hold the key");
 	}
 }
 
@@ -106,7 +106,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->ttl_ms = ttl;
 	h->unsure = cl->resumable;
 	/* The TTL started in Redis at most when the request was sent. */
-	h->renew_at = sent_us / 1000 + renew_period(ttl);
+	h->renew_at = sent_us / 1000 + lk_renew_period(ttl);
 	h->confirmed_ms = sent_us / 1000 + ttl;
 	lk->limit = kind > 0 ? kind : 0;
 	TAILQ_INSERT_TAIL(&lk->holds, h, klink);
@@ -116,7 +116,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	cl->nheld++;
 	lt->stats.locks_held++;
 	renew_schedule(lt, h->renew_at);
-	held_changed(h, 1, 1);
+	lk_held_changed(h, 1, 1);
 	return h;
 }
 
@@ -133,7 +133,7 @@ hold_end(struct hold *h)
 	lk->nholds--;
 	cl->nheld--;
 	lk->lt->stats.locks_held--;
-	held_changed(h, 0, 0);
+	lk_held_changed(h, 0, 0);
 	free(h);
 }
 
@@ -161,7 +161,7 @@ static const char *const lost_cause_name[LK_LOST_CAUSES] = {
 
 /* Count a lost lock (STATS lost and lost_<cause>). */
 void
-lost_count(struct locks *lt, enum lk_lost_cause cause)
+lk_lost_count(struct locks *lt, enum lk_lost_cause cause)
 {
 	lt->stats.lost++;
 	lt->stats.lost_by[cause]++;
@@ -169,7 +169,7 @@ lost_count(struct locks *lt, enum lk_lost_cause cause)
 
 /* What Redis showed of a hold it no longer has: a cause. */
 enum lk_lost_cause
-cause_of(int found)
+lk_cause_of(int found)
 {
 	return found == STORE_TAKEN ? LK_LOST_TAKEN : LK_LOST_EXPIRED;
 }
@@ -183,7 +183,7 @@ hold_lost(struct hold *h, int remember, enum lk_lost_cause cause)
 	long long token = h->token;
 
 	hold_end(h);
-	lost_count(lk->lt, cause);
+	lk_lost_count(lk->lt, cause);
 	log_info("lock '%s' (token %lld) of client %s was lost (%s)", lk->name,
 	    token, cl->id, lost_cause_name[cause]);
 	if (remember)

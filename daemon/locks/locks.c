@@ -155,12 +155,12 @@ locks_client_eof(struct lclient *cl)
 	if (cl->op != NULL)
 		return;		/* its attempt's reply answers, BUSY or OK */
 	waiter_remove(cl);
-	if (cl->lt->st != NULL && !key_up(lk)) {
+	if (cl->lt->st != NULL && !lk_key_up(lk)) {
 		cl->lt->stats.acquire_errors++;
-		reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
 	} else {
 		cl->lt->stats.busy++;
-		reply(cl, LK_BUSY, 0, NULL);
+		lk_reply(cl, LK_BUSY, 0, NULL);
 	}
 	lock_pump(lk);
 }
@@ -301,14 +301,14 @@ locks_doubt_settled(struct lclient *cl)
 			enum lk_lost_cause cause = h->gone_cause;
 
 			hold_end(h);
-			lost_count(cl->lt, cause);
+			lk_lost_count(cl->lt, cause);
 		} else {
 			hold_lost(h, 1, h->gone_cause);
 		}
 		lock_pump(lk);
 	}
 	if (answer)
-		reply(cl, LK_LOST, 0, WHY_LOST);
+		lk_reply(cl, LK_LOST, 0, WHY_LOST);
 }
 
 int
@@ -334,7 +334,7 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 		hold_lost(h, 1, LK_LOST_TAKEN);
 	}
 	if ((h = hold_of(lk, cl)) == NULL) {
-		h = hold_start(lk, cl, kind, token, clamp_ttl(lt, ttl_ms),
+		h = hold_start(lk, cl, kind, token, lk_clamp_ttl(lt, ttl_ms),
 		    sent_us);
 		/* what the takeover set in Redis, whatever the clamp says */
 		h->confirmed_ms = sent_us / 1000 + ttl_ms;
@@ -365,7 +365,7 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
     size_t n, size_t total)
 {
 	struct op *op = arg;
-	struct lclient *cl = op_done(op);
+	struct lclient *cl = lk_op_done(op);
 	struct lk_holder h[STORE_OWNER_SHOWN];
 	struct lk_result r = { .status = LK_OK, .holders = h, .total = total,
 	    .kind = kind == STORE_EXCLUSIVE ? LK_EXCLUSIVE : kind };
@@ -374,7 +374,7 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 	if (cl == NULL)
 		return;
 	if (!ok) {
-		reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
 		return;
 	}
 	for (r.nholders = 0; r.nholders < n && r.nholders < STORE_OWNER_SHOWN;
@@ -389,12 +389,12 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 void
 locks_owner(struct lclient *cl, const char *key, size_t keylen)
 {
-	struct op *op = op_new(cl->lt, NULL, cl);
+	struct op *op = lk_op_new(cl->lt, NULL, cl);
 
 	if (cl->lt->st == NULL || store_owner(cl->lt->st, key, keylen,
 	    owner_done, op) != 0) {
-		op_done(op);
+		lk_op_done(op);
 		free(op);
-		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
 	}
 }

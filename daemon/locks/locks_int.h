@@ -264,17 +264,17 @@ struct locks {
 };
 
 /* table.c */
-int key_up(const struct lock *lk);
-void reply(struct lclient *cl, enum lk_status status, long long n,
+int lk_key_up(const struct lock *lk);
+void lk_reply(struct lclient *cl, enum lk_status status, long long n,
     const char *why);
-void held_changed(const struct hold *h, unsigned count, int fresh);
-long clamp_ttl(const struct locks *lt, long ttl_ms);
-long renew_period(long ttl_ms);
+void lk_held_changed(const struct hold *h, unsigned count, int fresh);
+long lk_clamp_ttl(const struct locks *lt, long ttl_ms);
+long lk_renew_period(long ttl_ms);
 struct lock *lock_find(struct locks *lt, const char *key, size_t keylen);
 struct lock *lock_get(struct locks *lt, const char *key, size_t keylen);
 void lock_gc(struct lock *lk);
-struct op *op_new(struct locks *lt, struct lock *lk, struct lclient *cl);
-struct lclient *op_done(struct op *op);
+struct op *lk_op_new(struct locks *lt, struct lock *lk, struct lclient *cl);
+struct lclient *lk_op_done(struct op *op);
 struct hold *hold_of(const struct lock *lk, const struct lclient *cl);
 struct hold *hold_by_token(const struct lock *lk, long long token);
 struct hold *hold_excl(const struct lock *lk);
@@ -318,8 +318,8 @@ struct hold *hold_start(struct lock *lk, struct lclient *cl, long kind,
     long long token, long ttl, int64_t sent_us);
 void hold_end(struct hold *h);
 void hold_release_deferred(struct hold *h, long linger_ms);
-void lost_count(struct locks *lt, enum lk_lost_cause cause);
-enum lk_lost_cause cause_of(int found);
+void lk_lost_count(struct locks *lt, enum lk_lost_cause cause);
+enum lk_lost_cause lk_cause_of(int found);
 void hold_lost(struct hold *h, int remember, enum lk_lost_cause cause);
 int hold_doubt(struct hold *h, int answer, enum lk_lost_cause cause);
 void hold_gone(struct hold *h, enum lk_lost_cause cause);

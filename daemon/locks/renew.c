@@ -33,7 +33,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 {
 	struct op *op = arg;
 	struct lock *lk = op->lk;
-	struct lclient *cl = op_done(op);
+	struct lclient *cl = lk_op_done(op);
 	long long token = op->token;
 	long ttl = op->ttl_ms;
 	int64_t sent_ms = op->sent_us / 1000;
@@ -43,25 +43,25 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 	if (cl == NULL) {
 		/* session gone meanwhile */
 	} else if (!ok || n != 1) {
-		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
 	} else if (h == NULL || h->token != token) {
 		reply_not_held(cl, lk->name, lk->te.keylen, 0);
 	} else if (renewed[0] == STORE_UNKNOWN) {
-		reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
 	} else if (renewed[0] == STORE_DONE) {
 		h->confirmed_ms = sent_ms + ttl;
 		h->ttl_ms = ttl;
-		h->renew_at = now_ms() + renew_period(ttl);
+		h->renew_at = now_ms() + lk_renew_period(ttl);
 		renew_schedule(lk->lt, h->renew_at);
 		lk->lt->stats.renewals++;
-		held_changed(h, h->count, 0);
-		reply(cl, LK_OK, ttl, NULL);
-	} else if (!hold_doubt(h, 1, cause_of(renewed[0]))) {
+		lk_held_changed(h, h->count, 0);
+		lk_reply(cl, LK_OK, ttl, NULL);
+	} else if (!hold_doubt(h, 1, lk_cause_of(renewed[0]))) {
 		/* Lost: say so now and forget it (no EVENT: this reply is
 		 * the news). */
 		hold_end(h);
-		lost_count(lk->lt, cause_of(renewed[0]));
-		reply(cl, LK_LOST, 0, WHY_LOST);
+		lk_lost_count(lk->lt, lk_cause_of(renewed[0]));
+		lk_reply(cl, LK_LOST, 0, WHY_LOST);
 	}
 	lock_pump(lk);
 }
@@ -91,15 +91,15 @@ locks_renew(struct lclient *cl, const char *key, size_t keylen, long ttl_ms)
 		reply_not_held(cl, key, keylen, 0);
 		return;
 	}
-	op = op_new(lt, lk, cl);
+	op = lk_op_new(lt, lk, cl);
 	op->token = h->token;
 	op->sent_us = now_us();
-	op->ttl_ms = ttl_ms > 0 ? clamp_ttl(lt, ttl_ms) : h->ttl_ms;
+	op->ttl_ms = ttl_ms > 0 ? lk_clamp_ttl(lt, ttl_ms) : h->ttl_ms;
 	renew_item(&item, h, op->ttl_ms);
 	if (store_renew(lt->st, &item, 1, 0, renew_one_done, op) != 0) {
-		op_done(op);
+		lk_op_done(op);
 		free(op);
-		reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
 	}
 }
 
@@ -144,7 +144,7 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 		} else if ((found == STORE_GONE || found == STORE_TAKEN) &&
 		    h != NULL && !h->releasing && !h->gone) {
 			hold_gone(h, b->failover ? LK_LOST_FAILOVER :
-			    cause_of(found));
+			    lk_cause_of(found));
 		}
 	}
 	/* A key may be in the batch more than once (several holds here):
@@ -223,7 +223,7 @@ renew_tick(struct locks *lt, int all)
 			continue;
 		}
 		if (due)
-			h->renew_at = now + renew_period(h->ttl_ms);
+			h->renew_at = now + lk_renew_period(h->ttl_ms);
 		/* Not renewed: a release in flight, no Redis (the reconnect
 		 * renews everything at once), a pass to run again first (it
 		 * renews, when it runs; a reassert decides, though), or a

@@ -15,14 +15,14 @@
 
 /* Redis can be asked about lk (cluster mode: its slot's master is up). */
 int
-key_up(const struct lock *lk)
+lk_key_up(const struct lock *lk)
 {
 	return lk->lt->st != NULL && store_key_up(lk->lt->st, lk->name,
 	    lk->te.keylen);
 }
 
 void
-reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
+lk_reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 {
 	struct lk_result r = { .status = status, .n = n, .why = why };
 
@@ -32,7 +32,7 @@ reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 /* Tell a client that keeps a record of its holds (grace sessions);
  * count 0: the hold ended. */
 void
-held_changed(const struct hold *h, unsigned count, int fresh)
+lk_held_changed(const struct hold *h, unsigned count, int fresh)
 {
 	struct lclient *cl = h->cl;
 
@@ -44,7 +44,7 @@ held_changed(const struct hold *h, unsigned count, int fresh)
 /* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
  * key could expire in Redis before its first renewal lands. */
 long
-clamp_ttl(const struct locks *lt, long ttl_ms)
+lk_clamp_ttl(const struct locks *lt, long ttl_ms)
 {
 	if (ttl_ms <= 0)
 		ttl_ms = lt->cfg.default_ttl_ms;
@@ -54,7 +54,7 @@ clamp_ttl(const struct locks *lt, long ttl_ms)
 }
 
 long
-renew_period(long ttl_ms)
+lk_renew_period(long ttl_ms)
 {
 	return ttl_ms / 3 > RENEW_MIN_MS ? ttl_ms / 3 : RENEW_MIN_MS;
 }
@@ -98,7 +98,7 @@ lock_gc(struct lock *lk)
 }
 
 struct op *
-op_new(struct locks *lt, struct lock *lk, struct lclient *cl)
+lk_op_new(struct locks *lt, struct lock *lk, struct lclient *cl)
 {
 	struct op *op = xcalloc(1, sizeof *op);
 
@@ -114,7 +114,7 @@ op_new(struct locks *lt, struct lock *lk, struct lclient *cl)
 
 /* The op's reply arrived: detach it from both ends. */
 struct lclient *
-op_done(struct op *op)
+lk_op_done(struct op *op)
 {
 	struct lclient *cl = op->cl;
 

@@ -76,6 +76,6 @@ waiters_expire(struct lock *lk)
 			continue;
 		waiter_remove(w);
 		w->lt->stats.acquire_errors++;
-		reply(w, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(w, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
 	}
 }
