@@ -41,10 +41,10 @@ CLIENT_SRC := $(wildcard client/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c daemon/vouch.c)
+UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) daemon/keytab.c daemon/addr.c daemon/config.c daemon/log.c daemon/util.c daemon/locks.c daemon/histo.c daemon/slot.c daemon/acl.c daemon/tokenhash.c daemon/vouch.c daemon/httphead.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
-.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind
+.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
 all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
@@ -82,14 +82,14 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace \
-            debhelper dpkg-dev lintian
+            debhelper dpkg-dev lintian iproute2 iptables
 deps:
 	@missing=""; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
 	for c in mandoc promtool valgrind clang nc strace openssl \
-	         dh dpkg-buildpackage lintian; do \
+	         dh dpkg-buildpackage lintian ip iptables; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -130,8 +130,14 @@ integration: all
 	  $(PY) tests/integration/run.py $(TESTS)
 
 test: deps
-	@$(MAKE) --no-print-directory unit integration valgrind
+	@$(MAKE) --no-print-directory check-deps unit integration valgrind
 	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
+
+# The layer rule: no daemon object calls one of a higher layer
+# (tests/layers), but for the back-calls tests/layers.allow still lists.
+check-deps: all
+	sh tests/check-deps.sh tests/layers tests/layers.allow \
+	  $(BUILD)/daemon/*.o $(BUILD)/proto/proto.o
 
 # One integration scenario under valgrind: no errors, no leaks.
 valgrind: all

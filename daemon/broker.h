@@ -18,7 +18,7 @@
 
 struct event_base;
 struct evconnlistener;
-struct evhttp;
+struct httpd;
 struct locks;
 struct store;
 struct session;
@@ -74,7 +74,7 @@ struct broker {
 	TAILQ_HEAD(, handshake) handshakes;	/* TLS, not done yet */
 	size_t nhandshakes;			/* each counts as a session
 						 * against max_sessions */
-	struct evhttp *http;			/* /metrics, if any */
+	struct httpd *http;			/* /metrics, if any */
 	TAILQ_HEAD(, session) sessions;
 	size_t nsessions;
 	TAILQ_HEAD(, grace) graces;	/* grace.c */
@@ -87,6 +87,8 @@ struct broker {
 	struct broker_stats stats;
 	int64_t started_ms;
 	int64_t refused_logged_ms;	/* last "max_sessions reached" line */
+	int64_t accept_err_logged_ms;	/* last "accept: <error>" line */
+	uint64_t accept_err_unlogged;	/* accept errors since, not logged */
 	int64_t authfail_logged_ms;	/* last "wrong AUTH token" line */
 	uint64_t authfail_unlogged;	/* wrong tokens since, not logged */
 	long held_key_len;		/* largest max_key_len since start: the

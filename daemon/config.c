@@ -209,6 +209,16 @@ static const struct opt opts[] = {
 	{ .name = "metrics_port", .type = T_INT, .off = OFF(metrics_port),
 	  .def = "0", .min = 0, .max = 65535,
 	  .help = "port of the /metrics endpoint (0: off)" },
+	{ .name = "metrics_max_connections", .type = T_INT,
+	  .off = OFF(metrics_max_connections), .def = "64", .min = 1,
+	  .max = 100000,
+	  .help = "most /metrics connections open at once; a new one past "
+	  "it is closed at once" },
+	{ .name = "metrics_timeout_ms", .type = T_INT,
+	  .off = OFF(metrics_timeout_ms), .def = "5000", .min = 100,
+	  .max = 600000,
+	  .help = "time a /metrics connection has for each request (from "
+	  "its start or the previous answer), idle keep-alive included" },
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

@@ -17,6 +17,8 @@ struct config {
 	long unixsocketperm;		/* mode bits of the socket file */
 	char *metrics_bind;
 	long metrics_port;		/* 0 = no metrics endpoint */
+	long metrics_max_connections;	/* past it: closed at once */
+	long metrics_timeout_ms;	/* per request, and idle keep-alive */
 	char *redis;			/* host:port, [IPv6]:port or
 					   unix:/path, checked by addr.c */
 	char *redis_password;		/* "" = no AUTH */

@@ -10,8 +10,10 @@
  *             touched every period, which is also how a resume elsewhere
  *             is noticed while the old connection is still open
  *   DETACHED  the connection ended without QUIT: the lock client is the
- *             grace object's, its holds renewed as before; a timer ends
- *             the record (session.lua "end") when the grace runs out, and
+ *             grace object's, its holds renewed as before; the record is
+ *             checked every period (a RESUME elsewhere is noticed there,
+ *             or when a renewal finds a lock gone), and a timer ends the
+ *             record (session.lua "end") when the grace runs out, which
  *             frees the locks only if that end won
  *   RESUMING  a RESUME won the record: the keys are taken over one by one
  *             (takeover.lua) before the session hears OK
@@ -22,7 +24,17 @@
  * on one master they are ordered with the grant that caused them, and a
  * key the record misses is only a key a RESUME does not give back (its
  * value still names the old generation, so nobody can mistake it for the
- * resumed session's; it expires at its TTL).
+ * resumed session's): a takeover releases such holds here
+ * (locks_client_taken), so nothing a replaced connection started stays in
+ * Redis.
+ *
+ * A lock of a grace session found gone in Redis is not called lost before
+ * the record says the session is still this connection's (grace_doubt):
+ * a RESUME elsewhere rewrites every lock it takes over, so the old broker
+ * would otherwise count (and tell) a loss for each of them.  When Redis
+ * lost the record (a restart without persistence, a failover) the broker
+ * writes it again, same generation and secret, as soon as it reconnects
+ * (grace_store_up), as it reclaims the session's locks.
  */
 #include "acl.h"
 #include "grace.h"
@@ -67,7 +79,9 @@ struct grace {
 	char app[ACL_NAME_MAX + 1];	/* its session's app ("" none): only
 					 * a session of it may resume it */
 	long grace_ms;
-	struct event *timer;		/* touch, grace's end, end retry */
+	long old_grace_ms;		/* HELLO GRACE again: until recorded */
+	int64_t end_at;			/* DETACHED: the grace's end (ms) */
+	struct event *timer;		/* touch, check, grace's end, retry */
 	unsigned refs;			/* Redis calls in flight */
 	unsigned dead:1;		/* settled: free at refs 0 */
 	unsigned quiet:1;		/* adopting: no per-key writes */
@@ -117,8 +131,14 @@ ghost_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 	grace_changed(arg, key, keylen, holds, ttl_ms, kind, 0);
 }
 
+static int
+ghost_doubt(void *arg)
+{
+	return grace_doubt(arg);
+}
+
 static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
-    ghost_changed };
+    ghost_changed, ghost_doubt };
 
 /* --- lifetime --------------------------------------------------------- */
 
@@ -170,16 +190,25 @@ grace_settle(struct grace *g)
 }
 
 /* Leave g's holds to Redis (another session owns them, or the broker
- * stops) and settle. */
+ * stops) and settle; taken: a RESUME elsewhere took the session over
+ * (what it did not take is released: locks_client_taken). */
 static void
-grace_abandon(struct grace *g)
+grace_leave(struct grace *g, int taken)
 {
 	struct lclient *cl = g->cl;
 
 	g->cl = NULL;
-	if (cl != NULL)
+	if (cl != NULL && taken)
+		locks_client_taken(cl);
+	else if (cl != NULL)
 		locks_client_abandon(cl);
 	grace_settle(g);
+}
+
+static void
+grace_abandon(struct grace *g)
+{
+	grace_leave(g, 0);
 }
 
 static void
@@ -281,33 +310,53 @@ add_hold(void *arg, const char *key, size_t keylen, unsigned holds,
 	rargs_add(h->r, h->val[h->n++], (size_t)l);
 }
 
+/* A session.lua call for g; the callback gets arg (g itself, or a
+ * struct naming g first). */
 static int
-record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
+record_call_arg(struct grace *g, struct rargs *r, store_session_fn *fn,
+    void *arg)
 {
 	int rc;
 
 	g->refs++;
 	rc = store_session(g->b->store, g->cid, CLIENTID_LEN, r->a, r->n,
-	    fn, g);
+	    fn, arg);
 	if (rc != 0)
 		g->refs--;
 	return rc;
 }
 
+static int
+record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
+{
+	return record_call_arg(g, r, fn, g);
+}
+
+/* A fresh grant's record write: which key it was for. */
+struct keywrite {
+	struct grace *g;
+	size_t keylen;
+	char key[];
+};
+
 static void write_done(void *arg, int ok, long long status,
     const struct store_str *rest, size_t n);
+static void check_done(void *arg, int ok, long long status,
+    const struct store_str *rest, size_t n);
+static void detached_timer(struct grace *g);
 static void resumed_done(void *arg, int ok, long long status,
     const struct store_str *rest, size_t n);
 static void taken_over(struct grace *g);
 
 /*
- * The whole record: session.lua "write" with the state and every hold.
- * Used by HELLO GRACE (attached), a detach, a resumed session's first
- * write, and to make the record again when Redis lost it.
+ * The whole record: session.lua "write" (op) with the state and every
+ * hold.  Used by HELLO GRACE (attached), a detach, a resumed session's
+ * first write, and to make the record again when Redis lost it ("write",
+ * or "reclaim": only if Redis lost it).  The callback gets arg.
  */
 static int
-record_write(struct grace *g, const char *state, long px,
-    store_session_fn *fn)
+record_write_op(struct grace *g, const char *op, const char *state, long px,
+    store_session_fn *fn, void *arg)
 {
 	size_t nheld = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
 	char num[8][24];
@@ -316,7 +365,7 @@ record_write(struct grace *g, const char *state, long px,
 	int rc;
 
 	h.val = xcalloc(nheld + 1, sizeof *h.val);
-	rargs_str(&r, "write");
+	rargs_str(&r, op);
 	rargs_num(&r, (long long)g->gen);
 	rargs_str(&r, g->secret);
 	rargs_num(&r, g->grace_ms);
@@ -326,10 +375,17 @@ record_write(struct grace *g, const char *state, long px,
 	rargs_str(&r, g->app);
 	if (g->cl != NULL)
 		locks_holds(g->cl, add_hold, &h);
-	rc = record_call(g, &r, fn);
+	rc = record_call_arg(g, &r, fn, arg);
 	free(h.val);
 	free(r.a);
 	return rc;
+}
+
+static int
+record_write(struct grace *g, const char *state, long px,
+    store_session_fn *fn)
+{
+	return record_write_op(g, "write", state, px, fn, g);
 }
 
 static void
@@ -348,7 +404,8 @@ static void
 fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
     size_t n)
 {
-	struct grace *g = arg;
+	struct keywrite *kw = arg;
+	struct grace *g = kw->g;
 
 	(void)rest;
 	(void)n;
@@ -358,15 +415,23 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 	if (g->dead) {
 		/* its session is gone or taken over */
 	} else if (ok && status == 0) {
-		/* resumed elsewhere: this connection goes, its OK unsaid (the
-		 * new lock, granted to the old generation, runs out its TTL) */
+		/* resumed elsewhere: this connection goes, its OK unsaid, and
+		 * the new lock (the old generation's, in no record the RESUME
+		 * read) is released at once (locks_client_taken) */
 		taken_over(g);
 	} else if (ok && status < 0 && g->state == G_ATTACHED &&
-	    record_write(g, "attached", attached_px(g), fresh_done) == 0) {
+	    record_write_op(g, "write", "attached", attached_px(g),
+	    fresh_done, kw) == 0) {
 		/* the record was gone: the OK waits for it written again */
-	} else if (g->s != NULL) {
-		session_grace_recorded(g->s);
+		grace_unref(g);
+		return;
+	} else {
+		if (ok && status > 0 && g->cl != NULL)
+			locks_recorded(g->cl, kw->key, kw->keylen);
+		if (g->s != NULL)
+			session_grace_recorded(g->s);
 	}
+	free(kw);
 	grace_unref(g);
 }
 
@@ -386,7 +451,18 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 	rargs_add(&r, key, keylen);
 	rargs_add(&r, val, (size_t)l);
 	fresh = fresh && g->s != NULL;
-	if ((rc = record_call(g, &r, fresh ? fresh_done : noop_done)) != 0)
+	if (fresh) {
+		struct keywrite *kw = xmalloc(sizeof *kw + keylen);
+
+		kw->g = g;
+		kw->keylen = keylen;
+		memcpy(kw->key, key, keylen);
+		if ((rc = record_call_arg(g, &r, fresh_done, kw)) != 0)
+			free(kw);
+	} else {
+		rc = record_call(g, &r, noop_done);
+	}
+	if (rc != 0)
 		log_debug("session %s: record of '%.*s' not written (Redis "
 		    "unreachable)", g->cid, (int)keylen, key);
 	free(r.a);
@@ -428,20 +504,32 @@ taken_over(struct grace *g)
 	if (g->state == G_RESUMING && g->s != NULL)
 		session_grace_answer(g->s, PERR_NOSESSION, "another connection "
 		    "resumed the session meanwhile");
-	grace_abandon(g);
+	grace_leave(g, 1);
 }
 
-/* HELLO GRACE not recorded: a session made a grace one by it is not. */
+/*
+ * HELLO GRACE not recorded: a session made a grace one by it is not; a
+ * grace session already (HELLO GRACE again) keeps the grace its record
+ * has, and is told so.
+ */
 static void
 opening_failed(struct grace *g, const char *why)
 {
 	struct session *s = g->s;
+	char text[160];
 
 	if (g->fresh) {
 		g->cl = NULL;		/* the session's */
 		grace_settle(g);
+		snprintf(text, sizeof text, "%s; it has no grace", why);
+	} else {
+		g->grace_ms = g->old_grace_ms;
+		if (g->state == G_ATTACHED)
+			timer_in(g, touch_period(g));
+		snprintf(text, sizeof text, "%s; the session keeps its grace "
+		    "of %ld ms", why, g->grace_ms);
 	}
-	session_grace_answer(s, PERR_UNAVAILABLE, why);
+	session_grace_answer(s, PERR_UNAVAILABLE, text);
 }
 
 static void
@@ -457,10 +545,11 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 	} else if (!g->dead && g->opening) {
 		g->opening = 0;
 		if (!ok) {
-			opening_failed(g, "Redis did not record the session; "
-			    "it has no grace");
+			opening_failed(g, "Redis did not record the session");
 		} else if (status == 0) {
-			opening_failed(g, "the session was resumed elsewhere");
+			/* resumed elsewhere: like any request of a replaced
+			 * connection, no answer; the connection goes */
+			taken_over(g);
 		} else {
 			char line[160];
 
@@ -471,25 +560,6 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 		}
 	} else if (!g->dead && ok && status == 0) {
 		taken_over(g);
-	}
-	grace_unref(g);
-}
-
-static void
-touch_done(void *arg, int ok, long long status, const struct store_str *rest,
-    size_t n)
-{
-	struct grace *g = arg;
-
-	(void)rest;
-	(void)n;
-	if (!g->dead && g->state == G_ATTACHED && ok) {
-		if (status == 0)
-			taken_over(g);
-		else if (status < 0 && record_write(g, "attached",
-		    attached_px(g), write_done) == 0)
-			log_info("session %s: its record was gone from Redis; "
-			    "written again", g->cid);
 	}
 	grace_unref(g);
 }
@@ -529,6 +599,7 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 	g->cl = cl;
 	snprintf(g->app, sizeof g->app, "%s", app);
 	locks_client_resumable(cl);
+	g->old_grace_ms = g->grace_ms;
 	g->grace_ms = grace_ms;
 	g->opening = 1;
 	if (record_write(g, "attached", attached_px(g), write_done) != 0) {
@@ -539,9 +610,135 @@ grace_hello(struct broker *b, struct session *s, struct grace **gp,
 	timer_in(g, touch_period(g));
 }
 
+/* --- checks: resumed elsewhere, or lost? ------------------------------ */
+
+/* The time left of a detached grace. */
+static long
+grace_left(const struct grace *g)
+{
+	int64_t left = g->end_at - now_ms();
+
+	return left > 0 ? (long)left : 0;
+}
+
+/* The record the broker would write for g now: its state and PX. */
+static const char *
+record_state(const struct grace *g, long *px)
+{
+	if (g->state == G_DETACHED) {
+		*px = grace_left(g) + DETACHED_SLACK_MS;
+		return "detached";
+	}
+	*px = attached_px(g);
+	return "attached";
+}
+
+static void
+reclaim_done(void *arg, int ok, long long status,
+    const struct store_str *rest, size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (!g->dead && ok && status == 0)
+		taken_over(g);
+	else if (!g->dead && ok && status == 2)
+		log_info("session %s: its record was gone from Redis; written "
+		    "again (generation %lu, %zu lock(s))", g->cid, g->gen,
+		    g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0);
+	grace_unref(g);
+}
+
+/* Write g's record again if Redis lost it (a check found none, or the
+ * connection to Redis came back: a restart or a failover may have lost
+ * it).  Only an attached or detached session has a record to write. */
+static void
+record_reclaim(struct grace *g)
+{
+	const char *state;
+	long px;
+
+	if (g->dead || g->opening || (g->state != G_ATTACHED &&
+	    g->state != G_DETACHED))
+		return;
+	state = record_state(g, &px);
+	if (record_write_op(g, "reclaim", state, px, reclaim_done, g) != 0)
+		log_debug("session %s: record not reclaimed (Redis "
+		    "unreachable)", g->cid);
+}
+
+/* A periodic touch (attached) or check (detached) of g's record. */
+static void
+check_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (!g->dead && ok && status == 0)
+		taken_over(g);
+	else if (!g->dead && ok && status < 0)
+		record_reclaim(g);
+	grace_unref(g);
+}
+
+/* The check a lost lock asked for (grace_doubt). */
+static void
+doubt_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct grace *g = arg;
+
+	(void)rest;
+	(void)n;
+	if (g->dead || g->cl == NULL) {
+		/* settled meanwhile: its lock client is gone */
+	} else if (ok && status == 0) {
+		taken_over(g);
+	} else {
+		/* still this session's (or Redis cannot say): lost */
+		if (ok && status < 0)
+			record_reclaim(g);
+		locks_doubt_settled(g->cl);
+	}
+	grace_unref(g);
+}
+
+int
+grace_doubt(struct grace *g)
+{
+	if (g == NULL || g->dead)
+		return 0;
+	if (g->state == G_ENDING)
+		return 1;	/* the end decides: freed, or taken over */
+	return record_simple(g, "check", 0, NULL, doubt_done) == 0;
+}
+
+void
+grace_store_up(struct broker *b)
+{
+	struct grace *g;
+
+	if (b->stopping)
+		return;
+	TAILQ_FOREACH(g, &b->graces, link)
+		record_reclaim(g);
+}
+
 /* --- detached: the grace runs ------------------------------------------ */
 
 static void end_send(struct grace *g);
+
+/* Next: a check of the record, or the grace's end if sooner. */
+static void
+detached_timer(struct grace *g)
+{
+	long left = grace_left(g), p = touch_period(g);
+
+	timer_in(g, left < p ? left : p);
+}
 
 static void
 end_done(void *arg, int ok, long long status, const struct store_str *rest,
@@ -559,7 +756,11 @@ end_done(void *arg, int ok, long long status, const struct store_str *rest,
 	if ((ok && status == 1) || (!ok && g->quit &&
 	    g->ends + 1 >= END_TRIES)) {
 		/* no RESUME can take them now (or, after QUIT, Redis cannot
-		 * say): free them as any session's, pending list included */
+		 * say): free them as any session's, pending list included.
+		 * A grace that ran out counts once it won: one that a RESUME
+		 * elsewhere had taken over ended nothing here. */
+		if (!g->quit)
+			g->b->stats.grace_expired++;
 		cl = g->cl;
 		g->cl = NULL;
 		locks_client_free(cl);
@@ -597,16 +798,24 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	switch (g->state) {
 	case G_ATTACHED:
 		if (record_simple(g, "touch", attached_px(g), NULL,
-		    touch_done) != 0)
+		    check_done) != 0)
 			log_debug("session %s: record not touched (Redis "
 			    "unreachable)", g->cid);
 		timer_in(g, touch_period(g));
 		break;
 	case G_DETACHED:
+		if (now_ms() < g->end_at) {
+			/* resumed elsewhere meanwhile?  (no other news may
+			 * come: a session without locks has no renewals) */
+			if (record_simple(g, "check", 0, NULL, check_done) != 0)
+				log_debug("session %s: record not checked "
+				    "(Redis unreachable)", g->cid);
+			detached_timer(g);
+			break;
+		}
 		log_info("session %s: its grace of %ld ms ran out", g->cid,
 		    g->grace_ms);
 		g->b->stats.detached--;
-		g->b->stats.grace_expired++;
 		end_send(g);
 		break;
 	case G_ENDING:
@@ -636,7 +845,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 	}
 	g->opening = 0;		/* nobody to answer */
 	if (how == GRACE_TAKEN || g->dead) {
-		grace_abandon(g);
+		grace_leave(g, how == GRACE_TAKEN);
 		return;
 	}
 	if (how == GRACE_QUIT) {
@@ -645,6 +854,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 		return;
 	}
 	g->state = G_DETACHED;
+	g->end_at = now_ms() + g->grace_ms;
 	g->b->stats.detached++;
 	if (!g->b->stopping)
 		log_info("session %s: connection ended without QUIT; its %zu "
@@ -656,7 +866,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 		    "is attached until it expires", g->cid);
 	if (g->b->stopping)
 		return;		/* grace_stop leaves it to Redis */
-	timer_in(g, g->grace_ms);
+	detached_timer(g);
 }
 
 size_t

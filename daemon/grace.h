@@ -11,8 +11,9 @@
  * neither end the record nor (takeover.lua rewrote the keys' values with
  * the new generation) renew or free a single key.
  *
- * Only session.c calls these; a grace object tells its session what it
- * needs through the session_grace_* functions of broker.h.
+ * Only session.c calls these (and main.c grace_store_up); a grace object
+ * tells its session what it needs through the session_grace_* functions
+ * of broker.h.
  */
 #ifndef LOCKBROKER_GRACE_H
 #define LOCKBROKER_GRACE_H
@@ -75,5 +76,19 @@ size_t grace_stop(struct broker *b, int final);
  */
 int grace_changed(struct grace *g, const char *key, size_t keylen,
     unsigned holds, long ttl_ms, long kind, int fresh);
+/*
+ * A lock of g's session was found gone in Redis (the lock client's doubt
+ * hook): check the record.  Resumed elsewhere: the session goes, as a
+ * taken-over one (no loss told or counted); else locks_doubt_settled.
+ * Returns 0 when no check can be sent (the loss is reported at once).
+ */
+int grace_doubt(struct grace *g);
+/*
+ * A connection to Redis is up again (after a restart or a failover, which
+ * may have lost the records along with the locks): write the record of
+ * every attached or detached session again where Redis lost it, with its
+ * generation, secret and holds, as the lock table reclaims their locks.
+ */
+void grace_store_up(struct broker *b);
 
 #endif

@@ -94,6 +94,23 @@
 #define PASS_BLOCK 32
 #define PASS_MARGIN_MS 10
 
+/*
+ * A writer waiting on one broker is not overtaken by readers that arrive
+ * after it on another (issue 23).  Its broker marks it in Redis
+ * (store_wmark, wmark.lua) with the time it began waiting, when readers
+ * may be involved: its attempt found the key held, or readers hold, wait
+ * for or were announced for the key here (lock.shared_seen).  A reader
+ * carries the writers it came after (lclient.wseen: those of other
+ * brokers whose marks it knew of when it arrived, never a later one, so
+ * no two brokers' waiters can each wait for the other's), and
+ * sacquire.lua does not grant it while one of those marks lives.  The
+ * mark is refreshed every MARK_REFRESH_MS while the writer waits, and
+ * removed when it is granted or gives up; that of a broker that died ends
+ * within MARK_TTL_MS.
+ */
+#define MARK_TTL_MS 3000
+#define MARK_REFRESH_MS 1000
+
 /* One session's hold of a key. */
 struct hold {
 	struct lock *lk;
@@ -118,6 +135,15 @@ struct hold {
 	unsigned pass_pending:1;	/* handed over early, and the pass Redis
 					 * refused waits to run again (instead
 					 * of a renewal: see pass_done) */
+	unsigned unsure:1;		/* a grace session's grant its record
+					 * may not list (locks_client_taken) */
+	unsigned gone:1;		/* Redis no longer shows it; its grace
+					 * session checks whether it was
+					 * resumed elsewhere (hold_doubt) */
+	unsigned answer:1;		/* ... and the request in progress
+					 * awaits that verdict */
+	unsigned gone_cause:2;		/* ... why (enum lk_lost_cause), for
+					 * when the verdict is "lost" */
 };
 
 struct lock {
@@ -149,6 +175,10 @@ struct lock {
 	long refused_ms;		/* Redis refused an attempt (OOM, BUSY):
 					 * the next one after this long, which
 					 * doubles while it lasts; 0 none */
+	unsigned shared_seen:1;		/* readers here or announced: mark the
+					 * writers waiting here */
+	long long wstamp;		/* the latest writer mark of another
+					 * broker heard of (0 none) */
 	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
 	 * first (granted by Redis), the next to hand out, the last; 0 none */
 	long long chain_first, chain_next, chain_last;
@@ -221,12 +251,19 @@ struct lclient {
 	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
 	struct op *op;			/* its Redis operation in flight */
+	long long wseen;		/* a waiting reader: the writers it came
+					 * after (store_acquire's seen) */
+	unsigned wmarked:1;		/* a waiting writer marked in Redis */
+	TAILQ_ENTRY(lclient) mlink;	/* in lt->marked while wmarked */
 	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
 	unsigned detached:1;		/* a grace session with no connection:
 					 * its holds may be resumed elsewhere */
 	unsigned closing:1;		/* being freed: no more news */
 	unsigned resumable:1;		/* a grace session's: no early
 					 * hand-off from its holds */
+	unsigned doubting:1;		/* ops->doubt asked: holds are gone */
+	unsigned doubt_again:1;		/* another found gone since the ask */
+	unsigned answer_due:1;		/* a reply waits for the verdict */
 };
 
 /* One Redis operation for one key (or for OWNER, none). */
@@ -284,6 +321,8 @@ struct locks {
 	uint64_t tenures;		/* store_tenures when last up */
 	int failover;			/* the reassert of this reconnect
 					 * follows a new master tenure */
+	TAILQ_HEAD(, lclient) marked;	/* waiting writers marked in Redis */
+	struct event *mark_ev;		/* refreshes their marks */
 	struct locks_stats stats;
 };
 
@@ -523,6 +562,84 @@ op_done(struct op *op)
 /* --- waiters --------------------------------------------------------- */
 
 static void
+mark_done(void *arg, int ok, int released)
+{
+	(void)arg;
+	(void)ok;
+	(void)released;
+}
+
+/* Mark w, an exclusive waiter, in Redis (see MARK_TTL_MS) if not yet. */
+static void
+mark_wait(struct lclient *w)
+{
+	struct locks *lt = w->lt;
+	struct lock *lk = w->wlock;
+	struct timeval tv = { MARK_REFRESH_MS / 1000,
+	    (MARK_REFRESH_MS % 1000) * 1000 };
+
+	if (w->wmarked || lk == NULL || w->wkind != LK_EXCLUSIVE ||
+	    lt->st == NULL || now_ms() >= w->deadline ||
+	    store_wmark(lt->st, lk->name, lk->te.keylen, w->id, strlen(w->id),
+	    STORE_WMARK_WAIT, MARK_TTL_MS, mark_done, NULL) != 0)
+		return;
+	w->wmarked = 1;
+	TAILQ_INSERT_TAIL(&lt->marked, w, mlink);
+	if (!evtimer_pending(lt->mark_ev, NULL) &&
+	    event_add(lt->mark_ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
+
+/* w waits no more: granted, or it gave up (which wakes the readers its
+ * mark held back). */
+static void
+mark_leave(struct lclient *w, int op)
+{
+	struct locks *lt = w->lt;
+
+	if (!w->wmarked)
+		return;
+	w->wmarked = 0;
+	TAILQ_REMOVE(&lt->marked, w, mlink);
+	if (lt->st != NULL && w->wlock != NULL)
+		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
+		    w->id, strlen(w->id), op, 0, mark_done, NULL);
+}
+
+static void
+mark_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct locks *lt = arg;
+	struct lclient *w;
+	struct timeval tv = { MARK_REFRESH_MS / 1000,
+	    (MARK_REFRESH_MS % 1000) * 1000 };
+
+	(void)fd;
+	(void)what;
+	TAILQ_FOREACH(w, &lt->marked, mlink)
+		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
+		    w->id, strlen(w->id), STORE_WMARK_WAIT, MARK_TTL_MS,
+		    mark_done, NULL);
+	if (!TAILQ_EMPTY(&lt->marked) && event_add(lt->mark_ev, &tv) != 0)
+		fatalx("cannot arm a timer");
+}
+
+/* Readers hold, wait for or were announced for lk: its writers waiting
+ * here, not being tried, are marked from now on. */
+static void
+shared_seen(struct lock *lk)
+{
+	struct lclient *w;
+
+	if (lk->shared_seen)
+		return;
+	lk->shared_seen = 1;
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->wkind == LK_EXCLUSIVE && w->op == NULL)
+			mark_wait(w);
+}
+
+static void
 waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
     long ttl_ms)
 {
@@ -531,6 +648,7 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 	cl->wkind = kind;
 	lk->limit = kind > 0 ? kind : 0;
 	cl->wttl = ttl_ms;
+	cl->wseen = kind == LK_SHARED ? -1 : 0;	/* -1: its first attempt */
 	cl->wstart_us = now_us();
 	cl->deadline = cl->wstart_us / 1000 + wait_ms;
 	if (lk->wtail)
@@ -541,6 +659,8 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 	if (wait_ms > 0)
 		timer_at(cl->deadline_ev, cl->deadline);
 	cl->lt->stats.waiters++;
+	if (kind == LK_SHARED)
+		shared_seen(lk);
 }
 
 static void
@@ -551,6 +671,7 @@ waiter_remove(struct lclient *cl)
 
 	if (lk == NULL)
 		return;
+	mark_leave(cl, STORE_WMARK_GAVE_UP);	/* (a grant left it first) */
 	for (pp = &lk->whead; *pp != NULL; prev = *pp, pp = &(*pp)->wnext) {
 		if (*pp == cl) {
 			*pp = cl->wnext;
@@ -673,6 +794,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->token = token;
 	h->count = 1;
 	h->ttl_ms = ttl;
+	h->unsure = cl->resumable;
 	/* The TTL started in Redis at most when the request was sent. */
 	h->renew_at = sent_us / 1000 + renew_period(ttl);
 	h->confirmed_ms = sent_us / 1000 + ttl;
@@ -775,6 +897,49 @@ hold_lost(struct hold *h, int remember, enum lk_lost_cause cause)
 		cl->ops->lost(cl->arg, lk->name, lk->te.keylen, token);
 }
 
+/*
+ * h is gone from Redis (a renewal, a release or a RENEW found another
+ * value there).  A grace session's hold may only have been taken over by
+ * a RESUME elsewhere (takeover.lua gave it the new generation's value):
+ * that is no loss, and neither the session nor the lost counter may hear
+ * of one.  So its session checks its record first (ops->doubt) and then
+ * settles: taken over (locks_client_taken, nothing said) or lost after
+ * all (locks_doubt_settled).  Meanwhile h is neither renewed nor
+ * released.  answer: the request in progress (RELEASE, RENEW) waits for
+ * the verdict: ERR LOST, or no answer at all.  Returns 0 when no check
+ * can be made: the caller reports the loss at once, as for any session.
+ */
+static int
+hold_doubt(struct hold *h, int answer, enum lk_lost_cause cause)
+{
+	struct lclient *cl = h->cl;
+
+	if (!cl->resumable || cl->closing || cl->ops->doubt == NULL)
+		return 0;
+	h->gone_cause = cause;
+	if (cl->doubting)
+		cl->doubt_again = 1;	/* the check in flight may predate it */
+	else if (cl->ops->doubt(cl->arg))
+		cl->doubting = 1;
+	else
+		return 0;
+	h->gone = 1;
+	h->releasing = 0;
+	if (answer) {
+		h->answer = 1;
+		cl->answer_due = 1;
+	}
+	return 1;
+}
+
+/* A renewal found h gone (cause: what Redis showed). */
+static void
+hold_gone(struct hold *h, enum lk_lost_cause cause)
+{
+	if (!hold_doubt(h, 0, cause))
+		hold_lost(h, 1, cause);
+}
+
 /* --- acquire --------------------------------------------------------- */
 
 /*
@@ -849,6 +1014,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 	if (since_us != 0)
 		histo_observe(&lt->stats.handoff, t - since_us);
+	mark_leave(w, STORE_WMARK_GRANTED);
 	waiter_remove(w);
 	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
 	lt->stats.acquires++;
@@ -1000,7 +1166,8 @@ lock_pump(struct lock *lk)
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
 		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
-		    attempt_done, op) == 0) {
+		    w->wkind == LK_SHARED ? w->wseen : 0, attempt_done,
+		    op) == 0) {
 			lk->attempts++;
 			if (w->wkind == LK_EXCLUSIVE)
 				lk->excl_attempt = 1;
@@ -1038,6 +1205,10 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	lk->in_delay = 0;
 	if (ok)
 		lk->refused_ms = 0;
+	if (kind == LK_SHARED && ok && granted == 0 && more > lk->wstamp)
+		lk->wstamp = more;	/* a writer's mark it saw */
+	if (w != NULL && kind == LK_SHARED && w->wseen < 0)
+		w->wseen = ok && granted == 0 ? more : lk->wstamp;
 	if (!ok && key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM, BUSY...): the script did not run.  An outage like any
@@ -1129,6 +1300,9 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		if (n >= 0 && n < PTTL_RETRY_MAX)
 			lock_retry_at(lk, now_ms() + n + 1);
 	}
+	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
+	    w->wlock == lk)
+		mark_wait(w);	/* held: readers may be involved */
 	lock_pump(lk);
 }
 
@@ -1226,6 +1400,16 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	lk = lock_get(lt, key, keylen);
 	waiter_push(lk, cl, kind, wait_ms, clamp_ttl(lt, ttl_ms));
 	lock_pump(lk);
+	if (cl->wlock == lk && cl->op == NULL) {
+		/* not tried at once: it waits behind others here.  A reader
+		 * came after the writers elsewhere heard of so far; a writer
+		 * is marked if readers are involved */
+		if (kind == LK_SHARED && cl->wseen < 0)
+			cl->wseen = lk->wstamp;
+		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
+		    lk->remote_busy))
+			mark_wait(cl);
+	}
 }
 
 /* --- release --------------------------------------------------------- */
@@ -1271,6 +1455,9 @@ release_done(void *arg, int ok, int released)
 	} else if (h == NULL) {
 		if (released == STORE_DONE)
 			lk->lt->stats.releases++;
+	} else if (released != STORE_DONE &&
+	    hold_doubt(h, 1, cause_of(released))) {
+		/* resumed elsewhere, or lost: its record decides */
 	} else {
 		hold_end(h);
 		if (released == STORE_DONE) {
@@ -1363,7 +1550,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		}
 		if (cl != NULL)
 			reply(cl, LK_OK, 0, NULL);
-	} else if (h != NULL) {
+	} else if (h != NULL && !hold_doubt(h, 1, cause_of((int)n))) {
 		/* The releasing hold was gone; the waiter tries normally. */
 		hold_end(h);
 		lost_count(lt, cause_of((int)n));
@@ -1647,7 +1834,7 @@ renew_one_done(void *arg, int ok, const int *renewed, size_t n)
 		lk->lt->stats.renewals++;
 		held_changed(h, h->count, 0);
 		reply(cl, LK_OK, ttl, NULL);
-	} else {
+	} else if (!hold_doubt(h, 1, cause_of(renewed[0]))) {
 		/* Lost: say so now and forget it (no EVENT: this reply is
 		 * the news). */
 		hold_end(h);
@@ -1733,8 +1920,8 @@ renew_batch_done(void *arg, int ok, const int *renewed, size_t n)
 				    b->token[i]);
 			}
 		} else if ((found == STORE_GONE || found == STORE_TAKEN) &&
-		    h != NULL && !h->releasing) {
-			hold_lost(h, 1, b->failover ? LK_LOST_FAILOVER :
+		    h != NULL && !h->releasing && !h->gone) {
+			hold_gone(h, b->failover ? LK_LOST_FAILOVER :
 			    cause_of(found));
 		}
 	}
@@ -1821,7 +2008,7 @@ renew_tick(struct locks *lt, int all)
 		struct renew_batch *b = batch[ra];
 
 		hnext = TAILQ_NEXT(h, alink);
-		if (!h->releasing && h->confirmed_ms <= now) {
+		if (!h->releasing && !h->gone && h->confirmed_ms <= now) {
 			struct lock *lk = h->lk;
 
 			hold_jeopardy(h, now);
@@ -1831,9 +2018,11 @@ renew_tick(struct locks *lt, int all)
 		if (due)
 			h->renew_at = now + renew_period(h->ttl_ms);
 		/* Not renewed: a release in flight, no Redis (the reconnect
-		 * renews everything at once), or a pass to run again first
-		 * (it renews, when it runs; a reassert decides, though). */
-		if (due && !h->releasing && up && (!h->pass_pending || ra)) {
+		 * renews everything at once), a pass to run again first (it
+		 * renews, when it runs; a reassert decides, though), or a
+		 * hold found gone whose session's record decides. */
+		if (due && !h->releasing && !h->gone && up &&
+		    (!h->pass_pending || ra)) {
 			if (b == NULL) {
 				b = batch[ra] = xmalloc(sizeof *b);
 				b->lt = lt;
@@ -1856,7 +2045,7 @@ renew_tick(struct locks *lt, int all)
 			next = h->renew_at;
 		/* the moment the broker stops vouching for it, unless a
 		 * renewal is confirmed first */
-		if (!h->releasing && h->confirmed_ms < next)
+		if (!h->releasing && !h->gone && h->confirmed_ms < next)
 			next = h->confirmed_ms;
 	}
 	for (int i = 0; i < 2; i++)
@@ -2176,7 +2365,7 @@ jeopardy_sweep(struct locks *lt)
 		struct lock *lk = h->lk;
 
 		hnext = TAILQ_NEXT(h, alink);
-		if (h->releasing || h->confirmed_ms > now)
+		if (h->releasing || h->gone || h->confirmed_ms > now)
 			continue;
 		hold_jeopardy(h, now);
 		lock_gc(lk);		/* frees no hold: hnext stays */
@@ -2268,7 +2457,7 @@ lock_wake(struct lock *lk)
 {
 	struct hold *x = hold_excl(lk), *h;
 
-	if (x != NULL && !x->releasing) {
+	if (x != NULL && !x->releasing && !x->gone) {
 		/* Released elsewhere while a session here holds it alone:
 		 * that hold is stale (its session was resumed on another
 		 * broker, or the lock was lost).  Check it now, not at its
@@ -2282,7 +2471,7 @@ lock_wake(struct lock *lk)
 	 * same way (resumed elsewhere and released there): check those now
 	 * too, so a writer here does not wait for their renewal. */
 	TAILQ_FOREACH(h, &lk->holds, klink)
-		if (h->cl->detached && !h->releasing) {
+		if (h->cl->detached && !h->releasing && !h->gone) {
 			h->renew_at = now_ms();
 			renew_schedule(lk->lt, h->renew_at);
 		}
@@ -2298,17 +2487,28 @@ lock_wake(struct lock *lk)
 }
 
 void
-locks_store_wanted(void *arg, const char *key, size_t keylen, int writer)
+locks_store_wanted(void *arg, const char *key, size_t keylen, int writer,
+    long long stamp)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
 
 	/* News for any key this broker has (holds, is acquiring, or has
 	 * waiters for): its next releases owe the remote waiter a turn; a
-	 * writer's also holds back the readers here (may_try). */
-	if (lk != NULL) {
+	 * writer's also holds back the readers here (may_try); a reader's
+	 * makes the writers here be marked.  A writer's mark (stamp) only
+	 * holds back the readers that arrive here from now on (wseen): its
+	 * writer announced itself already if it waits for a holder (or its
+	 * attempt will), and a second "wanted" would cost a second fair
+	 * yield. */
+	if (lk != NULL && stamp > 0) {
+		if (stamp > lk->wstamp)
+			lk->wstamp = stamp;
+	} else if (lk != NULL) {
 		lk->wanted = 1;
 		if (writer)
 			lk->writer_wanted = 1;
+		else
+			shared_seen(lk);
 	}
 }
 
@@ -2444,7 +2644,9 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 		waiter_remove(cl);
 		lock_pump(lk);
 	}
-	/* its own release or renewal in flight still ends its hold */
+	/* its own release or renewal in flight still ends its hold; a
+	 * verdict it waited for (hold_doubt) is nobody's to hear now */
+	cl->answer_due = 0;
 	cl->ops = ops;
 	cl->arg = arg;
 	cl->detached = detached ? 1 : 0;
@@ -2456,19 +2658,98 @@ locks_client_resumable(struct lclient *cl)
 	cl->resumable = 1;
 }
 
-void
-locks_client_abandon(struct lclient *cl)
+/* Forget cl's holds here without touching Redis, but for those a
+ * takeover leaves behind (taken: see locks_client_taken); free cl. */
+static void
+client_abandon(struct lclient *cl, int taken)
 {
 	struct hold *h;
 
 	cl->closing = 1;
 	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
 		struct lock *lk = h->lk;
+		long long token = h->token;
+		int orphan = taken && h->unsure && !h->releasing && !h->gone;
 
 		hold_end(h);
+		if (orphan) {
+			cl->lt->stats.orphans++;
+			release_orphan(lk, cl->id, token);
+		}
 		lock_pump(lk);
 	}
 	locks_client_free(cl);
+}
+
+void
+locks_client_abandon(struct lclient *cl)
+{
+	client_abandon(cl, 0);
+}
+
+void
+locks_client_taken(struct lclient *cl)
+{
+	client_abandon(cl, 1);
+}
+
+void
+locks_recorded(struct lclient *cl, const char *key, size_t keylen)
+{
+	struct lock *lk = lock_find(cl->lt, key, keylen);
+	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+
+	if (h != NULL)
+		h->unsure = 0;
+}
+
+/* cl's first hold found gone (hold_doubt), or NULL. */
+static struct hold *
+first_gone(const struct lclient *cl)
+{
+	struct hold *h;
+
+	TAILQ_FOREACH(h, &cl->held, hlink)
+		if (h->gone)
+			return h;
+	return NULL;
+}
+
+void
+locks_doubt_settled(struct lclient *cl)
+{
+	int answer = cl->answer_due;
+	struct hold *h;
+
+	if (!cl->doubting)
+		return;
+	cl->doubting = 0;
+	if (cl->doubt_again) {
+		/* a hold was found gone after that check was sent: the
+		 * takeover may have come in between, so ask again */
+		cl->doubt_again = 0;
+		if (cl->ops->doubt != NULL && cl->ops->doubt(cl->arg)) {
+			cl->doubting = 1;
+			return;
+		}
+	}
+	cl->answer_due = 0;
+	while ((h = first_gone(cl)) != NULL) {
+		struct lock *lk = h->lk;
+
+		if (h->answer) {
+			/* the answer is the news: no EVENT, nothing kept */
+			enum lk_lost_cause cause = h->gone_cause;
+
+			hold_end(h);
+			lost_count(cl->lt, cause);
+		} else {
+			hold_lost(h, 1, h->gone_cause);
+		}
+		lock_pump(lk);
+	}
+	if (answer)
+		reply(cl, LK_LOST, 0, WHY_LOST);
 }
 
 int
@@ -2499,6 +2780,7 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 		/* what the takeover set in Redis, whatever the clamp says */
 		h->confirmed_ms = sent_us / 1000 + ttl_ms;
 	}
+	h->unsure = 0;			/* it came from the record */
 	h->count = holds > 0 ? holds : 1;
 	lk->remote_busy = 0;
 	return 0;
@@ -2546,9 +2828,12 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->cfg = *cfg;
 	lt->keys = keytab_new();
 	TAILQ_INIT(&lt->held);
+	TAILQ_INIT(&lt->marked);
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
 	lt->pending_ev = evtimer_new(base, pending_cb, lt);
-	if (lt->renew_ev == NULL || lt->pending_ev == NULL)
+	lt->mark_ev = evtimer_new(base, mark_cb, lt);
+	if (lt->renew_ev == NULL || lt->pending_ev == NULL ||
+	    lt->mark_ev == NULL)
 		fatalx("cannot create renew timers");
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	return lt;
@@ -2599,6 +2884,7 @@ locks_free(struct locks *lt)
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);
 	event_free(lt->pending_ev);
+	event_free(lt->mark_ev);
 	free(lt);
 }
 

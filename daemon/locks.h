@@ -73,6 +73,13 @@ struct lk_client_ops {
 	 * hold was asked for (LK_EXCLUSIVE, LK_SHARED, permits). */
 	void (*changed)(void *arg, const char *key, size_t keylen,
 	    unsigned holds, long ttl_ms, long kind, int fresh);
+	/* Optional (grace sessions): a hold of a resumable client was found
+	 * gone in Redis, which may only mean that a RESUME elsewhere took
+	 * the session over.  Returns 1 when the owner checks and then calls
+	 * locks_doubt_settled (still its session: a loss after all) or
+	 * locks_client_taken (taken over: no loss); 0 when it cannot: the
+	 * hold is reported lost at once. */
+	int (*doubt)(void *arg);
 };
 
 /* Why a held lock was lost: counted per cause (STATS lost_*, /metrics
@@ -137,9 +144,10 @@ void locks_get_stats(const struct locks *lt, struct locks_stats *out);
 void locks_store_up(void *arg);
 void locks_store_down(void *arg);
 void locks_store_released(void *arg, const char *key, size_t keylen);
-/* writer: the remote waiter asks for an exclusive hold. */
+/* writer: the remote waiter asks for an exclusive hold; stamp > 0: its
+ * mark's (store_wmark), else 0. */
 void locks_store_wanted(void *arg, const char *key, size_t keylen,
-    int writer);
+    int writer, long long stamp);
 void locks_store_subscribed(void *arg);
 void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets, early hand-offs to bring into Redis)
@@ -180,6 +188,21 @@ void locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
  * before Redis confirms the release (no early hand-off). */
 void locks_client_resumable(struct lclient *cl);
 void locks_client_abandon(struct lclient *cl);
+/*
+ * cl's session was resumed elsewhere: abandon it, but release (under
+ * cl's own, earlier owner) each hold the session's record may not list
+ * (a grant whose record write Redis did not confirm, or refused because
+ * the RESUME had come first): the RESUME did not take those over, and
+ * nobody else would ever renew or free them.  Releasing one the RESUME
+ * did take over is a no-op (its value carries the new generation).
+ */
+void locks_client_taken(struct lclient *cl);
+/* The record of cl's session lists its hold of key (the write of a fresh
+ * grant was confirmed): a takeover leaves that hold to the RESUME. */
+void locks_recorded(struct lclient *cl, const char *key, size_t keylen);
+/* The check asked for by ops->doubt found the session still cl's: the
+ * holds found gone meanwhile were lost (told and counted now). */
+void locks_doubt_settled(struct lclient *cl);
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
     long kind, long long token, unsigned holds, long ttl_ms, int64_t sent_us);
 /* Visit cl's holds with their counts, TTLs and kinds. */

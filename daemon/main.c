@@ -55,12 +55,13 @@ usage(FILE *out)
 	config_usage(out);
 }
 
-/* Raise the soft open-files limit toward what max_sessions needs. */
+/* Raise the soft open-files limit toward what max_sessions needs, and
+ * the /metrics connections (metrics_max_connections) when it is on. */
 static void
-raise_nofile(long sessions)
+raise_nofile(long sessions, long metrics)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)sessions + FD_RESERVE;
+	rlim_t want = (rlim_t)sessions + (rlim_t)metrics + FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
 		log_warn("getrlimit: %s", strerror(errno));
@@ -72,10 +73,10 @@ raise_nofile(long sessions)
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		log_warn("setrlimit: %s", strerror(errno));
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
-		log_warn("open files limit is %llu: max_sessions %ld needs %llu;"
-		    " raise it (LimitNOFILE, ulimit -n)",
-		    (unsigned long long)rl.rlim_cur, sessions,
-		    (unsigned long long)want);
+		log_warn("open files limit is %llu: max_sessions %ld (and "
+		    "metrics_max_connections %ld) need %llu; raise it "
+		    "(LimitNOFILE, ulimit -n)", (unsigned long long)rl.rlim_cur,
+		    sessions, metrics, (unsigned long long)want);
 	else
 		log_info("open files limit raised to %llu",
 		    (unsigned long long)rl.rlim_cur);
@@ -344,6 +345,7 @@ on_store_up(void *arg)
 	struct broker *b = arg;
 
 	locks_store_up(b->locks);
+	grace_store_up(b);
 	if (b->stopping) {
 		/* reconnected during shutdown, only to free locks */
 	} else if (!b->ready) {
@@ -375,9 +377,11 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
-on_store_wanted(void *arg, const char *key, size_t keylen, int writer)
+on_store_wanted(void *arg, const char *key, size_t keylen, int writer,
+    long long stamp)
 {
-	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer);
+	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer,
+	    stamp);
 }
 
 static void
@@ -433,7 +437,8 @@ main(int argc, char **argv)
 	event_set_log_callback(libevent_log);
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		fatal("signal");
-	raise_nofile(cfg.max_sessions);
+	raise_nofile(cfg.max_sessions, cfg.metrics_port != 0 ?
+	    cfg.metrics_max_connections : 0);
 
 	TAILQ_INIT(&b.sessions);
 	TAILQ_INIT(&b.handshakes);

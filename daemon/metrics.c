@@ -1,19 +1,22 @@
 /*
- * metrics.c - GET /metrics in the Prometheus text format (libevent evhttp).
+ * metrics.c - GET /metrics in the Prometheus text format, served by
+ * httpd.c (at most metrics_max_connections connections, each request
+ * answered or dropped within metrics_timeout_ms).
  *
  * Off unless metrics_port is set.  The counters come from the table in
  * stats.c, the one STATS walks too; only the histograms are drawn here.
  * Nothing here is on the request path of lock clients.
  */
 #include "broker.h"
+#include "httpd.h"
 #include "locks.h"
 #include "log.h"
 #include "stats.h"
 #include "store.h"
 
 #include <event2/buffer.h>
-#include <event2/http.h>
 
+#include <stdio.h>
 #include <string.h>
 
 /* "# HELP" and "# TYPE" lines for a family. */
@@ -184,60 +187,39 @@ render(const struct broker *b, struct evbuffer *out)
 	return 0;
 }
 
-static void
-metrics_cb(struct evhttp_request *req, void *arg)
+static int
+page(void *arg, struct evbuffer *out)
 {
-	struct evbuffer *out;
-
-	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-		evhttp_send_error(req, 405, "only GET");
-		return;
-	}
-	if ((out = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, 500, "out of memory");
-		return;
-	}
-	if (render(arg, out) != 0 ||
-	    evhttp_add_header(evhttp_request_get_output_headers(req),
-	    "Content-Type", "text/plain; version=0.0.4; charset=utf-8") != 0) {
-		evbuffer_free(out);
-		evhttp_send_error(req, 500, "out of memory");
-		return;
-	}
-	evhttp_send_reply(req, 200, "OK", out);
-	evbuffer_free(out);
+	return render(arg, out);
 }
 
 int
 metrics_start(struct broker *b, char *err, size_t errlen)
 {
+	struct httpd_cfg hc = {
+		.bind = b->cfg->metrics_bind,
+		.port = b->cfg->metrics_port,
+		.max_conns = b->cfg->metrics_max_connections,
+		.timeout_ms = b->cfg->metrics_timeout_ms,
+		.path = "/metrics",
+		.content_type = "text/plain; version=0.0.4; charset=utf-8",
+		.page = page,
+		.arg = b,
+	};
+
 	if (b->cfg->metrics_port == 0)
 		return 0;
-	if ((b->http = evhttp_new(b->base)) == NULL) {
-		snprintf(err, errlen, "cannot create the metrics server");
+	if ((b->http = httpd_new(b->base, &hc, err, errlen)) == NULL)
 		return -1;
-	}
-	/* every method reaches metrics_cb, which answers 405 but for GET */
-	evhttp_set_allowed_methods(b->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-	if (evhttp_set_cb(b->http, "/metrics", metrics_cb, b) != 0 ||
-	    evhttp_bind_socket(b->http, b->cfg->metrics_bind,
-	    (uint16_t)b->cfg->metrics_port) != 0) {
-		snprintf(err, errlen, "cannot serve metrics on %s:%ld",
-		    b->cfg->metrics_bind, b->cfg->metrics_port);
-		return -1;
-	}
-	log_info("metrics on http://%s:%ld/metrics", b->cfg->metrics_bind,
-	    b->cfg->metrics_port);
+	log_info("metrics on http://%s:%ld/metrics (at most %ld connections, "
+	    "%ld ms per request)", b->cfg->metrics_bind, b->cfg->metrics_port,
+	    b->cfg->metrics_max_connections, b->cfg->metrics_timeout_ms);
 	return 0;
 }
 
 void
 metrics_stop(struct broker *b)
 {
-	if (b->http != NULL) {
-		evhttp_free(b->http);
-		b->http = NULL;
-	}
+	httpd_free(b->http);
+	b->http = NULL;
 }

@@ -123,29 +123,53 @@ accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd,
 	handshake_start(b, fd, sa);	/* takes fd */
 }
 
+/* The pause after an accept error is over: accept again, on whichever
+ * listener paused (enabling one that did not is harmless); not once the
+ * broker stops, which has freed them. */
 static void
 resume_accept(evutil_socket_t fd, short what, void *arg)
 {
+	struct broker *b = arg;
+	struct evconnlistener *ls[] = { b->listener, b->tlistener,
+	    b->ulistener };
+
 	(void)fd;
 	(void)what;
-	evconnlistener_enable(arg);
+	if (b->stopping)
+		return;
+	for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
+		if (ls[i] != NULL)
+			evconnlistener_enable(ls[i]);
 }
 
+/*
+ * EMFILE and friends: pause the listener a moment rather than spin, and
+ * log it at most once per REFUSED_LOG_MS with the count since: each
+ * pause logged a line (10 a second while descriptors were short).
+ */
 static void
 accept_error_cb(struct evconnlistener *l, void *arg)
 {
+	struct broker *b = arg;
 	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv = { 0, 100 * 1000 };
+	int64_t now = now_ms();
 
-	(void)arg;
-	/* EMFILE and friends: pause a moment rather than spin. */
-	log_warn("accept: %s", evutil_socket_error_to_string(err));
 	evconnlistener_disable(l);
-	{
-		struct timeval tv = { 0, 100 * 1000 };
-		if (event_base_once(evconnlistener_get_base(l), -1,
-		    EV_TIMEOUT, resume_accept, l, &tv) != 0)
-			evconnlistener_enable(l);
+	if (event_base_once(b->base, -1, EV_TIMEOUT, resume_accept, b,
+	    &tv) != 0)
+		evconnlistener_enable(l);
+	if (b->accept_err_logged_ms != 0 &&
+	    now - b->accept_err_logged_ms < REFUSED_LOG_MS) {
+		b->accept_err_unlogged++;
+		return;
 	}
+	log_warn("accept: %s (accepting again in 100 ms; %llu such errors "
+	    "not logged since the last line)",
+	    evutil_socket_error_to_string(err),
+	    (unsigned long long)b->accept_err_unlogged);
+	b->accept_err_logged_ms = now;
+	b->accept_err_unlogged = 0;
 }
 
 /*

@@ -413,8 +413,16 @@ on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 		s->await_record = 1;
 }
 
+static int
+on_doubt(void *arg)
+{
+	struct session *s = arg;
+
+	return s->grace != NULL && grace_doubt(s->grace);
+}
+
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
-    on_changed };
+    on_changed, on_doubt };
 
 /* --- grace sessions (grace.c) ---------------------------------------- */
 

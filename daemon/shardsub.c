@@ -235,13 +235,8 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		if (strncmp(chan, st->channel, strlen(st->channel)) == 0) {
 			if (st->hooks.released)
 				st->hooks.released(st->hooks.arg, msg, len);
-		} else if (strncmp(chan, st->wanted, strlen(st->wanted)) == 0 &&
-		    st->hooks.wanted && len > STORE_ID_LEN + 1 &&
-		    memcmp(msg, st->idsp, STORE_ID_LEN) != 0) {
-			/* "<broker-id> <key>" (a writer) or "<broker-id>+<key>";
-			 * our own announcements skipped */
-			st->hooks.wanted(st->hooks.arg, msg + STORE_ID_LEN + 1,
-			    len - STORE_ID_LEN - 1, msg[STORE_ID_LEN] != '+');
+		} else if (strncmp(chan, st->wanted, strlen(st->wanted)) == 0) {
+			store_wanted_msg(st, msg, len);
 		}
 	} else if (strcmp(kind, "ssubscribe") == 0) {
 		/* two per SSUBSCRIBE: "released", then "wanted" */

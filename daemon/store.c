@@ -299,7 +299,10 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		    !store_is_int(r->element[1]) || (r->elements == 3 &&
 		    !store_is_int(r->element[2])))
 			return -1;
-		more = r->elements == 3 && r->element[0]->integer == 1 &&
+		/* (of a shared attempt not granted: the writers it came
+		 * after, sacquire.lua) */
+		more = r->elements == 3 && (r->element[0]->integer == 1 ||
+		    r->element[0]->integer == 0) &&
 		    r->element[2]->integer > 0 ? (long)r->element[2]->integer :
 		    0;
 		/* 3 (another kind) from acquire scripts only, never parked */
@@ -1317,6 +1320,22 @@ grant_keys(const struct store *st, const char *key, size_t keylen,
 }
 
 /*
+ * The name of a key's writer marks (wmark.lua) into buf: "<prefix>:
+ * writers:" and the key, in cluster mode with the slot's tag between, so
+ * the marks live in the lock's slot.  Returns the length of what comes
+ * before the key.
+ */
+static size_t
+writers_prefix(const struct store *st, const struct route *r, char *buf,
+    size_t buflen)
+{
+	int n = snprintf(buf, buflen, "%s%s%.*s", st->writers, r->slot >= 0 ?
+	    "{" : "", (int)r->taglen, r->tag);
+
+	return n < 0 ? 0 : (size_t)n < buflen ? (size_t)n : buflen - 1;
+}
+
+/*
  * Tokens a grant may set aside for local hand-offs (store_pass): none
  * with redis_replica_acks, where a grant counts only once replicas have
  * it, which a hand-off Redis hears of afterwards cannot wait for.
@@ -1336,12 +1355,13 @@ reserve_of(const struct store *st, long reserve)
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    long reserve, store_acquire_fn *fn, void *arg)
+    long reserve, long long seen, store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], kd[24], rs[24];
+	char ttl[24], kd[24], rs[24], sn[24], wk[256];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	int kl = snprintf(kd, sizeof kd, "%ld", kind);
 	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
+	int sl = snprintf(sn, sizeof sn, "%lld", kind == 0 ? seen : 0);
 	struct piece p[16];
 	struct route r;
 
@@ -1350,6 +1370,12 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 
 	route_of(st, key, keylen, &r);
 	np = nk = grant_keys(st, key, keylen, &r, 3, p);
+	if (kind != STORE_EXCLUSIVE) {
+		/* sacquire.lua: the writers waiting (wmark.lua) */
+		p[np++] = (struct piece){ wk, writers_prefix(st, &r, wk,
+		    sizeof wk), key, keylen };
+		nk++;
+	}
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
@@ -1357,10 +1383,12 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->idsp :
 	    st->idplus, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
-	if (kind != STORE_EXCLUSIVE)
+	if (kind != STORE_EXCLUSIVE) {
 		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
-	else
+		p[np++] = (struct piece){ sn, (size_t)sl, NULL, 0 };
+	} else {
 		p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
+	}
 	if (r.slot >= 0) {
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
@@ -1398,6 +1426,35 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	}
 	return grant_call(st, &r, SCRIPT_HANDOFF, nk, p, np, 3 + nk + 1, ta,
 	    fn, arg);
+}
+
+int
+store_wmark(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, int op, long ttl_ms,
+    store_release_fn *fn, void *arg)
+{
+	char wk[256], num[24];
+	struct route r;
+	struct piece p[8];
+
+	route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ wk, writers_prefix(st, &r, wk, sizeof wk), key,
+	    keylen };
+	p[1] = op == STORE_WMARK_WAIT ? (struct piece){ "wait", 4, NULL, 0 } :
+	    (struct piece){ "leave", 5, NULL, 0 };
+	p[2] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[3] = (struct piece){ st->idsp, STORE_ID_LEN, NULL, 0 };
+	p[4] = (struct piece){ num, op == STORE_WMARK_WAIT ?
+	    (size_t)snprintf(num, sizeof num, "%ld", ttl_ms) : 1, NULL, 0 };
+	if (op != STORE_WMARK_WAIT)
+		num[0] = op == STORE_WMARK_GAVE_UP ? '1' : '0';
+	p[5] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
+	    r.taglen };
+	p[6] = (struct piece){ key, keylen, NULL, 0 };
+	p[7] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	    r.taglen };
+	return script_call(st, &r, K_RELEASE, SCRIPT_WMARK, 1, p, 8,
+	    (union cmd_fn){ .release = fn }, arg);
 }
 
 int
@@ -1861,6 +1918,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->lockpfx = keyname(cfg->prefix, ":lock:", 0);
 	st->lockpfxlen = strlen(st->lockpfx);
 	st->sesspfx = keyname(cfg->prefix, ":session:", 0);
+	st->writers = keyname(cfg->prefix, ":writers:", 0);
 	st->sesspfxlen = strlen(st->sesspfx);
 	st->fence = keyname(cfg->prefix, ":fence", cluster);
 	st->channel = keyname(cfg->prefix, ":released", cluster);
@@ -1948,10 +2006,34 @@ store_free(struct store *st)
 	free(st->user);
 	free(st->lockpfx);
 	free(st->sesspfx);
+	free(st->writers);
 	free(st->fence);
 	free(st->channel);
 	free(st->wanted);
 	free(st);
+}
+
+void
+store_wanted_msg(struct store *st, const char *msg, size_t len)
+{
+	const char *p = msg + STORE_ID_LEN + 1, *end = msg + len;
+	long long stamp = 0;
+
+	if (st->hooks.wanted == NULL || len <= STORE_ID_LEN + 1 ||
+	    memcmp(msg, st->idsp, STORE_ID_LEN) == 0)
+		return;
+	if (msg[STORE_ID_LEN] == '!') {
+		while (p < end && *p >= '0' && *p <= '9' &&
+		    stamp < LLONG_MAX / 10)
+			stamp = stamp * 10 + (*p++ - '0');
+		if (p == end || *p != ' ' || stamp == 0)
+			return;		/* not that shape: ignored */
+		p++;
+		if (p == end)
+			return;
+	}
+	st->hooks.wanted(st->hooks.arg, p, (size_t)(end - p),
+	    msg[STORE_ID_LEN] != '+', stamp);
 }
 
 int

@@ -54,8 +54,11 @@ struct store_hooks {
 	/* A client of another broker waits for a key (pub/sub); writer: to
 	 * hold it exclusive ("<broker-id> <key>"; a reader's or a permit
 	 * waiter's is "<broker-id>+<key>", which brokers before issue 13
-	 * read as any waiter's). */
-	void (*wanted)(void *arg, const char *key, size_t keylen, int writer);
+	 * read as any waiter's); stamp > 0: a writer's mark was made with
+	 * this stamp ("<broker-id>!<stamp> <key>", store_wmark; brokers
+	 * before issue 23 find no such key and ignore it), else 0. */
+	void (*wanted)(void *arg, const char *key, size_t keylen, int writer,
+	    long long stamp);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
 	void (*subscribed)(void *arg);
 	/* Cluster mode: the slot map changed, keys may live elsewhere now
@@ -197,11 +200,28 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
 /* will_wait: a BUSY answer makes the script announce the wait (wanted).
  * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit
  * (sacquire.lua).  reserve: tokens to set aside after an exclusive grant
- * (at most STORE_RESERVE_MAX; none with redis_replica_acks: more is 0). */
+ * (at most STORE_RESERVE_MAX; none with redis_replica_acks: more is 0).
+ * seen (shared only): the waiting writers of other brokers the reader
+ * came after, which it does not overtake: -1 those marked before this
+ * call, 0 none, else those whose marks' stamps are not later (see
+ * store_wmark); a shared attempt not granted (granted 0) answers in more
+ * the latest stamp of the marks it saw (0 none), for its next tries. */
 #define STORE_RESERVE_MAX 32	/* scripts/lib/holders.lua's cap */
 int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    long reserve, store_acquire_fn *fn, void *arg);
+    long reserve, long long seen, store_acquire_fn *fn, void *arg);
+/*
+ * The mark of an exclusive waiter (owner) on key, which readers on other
+ * brokers do not overtake (wmark.lua): STORE_WMARK_WAIT makes it (its
+ * stamp: Redis's time now, announced to the other brokers, which hear it
+ * through the wanted hook) or refreshes it, for ttl_ms; STORE_WMARK_GRANTED
+ * and STORE_WMARK_GAVE_UP remove it, the latter waking waiters elsewhere.
+ * The callback's released is not used.
+ */
+enum { STORE_WMARK_WAIT, STORE_WMARK_GRANTED, STORE_WMARK_GAVE_UP };
+int store_wmark(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, int op, long ttl_ms,
+    store_release_fn *fn, void *arg);
 /*
  * Release owner's hold (token) and give the key to next_owner in one call
  * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):

@@ -435,13 +435,8 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 		if (strcmp(chan, st->channel) == 0 && st->hooks.released)
 			st->hooks.released(st->hooks.arg, key, keylen);
-		else if (strcmp(chan, st->wanted) == 0 && st->hooks.wanted &&
-		    keylen > STORE_ID_LEN + 1 &&
-		    memcmp(key, st->idsp, STORE_ID_LEN) != 0)
-			/* "<broker-id> <key>" (a writer) or "<broker-id>+<key>";
-			 * our own announcements skipped */
-			st->hooks.wanted(st->hooks.arg, key + STORE_ID_LEN + 1,
-			    keylen - STORE_ID_LEN - 1, key[STORE_ID_LEN] != '+');
+		else if (strcmp(chan, st->wanted) == 0)
+			store_wanted_msg(st, key, keylen);
 	}
 }
 

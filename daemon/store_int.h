@@ -143,6 +143,8 @@ struct store {
 	size_t lockpfxlen;
 	char *sesspfx;			/* "<prefix>:session:" (grace.c) */
 	size_t sesspfxlen;
+	char *writers;			/* "<prefix>:writers:": the marks of
+					 * waiting writers (wmark.lua) */
 	/* Single and Sentinel mode: one key each per prefix.  Cluster mode:
 	 * one per slot, so the names end in "{" and a slot's tag follows. */
 	char *fence;			/* "<prefix>:fence" */
@@ -305,5 +307,14 @@ void cluster_next_addr(struct cluster *cl, const struct conn *c,
 void cluster_map_up(struct cluster *cl);
 int cluster_map_known(const struct cluster *cl);
 uint64_t cluster_map_changes(const struct cluster *cl);
+
+/*
+ * A message on the wanted channel (store_conn.c's subscriber, shardsub.c's
+ * in cluster mode), for the wanted hook; our own announcements skipped:
+ *   "<broker-id> <key>"          a writer waits (acquire.lua)
+ *   "<broker-id>+<key>"          a reader or a permit waiter (sacquire.lua)
+ *   "<broker-id>!<stamp> <key>"  a writer's mark was made (wmark.lua)
+ */
+void store_wanted_msg(struct store *st, const char *msg, size_t len);
 
 #endif

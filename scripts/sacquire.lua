@@ -11,16 +11,25 @@
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait, else "0"
 -- ARGV[6]  the kind asked: "0" shared, "n" (>= 1) a permit of n
--- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
--- master's replication ids and the lock delay (see lib/slot_tenure.lua);
--- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
+-- ARGV[7]  a shared request: the writers it came after (issue 23): "-1"
+--          those marked before this call (it is the reader's arrival),
+--          "0" none, a stamp: those whose marks' stamps are not later
+-- KEYS[4]  the key's writer marks (<prefix>:writers:<name>, wmark.lua)
+-- Cluster mode adds KEYS[4], the slot's tenure (the marks are KEYS[5]),
+-- and ARGV[8..11], the master's replication ids and the lock delay (see
+-- lib/slot_tenure.lua); KEYS[2] and KEYS[3] are then the slot's counter
+-- and lock delay.
 -- Returns, like acquire.lua:
 --   {1, token}  granted: a new token from the counter; the holder
 --               "<client-id>:<token>" joined the set
---   {0, ms}     not now: held exclusive (ms: the PTTL, -1 no expiry), or
+--   {0, ms, w}  not now: held exclusive (ms: the PTTL, -1 no expiry), or
 --               every permit is taken (ms: until the soonest holder
---               expires); announced on the wanted channel if the caller
---               will wait
+--               expires), or (shared) a writer waits that came before
+--               this reader (ms: until that writer's mark ends unless
+--               refreshed); announced on the wanted channel if the caller
+--               will wait.  w: the latest stamp of the marks of writers
+--               on other brokers (0 none): the writers this reader came
+--               after, for its next tries (ARGV[7])
 --   {2, ms}     the key is free, or a permit is free, or (shared) only
 --               readers hold it, but a lock delay runs ms more (a new
 --               master tenure: holds of the old master may be reclaimed
@@ -35,20 +44,57 @@
 -- whose reply was lost, a release lost with a master), as in acquire.lua:
 -- it is removed and the caller gets a new token (tokens never go back),
 -- so one session never counts twice.
+-- A writer that waits is not overtaken by readers that came after it,
+-- on any broker (issue 23): its broker marks it (wmark.lua) with the time
+-- it began waiting; a shared request is not granted while the mark of a
+-- writer on another broker that it came after lives (the writer's own
+-- broker keeps its readers and writers in order itself).  A reader's
+-- broker says which writers it came after (ARGV[7]): those it knew of
+-- when the reader arrived, never later ones, so no two brokers' waiters
+-- can each wait for the other's.
 -- @include slot_tenure.lua
 -- @include holders.lua
-if KEYS[4] then
-  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+local marks = KEYS[#KEYS]
+if #KEYS == 5 then
+  slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[8], ARGV[9], ARGV[10], ARGV[11])
 end
 local k = KEYS[1]
 local want = tonumber(ARGV[6])
-local now = now_ms()
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+local broker = string.sub(ARGV[4], 1, 36)
+
+-- The writers of other brokers waiting now: the latest stamp among them
+-- (0 none), and the ms until the soonest mark ends among those this
+-- reader came after (nil none).
+local function writers(seen)
+  local latest, soonest = 0, nil
+  local all = redis.pcall('HGETALL', marks)
+  if all.err then
+    all = {}            -- bytes no broker wrote: no marks
+  end
+  if seen < 0 then
+    seen = now_us
+  end
+  for i = 2, #all, 2 do
+    local stamp, exp, b = string.match(all[i], '^(%d+) (%d+) (%S+)$')
+    stamp, exp = tonumber(stamp), tonumber(exp)
+    if stamp and exp > now and b ~= broker then
+      latest = math.max(latest, stamp)
+      if stamp <= seen and (not soonest or exp < soonest) then
+        soonest = exp
+      end
+    end
+  end
+  return latest, soonest and soonest - now
+end
 
 local function busy(ms)
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
   end
-  return {0, ms}
+  return {0, ms, (writers(-1))}
 end
 
 local t = redis.call('TYPE', k).ok
@@ -75,6 +121,13 @@ if n > 0 then
     local first = redis.call('ZRANGEBYSCORE', k, '(0', '+inf',
       'WITHSCORES', 'LIMIT', 0, 1)
     return busy(tonumber(first[2]) - now)
+  end
+end
+-- A reader does not overtake a writer it came after.
+if want == 0 and ARGV[7] ~= '0' then
+  local _, ms = writers(tonumber(ARGV[7]) or -1)
+  if ms then
+    return busy(ms)
   end
 end
 -- Free, or joined beside holders: not during a lock delay, not even

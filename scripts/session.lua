@@ -29,8 +29,20 @@
 --   resume ARGV[2] the secret (not a generation), ARGV[3] the broker,
 --          ARGV[4] PX to add to the grace, ARGV[5] the resuming session's
 --          app: take the session over.
--- Returns for write/touch/key/end: 1 done, 0 the record belongs
--- to a later generation (resumed elsewhere), -1 no record (end: 1).
+--   check  nothing written: is the record still the caller's?  (A lock
+--          of the session was found gone: resumed elsewhere, or lost?)
+--   reclaim  as write, but only when Redis lost the record (a restart
+--          without persistence, a failover): the broker writes it again
+--          with its generation and secret when it reclaims the locks;
+--          a record that is there is left alone.
+-- Returns for write/touch/key/end/check: 1 done, 0 the record belongs
+-- to a later generation (resumed elsewhere), -1 no record (end: 1);
+-- reclaim: 1 the record was there, 2 written again, 0 as above.
+-- A record of an earlier generation than the caller's can only be one
+-- that Redis lost and a connection the session had left behind wrote
+-- back (a RESUME always raises the generation of the record it finds):
+-- the caller's generation wins, as if the record were absent (end writes
+-- its tombstone over it).
 -- For resume: {1, gen, grace, key, value, ...}, or {-1} no record,
 -- {-2} expired, {-3} wrong secret, {-4} ended by QUIT, {-5} the session
 -- is another app's (a record an older broker wrote has no app: no app's).
@@ -83,8 +95,16 @@ if op == 'resume' then
 end
 
 local gen = redis.call('HGET', rec, 'gen')
+if gen and tonumber(gen) < tonumber(ARGV[2]) then
+  if op == 'end' then
+    gen = ARGV[2]
+  else
+    redis.call('DEL', rec)
+    gen = nil
+  end
+end
 if not gen then
-  if op == 'write' then
+  if op == 'write' or op == 'reclaim' then
     redis.call('HSET', rec, 'gen', ARGV[2])
   elseif op == 'end' then
     return 1
@@ -96,13 +116,19 @@ else
   if gen ~= ARGV[2] or state == 'expired' or state == 'ended' then
     return 0
   end
+  if op == 'reclaim' then
+    return 1
+  end
 end
 
-if op == 'write' then
+if op == 'write' or op == 'reclaim' then
   redis.call('HSET', rec, 'secret', redis.sha1hex(ARGV[3]), 'state', ARGV[7],
     'grace', ARGV[4], 'broker', ARGV[6], 'app', ARGV[8])
   set_keys(9)
   redis.call('PEXPIRE', rec, ARGV[5])
+  if op == 'reclaim' then
+    return 2
+  end
 elseif op == 'touch' then
   redis.call('PEXPIRE', rec, ARGV[3])
 elseif op == 'key' then

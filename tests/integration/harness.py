@@ -216,12 +216,16 @@ class Redis:
         self.close()
         raise RuntimeError("redis-server did not start; see its log")
 
+    def argv(self):
+        """The command line (a subclass may run it elsewhere: netpart)."""
+        return [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.dir, "--loglevel", "warning"] + self.extra
+
     def _start(self, timeout=5.0):
         log = open(os.path.join(self.dir, "redis.log"), "ab")
         self.proc = subprocess.Popen(
-            [REDIS_BIN, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no",
-             "--dir", self.dir, "--loglevel", "warning"] + self.extra,
+            self.argv(),
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
@@ -486,6 +490,8 @@ class Broker:
     """A lockbrokerd on a free port.  Ready when PING answers OK PONG and
     STATS shows redis=up.  redis_addr None: no -r is passed."""
 
+    bind = "127.0.0.1"          # netpart's listen on all of their host's
+
     def __init__(self, redis_addr, prefix, *extra_args, wait_ready=True,
                  ready_timeout=5.0, auth=None):
         if not os.access(BROKER_BIN, os.X_OK):
@@ -527,8 +533,9 @@ class Broker:
                        "abort_on_error=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         redis = [] if self.redis_addr is None else ["-r", self.redis_addr]
-        argv = ([BROKER_BIN, "-b", "127.0.0.1", "-p", str(self.port)] +
-                redis + ["--prefix", self.prefix, "-v"] + self.extra)
+        argv = self.launcher() + (
+            [BROKER_BIN, "-b", self.bind, "-p", str(self.port)] +
+            redis + ["--prefix", self.prefix, "-v"] + self.extra)
         with open(self.logpath, "ab") as log:
             log.write(("--- %s\n" % " ".join(argv)).encode())
             log.flush()
@@ -537,6 +544,10 @@ class Broker:
         self.rc = None
         self.checked = False
 
+    def launcher(self):
+        """What the command line runs under (netpart: ip netns exec)."""
+        return []
+
     def wait_ready(self, timeout=5.0):
         def ready():
             if self.proc.poll() is not None:
@@ -544,7 +555,7 @@ class Broker:
                                      "\n%s" % (self.proc.returncode,
                                                self.log()))
             try:
-                c = Client(self.port, timeout=1.0)
+                c = self.client(timeout=1.0)
             except OSError:
                 return False
             try:

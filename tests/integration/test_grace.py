@@ -15,8 +15,10 @@ Each test says what it guards; each fails on a broker without the feature
 or with that property broken.
 """
 
+import contextlib
 import random
 import re
+import socket
 import threading
 import time
 
@@ -268,6 +270,13 @@ class TestResume(GraceCase):
                                                            [x.eof, y.eof]))
                 one_after_other.append(rnd)
                 win, lose = (y, x) if x.eof else (x, y)
+            elif (len(oks) == 1 and not stopped
+                  and replies[1 - oks[0]] == "(closed)"):
+                # One after the other, the first overtaken before its OK
+                # went out: its connection is closed unanswered, as any
+                # connection whose session was resumed elsewhere.
+                one_after_other.append(rnd)
+                win = x if oks[0] == 0 else y
             else:
                 self.assertEqual(len(oks), 1, what)
                 win, lose = (x, y) if oks[0] == 0 else (y, x)
@@ -848,3 +857,213 @@ class TestEnds(GraceCase):
         n = self.connect(b3)
         self.assertEqual(self.resume(n, cid, secret), ["y2"])
         self.assertEqual(self.held_by(n, "y2"), (cid, ty))
+
+
+@contextlib.contextmanager
+def redis_busy(redis):
+    """Hold redis busy with a script that never ends (redis must run with
+    a low busy-reply-threshold): every other command is answered BUSY
+    until the block ends, which kills the script (SCRIPT KILL)."""
+    def busy():
+        try:
+            redis.cli("PING", timeout=1.0)
+        except harness.RedisError as e:
+            return str(e).startswith("BUSY")
+        return False
+
+    s = socket.create_connection(("127.0.0.1", redis.port), timeout=10)
+    try:
+        s.sendall(harness._resp_encode(["EVAL", "while true do end", "0"]))
+        wait_until(busy, 5.0, what="Redis answers BUSY")
+        yield
+    finally:
+        wait_until(lambda: redis.cli("SCRIPT", "KILL") == "OK", 5.0,
+                   what="SCRIPT KILL")
+        # SCRIPT KILL answers before the script has stopped: commands
+        # in between are still answered BUSY.
+        wait_until(lambda: not busy(), 5.0, what="Redis serves again")
+        s.close()
+
+
+class TestReplacedConnection(GraceCase):
+    """A connection whose session was resumed elsewhere, and the broker it
+    is on: no grant, no answer, no count, nothing left in Redis."""
+
+    def replaced(self, b_old, b_new, grace=30000, keys=("a",)):
+        """A grace session on b_old holding keys, resumed on b_new while
+        its connection on b_old stays open: (old, new, cid, tokens)."""
+        a = self.connect(b_old)
+        cid, secret = self.grace_hello(a, grace)
+        toks = {k: self.assertToken(a.req("ACQUIRE " + k)) for k in keys}
+        n = self.connect(b_new)
+        self.assertEqual(self.resume(n, cid, secret), sorted(keys))
+        return a, n, cid, toks
+
+    def test_request_after_resume_elsewhere_leaves_no_grant(self):
+        # Guards: an ACQUIRE read on a connection whose session was just
+        # resumed elsewhere gets no answer (the connection closes) and its
+        # grant, made under the old generation, is released at once; so is
+        # one an ACQUIRE ... WAIT had pending when its holder (on the same
+        # broker, or another) released.  The grants stayed in Redis for
+        # their whole TTL, held by nobody.
+        b1, b2 = self.start_broker(), self.start_broker()
+        obs = self.connect(b1)
+        a, n, cid, toks = self.replaced(b1, b2)
+        a.send("ACQUIRE b TTL 60000")
+        self.assertTrue(a.closed_by_peer(3.0), "old connection answered "
+                        "%r or stayed open" % a.buf)
+        wait_until(lambda: not self.exists("b"), 1.0,
+                   what="the replaced connection's grant released")
+        self.assertIsNone(self.owner(obs, "b"))
+        self.assertEqual(n.req("HELD"), "OK 1 a")
+        self.assertEqual(self.held_by(obs, "a"), (cid, toks["a"]))
+
+        for i, holder_on in enumerate((b1, b2)):
+            c, d = "c%d" % i, "d%d" % i
+            x = self.connect(holder_on)
+            self.assertToken(x.req("ACQUIRE %s TTL 60000" % c))
+            a = self.connect(b1)
+            cid, secret = self.grace_hello(a, 30000)
+            self.assertToken(a.req("ACQUIRE " + d))
+            a.send("ACQUIRE %s WAIT 20000 TTL 60000" % c)
+            self.assertTrue(a.no_reply(0.2))
+            n = self.connect(b2)
+            self.assertEqual(self.resume(n, cid, secret), [d])
+            self.assertEqual(x.req("RELEASE " + c), "OK 0")
+            self.assertTrue(a.closed_by_peer(3.0), "the waiting connection "
+                            "answered %r or stayed open" % a.buf)
+            wait_until(lambda: self.owner(obs, c) is None, 1.0,
+                       what="the pending grant of %s released" % c)
+            self.assertEqual(n.req("HELD"), "OK 1 " + d)
+            self.assertEqual(n.req("QUIT"), "OK")
+            x.close()
+
+    def test_other_requests_after_resume_elsewhere_get_no_answer(self):
+        # Guards: RENEW, RELEASE, RELEASE ... LINGER and HELLO ... GRACE on
+        # a replaced connection get no answer either (ERR LOST, or ERR
+        # UNAVAILABLE with the connection left open, before) and leave the
+        # resumed session's lock alone; the old broker counts no loss.
+        b1, b2 = self.start_broker(), self.start_broker()
+        obs = self.connect(b1)
+        for i, line in enumerate(("RENEW %s", "RELEASE %s",
+                                  "RELEASE %s LINGER 5000",
+                                  "HELLO GRACE 20000")):
+            k = "a%d" % i       # (QUIT below frees the last one later)
+            a, n, cid, toks = self.replaced(b1, b2, keys=(k,))
+            line = line.replace("%s", k)
+            a.send(line)
+            self.assertTrue(a.closed_by_peer(3.0), "%s on the replaced "
+                            "connection: %r, or it stayed open"
+                            % (line, a.buf))
+            self.assertEqual(self.held_by(obs, k), (cid, toks[k]), line)
+            self.assertEqual(n.req("HELD"), "OK 1 " + k, line)
+            self.assertEqual(n.req("QUIT"), "OK")
+        st = self.stats(obs)
+        self.assertEqual(st["lost"], "0", st)
+        self.assertEqual(st["grace_sessions"], "0", st)
+
+    def test_old_broker_stops_counting_a_session_resumed_elsewhere(self):
+        # Guards: the broker a session was resumed away from counts it no
+        # longer (grace_sessions, detached, locks_held back to 0 within a
+        # check period, not when its grace would have ended), counts no
+        # lost lock for the locks taken over and no grace_expired; an open
+        # connection left behind hears no EVENT LOST and is closed.  Each
+        # taken-over lock was counted lost, the grace counted expired.
+        b1, b2 = self.start_broker(), self.start_broker()
+        obs = self.connect(b1)
+        # detached, with locks renewed every 300 ms, and without locks
+        a = self.connect(b1)
+        cid, secret = self.grace_hello(a, 4000)
+        for k in ("k1", "k2"):
+            self.assertToken(a.req("ACQUIRE %s TTL 900" % k))
+        e = self.connect(b1)
+        ecid, esecret = self.grace_hello(e, 4000)
+        a.reset()
+        e.reset()
+        wait_until(lambda: self.stats(obs)["detached"] == "2", 2.0,
+                   what="both sessions detached")
+        t0 = time.monotonic()
+        n, m = self.connect(b2), self.connect(b2)
+        self.assertEqual(self.resume(n, cid, secret), ["k1", "k2"])
+        self.assertEqual(self.resume(m, ecid, esecret), [])
+
+        def forgotten():
+            st = self.stats(obs)
+            return (st["grace_sessions"], st["detached"],
+                    st["locks_held"]) == ("0", "0", "0")
+        wait_until(forgotten, 3.0, what="b1 forgets both sessions")
+        print("\n  forgotten after %.0f ms" % ms_since(t0), end=" ",
+              flush=True)
+        time.sleep(max(0.0, 4.6 - (time.monotonic() - t0)))
+        st = self.stats(obs)
+        self.assertEqual((st["lost"], st["grace_expired"]), ("0", "0"), st)
+        self.assertEqual(sorted(n.req("HELD").split()[2:]), ["k1", "k2"])
+
+        # attached: the old connection, events on, is still open
+        a = self.connect(b1)
+        cid, secret = self.grace_hello(a, 30000)
+        self.assertEqual(a.req("EVENTS ON"), "OK")
+        self.assertToken(a.req("ACQUIRE k3 TTL 900"))
+        n = self.connect(b2)
+        self.assertEqual(self.resume(n, cid, secret), ["k3"])
+        self.assertTrue(a.closed_by_peer(3.0), "old connection got %r or "
+                        "stayed open" % a.buf)
+        wait_until(forgotten, 2.0, what="b1 forgets the session")
+        st = self.stats(obs)
+        self.assertEqual(st["lost"], "0", st)
+        self.assertEqual(n.req("HELD"), "OK 1 k3")
+
+    def test_hello_grace_again_during_a_stall_keeps_the_grace(self):
+        # Guards: HELLO ... GRACE again while Redis refuses the write (a
+        # long script: BUSY) answers ERR UNAVAILABLE saying the session
+        # keeps its grace (it said "it has no grace"), and it does: the
+        # old grace, in Redis and for a RESUME.
+        self.redis = self.start_redis("--busy-reply-threshold", "100")
+        b = self.start_broker()
+        a = self.connect(b)
+        cid, secret = self.grace_hello(a, 30000)
+        self.assertToken(a.req("ACQUIRE k"))
+        with redis_busy(self.redis):
+            r = a.req("HELLO GRACE 5000", timeout=5.0)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertIn("keeps its grace of 30000 ms", r)
+        rec = "%s:session:%s" % (self.prefix, cid)
+        self.assertEqual(self.redis.cli("HGET", rec, "grace"), "30000")
+        a.reset()
+        n = self.connect(b)
+        self.assertEqual(self.resume(n, cid, secret), ["k"])
+
+    def test_record_reclaimed_after_redis_restart(self):
+        # Guards: after Redis restarts empty, a detached session's record
+        # is written again with its locks (same generation and secret), so
+        # RESUME within the grace gets the locks back (ERR NOSESSION, with
+        # the locks held until the grace ran out); likewise an attached
+        # one whose broker dies right after the restart.
+        self.redis = self.start_redis()
+        b1, b2 = self.start_broker(), self.start_broker()
+        obs = self.connect(b1)
+        d = self.connect(b1)
+        dcid, dsecret = self.grace_hello(d, 15000)
+        td = self.assertToken(d.req("ACQUIRE kd"))
+        d.reset()
+        wait_until(lambda: self.stats(obs)["detached"] == "1", 2.0,
+                   what="detached")
+        a = self.connect(b1)
+        acid, asecret = self.grace_hello(a, 30000)
+        ta = self.assertToken(a.req("ACQUIRE ka"))
+        self.redis.restart()
+        wait_until(lambda: self.exists("kd") and self.exists("ka"), 8.0,
+                   what="b1 reclaimed the locks")
+        for cid in (dcid, acid):
+            rec = "%s:session:%s" % (self.prefix, cid)
+            wait_until(lambda: self.redis.cli("EXISTS", rec) == 1, 1.0,
+                       what="the record of %s written again" % cid)
+        b1.kill()
+        n = self.connect(b2)
+        wait_until(lambda: self.stats(n)["redis"] == "up", 5.0,
+                   what="b2 reconnected")
+        self.assertEqual(self.resume(n, dcid, dsecret), ["kd"])
+        self.assertEqual(self.held_by(n, "kd"), (dcid, td))
+        m = self.connect(b2)
+        self.assertEqual(self.resume(m, acid, asecret), ["ka"])
+        self.assertEqual(self.held_by(m, "ka"), (acid, ta))

@@ -26,6 +26,7 @@ FENCE = P + ":fence"
 DELAY = P + ":lockdelay"
 WANTED = P + ":wanted"
 RELEASED = P + ":released"
+WRITERS = P + ":writers:"
 BROKER = "b" * 36
 
 _redis = None
@@ -114,9 +115,18 @@ class TestLuaMulti(unittest.TestCase):
     def ev(self, script, keys, args):
         return self.r("EVALSHA", self.sha[script], len(keys), *keys, *args)
 
-    def sacq(self, key, owner, kind, ttl=10000, wait=0):
-        return self.ev("sacquire", [lk(key), FENCE, DELAY],
-                       [owner, ttl, WANTED, BROKER + " " + key, wait, kind])
+    def sacq(self, key, owner, kind, ttl=10000, wait=0, seen=0,
+             broker=BROKER, full=False):
+        """sacquire.lua; a refusal answers its code and ms only (its
+        third element, the writers seen, with full)."""
+        r = self.ev("sacquire", [lk(key), FENCE, DELAY, WRITERS + key],
+                    [owner, ttl, WANTED, broker + " " + key, wait, kind,
+                     seen])
+        return r if full or r[0] != 0 else r[:2]
+
+    def wmark(self, key, owner, op="wait", arg=3000, broker="w" * 36):
+        return self.ev("wmark", [WRITERS + key],
+                       [op, owner, broker, arg, WANTED, key, RELEASED])
 
     def acq(self, key, owner, ttl=10000, wait=0):
         return self.ev("acquire", [lk(key), FENCE, DELAY],
@@ -620,6 +630,52 @@ class TestLuaMulti(unittest.TestCase):
         self.r("DEL", lk("k"))
         self.assertEqual(self.renew([("k", "A:%d" % t, "5000")]), [0])
         self.assertEqual(self.rel("k", "A:%d" % t), 0)
+
+    # -- writer marks (issue 23): readers do not overtake a writer --
+
+    def test_reader_does_not_overtake_a_writer_it_came_after(self):
+        wanted = self.subscribe(WANTED)
+        stamp = self.wmark("d", "W")
+        self.assertEqual(wanted.next(), "w" * 36 + "!%d d" % stamp)
+        self.assertEqual(self.wmark("d", "W"), stamp)  # a refresh
+        self.assertIsNone(wanted.next(0.1))            # (not announced)
+        # free, but a writer of another broker waits: a reader arriving
+        # now (-1), or knowing of it (its stamp), waits; one that came
+        # before it (0, or an earlier stamp) does not
+        code, ms, w = self.sacq("d", "A", 0, seen=-1, full=True)
+        self.assertEqual((code, w), (0, stamp))
+        self.assertTrue(2500 < ms <= 3000, ms)
+        self.assertEqual(self.sacq("d", "A", 0, seen=stamp)[0], 0)
+        self.granted(self.sacq("d", "B", 0, seen=stamp - 1))
+        self.granted(self.sacq("d", "C", 0, seen=0))
+        # nor joining readers; the writer's own broker orders its own
+        self.assertEqual(self.sacq("d", "A", 0, seen=-1)[0], 0)
+        self.granted(self.sacq("d", "E", 0, seen=-1, broker="w" * 36))
+        # permits have no writers to wait for
+        self.wmark("s", "W")
+        self.granted(self.sacq("s", "A", 2, seen=-1))
+        # the writer leaves: granted (no wake), or gave up (wake)
+        released = self.subscribe(RELEASED)
+        self.assertEqual(self.wmark("d", "W", "leave", 0), 1)
+        self.assertIsNone(released.next(0.1))
+        self.granted(self.sacq("d", "A", 0, seen=-1))
+        self.wmark("d", "W2")
+        self.assertEqual(self.wmark("d", "W2", "leave", 1), 1)
+        self.assertEqual(released.next(), "d")
+        self.assertEqual(self.wmark("d", "W2", "leave", 1), 0)
+
+    def test_a_writer_mark_not_refreshed_ends(self):
+        stamp = self.wmark("d", "W", arg=150)
+        self.assertEqual(self.sacq("d", "A", 0, seen=-1)[0], 0)
+        time.sleep(0.2)
+        self.granted(self.sacq("d", "A", 0, seen=stamp))
+        self.assertEqual(self.r("EXISTS", WRITERS + "d"), 0)
+        # a mark made again after it ended is a new arrival
+        self.assertGreater(self.wmark("d", "W"), stamp)
+        # a marks key of a foreign type fails nothing
+        self.r("DEL", WRITERS + "e")
+        self.r("SET", WRITERS + "e", "x")
+        self.granted(self.sacq("e", "A", 0, seen=-1))
 
 
 if __name__ == "__main__":

@@ -8,15 +8,18 @@ the acquire-wait and handoff histograms.  Only GET /metrics is served.
 """
 
 import http.client
+import os
 import re
+import resource
 import shutil
+import socket
 import subprocess
 import threading
 import time
 import unittest
 
 import harness
-from harness import BrokerTestCase, free_port, wait_until
+from harness import BrokerTestCase, free_port, ms_since, wait_until
 
 PROMTOOL = shutil.which("promtool")
 
@@ -334,6 +337,130 @@ class TestValuesMove(MetricsCase):
         self.assertGreater(m["lockbroker_handoff_seconds_count"], 0)
         self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'],
                          m["lockbroker_releases_total"])
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of process pid so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def soft_nofile(pid, n):
+    """Lower process pid's soft RLIMIT_NOFILE to n (its hard one stays)."""
+    hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (n, hard))
+
+
+def closed_within(sock, seconds):
+    """True once the peer closed sock (EOF or reset) within seconds, having
+    sent nothing."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+class TestBounds(MetricsCase):
+    """/metrics connections are bounded in number and in time, and a
+    flood of them never costs client sessions their service."""
+
+    def open_many(self, port, n):
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(n):
+            socks.append(socket.create_connection(("127.0.0.1", port),
+                                                  timeout=5))
+        return socks
+
+    def test_connections_past_the_limit_are_closed_at_once(self):
+        # Guards: metrics_max_connections: past it a new connection is
+        # accepted and closed at once; those within it are served; client
+        # sessions go on.  They were all kept open, without bound.
+        b = self.start_metrics_broker("--metrics_max_connections", 8)
+        idle = self.open_many(b.mport, 8)
+        time.sleep(0.2)
+        extra = socket.create_connection(("127.0.0.1", b.mport), timeout=5)
+        self.addCleanup(extra.close)
+        self.assertTrue(closed_within(extra, 1.0), "connection 9 of 8 "
+                        "not closed")
+        self.assertEqual(self.connect(b).req("PING"), "OK PONG")
+        for s in idle:
+            s.close()
+        wait_until(lambda: http_req(b.mport)[0] == 200, 2.0,
+                   what="/metrics served once the idle ones are gone")
+        self.assertIn("metrics_max_connections (8) reached", b.log())
+
+    def test_idle_and_trickling_connections_time_out(self):
+        # Guards: metrics_timeout_ms bounds a request however slowly its
+        # bytes trickle in, and an idle keep-alive connection after an
+        # answer; neither was ever closed.
+        b = self.start_metrics_broker("--metrics_timeout_ms", 1000)
+        t0 = time.monotonic()
+        idle, = self.open_many(b.mport, 1)
+        trickle, = self.open_many(b.mport, 1)
+        trickle.sendall(b"GET /metrics HTTP/1.1\r\n")
+        closed = False
+        while time.monotonic() - t0 < 3.0:
+            try:
+                trickle.sendall(b"X")
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.2)
+        if not closed:
+            closed = closed_within(trickle, 0.5)
+        self.assertTrue(closed, "a trickling request kept its connection "
+                        "3 s (metrics_timeout_ms 1000)")
+        self.assertTrue(closed_within(idle, 0.5), "an idle connection "
+                        "outlived metrics_timeout_ms")
+        self.assertLess(ms_since(t0), 3500)
+        # keep-alive: answered, then closed when idle for the timeout
+        conn = http.client.HTTPConnection("127.0.0.1", b.mport, timeout=5)
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        r.read()
+        t1 = time.monotonic()
+        self.assertTrue(closed_within(conn.sock, 2.0), "idle keep-alive "
+                        "connection not closed")
+        self.assertGreaterEqual(ms_since(t1), 800)
+        conn.close()
+
+    def test_descriptor_exhaustion_does_not_spin_or_flood_the_log(self):
+        # Guards: with its descriptors exhausted by /metrics connections
+        # (the limit set above the broker's RLIMIT_NOFILE), the broker
+        # pauses accepting instead of spinning on accept() (it took ~190 %
+        # CPU), logs the error at most once per 10 s (~140,000 lines/s),
+        # and its open client sessions stay served.  With the default
+        # limit, the same flood leaves room for new client sessions.
+        b = self.start_metrics_broker("--metrics_max_connections", 100000)
+        c = self.connect(b)
+        soft_nofile(b.pid, 64)
+        self.open_many(b.mport, 120)
+        time.sleep(0.3)
+        cpu0, t0 = cpu_s(b.pid), time.monotonic()
+        lines0 = b.log().count("accept:")
+        time.sleep(1.5)
+        cpu = (cpu_s(b.pid) - cpu0) / (time.monotonic() - t0)
+        lines = b.log().count("accept:") - lines0
+        print("\n  EMFILE: cpu %.0f %%, %d log lines in 1.5 s"
+              % (cpu * 100, lines), end=" ", flush=True)
+        self.assertLess(cpu, 0.3, "the broker spins on accept()")
+        self.assertLessEqual(lines, 1, "accept errors flood the log")
+        self.assertTrue("Too many open files" in b.log(), "no EMFILE: the "
+                        "test did not exhaust the descriptors")
+        self.assertEqual(c.req("PING"), "OK PONG")
+        self.assertEqual(c.req("ACQUIRE k"), "OK " + c.req("OWNER k")
+                         .split()[3])
+
+        b2 = self.start_metrics_broker()
+        soft_nofile(b2.pid, 128)
+        self.open_many(b2.mport, 200)
+        self.assertEqual(self.connect(b2).req("PING"), "OK PONG")
 
 
 if __name__ == "__main__":

@@ -22,27 +22,22 @@ silent peer.)
 
 Client sockets are made by a short-lived thread that first enters the
 namespace (setns(2) moves only the calling thread); a socket stays in the
-namespace it was made in.  Needs root and `ip netns`; skipped elsewhere.
+namespace it was made in (netpart.py).  Needs root and `ip netns`;
+skipped elsewhere.
 With LBT_TIMINGS=1 in the environment each test prints how long the lock
 took to come free.
 """
 
-import ctypes
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
-import threading
 import time
 import unittest
 import uuid
 
 import harness
-from harness import Client, ms_since, parse_stats, wait_until
-
-IP = shutil.which("ip") or "/usr/sbin/ip"
-CLONE_NEWNET = 0x40000000
+from harness import ms_since, parse_stats, wait_until
+import netpart
+from netpart import IP, Netns, NsBroker, NsRedis, ip_cmd as _ip, \
+    ip_ok as _ip_ok
 
 KEEPALIVE_S = 1           # the broker's --tcp_keepalive_s in these tests
 # Loose bound for "the dead peer's lock is free again".  The fix makes it
@@ -53,164 +48,6 @@ FREED_WITHIN_S = 20.0
 
 NET = "169.254.213."      # a /30 that exists only inside our namespaces
 ADDR_A, ADDR_B = NET + "1", NET + "2"
-REDIS_PORT = 6379         # fresh namespaces: every port is free
-BROKER_PORT = 7711
-
-
-def _ip(*args, timeout=10.0):
-    return subprocess.run([IP] + [str(a) for a in args],
-                          stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _ip_ok(*args):
-    r = _ip(*args)
-    if r.returncode != 0:
-        raise AssertionError("ip %s: %s" % (" ".join(map(str, args)),
-                                            r.stderr.strip()))
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class Netns:
-    """A network namespace made with `ip netns add`; up to the caller to
-    delete (addCleanup(ns.delete))."""
-
-    def __init__(self, name):
-        self.name = name
-        r = _ip("netns", "add", name)
-        if r.returncode != 0:
-            raise unittest.SkipTest("ip netns add failed: %s"
-                                    % r.stderr.strip())
-        _ip_ok("-n", name, "link", "set", "lo", "up")
-
-    def delete(self):
-        _ip("netns", "del", self.name)
-
-    def call(self, fn):
-        """fn() run by a thread inside this namespace; its result (a
-        socket made there stays there)."""
-        out = {}
-
-        def run():
-            try:
-                fd = os.open("/run/netns/" + self.name, os.O_RDONLY)
-                try:
-                    if _libc.setns(fd, CLONE_NEWNET) != 0:
-                        e = ctypes.get_errno()
-                        raise OSError(e, "setns: " + os.strerror(e))
-                finally:
-                    os.close(fd)
-                out["value"] = fn()
-            except BaseException as e:      # handed to the caller
-                out["error"] = e
-
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        t.join()
-        if "error" in out:
-            raise out["error"]
-        return out["value"]
-
-    def popen(self, argv, **kw):
-        # `ip netns exec` execs argv in place: proc.pid is the program's.
-        return subprocess.Popen([IP, "netns", "exec", self.name] + argv,
-                                stdin=subprocess.DEVNULL, **kw)
-
-
-class NsRedis:
-    """redis-server on the loopback of a namespace, killed by pid."""
-
-    def __init__(self, ns):
-        self.ns = ns
-        self.dir = tempfile.mkdtemp(prefix="lbt-nsredis-")
-        with open(os.path.join(self.dir, "redis.log"), "ab") as log:
-            self.proc = ns.popen(
-                [harness.REDIS_BIN, "--port", str(REDIS_PORT),
-                 "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", self.dir,
-                 "--loglevel", "warning"],
-                stdout=log, stderr=subprocess.STDOUT)
-
-    @property
-    def addr(self):
-        return "127.0.0.1:%d" % REDIS_PORT
-
-    def close(self):
-        harness._kill_wait(self.proc, signal.SIGKILL)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class NsBroker(harness.Broker):
-    """A lockbrokerd inside a namespace, on 0.0.0.0 (its loopback and its
-    veth address).  Log, check_log, stop and close are the harness's."""
-
-    def __init__(self, ns, redis_addr, prefix, *extra_args):
-        if not os.access(harness.BROKER_BIN, os.X_OK):
-            raise AssertionError("broker binary %s is missing (build it, or "
-                                 "set LOCKBROKERD)" % harness.BROKER_BIN)
-        self.ns = ns
-        self.redis_addr = redis_addr
-        self.prefix = prefix
-        self.extra = [str(a) for a in extra_args]
-        self.auth = None
-        self.dir = tempfile.mkdtemp(prefix="lbt-broker-")
-        self.logpath = os.path.join(self.dir, "stderr.log")
-        self.proc = None
-        self.rc = None
-        self.checked = False
-        self.port = BROKER_PORT
-        self._spawn()
-        try:
-            self.wait_ready(10.0)
-        except BaseException:
-            self.kill(check=False)
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise
-
-    def _spawn(self):
-        env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:"
-                       "abort_on_error=0")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
-        argv = [harness.BROKER_BIN, "-b", "0.0.0.0", "-p", str(self.port),
-                "-r", self.redis_addr, "--prefix", self.prefix,
-                "-v"] + self.extra
-        with open(self.logpath, "ab") as log:
-            log.write(("--- ip netns exec %s %s\n"
-                       % (self.ns.name, " ".join(argv))).encode())
-            log.flush()
-            self.proc = self.ns.popen(argv, stdout=log, stderr=log, env=env)
-
-    def client(self, timeout=5.0, host="127.0.0.1", ns=None):
-        """A Client made inside ns (default: the broker's own)."""
-        ns = ns or self.ns
-        return ns.call(lambda: Client(self.port, host=host, timeout=timeout))
-
-    def wait_ready(self, timeout=5.0):
-        def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError("broker exited with %s during start-up:"
-                                     "\n%s" % (self.proc.returncode,
-                                               self.log()))
-            try:
-                c = self.client(timeout=1.0)
-            except OSError:
-                return False
-            try:
-                return "redis=up" in c.req("STATS").split(" ")
-            except (OSError, EOFError):
-                return False
-            finally:
-                c.close()
-        try:
-            wait_until(ready, timeout, interval=0.05,
-                       what="broker ready (STATS redis=up)")
-        except AssertionError as e:
-            if "timed out" not in str(e):
-                raise
-            raise AssertionError("%s\nbroker log:\n%s" % (e, self.log()))
 
 
 def _report(what, seconds):
@@ -228,10 +65,11 @@ class TestVanishedClientHost(unittest.TestCase):
             self.skipTest("needs root (network namespaces)")
         if not os.access(IP, os.X_OK):
             self.skipTest("no ip(8) (iproute2)")
-        tag = "%d%s" % (os.getpid(), uuid.uuid4().hex[:6])
-        self.a = Netns("lbtA" + tag)
+        netpart.remove_stale()
+        tag = netpart.unique_tag()
+        self.a = Netns(tag + "-A")
         self.addCleanup(self.a.delete)
-        self.b = Netns("lbtB" + tag)
+        self.b = Netns(tag + "-B")
         self.addCleanup(self.b.delete)
         r = _ip("-n", self.a.name, "link", "add", "va", "type", "veth",
                 "peer", "name", "vb", "netns", self.b.name)
@@ -246,7 +84,7 @@ class TestVanishedClientHost(unittest.TestCase):
         _ip_ok("-n", self.a.name, "neigh", "replace", ADDR_B, "lladdr", mac,
                "dev", "va", "nud", "permanent")
 
-        self.redis = NsRedis(self.a)
+        self.redis = NsRedis(self.a, bind="127.0.0.1")
         self.addCleanup(self.redis.close)
         self.prefix = "lbt" + uuid.uuid4().hex[:12]
         self.broker = NsBroker(self.a, self.redis.addr, self.prefix,

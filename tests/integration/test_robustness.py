@@ -21,7 +21,9 @@ waking, with the replies it waited for unread in the socket.
 """
 
 import os
+import resource
 import signal
+import socket
 import threading
 import time
 
@@ -561,3 +563,34 @@ class TestBrokerStopped(RobustCase):
                         "the holder of a lock taken while its broker was "
                         "stopped was not told: %r\n%s" % (lines, b1.log()))
         stop.set()
+
+
+class TestDescriptorsShort(RobustCase):
+    """Issue 23's sibling of the /metrics flood, on the client listener:
+    with the broker out of descriptors, accept() fails; the listener
+    pauses (it did), and the error is logged at most once per 10 s with
+    the count since (it was logged at every pause: 10 lines a second)."""
+
+    def test_accept_errors_pause_and_are_logged_once(self):
+        b = self.start_broker()
+        c = self.connect(b)
+        soft, hard = resource.prlimit(b.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (48, hard))
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(80):
+            socks.append(socket.create_connection(("127.0.0.1", b.port),
+                                                  timeout=5))
+        time.sleep(1.5)
+        lines = b.log().count("accept: Too many open files")
+        print("\n  %d accept error lines in 1.5 s" % lines, end=" ",
+              flush=True)
+        self.assertGreaterEqual(lines, 1, "no EMFILE: the test did not "
+                                "exhaust the descriptors")
+        self.assertLessEqual(lines, 1, "accept errors flood the log")
+        self.assertEqual(c.req("PING"), "OK PONG")
+        for s in socks:
+            s.close()
+        resource.prlimit(b.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        wait_until(lambda: self.connect(b).req("PING") == "OK PONG", 3.0,
+                   what="new sessions served again")

@@ -381,6 +381,94 @@ class TestReadersWriter(SharedCase):
         self.assertEqual(r2.req("RELEASE cfg"), "OK 0")
 
 
+class TestWriterAcrossBrokers(SharedCase):
+    """Issue 23: a writer waiting on one broker is not overtaken by readers
+    that arrive after it on another; a writer that gives up or vanishes
+    holds them back no longer (at most its mark's TTL, 3 s)."""
+
+    def queue(self, broker, n, line, obs, base):
+        """n connections to broker sending line; waits until obs (on that
+        broker) shows base + n waiters."""
+        cs = [self.connect(broker, timeout=10) for _ in range(n)]
+        for c in cs:
+            c.send(line)
+        self.waiters_are(obs, base + n, timeout=5.0)
+        return cs
+
+    def test_late_readers_elsewhere_wait_for_the_writer(self):
+        # The defect's scenario: the key held exclusive, 40 readers wait
+        # on both brokers, then a writer on Y, then 5 readers on X.  At
+        # the release the 40 share the key; the writer is next, before
+        # the 5 late ones (they were granted with the 40, and the writer
+        # waited for their whole hold).
+        ox, oy = self.connect(self.x), self.connect(self.y)
+        holder = self.connect(self.x)
+        t0 = self.assertToken(holder.req("ACQUIRE doc"))
+        line = "ACQUIRE doc SHARED WAIT 20000"
+        early = (self.queue(self.x, 20, line, ox, 0) +
+                 self.queue(self.y, 20, line, oy, 0))
+        w = self.connect(self.y, timeout=10)
+        w.send("ACQUIRE doc WAIT 20000")
+        self.waiters_are(oy, 21)
+        time.sleep(0.2)         # its mark is announced, X hears of it
+        late = self.queue(self.x, 5, line, ox, 20)
+        self.assertEqual(holder.req("RELEASE doc"), "OK 0")
+        tokens = [self.assertToken(c.readline(3.0)) for c in early]
+        self.assertGreater(min(tokens), t0)
+        for c in late:
+            self.assertTrue(c.no_reply(0.05), "a reader that came after "
+                            "the writer was granted before it")
+        self.assertTrue(w.no_reply(0.05))
+        for c in early:
+            self.assertEqual(c.req("RELEASE doc"), "OK 0")
+        tw = self.assertToken(w.readline(3.0))
+        self.assertGreater(tw, max(tokens))
+        for c in late:
+            self.assertTrue(c.no_reply(0.05), "a late reader was granted "
+                            "beside the writer")
+        self.assertEqual(w.req("RELEASE doc"), "OK 0")
+        for c in late:
+            self.assertGreater(self.assertToken(c.readline(3.0)), tw)
+            self.assertEqual(c.req("RELEASE doc"), "OK 0")
+
+    def test_writer_gone_holds_readers_back_no_longer(self):
+        # A writer whose WAIT runs out lets the late readers go at once; a
+        # writer whose broker dies holds them back at most its mark's TTL.
+        ox = self.connect(self.x)
+        holder = self.connect(self.x)
+        self.assertToken(holder.req("ACQUIRE doc"))
+        w = self.connect(self.y)
+        w.send("ACQUIRE doc WAIT 1500")
+        time.sleep(0.3)         # its attempt finds the key held: marked
+        late = self.queue(self.x, 2, "ACQUIRE doc SHARED WAIT 10000", ox, 0)
+        self.assertEqual(w.readline(3.0), "BUSY")
+        t0 = time.monotonic()
+        self.assertEqual(holder.req("RELEASE doc"), "OK 0")
+        for c in late:
+            self.assertToken(c.readline(2.0))
+        ms = ms_since(t0)
+        figure("writer gave up, key released -> late readers: %.0f ms" % ms)
+        self.assertLess(ms, 1000, "the mark of a writer that gave up held "
+                        "the readers back")
+        for c in late:
+            self.assertEqual(c.req("RELEASE doc"), "OK 0")
+
+        z = self.start_broker()
+        self.assertToken(holder.req("ACQUIRE doc2"))
+        w = self.connect(z)
+        w.send("ACQUIRE doc2 WAIT 20000")
+        time.sleep(0.3)
+        late = self.queue(self.x, 2, "ACQUIRE doc2 SHARED WAIT 10000", ox, 0)
+        z.kill()
+        t0 = time.monotonic()
+        self.assertEqual(holder.req("RELEASE doc2"), "OK 0")
+        for c in late:
+            self.assertToken(c.readline(5.0))
+        ms = ms_since(t0)
+        figure("writer's broker killed -> late readers: %.0f ms" % ms)
+        self.assertLess(ms, 4500)
+
+
 # ------------------------------------------------------- session end, -9 --
 
 class TestSessionEnd(SharedCase):

@@ -229,43 +229,56 @@ class SentinelProc:
     the same SENTINEL DEBUG timers again (they are not kept in the
     conf)."""
 
+    bind = "127.0.0.1"          # netpart's sentinels bind their host's
+
     def __init__(self, dirpath, index, master_addr, down_after_ms,
                  failover_timeout_ms, quorum, master_name, debug=None):
+        self._paths(dirpath, index, debug)
+        for _ in range(5):
+            self.port = harness.free_port()
+            self.write_conf(master_addr, down_after_ms, failover_timeout_ms,
+                            quorum, master_name)
+            if self.start():
+                return
+        raise RuntimeError("sentinel %d did not start; see %s"
+                           % (index, self.logpath))
+
+    def _paths(self, dirpath, index, debug):
         self.debug = tuple(SENTINEL_DEBUG if debug is None else debug)
         self.dir = dirpath
         self.index = index
         self.conf = os.path.join(dirpath, "sentinel%d.conf" % index)
         self.logpath = os.path.join(dirpath, "sentinel%d.log" % index)
         self.proc = None
+
+    def write_conf(self, master_addr, down_after_ms, failover_timeout_ms,
+                   quorum, master_name):
         mhost, mport = split_addr(master_addr)
-        for _ in range(5):
-            self.port = harness.free_port()
-            with open(self.conf, "w") as f:
-                f.write("port %d\n" % self.port)
-                f.write("bind 127.0.0.1\n")
-                f.write("daemonize no\n")
-                f.write("dir %s\n" % dirpath)
-                f.write("loglevel notice\n")
-                f.write("sentinel monitor %s %s %d %d\n"
-                        % (master_name, mhost, mport, quorum))
-                f.write("sentinel down-after-milliseconds %s %d\n"
-                        % (master_name, down_after_ms))
-                f.write("sentinel failover-timeout %s %d\n"
-                        % (master_name, failover_timeout_ms))
-                f.write("sentinel parallel-syncs %s 1\n" % master_name)
-            if self.start():
-                return
-        raise RuntimeError("sentinel %d did not start; see %s"
-                           % (index, self.logpath))
+        with open(self.conf, "w") as f:
+            f.write("port %d\n" % self.port)
+            f.write("bind %s\n" % self.bind)
+            f.write("daemonize no\n")
+            f.write("dir %s\n" % self.dir)
+            f.write("loglevel notice\n")
+            f.write("sentinel monitor %s %s %d %d\n"
+                    % (master_name, mhost, mport, quorum))
+            f.write("sentinel down-after-milliseconds %s %d\n"
+                    % (master_name, down_after_ms))
+            f.write("sentinel failover-timeout %s %d\n"
+                    % (master_name, failover_timeout_ms))
+            f.write("sentinel parallel-syncs %s 1\n" % master_name)
 
     @property
     def addr(self):
-        return "127.0.0.1:%d" % self.port
+        return "%s:%d" % (self.bind, self.port)
+
+    def argv(self):
+        return [harness.REDIS_BIN, self.conf, "--sentinel"]
 
     def start(self, timeout=5.0):
         log = open(self.logpath, "ab")
         self.proc = subprocess.Popen(
-            [harness.REDIS_BIN, self.conf, "--sentinel"],
+            self.argv(),
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
@@ -340,15 +353,15 @@ class SentinelTopology:
         self.dead = set()       # nodes the test killed and did not restart
         try:
             master = self._new_node([])
+            mhost, mport = split_addr(master.addr)
             for _ in range(replicas):
-                self._new_node(["--replicaof", "127.0.0.1",
-                                str(master.port)])
+                self._new_node(["--replicaof", mhost, str(mport)])
             harness.wait_until(self.replicas_linked, ready_timeout,
                                what="replicas master_link_status:up")
             for i in range(sentinels):
-                self.sentinels.append(SentinelProc(
-                    self.dir, i, master.addr, down_after_ms,
-                    failover_timeout_ms, quorum, master_name))
+                self.sentinels.append(self._new_sentinel(
+                    i, master.addr, down_after_ms, failover_timeout_ms,
+                    quorum, master_name))
             self.wait_ready(ready_timeout)
         except BaseException:
             self.close()
@@ -360,6 +373,11 @@ class SentinelTopology:
         node.base_extra = list(NODE_ARGS) + self.redis_args
         self.nodes.append(node)
         return node
+
+    def _new_sentinel(self, i, master_addr, down_after_ms,
+                      failover_timeout_ms, quorum, master_name):
+        return SentinelProc(self.dir, i, master_addr, down_after_ms,
+                            failover_timeout_ms, quorum, master_name)
 
     # -------------------------------------------------------- lookup --
 
@@ -419,7 +437,8 @@ class SentinelTopology:
             i = info(n.addr, timeout=1.0)
             if (i.get("role") != "slave" or
                     i.get("master_link_status") != "up" or
-                    i.get("master_port") != str(m.port)):
+                    "%s:%s" % (i.get("master_host"), i.get("master_port"))
+                    != m.addr):
                 return False
         return True
 
@@ -789,9 +808,11 @@ class ClusterNode:
         raise RuntimeError("cluster node did not start (last dir %s)"
                            % self.dir)
 
+    bind = "127.0.0.1"          # netpart's nodes bind their host's
+
     @property
     def addr(self):
-        return "127.0.0.1:%d" % self.port
+        return "%s:%d" % (self.bind, self.port)
 
     @property
     def pid(self):
@@ -803,7 +824,7 @@ class ClusterNode:
 
     def argv(self):
         return [harness.REDIS_BIN, "--port", str(self.port),
-                "--bind", "127.0.0.1", "--cluster-port", str(self.bus_port),
+                "--bind", self.bind, "--cluster-port", str(self.bus_port),
                 "--cluster-config-file",
                 os.path.join(self.dir, "nodes.conf"),
                 "--dir", self.dir, "--daemonize", "no"] + \
@@ -897,8 +918,8 @@ class ClusterTopology:
         self.fault_t0 = None
         self.create_output = ""
         try:
-            for _ in range(masters * (1 + replicas)):
-                self.nodes.append(ClusterNode(self.dir, redis_args))
+            for i in range(masters * (1 + replicas)):
+                self.nodes.append(self._new_node(i, redis_args))
             argv = ["redis-cli", "--cluster", "create"] + \
                 [n.addr for n in self.nodes] + \
                 ["--cluster-replicas", str(replicas), "--cluster-yes"]
@@ -914,6 +935,9 @@ class ClusterTopology:
         except BaseException:
             self.close()
             raise
+
+    def _new_node(self, i, redis_args):
+        return ClusterNode(self.dir, redis_args)
 
     # -------------------------------------------------------- lookup --
 

@@ -49,6 +49,8 @@ struct fake_call {
 	long akind;			/* ACQUIRE: what it asks for */
 	int will_wait;
 	long reserve;
+	long long seen;			/* ACQUIRE, shared: the writers it
+					 * came after (store.h) */
 	char *next_owner;
 	size_t next_ownerlen;
 	size_t n;

@@ -21,6 +21,7 @@ static Suite *(*const suites[])(void) = {
 	slot_suite,
 	acl_suite,
 	vouch_suite,
+	httphead_suite,
 };
 
 int

@@ -17,5 +17,6 @@ Suite *locks_suite(void);	/* test_locks.c: lock table, fake store */
 Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
+Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 
 #endif

@@ -72,7 +72,7 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	r->losttoken = token;
 }
 
-static const struct lk_client_ops ops = { on_reply, on_lost, NULL };
+static const struct lk_client_ops ops = { on_reply, on_lost, NULL, NULL };
 
 /* 36-byte client-ids, as clientid.c makes them. */
 static const char *const ids[NCL] = {
@@ -1071,7 +1071,7 @@ START_TEST(test_fair_release_after_handoffs)
 		int next = 1 - holder;
 
 		acquire(&e, next, "k", 10000, 5000);
-		locks_store_wanted(e.lt, "k", 1, 1);
+		locks_store_wanted(e.lt, "k", 1, 1, 0);
 		release(&e, holder, "k");
 		fc = take(&e, FAKE_HANDOFF);
 		fake_acquire_done(fc, 1, 1, ++token);
@@ -1079,7 +1079,7 @@ START_TEST(test_fair_release_after_handoffs)
 		holder = next;
 	}
 	acquire(&e, 1 - holder, "k", 10000, 5000);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	release(&e, holder, "k");
 	ck_assert_uint_eq(pending(&e, FAKE_HANDOFF), 0);
 	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
@@ -1207,7 +1207,7 @@ START_TEST(test_remote_writer_holds_back_readers)
 	env_start(&e, NULL);
 	acquire_k(&e, 0, "k", LK_SHARED, 1000);
 	grant(&e, 0, LK_SHARED, 10);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	acquire_k(&e, 1, "k", LK_SHARED, 1000);
 	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
 	release(&e, 0, "k");
@@ -1442,10 +1442,10 @@ START_TEST(test_remote_reader_does_not_hold_back_readers)
 	env_start(&e, NULL);
 	acquire_k(&e, 0, "k", LK_SHARED, 0);
 	grant(&e, 0, LK_SHARED, 10);
-	locks_store_wanted(e.lt, "k", 1, 0);
+	locks_store_wanted(e.lt, "k", 1, 0, 0);
 	acquire_k(&e, 1, "k", LK_SHARED, 0);
 	grant(&e, 1, LK_SHARED, 11);
-	locks_store_wanted(e.lt, "k", 1, 1);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
 	acquire_k(&e, 2, "k", LK_SHARED, 0);
 	ck_assert_int_eq(e.rec[2].status, LK_BUSY);
 	env_end(&e);
@@ -1806,6 +1806,157 @@ START_TEST(test_pass_at_session_end)
 }
 END_TEST
 
+/* --- grace sessions: resumed elsewhere, or lost? ------------------------ */
+
+static int doubts;
+
+static int
+on_doubt(void *arg)
+{
+	(void)arg;
+	doubts++;
+	return 1;
+}
+
+static const struct lk_client_ops grace_ops = { on_reply, on_lost, NULL,
+    on_doubt };
+
+/* Client 0 as a grace session's lock client (resumable, with a doubt
+ * hook). */
+static void
+grace_client(struct env *e)
+{
+	locks_client_free(e->cl[0]);
+	e->cl[0] = locks_client_new(e->lt, ids[0], &grace_ops, &e->rec[0]);
+	locks_client_resumable(e->cl[0]);
+	doubts = 0;
+}
+
+static uint64_t
+lost_count(const struct env *e)
+{
+	struct locks_stats s;
+
+	locks_get_stats(e->lt, &s);
+	return s.lost;
+}
+
+/*
+ * A grace session's lock found gone by a renewal is no loss until its
+ * record says the session is still its own (a RESUME elsewhere rewrites
+ * every lock it takes over): not told, not counted, not renewed again,
+ * until locks_doubt_settled; a RELEASE answered "not yours" waits for the
+ * verdict too.
+ */
+START_TEST(test_grace_hold_gone_waits_for_the_record)
+{
+	struct env e;
+	struct fake_call *fc;
+	int renewed[2];
+
+	env_start(&e, NULL);
+	grace_client(&e);
+	hold(&e, 0, "k1", 30, 1);
+	hold(&e, 0, "k2", 30, 2);
+	run_ms(&e, 15);
+	fc = take(&e, FAKE_RENEW);
+	for (size_t i = 0; i < fc->n; i++)
+		renewed[i] = strcmp(fc->items[i].key, "k1") != 0;
+	fake_renew_done(fc, 1, renewed, fc->n);
+	ck_assert_int_eq(doubts, 1);
+	ck_assert_int_eq(e.rec[0].nlost, 0);
+	ck_assert_uint_eq(lost_count(&e), 0);
+	ck_assert_uint_eq(locks_held(e.cl[0], NULL, NULL), 2);
+	while ((fc = fake_store_take(e.st, FAKE_RENEW)) != NULL)
+		fake_renew_done(fc, 1, (int[]){ 1, 1 }, fc->n);
+	run_ms(&e, 15);				/* k1 is not renewed again */
+	for (size_t i = 0; (fc = fake_store_peek(e.st, FAKE_RENEW, i)); i++)
+		ck_assert(!renew_has(fc, "k1", value_of(0, 1), 30));
+	release(&e, 0, "k2");
+	fc = take(&e, FAKE_RELEASE);
+	fake_release_done(fc, 1, 0);		/* k2 gone too */
+	ck_assert_int_eq(doubts, 1);		/* one check for both */
+	ck_assert_int_eq(e.rec[0].nreplies, 2);	/* no answer yet */
+	locks_doubt_settled(e.cl[0]);		/* a check sent before k2 */
+	ck_assert_int_eq(doubts, 2);		/* ... so ask again */
+	ck_assert_int_eq(e.rec[0].nreplies, 2);
+	locks_doubt_settled(e.cl[0]);		/* still ours: both lost */
+	ck_assert_int_eq(e.rec[0].nreplies, 3);
+	ck_assert_int_eq(e.rec[0].status, LK_LOST);
+	ck_assert_int_eq(e.rec[0].nlost, 1);	/* k1: an event; k2: the reply */
+	ck_assert_str_eq(e.rec[0].lostkey, "k1");
+	ck_assert_uint_eq(lost_count(&e), 2);
+	ck_assert_uint_eq(locks_held(e.cl[0], NULL, NULL), 0);
+	env_end(&e);
+}
+END_TEST
+
+/*
+ * Taken over by a RESUME elsewhere: nothing is told or counted, and a
+ * grant the session's record may not list (not confirmed) is released
+ * under the client's own owner, while one the record lists is left to the
+ * RESUME.
+ */
+START_TEST(test_grace_taken_releases_only_unrecorded_grants)
+{
+	struct env e;
+	struct fake_call *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	grace_client(&e);
+	hold(&e, 0, "rec", 30000, 1);
+	locks_recorded(e.cl[0], "rec", 3);
+	hold(&e, 0, "new", 30000, 2);
+	release(&e, 0, "rec");
+	fake_release_done(take(&e, FAKE_RELEASE), 1, 0);
+	ck_assert_int_eq(doubts, 1);
+	locks_client_taken(e.cl[0]);
+	e.cl[0] = NULL;
+	ck_assert_int_eq(e.rec[0].nreplies, 2);	/* the two grants only */
+	ck_assert_int_eq(e.rec[0].nlost, 0);
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->key, "new");
+	ck_assert_str_eq(fc->value, value_of(0, 2));
+	fake_release_done(fc, 1, 1);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost, 0);
+	ck_assert_uint_eq(s.orphans, 1);
+	env_end(&e);
+}
+END_TEST
+
+/*
+ * A reader carries the writers (of other brokers) it came after, which
+ * sacquire.lua does not let it overtake: its first attempt, sent as it
+ * arrives, asks for "those marked before this call" (-1) and learns their
+ * latest stamp from the answer; a reader that arrives while others wait
+ * here is not tried at once and carries the latest writer mark heard of
+ * (a "wanted" message with a stamp) or seen by an attempt here.
+ */
+START_TEST(test_reader_carries_the_writers_it_came_after)
+{
+	struct env e;
+	struct fake_call *fc;
+
+	env_start(&e, NULL);
+	locks_acquire(e.cl[0], "k", 1, LK_SHARED, 5000, 0);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_int_eq(fc->seen, -1);
+	fake_grant_done(fc, 1, 0, 1000, 555);	/* held; a writer, 555 */
+	locks_store_wanted(e.lt, "k", 1, 1, 777);	/* another writer */
+	locks_acquire(e.cl[1], "k", 1, LK_SHARED, 5000, 0);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);	/* behind */
+	locks_store_wanted(e.lt, "k", 1, 1, 0);	/* plain: no stamp */
+	locks_store_released(e.lt, "k", 1);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 2);
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 0)->seen, 555);
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 1)->seen, 777);
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_suite(void)
 {
@@ -1888,6 +2039,9 @@ locks_suite(void)
 	tcase_add_test(tc, test_pass_refused_until_jeopardy);
 	tcase_add_test(tc, test_no_pass_from_a_grace_session);
 	tcase_add_test(tc, test_pass_at_session_end);
+	tcase_add_test(tc, test_grace_hold_gone_waits_for_the_record);
+	tcase_add_test(tc, test_grace_taken_releases_only_unrecorded_grants);
+	tcase_add_test(tc, test_reader_carries_the_writers_it_came_after);
 	suite_add_tcase(s, tc);
 	return s;
 }
