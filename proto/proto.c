@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_WORDS 8	/* the longest valid request has 8 words */
+#define MAX_WORDS 10	/* the longest valid request has 10 words */
 
 /* How the arguments after the verb are read. */
 enum shape {
@@ -22,7 +22,9 @@ enum shape {
 	SHAPE_WORD2,		/* exactly two words (RESUME id secret) */
 	SHAPE_KEY,		/* exactly one key */
 	SHAPE_KEY_OPTS,		/* key then WAIT/TTL options */
-	SHAPE_ONOFF		/* ON or OFF */
+	SHAPE_ONOFF,		/* ON or OFF */
+	SHAPE_KEY_VALUE,	/* 1.2: key and a VALUE word (PROCLAIM) */
+	SHAPE_KEY_TOKEN		/* 1.2: key and a token (CHECK) */
 };
 
 struct cmd_def {
@@ -37,20 +39,25 @@ struct cmd_def {
 #define OPT_LINGER 4u
 #define OPT_SHARED 8u	/* 1.1: a flag, no value */
 #define OPT_LIMIT  16u	/* 1.1 */
+#define OPT_VALUE  32u	/* 1.2: a word of 1..PROTO_VALUE_MAX bytes */
+#define OPT_ASYNC  64u	/* 1.2: a flag */
+#define OPT_VFLAG  128u	/* 1.2: OWNER's VALUE, a flag */
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_HELLO]   = { "HELLO",   SHAPE_HELLO, 0,
 			  "HELLO [name] [GRACE <ms>]" },
 	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS,
-			  OPT_WAIT | OPT_TTL | OPT_SHARED | OPT_LIMIT,
+			  OPT_WAIT | OPT_TTL | OPT_SHARED | OPT_LIMIT |
+			  OPT_VALUE | OPT_ASYNC,
 			  "ACQUIRE <key> [SHARED | LIMIT <n>] [WAIT <ms>] "
-			  "[TTL <ms>]" },
+			  "[TTL <ms>] [VALUE <text>] [ASYNC]" },
 	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY_OPTS, OPT_LINGER,
 			  "RELEASE <key> [LINGER <ms>]" },
 	[CMD_RENEW]   = { "RENEW",   SHAPE_KEY_OPTS, OPT_TTL,
 			  "RENEW <key> [TTL <ms>]" },
-	[CMD_OWNER]   = { "OWNER",   SHAPE_KEY, 0, "OWNER <key>" },
+	[CMD_OWNER]   = { "OWNER",   SHAPE_KEY_OPTS, OPT_VFLAG,
+			  "OWNER <key> [VALUE]" },
 	[CMD_HELD]    = { "HELD",    SHAPE_NONE, 0, "HELD" },
 	[CMD_STATS]   = { "STATS",   SHAPE_NONE, 0, "STATS" },
 	[CMD_PING]    = { "PING",    SHAPE_NONE, 0, "PING" },
@@ -59,6 +66,13 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_AUTH]    = { "AUTH",    SHAPE_WORD, 0, "AUTH <token>" },
 	[CMD_RESUME]  = { "RESUME",  SHAPE_WORD2, 0,
 			  "RESUME <client-id> <secret>" },
+	[CMD_CANCEL]  = { "CANCEL",  SHAPE_KEY, 0, "CANCEL <key>" },
+	[CMD_PROCLAIM] = { "PROCLAIM", SHAPE_KEY_VALUE, 0,
+			  "PROCLAIM <key> <value>" },
+	[CMD_WATCH]   = { "WATCH",   SHAPE_KEY, 0, "WATCH <key>" },
+	[CMD_UNWATCH] = { "UNWATCH", SHAPE_KEY, 0, "UNWATCH <key>" },
+	[CMD_CHECK]   = { "CHECK",   SHAPE_KEY_TOKEN, 0,
+			  "CHECK <key> <token>" },
 };
 
 static const char *const err_names[PERR__COUNT] = {
@@ -150,7 +164,8 @@ parse_key(const struct word *w, const struct proto_limits *lim,
 {
 	size_t max = lim->max_key_len;
 
-	if (req->cmd != CMD_ACQUIRE && lim->max_held_key_len > max)
+	if (req->cmd != CMD_ACQUIRE && req->cmd != CMD_WATCH &&
+	    lim->max_held_key_len > max)
 		max = lim->max_held_key_len;
 	/* split() already refused bytes outside 0x20..0x7e and words hold
 	 * no blanks, so only the length is left to check. */
@@ -159,6 +174,34 @@ parse_key(const struct word *w, const struct proto_limits *lim,
 	req->key = w->p;
 	req->keylen = w->len;
 	return PERR_NONE;
+}
+
+/* A VALUE: one word (split() made it 0x21..0x7e) of 1..PROTO_VALUE_MAX
+ * bytes. */
+static enum proto_err
+parse_value(const struct word *w, struct proto_req *req, const char **why)
+{
+	if (w->len > PROTO_VALUE_MAX)
+		return bad(why, "VALUE longer than 256 bytes");
+	req->value = w->p;
+	req->valuelen = w->len;
+	return PERR_NONE;
+}
+
+/* A token: decimal 1..2^53-1, or -1. */
+static long long
+parse_token(const struct word *w)
+{
+	long long v = 0;
+
+	if (w->len == 0 || w->len > 16)
+		return -1;
+	for (size_t i = 0; i < w->len; i++) {
+		if (w->p[i] < '0' || w->p[i] > '9')
+			return -1;
+		v = v * 10 + (w->p[i] - '0');
+	}
+	return v >= 1 && v <= PROTO_TOKEN_MAX ? v : -1;
 }
 
 /* LIMIT's value: decimal 1..PROTO_LIMIT_MAX (leading zeros allowed, as
@@ -189,10 +232,35 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 			opt = OPT_SHARED;
 		else if (word_is(&w[i], "LIMIT"))
 			opt = OPT_LIMIT;
+		else if (word_is(&w[i], "VALUE"))
+			opt = (allowed & OPT_VFLAG) ? OPT_VFLAG : OPT_VALUE;
+		else if (word_is(&w[i], "ASYNC"))
+			opt = OPT_ASYNC;
 		else
 			return bad(why, "unknown option");
 		if (!(allowed & opt))
 			return bad(why, "option not allowed here");
+		if (opt == OPT_ASYNC || opt == OPT_VFLAG) {
+			int *flag = opt == OPT_ASYNC ? &req->async :
+			    &req->with_value;
+
+			if (*flag)
+				return bad(why, opt == OPT_ASYNC ? "ASYNC given "
+				    "twice" : "VALUE given twice");
+			*flag = 1;
+			i--;		/* a flag: no value follows */
+			continue;
+		}
+		if (opt == OPT_VALUE) {
+			if (req->valuelen > 0)
+				return bad(why, "VALUE given twice");
+			if (i + 1 >= n)
+				return bad(why, "VALUE needs a word of 1..256 "
+				    "printable bytes");
+			if (parse_value(&w[i + 1], req, why) != PERR_NONE)
+				return PERR_BADARG;
+			continue;
+		}
 		if (opt == OPT_SHARED) {
 			if (req->shared)
 				return bad(why, "SHARED given twice");
@@ -322,7 +390,27 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 			return bad(why, "missing key");
 		if (parse_key(&w[1], lim, req, why) != PERR_NONE)
 			return PERR_BADARG;
-		return parse_opts(&w[2], nargs - 1, def->opts, req, why);
+		if (parse_opts(&w[2], nargs - 1, def->opts, req, why) !=
+		    PERR_NONE)
+			return PERR_BADARG;
+		if (req->valuelen > 0 && (req->shared || req->limit > 0))
+			return bad(why, "VALUE is for exclusive holds: not with "
+			    "SHARED or LIMIT");
+		return PERR_NONE;
+	case SHAPE_KEY_VALUE:
+		if (nargs != 2)
+			return bad(why, "takes a key and a value");
+		if (parse_key(&w[1], lim, req, why) != PERR_NONE)
+			return PERR_BADARG;
+		return parse_value(&w[2], req, why);
+	case SHAPE_KEY_TOKEN:
+		if (nargs != 2)
+			return bad(why, "takes a key and a token");
+		if (parse_key(&w[1], lim, req, why) != PERR_NONE)
+			return PERR_BADARG;
+		if ((req->token = parse_token(&w[2])) < 0)
+			return bad(why, "token must be decimal 1..2^53-1");
+		return PERR_NONE;
 	case SHAPE_ONOFF:
 		if (nargs != 1)
 			return bad(why, "takes ON or OFF");

@@ -17,6 +17,8 @@
 #define PROTO_MS_MAX 2147483647L	/* largest WAIT/TTL value accepted */
 #define PROTO_NAME_MAX 64		/* longest HELLO name / AUTH token word */
 #define PROTO_LIMIT_MAX 1000000L	/* most permits a LIMIT may give */
+#define PROTO_VALUE_MAX 256		/* 1.2: longest VALUE, bytes */
+#define PROTO_TOKEN_MAX 9007199254740991LL	/* 2^53-1: CHECK's token */
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -31,6 +33,11 @@ enum proto_cmd {
 	CMD_EVENTS,
 	CMD_AUTH,
 	CMD_RESUME,			/* 1.1 */
+	CMD_CANCEL,			/* 1.2: withdraw an ASYNC wait */
+	CMD_PROCLAIM,			/* 1.2: a new VALUE for a hold */
+	CMD_WATCH,			/* 1.2: events on a key's holders */
+	CMD_UNWATCH,			/* 1.2 */
+	CMD_CHECK,			/* 1.2: is a token's hold alive? */
 	CMD__COUNT
 };
 
@@ -73,6 +80,11 @@ struct proto_req {
 	size_t wordlen;
 	const char *word2;		/* RESUME secret */
 	size_t word2len;
+	const char *value;		/* 1.2: ACQUIRE ... VALUE, PROCLAIM's */
+	size_t valuelen;		/* 0: none given */
+	int async;			/* 1.2: ACQUIRE ... ASYNC */
+	int with_value;			/* 1.2: OWNER <key> VALUE */
+	long long token;		/* 1.2: CHECK's token */
 	int has_wait, has_ttl, has_grace, has_linger;
 	long wait_ms, ttl_ms, grace_ms, linger_ms;
 	int on;				/* EVENTS ON (1) / OFF (0) */

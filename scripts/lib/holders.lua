@@ -32,6 +32,12 @@ local function owner_of(v)
   return string.match(v, '^(.*):%d+$')
 end
 
+-- The token part of a value "<owner>:<token>", as a string (nil if not
+-- that shape).
+local function token_of(v)
+  return string.match(v, ':(%d+)$')
+end
+
 -- PUBLISH, or SPUBLISH for cluster mode's per-slot channel ("...{tag}").
 local function publish(chan, msg)
   local pub = string.sub(chan, -1) == '}' and 'SPUBLISH' or 'PUBLISH'
@@ -149,4 +155,59 @@ local function hold(k, v, now, ttl_ms, kind)
   redis.call('ZADD', k, 'NX', num(-kind), '#')
   redis.call('ZADD', k, num(now + tonumber(ttl_ms)), v)
   settle(k)
+end
+
+-- Tell the key's watchers that its holders or its value changed: while
+-- the watch mark exists (watch.lua), "held <name>" on the release channel
+-- (a lock name has no blank, so no broker takes it for a release of
+-- one; brokers with watchers read the key again: the message says only
+-- that something changed).
+local function changed(mark, chan, name)
+  if mark and redis.call('EXISTS', mark) == 1 then
+    publish(chan, 'held ' .. name)
+  end
+end
+
+-- The value text of the exclusive hold whose value is v, from the key's
+-- value vk ("<token> <text>", value.lua), or "" when it has none: a
+-- value of another token is a remnant of a hold that ended.
+local function value_of(vk, v)
+  local t = token_of(v)
+  local s = redis.call('GET', vk)
+  if not (s and t) then
+    return ''
+  end
+  local vt, text = string.match(s, '^(%d+) (.+)$')
+  if vt ~= t then
+    return ''
+  end
+  return text
+end
+
+-- Who holds k (owner.lua's answer, which it documents), read only.
+local function holders_of(k)
+  local v = get_str(k)
+  if v == false then
+    return {}
+  end
+  if v then
+    return {v, redis.call('PTTL', k)}
+  end
+  if redis.call('TYPE', k).ok ~= 'zset' then
+    return {'?', redis.call('PTTL', k)}
+  end
+  local now = now_ms()
+  local from = '(' .. num(now)
+  local total = redis.call('ZCOUNT', k, from, '+inf')
+  if total == 0 then
+    return {}
+  end
+  local out = {kind_of(k), total}
+  local shown = redis.call('ZRANGEBYSCORE', k, from, '+inf', 'WITHSCORES',
+    'LIMIT', 0, 16)
+  for i = 1, #shown, 2 do
+    out[#out + 1] = shown[i]
+    out[#out + 1] = tonumber(shown[i + 1]) - now
+  end
+  return out
 end

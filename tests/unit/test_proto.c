@@ -399,7 +399,105 @@ static const struct row verb_rows[] = {
 	{ ERR("BOGUS x x x x x x x x x x x x", PERR_BADCMD) },
 };
 
+static enum proto_err parse_str(const char *line, size_t max_key_len,
+    struct proto_req *req, char **bufp);
+
+/* Protocol 1.2: ASYNC and VALUE on ACQUIRE, OWNER ... VALUE, CANCEL,
+ * PROCLAIM, WATCH, UNWATCH, CHECK; and their errors, each beside a valid
+ * twin above or here.  The 1.2 fields are checked by test_v12_fields. */
+static const struct row v12_rows[] = {
+	{ OK("ACQUIRE k ASYNC", CMD_ACQUIRE), KEY("k") },
+	{ OK("ACQUIRE k WAIT 5 async", CMD_ACQUIRE), KEY("k"), WAIT(5) },
+	{ OK("ACQUIRE k VALUE 10.0.0.7:8080", CMD_ACQUIRE), KEY("k") },
+	{ OK("ACQUIRE k WAIT 5 TTL 7 VALUE v ASYNC", CMD_ACQUIRE), KEY("k"),
+	  WAIT(5), TTL(7) },
+	{ OK("ACQUIRE ASYNC ASYNC", CMD_ACQUIRE), KEY("ASYNC") },
+	{ OK("ACQUIRE VALUE VALUE VALUE", CMD_ACQUIRE), KEY("VALUE") },
+	{ OK("ACQUIRE k SHARED ASYNC WAIT 1", CMD_ACQUIRE), KEY("k"),
+	  WAIT(1) },
+	{ ERR("ACQUIRE k ASYNC ASYNC", PERR_BADARG) },
+	{ ERR("ACQUIRE k VALUE", PERR_BADARG) },
+	{ ERR("ACQUIRE k VALUE a VALUE b", PERR_BADARG) },
+	{ ERR("ACQUIRE k SHARED VALUE v", PERR_BADARG) },
+	{ ERR("ACQUIRE k VALUE v LIMIT 2", PERR_BADARG) },
+	{ ERR("ACQUIRE k VALUE a b", PERR_BADARG) },
+	{ ERR("RELEASE k ASYNC", PERR_BADARG) },
+	{ ERR("RENEW k VALUE v", PERR_BADARG) },
+	{ OK("OWNER k VALUE", CMD_OWNER), KEY("k") },
+	{ ERR("OWNER k VALUE v", PERR_BADARG) },
+	{ ERR("OWNER k VALUE VALUE", PERR_BADARG) },
+	{ ERR("OWNER k ASYNC", PERR_BADARG) },
+	{ OK("CANCEL k", CMD_CANCEL), KEY("k") },
+	{ ERR("CANCEL", PERR_BADARG) },
+	{ ERR("CANCEL k WAIT 5", PERR_BADARG) },
+	{ OK("PROCLAIM k v", CMD_PROCLAIM), KEY("k") },
+	{ ERR("PROCLAIM k", PERR_BADARG) },
+	{ ERR("PROCLAIM k a b", PERR_BADARG) },
+	{ OK("WATCH k", CMD_WATCH), KEY("k") },
+	{ OK("unwatch k", CMD_UNWATCH), KEY("k") },
+	{ ERR("WATCH", PERR_BADARG) },
+	{ ERR("WATCH a b", PERR_BADARG) },
+	{ OK("CHECK k 1795346669878170", CMD_CHECK), KEY("k") },
+	{ OK("CHECK k 9007199254740991", CMD_CHECK), KEY("k") },
+	{ ERR("CHECK k 9007199254740992", PERR_BADARG) },
+	{ ERR("CHECK k 0", PERR_BADARG) },
+	{ ERR("CHECK k -1", PERR_BADARG) },
+	{ ERR("CHECK k 12a", PERR_BADARG) },
+	{ ERR("CHECK k", PERR_BADARG) },
+	{ ERR("CHECK k 1 2", PERR_BADARG) },
+};
+
 START_TEST(test_valid_forms) { check_row(&valid_rows[_i]); } END_TEST
+START_TEST(test_v12) { check_row(&v12_rows[_i]); } END_TEST
+
+/* The 1.2 fields: the value points into the line, flags and the token. */
+START_TEST(test_v12_fields)
+{
+	struct proto_req req;
+	char *buf;
+	char big[300];
+
+	ck_assert_int_eq(parse_str("ACQUIRE k VALUE 10.0.0.7:8080 ASYNC",
+	    KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_int_eq(req.async, 1);
+	ck_assert_uint_eq(req.valuelen, 13);
+	ck_assert(memcmp(req.value, "10.0.0.7:8080", 13) == 0);
+	ck_assert(inside(req.value, req.valuelen, buf, strlen(buf) + 1));
+	free(buf);
+	ck_assert_int_eq(parse_str("ACQUIRE k", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.async, 0);
+	ck_assert_uint_eq(req.valuelen, 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("OWNER k VALUE", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.with_value, 1);
+	free(buf);
+	ck_assert_int_eq(parse_str("OWNER k", KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_int_eq(req.with_value, 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("PROCLAIM k leader-2", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_uint_eq(req.valuelen, 8);
+	ck_assert(memcmp(req.value, "leader-2", 8) == 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("CHECK k 9007199254740991", KEYMAX, &req,
+	    &buf), PERR_NONE);
+	ck_assert(req.token == 9007199254740991LL);
+	free(buf);
+	/* VALUE: 256 bytes pass, 257 do not */
+	memcpy(big, "PROCLAIM k ", 11);
+	memset(big + 11, 'v', 256);
+	big[11 + 256] = '\0';
+	ck_assert_int_eq(parse_str(big, KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_uint_eq(req.valuelen, 256);
+	free(buf);
+	big[11 + 256] = 'v';
+	big[11 + 257] = '\0';
+	ck_assert_int_eq(parse_str(big, KEYMAX, &req, &buf), PERR_BADARG);
+	free(buf);
+}
+END_TEST
 START_TEST(test_case) { check_row(&case_rows[_i]); } END_TEST
 START_TEST(test_blanks) { check_row(&blank_rows[_i]); } END_TEST
 START_TEST(test_bytes) { check_row(&byte_rows[_i]); } END_TEST
@@ -900,6 +998,8 @@ proto_suite(void)
 
 	tc = tcase_create("tables");
 	tcase_add_loop_test(tc, test_valid_forms, 0, NROWS(valid_rows));
+	tcase_add_loop_test(tc, test_v12, 0, NROWS(v12_rows));
+	tcase_add_test(tc, test_v12_fields);
 	tcase_add_loop_test(tc, test_case, 0, NROWS(case_rows));
 	tcase_add_loop_test(tc, test_blanks, 0, NROWS(blank_rows));
 	tcase_add_loop_test(tc, test_bytes, 0, NROWS(byte_rows));
