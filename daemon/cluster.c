@@ -285,10 +285,8 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		return;
 	}
 	cl->last_err[0] = '\0';
-	if (cl->map.failing)
+	if (redial_ok(&cl->map.redial))
 		log_info("Redis map connection up (%s)", cl->map.addrstr);
-	cl->map.failing = 0;
-	cl->map.backoff_ms = BACKOFF_MIN_MS;
 	map_apply(cl);
 	subs_sync(cl);
 	if (cl->wanted)

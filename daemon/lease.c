@@ -13,6 +13,7 @@
  */
 #include "lease.h"
 #include "log.h"
+#include "redial.h"
 #include "util.h"
 #include "vouch.h"
 
@@ -26,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BACKOFF_MIN_MS	50
-#define BACKOFF_MAX_MS	2000
 #define STALE_MS	30000	/* no answer at the newest epoch this long */
 #define ADDR_TEXT_LEN	64
 
@@ -40,10 +39,10 @@ struct peer {
 	char text[ADDR_TEXT_LEN];
 	enum peer_state state;
 	redisAsyncContext *ac;
-	struct event *retry_ev, *kill_ev;
+	struct redial redial;		/* reconnect after backoff */
+	struct event *kill_ev;
 	redisAsyncContext *kill_ac;	/* the context kill_ev is meant for */
 	const char *kill_why;
-	long backoff_ms;
 	int asking;			/* a SENTINEL MASTER is unanswered */
 	int64_t sent_ms;		/* ... sent then (or the connect) */
 };
@@ -146,19 +145,18 @@ static void
 peer_lost(struct peer *p, const char *why)
 {
 	int was_up = p->state == PEER_UP;
+	long wait;
 
 	p->ac = NULL;
 	p->state = PEER_DOWN;
 	p->asking = 0;
+	wait = redial_failed(&p->redial, NULL);
 	if (was_up)
 		log_info("Sentinel %s: lease connection lost (%s); retrying",
 		    p->text, why);
 	else
 		log_debug("Sentinel %s: lease connection failed (%s); retrying "
-		    "in %ld ms", p->text, why, p->backoff_ms);
-	timer_add_ms(p->retry_ev, p->backoff_ms);
-	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    p->backoff_ms * 2;
+		    "in %ld ms", p->text, why, wait);
 }
 
 /* Deferred teardown: from libevent, never inside hiredis. */
@@ -342,7 +340,7 @@ on_connect(const redisAsyncContext *cac, int status)
 		return;
 	}
 	p->state = PEER_UP;
-	p->backoff_ms = BACKOFF_MIN_MS;
+	redial_ok(&p->redial);
 	ask(p);
 }
 
@@ -445,7 +443,6 @@ parse_peers(struct lease *ls, const char *list, char *err, size_t errlen)
 		}
 		pe->ls = ls;
 		addr_text(&pe->a, pe->text, sizeof pe->text);
-		pe->backoff_ms = BACKOFF_MIN_MS;
 		ls->npeers++;
 		p += len + (p[len] == ',');
 	}
@@ -485,7 +482,8 @@ lease_new(struct event_base *base, const struct lease_cfg *cfg,
 	for (size_t i = 0; i < ls->npeers; i++) {
 		struct peer *p = &ls->peers[i];
 
-		p->retry_ev = timer_new(base, retry_cb, p);
+		redial_init(&p->redial, base, retry_cb, p, REDIAL_MIN_MS,
+		    REDIAL_MAX_MS);
 		p->kill_ev = timer_new(base, kill_cb, p);
 		peer_start(p);
 	}
@@ -511,7 +509,7 @@ lease_free(struct lease *ls)
 		p->ac = NULL;		/* its callbacks find it not current */
 		if (ac != NULL)
 			redisAsyncFree(ac);
-		event_drop(p->retry_ev);
+		redial_free(&p->redial);
 		event_drop(p->kill_ev);
 	}
 	event_drop(ls->tick_ev);

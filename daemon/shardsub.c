@@ -38,9 +38,7 @@ struct shardsub {
 	struct bufferevent *bev;
 	redisReader *reader;
 	enum conn_state state;
-	int failing;			/* failed since last up: log quietly */
-	long backoff_ms;
-	struct event *retry_ev;
+	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect / AUTH deadline */
 	unsigned confirms;		/* SSUBSCRIBE confirmations awaited */
 	unsigned char subbed[SLOT_COUNT / 8];	/* SSUBSCRIBE sent */
@@ -90,6 +88,8 @@ ss_lost(struct shardsub *ss, const char *why)
 {
 	struct node *n = ss->node;
 	int was_up = ss->state == C_UP;
+	int loud;
+	long wait;
 
 	if (ss->bev != NULL)
 		bufferevent_free(ss->bev);
@@ -104,14 +104,10 @@ ss_lost(struct shardsub *ss, const char *why)
 	event_del(ss->timeout_ev);
 	if (n->slots == 0 || n->st->freeing)
 		return;
-	if (was_up || !ss->failing)
+	wait = redial_failed(&ss->redial, &loud);
+	if (was_up || loud)
 		log_warn("Redis shard subscriber %s %s: %s; retrying in %ld ms",
-		    n->conn.addrstr, was_up ? "lost" : "failed", why,
-		    ss->backoff_ms);
-	ss->failing = 1;
-	timer_add_ms(ss->retry_ev, ss->backoff_ms);
-	ss->backoff_ms = ss->backoff_ms * 2 > BACKOFF_MAX_MS ?
-	    BACKOFF_MAX_MS : ss->backoff_ms * 2;
+		    n->conn.addrstr, was_up ? "lost" : "failed", why, wait);
 }
 
 /* Build "<channel-prefix><tag>}" for slot s. */
@@ -188,8 +184,7 @@ ss_ready(struct shardsub *ss)
 {
 	event_del(ss->timeout_ev);
 	ss->state = C_UP;
-	ss->failing = 0;
-	ss->backoff_ms = BACKOFF_MIN_MS;
+	redial_ok(&ss->redial);
 	shardsub_sync(ss);
 }
 
@@ -378,11 +373,9 @@ shardsub_new(struct node *n)
 
 	ss->node = n;
 	ss->state = C_DOWN;
-	ss->backoff_ms = BACKOFF_MIN_MS;
-	ss->retry_ev = evtimer_new(n->st->base, retry_cb, ss);
-	ss->timeout_ev = evtimer_new(n->st->base, timeout_cb, ss);
-	if (ss->retry_ev == NULL || ss->timeout_ev == NULL)
-		fatalx("cannot create Redis timers");
+	redial_init(&ss->redial, n->st->base, retry_cb, ss, REDIAL_MIN_MS,
+	    REDIAL_MAX_MS);
+	ss->timeout_ev = timer_new(n->st->base, timeout_cb, ss);
 	ss_start(ss);
 	return ss;
 }
@@ -393,7 +386,7 @@ void
 shardsub_wake(struct shardsub *ss)
 {
 	if (ss->state == C_DOWN) {
-		if (!evtimer_pending(ss->retry_ev, NULL))
+		if (!redial_pending(&ss->redial))
 			ss_start(ss);
 	} else {
 		shardsub_sync(ss);
@@ -417,7 +410,7 @@ shardsub_free(struct shardsub *ss)
 		bufferevent_free(ss->bev);
 	if (ss->reader != NULL)
 		redisReaderFree(ss->reader);
-	event_free(ss->retry_ev);
+	redial_free(&ss->redial);
 	event_free(ss->timeout_ev);
 	free(ss);
 }

@@ -70,8 +70,7 @@ conn_became_up(struct conn *c)
 		cluster_map_up(st->cl);
 		return;
 	}
-	c->backoff_ms = BACKOFF_MIN_MS;
-	c->failing = 0;
+	redial_ok(&c->redial);
 	c->last_refusal[0] = '\0';
 	log_info("Redis %s connection up (%s)", c->name, c->addrstr);
 	switch (c->kind) {
@@ -109,29 +108,31 @@ conn_lost(struct conn *c, const char *why)
 {
 	struct store *st = c->st;
 	/* (a map connection is only up once it read a map: cluster.c) */
-	int was_up = c->state == C_UP && !(c->kind == CONN_MAP && c->failing);
+	int was_up = c->state == C_UP &&
+	    !(c->kind == CONN_MAP && c->redial.failing);
 	/* cluster mode: a master that left the map is not called again */
 	int retire = c->kind == CONN_CMD && st->cl != NULL &&
 	    c->node->slots == 0;
+	int loud;
+	long wait;
 
 	c->ac = NULL;
 	c->state = C_DOWN;
 	event_del(c->timeout_ev);
-	if (retire)
+	if (retire) {
+		redial_idle(&c->redial);
 		log_debug("Redis %s connection to %s closed (%s): it serves no "
 		    "slots", c->name, c->addrstr, why);
-	else if (was_up || !c->failing)
-		log_warn("Redis %s connection %s (%s): %s; retrying in %ld ms",
-		    c->name, was_up ? "lost" : "failed",
-		    c->addrstr[0] ? c->addrstr : st->addr, why, c->backoff_ms);
-	else
-		log_debug("Redis %s connection failed: %s; retrying in %ld ms",
-		    c->name, why, c->backoff_ms);
-	c->failing = 1;
-	if (!retire)
-		timer_add_ms(c->retry_ev, c->backoff_ms);
-	c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    c->backoff_ms * 2;
+	} else {
+		wait = redial_failed(&c->redial, &loud);
+		if (was_up || loud)
+			log_warn("Redis %s connection %s (%s): %s; retrying in "
+			    "%ld ms", c->name, was_up ? "lost" : "failed",
+			    c->addrstr[0] ? c->addrstr : st->addr, why, wait);
+		else
+			log_debug("Redis %s connection failed: %s; retrying in "
+			    "%ld ms", c->name, why, wait);
+	}
 	if (c->kind == CONN_CMD)
 		store_queue_fail(c->node);
 	if (st->cl != NULL && c->kind != CONN_SUB && !st->freeing)
@@ -601,13 +602,13 @@ sconn_start(struct conn *c)
 void
 sconn_retry_now(struct conn *c)
 {
-	c->backoff_ms = BACKOFF_MIN_MS;
-	if (c->state != C_DOWN || c->retry_ev == NULL || c->st->freeing ||
-	    event_pending(c->kill_ev, EV_TIMEOUT, NULL))
+	redial_reset(&c->redial);
+	if (c->state != C_DOWN || c->redial.retry_ev == NULL ||
+	    c->st->freeing || event_pending(c->kill_ev, EV_TIMEOUT, NULL))
 		return;
-	if (event_pending(c->retry_ev, EV_TIMEOUT, NULL) ||
+	if (redial_pending(&c->redial) ||
 	    (c->kind == CONN_CMD && c->st->cl != NULL)) {
-		event_del(c->retry_ev);
+		redial_cancel(&c->redial);
 		sconn_start(c);
 	}
 }
@@ -731,11 +732,11 @@ sconn_init(struct store *st, struct conn *c, const char *name,
 	c->name = name;
 	c->kind = kind;
 	c->state = C_DOWN;
-	c->backoff_ms = BACKOFF_MIN_MS;
-	c->retry_ev = evtimer_new(st->base, retry_cb, c);
+	redial_init(&c->redial, st->base, retry_cb, c, REDIAL_MIN_MS,
+	    REDIAL_MAX_MS);
 	c->timeout_ev = evtimer_new(st->base, timeout_cb, c);
 	c->kill_ev = evtimer_new(st->base, kill_cb, c);
-	if (!c->retry_ev || !c->timeout_ev || !c->kill_ev)
+	if (!c->timeout_ev || !c->kill_ev)
 		fatalx("cannot create Redis timers");
 }
 
@@ -748,13 +749,12 @@ sconn_close(struct conn *c)
 	c->state = C_DOWN;
 	if (ac != NULL)
 		redisAsyncFree(ac);
-	if (c->retry_ev)
-		event_free(c->retry_ev);
+	redial_free(&c->redial);
 	if (c->timeout_ev)
 		event_free(c->timeout_ev);
 	if (c->kill_ev)
 		event_free(c->kill_ev);
-	c->retry_ev = c->timeout_ev = c->kill_ev = NULL;
+	c->timeout_ev = c->kill_ev = NULL;
 }
 
 void

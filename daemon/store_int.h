@@ -16,6 +16,7 @@
 
 #include "store.h"
 #include "addr.h"
+#include "redial.h"
 #include "scripts.h"
 
 #include <hiredis/hiredis.h>
@@ -33,8 +34,6 @@ struct lease;
 
 #define ROLE_CHECK_MS 1000		/* is the master still one? */
 #define ERROR_LOG_MS 10000		/* quiet time between error logs */
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 2000
 #define CLUSTER_MAX_NODES 256		/* masters remembered (cluster) */
 #define CLUSTER_REDIRECTS 5		/* MOVED/ASK followed per call */
 #define CLUSTER_REFRESH_MS 1000		/* slot map read at least this often */
@@ -57,13 +56,11 @@ struct conn {
 	enum conn_kind kind;
 	enum conn_state state;
 	redisAsyncContext *ac;
-	struct event *retry_ev;		/* reconnect after backoff */
+	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect/handshake deadline */
 	struct event *kill_ev;		/* deferred teardown */
 	const char *kill_why;
-	long backoff_ms;
 	int handshake_left;		/* replies still awaited */
-	int failing;			/* failed since last up: log quietly */
 	int refused;			/* this context's handshake was refused */
 	int resolving;			/* Sentinel mode: asking for the master */
 	int dying;			/* hiredis is failing its callbacks: a

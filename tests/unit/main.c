@@ -22,6 +22,7 @@ static Suite *(*const suites[])(void) = {
 	acl_suite,
 	vouch_suite,
 	httphead_suite,
+	redial_suite,
 };
 
 int

@@ -18,5 +18,6 @@ Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
 Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
+Suite *redial_suite(void);	/* test_redial.c: the reconnect policy */
 
 #endif
