@@ -17,6 +17,7 @@
  */
 #include "store_int.h"
 #include "log.h"
+#include "resp.h"
 #include "slot.h"
 #include "util.h"
 
@@ -39,7 +40,7 @@ struct cluster {
 	struct seed addrs[CLUSTER_MAX_ADDRS];	/* seeds, then the map's */
 	size_t naddrs, next;
 	char maphost[ADDR_HOST_LEN];	/* where the map connection went */
-	struct conn map;
+	struct link map;		/* asks CLUSTER SLOTS */
 	struct event *tick_ev;		/* every CLUSTER_REFRESH_MS */
 	struct event *soon_ev;		/* a refresh asked for, throttled */
 	int asking;			/* CLUSTER SLOTS sent, no reply yet */
@@ -71,16 +72,15 @@ addr_add(struct cluster *cl, const char *host, int port)
 	cl->naddrs++;
 }
 
-void
-cluster_next_addr(struct cluster *cl, const struct conn *c,
-    const char **host, int *port)
+/* The map link goes to any node of the cluster, in turn. */
+static void
+map_locate(void *owner, struct link *l)
 {
+	struct cluster *cl = owner;
 	const struct seed *s = &cl->addrs[cl->next++ % cl->naddrs];
 
-	if (c == &cl->map)
-		memcpy(cl->maphost, s->host, sizeof cl->maphost);
-	*host = s->host;
-	*port = s->port;
+	memcpy(cl->maphost, s->host, sizeof cl->maphost);
+	link_connect(l, s->host, s->port, 0);
 }
 
 struct node *
@@ -98,7 +98,7 @@ cluster_node_at(struct cluster *cl, const char *host, int port)
 		return NULL;
 	}
 	n = store_node_new(st, host, port, 0);
-	sconn_start(&n->conn);
+	link_start(&n->link);
 	return n;
 }
 
@@ -136,12 +136,6 @@ cluster_map_changes(const struct cluster *cl)
 
 /* --- reading the map ------------------------------------------------- */
 
-static int
-is_str(const redisReply *r)
-{
-	return r != NULL && r->type == REDIS_REPLY_STRING;
-}
-
 /*
  * One CLUSTER SLOTS entry: [start, end, [ip, port, id, ...] (the master),
  * [ip, port, ...] (each replica)].  An empty ip is the node we asked.
@@ -155,7 +149,7 @@ entry_read(struct cluster *cl, const redisReply *e)
 	struct node *n;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-	    !store_is_int(e->element[0]) || !store_is_int(e->element[1]))
+	    !resp_is_int(e->element[0]) || !resp_is_int(e->element[1]))
 		return -1;
 	lo = e->element[0]->integer;
 	hi = e->element[1]->integer;
@@ -166,7 +160,7 @@ entry_read(struct cluster *cl, const redisReply *e)
 
 		m = e->element[i];
 		if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
-		    !is_str(m->element[0]) || !store_is_int(m->element[1]) ||
+		    !resp_is_str(m->element[0]) || !resp_is_int(m->element[1]) ||
 		    m->element[1]->integer <= 0 ||
 		    m->element[1]->integer > 65535)
 			return -1;
@@ -216,12 +210,12 @@ map_apply(struct cluster *cl)
 	    moved, unassigned);
 	for (n = st->nodes; n != NULL; n = n->next)
 		if (n->slots > 0)
-			log_debug("  %s serves %u slots", n->conn.addrstr,
+			log_debug("  %s serves %u slots", n->link.addrstr,
 			    n->slots);
 	cl->known = 1;
 	for (n = st->nodes; n != NULL; n = n->next)
-		if (n->slots > 0 && n->conn.state == C_DOWN)
-			sconn_retry_now(&n->conn);	/* back in the map */
+		if (n->slots > 0 && n->link.state == LINK_DOWN)
+			link_retry_now(&n->link);	/* back in the map */
 	/* Keys may route elsewhere now: clean-ups and waiters try again
 	 * (held locks moved with their slot; a new master reasserts them
 	 * when its connection comes up). */
@@ -251,7 +245,7 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	struct cluster *cl = privdata;
 	redisReply *r = reply;
 
-	if (cl->map.ac != ac)
+	if (!link_current(&cl->map, ac))
 		return;
 	cl->asking = 0;
 	if (r == NULL)
@@ -263,11 +257,11 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			log_error("Redis Cluster: CLUSTER SLOTS on %s: %s",
 			    cl->map.addrstr, r->str);
 		snprintf(cl->last_err, sizeof cl->last_err, "%s", r->str);
-		sconn_kill(&cl->map, "CLUSTER SLOTS refused");
+		link_kill(&cl->map, "CLUSTER SLOTS refused");
 		return;
 	}
 	if (r->type != REDIS_REPLY_ARRAY) {
-		sconn_kill(&cl->map, "unexpected reply to CLUSTER SLOTS");
+		link_kill(&cl->map, "unexpected reply to CLUSTER SLOTS");
 		return;
 	}
 	memset(cl->fresh, 0, SLOT_COUNT * sizeof *cl->fresh);
@@ -281,12 +275,11 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		/* a node not in a cluster yet, or one that forgot it */
 		log_warn("Redis Cluster: %s knows no slots; asking another",
 		    cl->map.addrstr);
-		sconn_kill(&cl->map, "no slots known");
+		link_kill(&cl->map, "no slots known");
 		return;
 	}
 	cl->last_err[0] = '\0';
-	if (redial_ok(&cl->map.redial))
-		log_info("Redis map connection up (%s)", cl->map.addrstr);
+	link_confirm(&cl->map);
 	map_apply(cl);
 	subs_sync(cl);
 	if (cl->wanted)
@@ -296,13 +289,12 @@ slots_reply(redisAsyncContext *ac, void *reply, void *privdata)
 static void
 refresh_send(struct cluster *cl)
 {
-	if (cl->asking || cl->map.state != C_UP || cl->map.ac == NULL) {
+	if (cl->asking || cl->map.state != LINK_UP || cl->map.ac == NULL) {
 		cl->wanted = 1;		/* sent once the map connection is up */
 		return;
 	}
-	if (redisAsyncCommand(cl->map.ac, slots_reply, cl,
-	    "CLUSTER SLOTS") != REDIS_OK) {
-		sconn_kill(&cl->map, "cannot send CLUSTER SLOTS");
+	if (link_sendf(&cl->map, slots_reply, cl, "CLUSTER SLOTS") != 0) {
+		link_kill(&cl->map, "cannot send CLUSTER SLOTS");
 		return;
 	}
 	cl->wanted = 0;
@@ -325,12 +317,31 @@ cluster_refresh(struct cluster *cl)
 		timer_add_ms(cl->soon_ev, CLUSTER_REFRESH_GAP_MS - since);
 }
 
-void
-cluster_map_up(struct cluster *cl)
+/* The map link is open (up for good once it has read a map). */
+static void
+map_up(void *owner, struct link *l)
 {
+	struct cluster *cl = owner;
+
+	(void)l;
 	cl->asking = 0;
 	refresh_send(cl);
 }
+
+static void
+map_down(void *owner, struct link *l, int was_up)
+{
+	struct cluster *cl = owner;
+
+	(void)l;
+	(void)was_up;
+	if (!cl->st->freeing)
+		cluster_refresh(cl);	/* a failover, perhaps */
+}
+
+static const struct link_ops map_ops = {
+	.locate = map_locate, .up = map_up, .down = map_down,
+};
 
 static void
 soon_cb(evutil_socket_t fd, short what, void *arg)
@@ -348,7 +359,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (cl->asking && now_ms() - cl->asked_ms > cl->st->cfg.timeout_ms) {
-		sconn_kill(&cl->map, "no answer to CLUSTER SLOTS");
+		link_kill(&cl->map, "no answer to CLUSTER SLOTS");
 		return;
 	}
 	refresh_send(cl);
@@ -395,7 +406,7 @@ cluster_new(struct store *st, const char *seeds)
 	cl->st = st;
 	cl->fresh = xcalloc(SLOT_COUNT, sizeof *cl->fresh);
 	cl->applied = xcalloc(SLOT_COUNT, sizeof *cl->applied);
-	sconn_init(st, &cl->map, "map", CONN_MAP);
+	link_init(&cl->map, &st->env, "map", &map_ops, cl, 1);
 	cl->tick_ev = event_new(st->base, -1, EV_PERSIST, tick_cb, cl);
 	cl->soon_ev = evtimer_new(st->base, soon_cb, cl);
 	if (cl->tick_ev == NULL || cl->soon_ev == NULL)
@@ -405,8 +416,7 @@ cluster_new(struct store *st, const char *seeds)
 		return NULL;
 	}
 	event_add(cl->tick_ev, &tick);
-	st->cl = cl;		/* the map connection asks it where to go */
-	sconn_start(&cl->map);
+	link_start(&cl->map);
 	return cl;
 }
 
@@ -415,7 +425,7 @@ cluster_free(struct cluster *cl)
 {
 	if (cl == NULL)
 		return;
-	sconn_close(&cl->map);
+	link_close(&cl->map);
 	if (cl->tick_ev)
 		event_free(cl->tick_ev);
 	if (cl->soon_ev)

@@ -14,15 +14,17 @@
  * event-loop turn (group commit).  In cluster mode a call follows MOVED
  * (to the slot's new master) and ASK (ASKING, then the call, to a
  * migration's target), and waits out TRYAGAIN and CLUSTERDOWN with
- * backoff until redis_timeout_ms after it was made.  The connections
- * live in store_conn.c, the slot map in cluster.c; facts about hiredis
- * 0.14 this relies on are listed in store_conn.c.
+ * backoff until redis_timeout_ms after it was made.  Each master's
+ * command link (link.c) is made, and its handshake defined, here; the
+ * slot map lives in cluster.c.
  */
 #include "store_int.h"
 #include "lease.h"
 #include "log.h"
+#include "resp.h"
 #include "sentinel.h"
 #include "slot.h"
+#include "sub.h"
 #include "util.h"
 
 #include <limits.h>
@@ -36,6 +38,9 @@ struct batch;
 static int cmd_start(struct cmd *c);
 static int batch_send(struct batch *b);
 static void wait_reply(redisAsyncContext *ac, void *reply, void *privdata);
+static void store_queue_run(struct node *n);
+static void store_queue_fail(struct node *n);
+static void store_serving(struct store *st);
 
 
 /* --- commands ------------------------------------------------------- */
@@ -130,12 +135,6 @@ cmd_fail(struct cmd *c)
 	}
 }
 
-int
-store_is_int(const redisReply *r)
-{
-	return r != NULL && r->type == REDIS_REPLY_INTEGER;
-}
-
 /* The value format, "<client-id>:<token>", is known here only. */
 static int
 value_piece(struct piece *p, const char *owner, size_t ownerlen,
@@ -205,7 +204,7 @@ owner_deliver(struct cmd *c, const redisReply *r)
 		return 0;
 	}
 	if (r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING) {
-		if (!store_is_int(r->element[1]))
+		if (!resp_is_int(r->element[1]))
 			return -1;
 		holder_split(r->element[0]->str, (size_t)r->element[0]->len,
 		    r->element[1]->integer, &h[0]);
@@ -214,8 +213,8 @@ owner_deliver(struct cmd *c, const redisReply *r)
 	}
 	n = (r->elements - 2) / 2;
 	if (r->elements < 4 || r->elements % 2 != 0 ||
-	    n > STORE_OWNER_SHOWN || !store_is_int(r->element[0]) ||
-	    !store_is_int(r->element[1]) || r->element[0]->integer < 0 ||
+	    n > STORE_OWNER_SHOWN || !resp_is_int(r->element[0]) ||
+	    !resp_is_int(r->element[1]) || r->element[0]->integer < 0 ||
 	    r->element[0]->integer > LONG_MAX ||
 	    r->element[1]->integer < (long long)n)
 		return -1;
@@ -223,7 +222,7 @@ owner_deliver(struct cmd *c, const redisReply *r)
 		const redisReply *v = r->element[2 + 2 * i];
 		const redisReply *pttl = r->element[3 + 2 * i];
 
-		if (v->type != REDIS_REPLY_STRING || !store_is_int(pttl))
+		if (v->type != REDIS_REPLY_STRING || !resp_is_int(pttl))
 			return -1;
 		holder_split(v->str, (size_t)v->len, pttl->integer, &h[i]);
 	}
@@ -240,12 +239,12 @@ session_deliver(struct cmd *c, redisReply *r)
 	char (*num)[24];
 	size_t n;
 
-	if (store_is_int(r)) {
+	if (resp_is_int(r)) {
 		c->fn.session(c->arg, 1, r->integer, NULL, 0);
 		return 0;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
-	    !store_is_int(r->element[0]))
+	    !resp_is_int(r->element[0]))
 		return -1;
 	n = r->elements - 1;
 	rest = xcalloc(n + 1, sizeof *rest);
@@ -253,7 +252,7 @@ session_deliver(struct cmd *c, redisReply *r)
 	for (size_t i = 0; i < n; i++) {
 		redisReply *e = r->element[i + 1];
 
-		if (store_is_int(e)) {
+		if (resp_is_int(e)) {
 			int l = snprintf(num[i], sizeof num[i], "%lld",
 			    e->integer);
 			rest[i] = (struct store_str){ num[i], (size_t)l };
@@ -295,9 +294,9 @@ cmd_deliver(struct cmd *c, redisReply *r)
 	case K_ACQUIRE:
 		/* a grant's third element: tokens set aside after it */
 		if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-		    r->elements > 3 || !store_is_int(r->element[0]) ||
-		    !store_is_int(r->element[1]) || (r->elements == 3 &&
-		    !store_is_int(r->element[2])))
+		    r->elements > 3 || !resp_is_int(r->element[0]) ||
+		    !resp_is_int(r->element[1]) || (r->elements == 3 &&
+		    !resp_is_int(r->element[2])))
 			return -1;
 		/* (of a shared attempt not granted: the writers it came
 		 * after, sacquire.lua) */
@@ -336,7 +335,7 @@ cmd_deliver(struct cmd *c, redisReply *r)
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != c->nrenew)
 			return -1;
 		for (size_t i = 0; i < r->elements; i++) {
-			if (!store_is_int(r->element[i]))
+			if (!resp_is_int(r->element[i]))
 				return -1;
 			done[i] = (int)r->element[i]->integer;
 		}
@@ -357,7 +356,7 @@ static int
 lease_ok(const struct store *st)
 {
 	return st->lease == NULL || (lease_held(st->lease) &&
-	    st->one->conn.tenure_joined);
+	    st->one->tenure_joined);
 }
 
 /* --- routing ----------------------------------------------------------- */
@@ -394,7 +393,7 @@ static int
 key_slot(const struct store *st, const char *key, size_t keylen)
 {
 	return st->cl == NULL ? -1 :
-	    (int)slot_of(st->lockpfx, st->lockpfxlen, key, keylen);
+	    (int)slot_of(st->keys.lockpfx, st->keys.lockpfxlen, key, keylen);
 }
 
 static void
@@ -505,10 +504,10 @@ group_undo(struct cmd *c)
 	p[0] = (struct piece){ c->argv[3], c->argvlen[3], NULL, 0 };
 	value_piece(&p[1], c->argv[c->owner_arg], c->argvlen[c->owner_arg],
 	    c->token, token, sizeof token);
-	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
-	p[3] = (struct piece){ c->argv[3] + st->lockpfxlen,
-	    c->argvlen[3] - st->lockpfxlen, NULL, 0 };
+	p[3] = (struct piece){ c->argv[3] + st->keys.lockpfxlen,
+	    c->argvlen[3] - st->keys.lockpfxlen, NULL, 0 };
 	if ((u = call_new(st, &r, K_UNDO, SCRIPT_RELEASE, 1, p, 4)) == NULL)
 		return -1;
 	u->fn.release = undo_done;
@@ -529,9 +528,9 @@ ack_cb(evutil_socket_t fd, short what, void *arg)
 	if (g == NULL)
 		return;
 	n->agroup = NULL;
-	if (n->conn.state == C_UP && n->conn.ac != NULL &&
-	    redisAsyncCommand(n->conn.ac, wait_reply, g, "WAIT %ld %ld",
-	    st->cfg.acks, st->cfg.ack_timeout_ms) == REDIS_OK) {
+	if (n->link.state == LINK_UP && n->link.ac != NULL &&
+	    link_sendf(&n->link, wait_reply, g, "WAIT %ld %ld", st->cfg.acks,
+	    st->cfg.ack_timeout_ms) == 0) {
 		g->sent = 1;
 		if (n->inflight++ == 0)
 			n->last_progress_ms = now_ms();
@@ -557,7 +556,7 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	n->inflight--;
 	n->last_progress_ms = now_ms();
 	if (r == NULL)
-		n->conn.dying = 1;
+		link_dying(&n->link);
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER)
 		acked = r->integer;
 	while ((c = g->parked) != NULL) {
@@ -577,12 +576,12 @@ wait_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	if (undone > 0) {
 		st->acks_missed += undone;
 		log_warn("WAIT on %s: %lld of %ld replicas acknowledged; %zu "
-		    "grants undone", n->conn.addrstr, acked, st->cfg.acks,
+		    "grants undone", n->link.addrstr, acked, st->cfg.acks,
 		    undone);
 	}
 	if (r != NULL && r->type == REDIS_REPLY_ERROR)
 		/* e.g. "WAIT cannot be used with replica instances" */
-		sconn_kill(&n->conn, "WAIT refused: no longer the master?");
+		link_kill(&n->link, "WAIT refused: no longer the master?");
 	group_unref(g);
 }
 
@@ -776,13 +775,13 @@ cmd_done(struct cmd *c, redisReply *r)
 	int rc;
 
 	if (r->type == REDIS_REPLY_ERROR && !c->retried &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->conn.state == C_UP) {
+	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->link.state == LINK_UP) {
 		group_left(c);	/* the resend joins the group of its turn */
 		/* Script cache flushed: send the text once; EVAL caches it. */
 		c->retried = 1;
 		as_eval(c->argv, c->argvlen, c->script);
 		log_info("script %s not cached in Redis %s: sent as EVAL",
-		    scripts[c->script].name, n->conn.addrstr);
+		    scripts[c->script].name, n->link.addrstr);
 		if (cmd_send(c) == 0)
 			return;
 		cmd_fail(c);
@@ -798,7 +797,7 @@ cmd_done(struct cmd *c, redisReply *r)
 		cmd_fail(c);
 		cmd_free(c);
 		if (strncmp(r->str, "READONLY", 8) == 0)
-			sconn_kill(&n->conn, "Redis is a replica now");
+			link_kill(&n->link, "Redis is a replica now");
 		return;
 	}
 	if ((rc = cmd_deliver(c, r)) == 1) {
@@ -826,7 +825,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	n->inflight--;
 	n->last_progress_ms = now_ms();
 	if (reply == NULL) {
-		n->conn.dying = 1;	/* before the caller reacts to it */
+		link_dying(&n->link);	/* before the caller reacts to it */
 		group_left(c);
 		cmd_fail(c);
 		cmd_free(c);
@@ -847,7 +846,7 @@ static void
 cmd_tenure(struct cmd *c)
 {
 	struct node *n = c->node;
-	const char *id[TENURE_ARGS] = { n->conn.replid, n->conn.replid2,
+	const char *id[TENURE_ARGS] = { n->replid, n->replid2,
 	    n->prev_replid, c->tenure_delay };
 	long left;
 
@@ -860,26 +859,6 @@ cmd_tenure(struct cmd *c)
 		c->argv[c->tenure_arg + i] = id[i];
 		c->argvlen[c->tenure_arg + i] = strlen(id[i]);
 	}
-}
-
-/*
- * Give hiredis one command for n's connection.  While flush_cb runs it
- * writes the buffer itself at the end, so hiredis need not add the write
- * event it adds for every command (flush_cb says why).
- */
-static int
-send_argv(struct node *n, redisCallbackFn *fn, void *privdata, int argc,
-    const char **argv, const size_t *argvlen)
-{
-	redisAsyncContext *ac = n->conn.ac;
-	void (*add)(void *) = ac->ev.addWrite;
-	int rc;
-
-	if (n->flushing)
-		ac->ev.addWrite = NULL;
-	rc = redisAsyncCommandArgv(ac, fn, privdata, argc, argv, argvlen);
-	ac->ev.addWrite = add;
-	return rc;
 }
 
 /* c is on the wire (alone or in a batch): it holds a place in flight, and
@@ -900,16 +879,15 @@ cmd_send(struct cmd *c)
 {
 	struct node *n = c->node;
 
-	if (!node_usable(n) || n->conn.ac == NULL)
+	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
 	cmd_tenure(c);
 	/* ASK: this one command, and only it, goes to the target */
-	if (c->asking && redisAsyncCommand(n->conn.ac, NULL, NULL,
-	    "ASKING") != REDIS_OK)
+	if (c->asking && link_sendf(&n->link, NULL, NULL, "ASKING") != 0)
 		return -1;
 	c->asking = 0;
-	if (send_argv(n, cmd_reply, c, c->argc, c->argv, c->argvlen) !=
-	    REDIS_OK)
+	if (link_send(&n->link, cmd_reply, c, c->argc, c->argv, c->argvlen) !=
+	    0)
 		return -1;
 	cmd_sent(c);
 	return 0;
@@ -991,13 +969,13 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	n->inflight -= b->n;
 	n->last_progress_ms = now_ms();
 	if (r == NULL) {
-		n->conn.dying = 1;	/* before the callers react to it */
+		link_dying(&n->link);	/* before the callers react to it */
 		batch_fail(b);
 		return;
 	}
 	store_queue_run(n);
 	if (r->type == REDIS_REPLY_ERROR && !b->retried &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->conn.state == C_UP) {
+	    strncmp(r->str, "NOSCRIPT", 8) == 0 && n->link.state == LINK_UP) {
 		/* Script cache flushed: the whole batch again, as EVAL
 		 * (which caches it), its calls in the same order. */
 		for (c = b->head; c != NULL; c = c->qnext)
@@ -1005,7 +983,7 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		b->retried = 1;
 		as_eval(b->argv, b->argvlen, SCRIPT_BATCH);
 		log_info("script batch not cached in Redis %s: sent as EVAL",
-		    n->conn.addrstr);
+		    n->link.addrstr);
 		if (batch_send(b) != 0)
 			batch_fail(b);
 		return;
@@ -1093,10 +1071,10 @@ batch_send(struct batch *b)
 {
 	struct node *n = b->node;
 
-	if (!node_usable(n) || n->conn.ac == NULL)
+	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
-	if (send_argv(n, batch_reply, b, b->argc, b->argv, b->argvlen) !=
-	    REDIS_OK)
+	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
+	    b->argvlen) != 0)
 		return -1;
 	for (struct cmd *c = b->head; c != NULL; c = c->qnext)
 		cmd_sent(c);
@@ -1109,14 +1087,15 @@ batch_send(struct batch *b)
  * write them at once: hiredis would write on the next loop turn, when
  * epoll reports the socket writable, after adding a write event for each
  * command (epoll_ctl) and deleting it once written (epoll_ctl again).
- * Writing here saves that turn and both calls (flushing: send_argv adds
- * no write event; hiredis adds one itself if the socket takes only part).
+ * Writing here saves that turn and both calls (holding writes, link_send
+ * adds no write event; hiredis adds one itself if the socket takes only
+ * part).
  * With one connection and one request at a time, the broker's system
  * calls per request went from 3 epoll_wait and 5 epoll_ctl to 2 and 3
  * (strace -c, lbbench pairs --conns 1).
  * This runs from our own event, never inside a hiredis callback, so a
  * write error may tear the context down here (its callbacks fail their
- * calls, as when hiredis's own write event meets it); n->conn.ac is not
+ * calls, as when hiredis's own write event meets it); n->link.ac is not
  * touched after that.
  */
 static void
@@ -1127,7 +1106,7 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	n->flushing = 1;
+	link_hold_writes(&n->link, 1);
 	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
 	    node_usable(n)) {
 		struct cmd *head = n->qhead, *last = head, *c;
@@ -1158,11 +1137,9 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		sent = 1;
 	}
-	n->flushing = 0;
-	/* (a connection no longer usable here is tearing down: what was
-	 * sent is failed with it, never written) */
-	if (sent && node_usable(n) && n->conn.ac != NULL)
-		redisAsyncHandleWrite(n->conn.ac);
+	link_hold_writes(&n->link, 0);
+	if (sent)
+		link_write_now(&n->link);
 }
 
 /* --- the queue --------------------------------------------------------- */
@@ -1181,7 +1158,7 @@ queue_push(struct node *n, struct cmd *c)
 
 /* Send queued commands while there is room in flight (batching: at the
  * end of this turn, flush_cb). */
-void
+static void
 store_queue_run(struct node *n)
 {
 	if (batching(n)) {
@@ -1206,7 +1183,7 @@ store_queue_run(struct node *n)
 }
 
 /* Answer every queued command of n "unavailable" (it is gone). */
-void
+static void
 store_queue_fail(struct node *n)
 {
 	struct cmd *c;
@@ -1241,9 +1218,9 @@ cmd_start(struct cmd *c)
 	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT)
 		return cmd_send(c);
 	if (node_usable(n) || (c->st->cl != NULL && !c->st->freeing &&
-	    !n->conn.dying && n->conn.state != C_UP)) {
+	    !n->link.dying && n->link.state != LINK_UP)) {
 		queue_push(n, c);
-		sconn_retry_now(&n->conn);	/* a node waiting out a backoff */
+		link_retry_now(&n->link);	/* a node waiting out a backoff */
 		return 0;
 	}
 	return -1;
@@ -1307,12 +1284,12 @@ static int
 grant_keys(const struct store *st, const char *key, size_t keylen,
     const struct route *r, int single_nk, struct piece *p)
 {
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
-	p[1] = (struct piece){ st->fence, strlen(st->fence), r->tag,
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ st->keys.fence, strlen(st->keys.fence), r->tag,
 	    r->taglen };
-	p[2] = (struct piece){ st->delay, strlen(st->delay), r->tag,
+	p[2] = (struct piece){ st->keys.delay, strlen(st->keys.delay), r->tag,
 	    r->taglen };
-	p[3] = (struct piece){ st->tenure, strlen(st->tenure), r->tag,
+	p[3] = (struct piece){ st->keys.tenure, strlen(st->keys.tenure), r->tag,
 	    r->taglen };
 	return r->slot < 0 ? single_nk : 4;
 }
@@ -1327,7 +1304,7 @@ static size_t
 writers_prefix(const struct store *st, const struct route *r, char *buf,
     size_t buflen)
 {
-	int n = snprintf(buf, buflen, "%s%s%.*s", st->writers, r->slot >= 0 ?
+	int n = snprintf(buf, buflen, "%s%s%.*s", st->keys.writers, r->slot >= 0 ?
 	    "{" : "", (int)r->taglen, r->tag);
 
 	return n < 0 ? 0 : (size_t)n < buflen ? (size_t)n : buflen - 1;
@@ -1376,10 +1353,10 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	}
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
+	p[np++] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
 	    r.taglen };
-	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->idsp :
-	    st->idplus, STORE_ID_LEN + 1, key, keylen };
+	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->keys.idsp :
+	    st->keys.idplus, STORE_ID_LEN + 1, key, keylen };
 	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
 	if (kind != STORE_EXCLUSIVE) {
 		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
@@ -1414,7 +1391,7 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[np++] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[np++] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
 	p[np++] = (struct piece){ key, keylen, NULL, 0 };
 	p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
@@ -1441,15 +1418,15 @@ store_wmark(struct store *st, const char *key, size_t keylen,
 	p[1] = op == STORE_WMARK_WAIT ? (struct piece){ "wait", 4, NULL, 0 } :
 	    (struct piece){ "leave", 5, NULL, 0 };
 	p[2] = (struct piece){ owner, ownerlen, NULL, 0 };
-	p[3] = (struct piece){ st->idsp, STORE_ID_LEN, NULL, 0 };
+	p[3] = (struct piece){ st->keys.idsp, STORE_ID_LEN, NULL, 0 };
 	p[4] = (struct piece){ num, op == STORE_WMARK_WAIT ?
 	    (size_t)snprintf(num, sizeof num, "%ld", ttl_ms) : 1, NULL, 0 };
 	if (op != STORE_WMARK_WAIT)
 		num[0] = op == STORE_WMARK_GAVE_UP ? '1' : '0';
-	p[5] = (struct piece){ st->wanted, strlen(st->wanted), r.tag,
+	p[5] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
 	    r.taglen };
 	p[6] = (struct piece){ key, keylen, NULL, 0 };
-	p[7] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[7] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
 	return script_call(st, &r, K_RELEASE, SCRIPT_WMARK, 1, p, 8,
 	    (union cmd_fn){ .release = fn }, arg);
@@ -1465,9 +1442,9 @@ store_release(struct store *st, const char *key, size_t keylen,
 	struct piece p[4];
 
 	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
-	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
 	p[3] = (struct piece){ key, keylen, NULL, 0 };
 	return script_call(st, &r, K_RELEASE, SCRIPT_RELEASE, 1, p, 4,
@@ -1487,7 +1464,7 @@ store_pass(struct store *st, const char *key, size_t keylen,
 	if (!lease_ok(st))
 		return -1;
 	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	value_piece(&p[1], prev_owner, prev_ownerlen, prev_token, prev,
 	    sizeof prev);
 	value_piece(&p[2], owner, ownerlen, token, val, sizeof val);
@@ -1505,9 +1482,9 @@ store_forget(struct store *st, const char *key, size_t keylen,
 	struct piece p[4];
 
 	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	p[1] = (struct piece){ owner, ownerlen, NULL, 0 };
-	p[2] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
 	p[3] = (struct piece){ key, keylen, NULL, 0 };
 	return script_call(st, &r, K_RELEASE, SCRIPT_FORGET, 1, p, 4,
@@ -1541,19 +1518,19 @@ renew_call(struct store *st, const struct route *r,
 		    snprintf(ttls[i], sizeof ttls[i], "%ld", items[i].ttl_ms) :
 		    snprintf(ttls[i], sizeof ttls[i], "%ld:%ld",
 		    items[i].ttl_ms, items[i].kind);
-		p[i] = (struct piece){ st->lockpfx, st->lockpfxlen,
+		p[i] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen,
 		    items[i].key, items[i].keylen };
 		value_piece(&p[nk + i], items[i].owner, items[i].ownerlen,
 		    items[i].token, toks[i], sizeof toks[i]);
 		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
 	}
 	if (reassert)
-		p[n] = (struct piece){ st->delay, strlen(st->delay), r->tag,
+		p[n] = (struct piece){ st->keys.delay, strlen(st->keys.delay), r->tag,
 		    r->taglen };
 	if (cl) {
-		p[n + 1] = (struct piece){ st->fence, strlen(st->fence),
+		p[n + 1] = (struct piece){ st->keys.fence, strlen(st->keys.fence),
 		    r->tag, r->taglen };
-		p[n + 2] = (struct piece){ st->tenure, strlen(st->tenure),
+		p[n + 2] = (struct piece){ st->keys.tenure, strlen(st->keys.tenure),
 		    r->tag, r->taglen };
 		ta = 3 + (int)np;
 		np += (size_t)tenure_pieces(&p[np]);
@@ -1623,7 +1600,7 @@ renew_by_slot(struct store *st, const struct store_renew_item *items,
 	g->n = n;
 	g->left = 1;		/* this loop, until it is over */
 	for (size_t i = 0; i < n; i++) {
-		slotof[i] = (unsigned short)slot_of(st->lockpfx, st->lockpfxlen,
+		slotof[i] = (unsigned short)slot_of(st->keys.lockpfx, st->keys.lockpfxlen,
 		    items[i].key, items[i].keylen);
 		g->renewed[i] = -1;	/* unknown unless a part answers */
 	}
@@ -1676,7 +1653,7 @@ int
 store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg)
 {
-	struct piece p[1] = { { st->lockpfx, st->lockpfxlen, key, keylen } };
+	struct piece p[1] = { { st->keys.lockpfx, st->keys.lockpfxlen, key, keylen } };
 	struct route r;
 
 	route_of(st, key, keylen, &r);
@@ -1695,10 +1672,10 @@ store_linger(struct store *st, const char *key, size_t keylen,
 	struct piece p[5];
 
 	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
 	p[2] = (struct piece){ ms, (size_t)ml, NULL, 0 };
-	p[3] = (struct piece){ st->channel, strlen(st->channel), r.tag,
+	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
 	p[4] = (struct piece){ key, keylen, NULL, 0 };
 	return script_call(st, &r, K_RELEASE, SCRIPT_LINGER, 1, p, 5,
@@ -1720,10 +1697,10 @@ store_session(struct store *st, const char *cid, size_t cidlen,
 
 	if (nargs + 1 > SESSION_ARGS_MAX)
 		return -1;
-	route_slot(st, st->cl == NULL ? -1 : (int)slot_of(st->sesspfx,
-	    st->sesspfxlen, cid, cidlen), &r);
+	route_slot(st, st->cl == NULL ? -1 : (int)slot_of(st->keys.sesspfx,
+	    st->keys.sesspfxlen, cid, cidlen), &r);
 	p = xcalloc(nargs + 1, sizeof *p);
-	p[0] = (struct piece){ st->sesspfx, st->sesspfxlen, cid, cidlen };
+	p[0] = (struct piece){ st->keys.sesspfx, st->keys.sesspfxlen, cid, cidlen };
 	for (size_t i = 0; i < nargs; i++)
 		p[i + 1] = (struct piece){ args[i].p, args[i].len, NULL, 0 };
 	rc = script_call(st, &r, K_SESSION, SCRIPT_SESSION, 1, p,
@@ -1746,12 +1723,418 @@ store_takeover(struct store *st, const char *key, size_t keylen,
 	if (!lease_ok(st))
 		return -1;
 	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->lockpfx, st->lockpfxlen, key, keylen };
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	p[1] = (struct piece){ cid, cidlen, NULL, 0 };
 	p[2] = (struct piece){ g, (size_t)gl, NULL, 0 };
 	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	return script_call(st, &r, K_TAKEOVER, SCRIPT_TAKEOVER, 1, p, 4,
 	    (union cmd_fn){ .acquire = fn }, arg);
+}
+
+/* --- each master's command link ----------------------------------------- */
+
+/*
+ * The handshake of a command link: AUTH (link.c), every script loaded,
+ * INFO (is it the master, and of which tenure?), and in single-address
+ * mode the tenure joined (tenure.lua) before it is up.  A connect in
+ * Sentinel mode first asks sentinel.c where the master is; INFO then
+ * checks the role (a sentinel's answer may be stale), and the tenure is
+ * joined once the lease holds.
+ */
+
+/* The endpoint, by the parser config.c checked it with (addr.h): the
+ * one node of single-address mode. */
+static int
+parse_addr(struct store *st)
+{
+	struct addr a;
+	char err[160];
+
+	if (addr_parse_endpoint(st->addr, &a, err, sizeof err) != 0) {
+		log_error("Redis address: %s", err);
+		return -1;
+	}
+	st->one = store_node_new(st, a.is_unix ? a.path : a.host, a.port,
+	    a.is_unix);
+	return 0;
+}
+
+/* Sentinel mode: the sentinels named a master (or none, why says). */
+static void
+resolved(void *arg, const struct addr *master, const char *why)
+{
+	struct link *l = arg;
+
+	if (l->env->closing)
+		return;
+	if (master == NULL) {
+		link_failed(l, why != NULL ? why : "the sentinels named no master");
+		return;
+	}
+	link_connect(l, master->host, master->port, 0);
+}
+
+/*
+ * Where the one master is, for its command link and the subscriber.  In
+ * Sentinel mode every connect asks the sentinels first: after any loss
+ * the master may have moved (the address is checked by the handshake's
+ * INFO, as a sentinel's answer may be stale).
+ */
+static void
+single_locate(struct store *st, struct link *l)
+{
+	if (st->sent == NULL) {
+		link_connect(l, st->one->host, st->one->port, st->one->is_unix);
+		return;
+	}
+	link_locating(l);
+	sentinel_resolve(st->sent, resolved, l);
+}
+
+static void
+sub_locate(void *arg, struct link *l)
+{
+	single_locate(arg, l);
+}
+
+/* The sentinels say the master moved: follow it now. */
+static void
+switched(void *arg, const struct addr *from, const struct addr *to)
+{
+	struct store *st = arg;
+	struct link *one = &st->one->link, *sub = sub_link(st->sub);
+	char a[ADDR_HOST_LEN + 16], b[ADDR_HOST_LEN + 16];
+
+	snprintf(b, sizeof b, strchr(to->host, ':') ? "[%s]:%d" : "%s:%d",
+	    to->host, to->port);
+	if (from != NULL)
+		snprintf(a, sizeof a, strchr(from->host, ':') ? "[%s]:%d" :
+		    "%s:%d", from->host, from->port);
+	else
+		snprintf(a, sizeof a, "-");
+	log_warn("Redis master switched from %s to %s", a, b);
+	if (one->ac != NULL && strcmp(one->addrstr, b) != 0)
+		link_kill(one, "the master moved");
+	if (sub->ac != NULL && strcmp(sub->addrstr, b) != 0)
+		link_kill(sub, "the master moved");
+	/* one waiting out a backoff (it kept failing on the dead master)
+	 * must not sleep through the news */
+	link_retry_now(one);
+	link_retry_now(sub);
+}
+
+/*
+ * The tenure is joined (tenure.lua ran): the link is up (or, in Sentinel
+ * mode, the store may serve).  A new replication id means a failover or a
+ * Redis back without its data: the lock table reclaims its locks
+ * (reassert.lua) before new grants.
+ */
+static void
+tenure_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct node *n = privdata;
+	struct store *st = n->st;
+	redisReply *r = reply;
+	long long started, delay;
+
+	if (!link_current(&n->link, ac) || r == NULL)
+		return;
+	n->tenure_asked = 0;
+	if (r->type == REDIS_REPLY_ERROR) {
+		link_refuse(&n->link, r->str);
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    !resp_is_int(r->element[0]) || !resp_is_int(r->element[1])) {
+		link_refuse(&n->link, "unexpected reply from tenure.lua");
+		return;
+	}
+	started = r->element[0]->integer;
+	delay = r->element[1]->integer;
+	if (strcmp(n->replid, st->replid) != 0) {
+		if (st->replid[0] != '\0')
+			log_warn("Redis %s is a new master tenure (replication id "
+			    "%.8s, was %.8s): reclaiming held locks%s; free keys "
+			    "wait %lld ms", n->link.addrstr, n->replid, st->replid,
+			    started ? ", counter raised" : "", delay);
+		else if (started)
+			log_info("Redis %s: tenure %.8s started", n->link.addrstr,
+			    n->replid);
+		st->tenures++;
+		if (st->replid[0] != '\0') {
+			memcpy(st->left[st->nleft % STORE_LEFT_MAX], st->replid,
+			    sizeof st->replid);
+			st->nleft++;
+		}
+		memcpy(st->replid, n->replid, sizeof st->replid);
+	}
+	n->tenure_joined = 1;
+	if (st->lease != NULL)
+		store_serving(st);	/* joined after the handshake */
+	else
+		link_hello_done(&n->link);
+}
+
+static int
+tenure_send(struct node *n)
+{
+	struct store *st = n->st;
+
+	if (link_sendf(&n->link, tenure_reply, n,
+	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
+	    st->keys.fence, st->keys.tenure, st->keys.delay, n->replid,
+	    st->replid, st->cfg.lock_delay_ms) != 0) {
+		link_kill(&n->link, "cannot send tenure.lua");
+		return -1;
+	}
+	n->tenure_asked = 1;
+	return 0;
+}
+
+/*
+ * Sentinel mode joins a master's tenure only once the lease holds on it:
+ * the lock delay a new tenure starts (tenure.lua) must count from when the
+ * brokers can act on it and reclaim their locks, not from the handshake,
+ * which comes before the sentinels agree on the new master (a second or
+ * two after a failover).
+ */
+static void
+join_tenure(struct node *n)
+{
+	if (n->link.ac != NULL && n->link.state == LINK_UP &&
+	    !n->tenure_joined && !n->tenure_asked)
+		tenure_send(n);
+}
+
+/* INFO replication: only a master is used; its replication id names the
+ * tenure (tenure.lua). */
+static void
+info_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct node *n = privdata;
+	struct store *st = n->st;
+	redisReply *r = reply;
+	char role[32], why[80];
+
+	if (!link_current(&n->link, ac) || r == NULL)
+		return;
+	if (r->type != REDIS_REPLY_STRING) {
+		link_refuse(&n->link, r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply to INFO");
+		return;
+	}
+	resp_info_field(r->str, "role", role, sizeof role);
+	if (strcmp(role, "master") != 0) {
+		snprintf(why, sizeof why, "not a master (role:%s)", role);
+		link_refuse(&n->link, why);
+		return;
+	}
+	if (st->cl != NULL) {
+		/* cluster mode: each slot joins the tenure by itself
+		 * (lib/slot_tenure.lua); a stale master answers MOVED */
+		char was[64];
+
+		memcpy(was, n->replid, sizeof was);
+		resp_info_field(r->str, "master_replid", n->replid,
+		    sizeof n->replid);
+		resp_info_field(r->str, "master_replid2", n->replid2,
+		    sizeof n->replid2);
+		if (strcmp(was, n->replid) != 0) {
+			st->tenures++;
+			memcpy(n->prev_replid, was, sizeof was);
+			n->tenure_ms = now_ms();
+		}
+		link_hello_done(&n->link);
+		return;
+	}
+	resp_info_field(r->str, "master_replid", n->replid, sizeof n->replid);
+	for (unsigned i = 0; i < st->nleft && i < STORE_LEFT_MAX; i++) {
+		if (n->replid[0] != '\0' && strcmp(st->left[i], n->replid) == 0) {
+			/* an old master that woke up still says master */
+			snprintf(why, sizeof why, "stale master: replication id "
+			    "%.8s belongs to an earlier tenure", n->replid);
+			link_refuse(&n->link, why);
+			return;
+		}
+	}
+	if (st->lease != NULL) {
+		/* the tenure is joined once the lease holds (above) */
+		link_hello_done(&n->link);
+		return;
+	}
+	if (tenure_send(n) != 0)
+		return;
+	/* tenure.lua's reply awaited before INFO's is counted: not up yet */
+	link_expect(&n->link);
+	link_hello_done(&n->link);
+}
+
+static void
+node_locate(void *owner, struct link *l)
+{
+	struct node *n = owner;
+
+	if (n->st->cl != NULL)
+		link_connect(l, n->host, n->port, n->is_unix);
+	else
+		single_locate(n->st, l);
+}
+
+static void
+node_hello(void *owner, struct link *l)
+{
+	struct node *n = owner;
+
+	n->tenure_joined = n->tenure_asked = 0;
+	for (int i = 0; i < SCRIPT__COUNT; i++)
+		link_hello_sendf(l, "SCRIPT LOAD %s", scripts[i].text);
+	/* then: is it the master, and of which tenure? */
+	link_sendf(l, info_reply, n, "INFO replication");
+	link_expect(l);
+}
+
+static void
+node_up(void *owner, struct link *l)
+{
+	struct node *n = owner;
+	struct store *st = n->st;
+
+	n->last_progress_ms = now_ms();
+	store_queue_run(n);	/* redirected here meanwhile */
+	if (st->lease != NULL) {
+		/* up for grants once the sentinels vouch for it */
+		struct addr a;
+		char err[160];
+
+		if (addr_parse_endpoint(l->addrstr, &a, err, sizeof err) == 0)
+			lease_follow(st->lease, &a);
+		store_serving(st);
+	} else if (st->hooks.up) {
+		st->hooks.up(st->hooks.arg);
+	}
+}
+
+static void
+node_down(void *owner, struct link *l, int was_up)
+{
+	struct node *n = owner;
+	struct store *st = n->st;
+	struct link *sub = st->sub != NULL ? sub_link(st->sub) : NULL;
+
+	store_queue_fail(n);
+	if (st->cl != NULL && !st->freeing)
+		cluster_refresh(st->cl);	/* a failover, perhaps */
+	if (!was_up)
+		return;
+	st->reconnects++;
+	shardsub_drop(n->ss);
+	if (st->lease != NULL) {
+		lease_follow(st->lease, NULL);
+		store_serving(st);
+	} else if (st->hooks.down) {
+		st->hooks.down(st->hooks.arg);
+	}
+	/* A subscriber on a Redis we can no longer reach is as suspect;
+	 * resubscribing later retries every waiter. */
+	if (sub != NULL && sub->ac != NULL)
+		link_kill(sub, "command connection lost");
+	(void)l;
+}
+
+/* cluster mode: a master that left the map is not called again */
+static const char *
+node_idle(void *owner, const struct link *l)
+{
+	struct node *n = owner;
+
+	(void)l;
+	return n->st->cl != NULL && n->slots == 0 ? "it serves no slots" :
+	    NULL;
+}
+
+static const struct link_ops node_link_ops = {
+	.locate = node_locate, .hello = node_hello, .up = node_up,
+	.down = node_down, .idle = node_idle,
+};
+
+/* Every ROLE_CHECK_MS: a master demoted while we stay connected (a frozen
+ * old master that woke up, REPLICAOF) must not take grants. */
+static void
+role_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct node *n = privdata;
+	redisReply *r = reply;
+
+	if (r == NULL || !link_current(&n->link, ac) ||
+	    n->link.state != LINK_UP)
+		return;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "master") != 0)
+		link_kill(&n->link, "Redis is no longer a master (ROLE)");
+}
+
+static void
+role_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+
+	(void)fd;
+	(void)what;
+	for (struct node *n = st->nodes; n != NULL; n = n->next)
+		if (n->link.state == LINK_UP && n->link.ac != NULL &&
+		    link_sendf(&n->link, role_reply, n, "ROLE") != 0)
+			log_debug("ROLE not sent");
+}
+
+/* The oldest command in flight waited too long: Redis is not answering. */
+static void
+watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct store *st = arg;
+	int64_t now = now_ms(), late = now - st->watchdog_ms;
+
+	(void)fd;
+	(void)what;
+	if (late > st->cfg.timeout_ms / 2) {
+		/*
+		 * This tick comes late: the broker itself did not run (it was
+		 * stopped, or starved), and the replies it waited for may be
+		 * sitting unread in its sockets.  That time is ours, not
+		 * Redis's: start the clocks again rather than drop connections
+		 * (and the news their replies carry, e.g. that a lock was
+		 * lost meanwhile).
+		 */
+		log_warn("event loop stalled for %lld ms: Redis answers are "
+		    "timed from now", (long long)late);
+		for (struct node *n = st->nodes; n != NULL; n = n->next)
+			n->last_progress_ms = now;
+		st->watchdog_ms = now;
+		return;
+	}
+	st->watchdog_ms = now;
+	for (struct node *n = st->nodes; n != NULL; n = n->next) {
+		if (n->link.state == LINK_UP && n->inflight > 0 &&
+		    now_ms() - n->last_progress_ms > st->cfg.timeout_ms)
+			link_kill(&n->link, "Redis stopped answering");
+		/* cluster mode: calls redirected to a master that does not
+		 * come up are failed by its connect timeout; this is the
+		 * net under that */
+		if (n->link.state != LINK_UP && n->qhead != NULL &&
+		    now_ms() - n->qhead->born_ms > 2 * st->cfg.timeout_ms)
+			store_queue_fail(n);
+	}
+}
+
+void
+store_kick(struct store *st)
+{
+	/* shutdown has only a short budget */
+	for (struct node *n = st->nodes; n != NULL; n = n->next)
+		if (st->cl == NULL || n->slots > 0)
+			link_retry_now(&n->link);
+	if (st->cl != NULL)
+		cluster_refresh(st->cl);
 }
 
 /* --- nodes and the store --------------------------------------------- */
@@ -1765,13 +2148,12 @@ store_node_new(struct store *st, const char *host, int port, int is_unix)
 	n->host = xstrndup(host, strlen(host));
 	n->port = port;
 	n->is_unix = is_unix;
-	sconn_init(st, &n->conn, "command", CONN_CMD);
-	n->conn.node = n;
+	link_init(&n->link, &st->env, "command", &node_link_ops, n, 0);
 	if (is_unix)
-		snprintf(n->conn.addrstr, sizeof n->conn.addrstr, "unix:%s",
+		snprintf(n->link.addrstr, sizeof n->link.addrstr, "unix:%s",
 		    host);
 	else
-		snprintf(n->conn.addrstr, sizeof n->conn.addrstr,
+		snprintf(n->link.addrstr, sizeof n->link.addrstr,
 		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 	n->ack_ev = event_new(st->base, -1, 0, ack_cb, n);
 	n->flush_ev = event_new(st->base, -1, 0, flush_cb, n);
@@ -1801,10 +2183,10 @@ store_node_free(struct node *n)
 		group_unref(n->agroup);
 		n->agroup = NULL;
 	}
-	n->conn.state = C_DOWN;	/* callbacks below may not queue more */
+	n->link.state = LINK_DOWN;	/* callbacks below may not queue more */
 	store_queue_fail(n);
 	shardsub_free(n->ss);
-	sconn_close(&n->conn);
+	link_close(&n->link);
 	store_queue_fail(n);	/* anything a callback queued after all */
 	if (n->ack_ev)
 		event_free(n->ack_ev);
@@ -1814,23 +2196,9 @@ store_node_free(struct node *n)
 	free(n);
 }
 
-/* Key names: cluster mode's per-slot ones end in "{" for the slot tag. */
-static char *
-keyname(const char *prefix, const char *name, int cluster)
-{
-	size_t lp = strlen(prefix), ln = strlen(name);
-	char *s = xmalloc(lp + ln + 3);
-
-	memcpy(s, prefix, lp);
-	memcpy(s + lp, name, ln);
-	if (cluster)
-		memcpy(s + lp + ln, ":{", 3);
-	else
-		s[lp + ln] = '\0';
-	return s;
-}
-
-void
+/* Sentinel mode: the command link came up or went, or the lease changed:
+ * tell the hooks when the store starts or stops serving. */
+static void
 store_serving(struct store *st)
 {
 	int serving;
@@ -1838,7 +2206,7 @@ store_serving(struct store *st)
 	if (st->lease == NULL)
 		return;
 	if (node_usable(st->one) && lease_held(st->lease))
-		sconn_join_tenure(&st->one->conn);	/* once per context */
+		join_tenure(st->one);	/* once per context */
 	serving = node_usable(st->one) && lease_ok(st);
 	if (serving == st->serving)
 		return;
@@ -1877,7 +2245,7 @@ sentinel_start(struct store *st, const struct store_cfg *cfg)
 		.timeout_ms = sc.timeout_ms,
 		.max_ms = cfg->lease_ms,
 	};
-	struct sentinel_hooks sh = { sconn_switched, st };
+	struct sentinel_hooks sh = { switched, st };
 	struct lease_hooks lh = { lease_changed, st };
 	char err[256];
 
@@ -1913,37 +2281,23 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->cfg.password = st->password;
 	st->cfg.user = st->user;
 	st->cfg.prefix = NULL;
-	st->lockpfx = keyname(cfg->prefix, ":lock:", 0);
-	st->lockpfxlen = strlen(st->lockpfx);
-	st->sesspfx = keyname(cfg->prefix, ":session:", 0);
-	st->writers = keyname(cfg->prefix, ":writers:", 0);
-	st->sesspfxlen = strlen(st->sesspfx);
-	st->fence = keyname(cfg->prefix, ":fence", cluster);
-	st->channel = keyname(cfg->prefix, ":released", cluster);
-	st->wanted = keyname(cfg->prefix, ":wanted", cluster);
-	st->tenure = keyname(cfg->prefix, ":tenure", cluster);
-	st->delay = keyname(cfg->prefix, ":lockdelay", cluster);
-	memset(st->idsp, '-', STORE_ID_LEN);
-	if (cfg->id != NULL)
-		memcpy(st->idsp, cfg->id, strnlen(cfg->id, STORE_ID_LEN));
-	st->idsp[STORE_ID_LEN] = ' ';
-	st->idsp[STORE_ID_LEN + 1] = '\0';
-	memcpy(st->idplus, st->idsp, sizeof st->idplus);
-	st->idplus[STORE_ID_LEN] = '+';
+	keys_init(&st->keys, cfg->prefix, cfg->id, cluster);
+	st->env = (struct link_env){ .base = base, .password = st->password,
+	    .user = st->user, .label = st->addr, .timeout_ms = cfg->timeout_ms };
 	st->hooks = *hooks;
-	st->watchdog_ev = event_new(base, -1, EV_PERSIST, sconn_watchdog_cb, st);
-	st->role_ev = event_new(base, -1, EV_PERSIST, sconn_role_cb, st);
+	st->watchdog_ev = event_new(base, -1, EV_PERSIST, watchdog_cb, st);
+	st->role_ev = event_new(base, -1, EV_PERSIST, role_cb, st);
 	if (st->watchdog_ev == NULL || st->role_ev == NULL)
 		fatalx("cannot create Redis timers");
-	sconn_init(st, &st->sub, "subscriber", CONN_SUB);
 	if (cluster) {
 		slot_tags_init();
 		st->cl = cluster_new(st, cfg->cluster);
 		rc = st->cl == NULL ? -1 : 0;
-	} else if (cfg->sentinels != NULL && cfg->sentinels[0] != '\0') {
-		rc = sentinel_start(st, cfg);
 	} else {
-		rc = sconn_parse_addr(st);
+		st->sub = sub_new(&st->env, &st->keys, &st->hooks, sub_locate,
+		    st);
+		rc = cfg->sentinels != NULL && cfg->sentinels[0] != '\0' ?
+		    sentinel_start(st, cfg) : parse_addr(st);
 	}
 	st->cfg.sentinels = st->cfg.master_name = NULL;	/* not kept */
 	st->cfg.sentinel_password = st->cfg.sentinel_user = NULL;
@@ -1960,9 +2314,9 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	tick.tv_usec = (ROLE_CHECK_MS % 1000) * 1000;
 	event_add(st->role_ev, &tick);
 	if (st->one != NULL)
-		sconn_start(&st->one->conn);
-	if (st->cl == NULL)
-		sconn_start(&st->sub);	/* cluster: shardsub.c, per master */
+		link_start(&st->one->link);
+	if (st->sub != NULL)
+		link_start(sub_link(st->sub));	/* cluster: shardsub.c */
 	return st;
 }
 
@@ -1974,6 +2328,7 @@ store_free(struct store *st)
 	if (st == NULL)
 		return;
 	st->freeing = 1;
+	st->env.closing = 1;
 	st->hooks.down = NULL;	/* shutting down: nobody to tell */
 	st->hooks.up = NULL;
 	if (st->sent != NULL)
@@ -1992,46 +2347,16 @@ store_free(struct store *st)
 	while (st->nodes != NULL)
 		store_node_free(st->nodes);
 	st->one = NULL;
-	sconn_close(&st->sub);
+	sub_free(st->sub);
 	if (st->watchdog_ev)
 		event_free(st->watchdog_ev);
 	if (st->role_ev)
 		event_free(st->role_ev);
-	free(st->tenure);
-	free(st->delay);
+	keys_free(&st->keys);
 	free(st->addr);
 	free(st->password);
 	free(st->user);
-	free(st->lockpfx);
-	free(st->sesspfx);
-	free(st->writers);
-	free(st->fence);
-	free(st->channel);
-	free(st->wanted);
 	free(st);
-}
-
-void
-store_wanted_msg(struct store *st, const char *msg, size_t len)
-{
-	const char *p = msg + STORE_ID_LEN + 1, *end = msg + len;
-	long long stamp = 0;
-
-	if (st->hooks.wanted == NULL || len <= STORE_ID_LEN + 1 ||
-	    memcmp(msg, st->idsp, STORE_ID_LEN) == 0)
-		return;
-	if (msg[STORE_ID_LEN] == '!') {
-		while (p < end && *p >= '0' && *p <= '9' &&
-		    stamp < LLONG_MAX / 10)
-			stamp = stamp * 10 + (*p++ - '0');
-		if (p == end || *p != ' ' || stamp == 0)
-			return;		/* not that shape: ignored */
-		p++;
-		if (p == end)
-			return;
-	}
-	st->hooks.wanted(st->hooks.arg, p, (size_t)(end - p),
-	    msg[STORE_ID_LEN] != '+', stamp);
 }
 
 int
@@ -2096,10 +2421,10 @@ store_master(const struct store *st)
 	size_t off = 0;
 
 	if (st->cl == NULL)
-		return node_usable(st->one) ? st->one->conn.addrstr : "-";
+		return node_usable(st->one) ? st->one->link.addrstr : "-";
 	buf[0] = '\0';
 	for (const struct node *n = st->nodes; n != NULL; n = n->next) {
-		size_t need = strlen(n->conn.addrstr) + 1;
+		size_t need = strlen(n->link.addrstr) + 1;
 
 		if (n->slots == 0 || !node_usable(n))
 			continue;
@@ -2108,7 +2433,7 @@ store_master(const struct store *st)
 			break;
 		}
 		off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s",
-		    off ? "," : "", n->conn.addrstr);
+		    off ? "," : "", n->link.addrstr);
 	}
 	return off ? buf : "-";
 }
@@ -2155,6 +2480,6 @@ store_each_node(const struct store *st, void (*fn)(void *arg,
 {
 	for (const struct node *n = st->nodes; n != NULL; n = n->next)
 		if (st->cl == NULL || n->slots > 0)
-			fn(arg, n->conn.addrstr, node_usable(n),
+			fn(arg, n->link.addrstr, node_usable(n),
 			    n->inflight + n->queued, n->redirects);
 }

@@ -1,13 +1,13 @@
 /*
- * store_int.h - what the parts of the store share, and nothing else
- * includes: store.c (the lock scripts in lock terms: script calls and
- * their batches, the in-flight cap and queue per node, replica
- * acknowledgement, following cluster redirections), store_conn.c (the Redis connections: connect,
- * handshake and tenure, reconnect with backoff, timeouts, following the
- * master in Sentinel mode, pub/sub) and cluster.c (the slot map of a
- * Redis Cluster and the master nodes it names).
+ * store_int.h - what the parts of the store above its links share, and
+ * nothing else includes: store.c (the lock scripts in lock terms: script
+ * calls and their batches, the in-flight cap and queue per node, replica
+ * acknowledgement, following cluster redirections; and each master's
+ * command link: its handshake and tenure, following the master in
+ * Sentinel mode), cluster.c (the slot map of a Redis Cluster and the
+ * master nodes it names) and shardsub.c (cluster mode's wake-ups).
  *
- * A node is one master and its command connection.  Single-address and
+ * A node is one master and its command link.  Single-address and
  * Sentinel mode have exactly one (st->one); cluster mode one per master
  * in the slot map, and every script call is routed by its key's slot.
  */
@@ -16,7 +16,8 @@
 
 #include "store.h"
 #include "addr.h"
-#include "redial.h"
+#include "keys.h"
+#include "link.h"
 #include "scripts.h"
 
 #include <hiredis/hiredis.h>
@@ -41,40 +42,7 @@ struct lease;
 #define RETRY_MIN_MS 20			/* TRYAGAIN / CLUSTERDOWN backoff */
 #define RETRY_MAX_MS 200
 
-enum conn_state { C_DOWN, C_CONNECTING, C_HANDSHAKE, C_UP };
-
-/* command: a node's scripts; subscriber: pub/sub; map: the cluster's slot
- * map (CLUSTER SLOTS), on any node that answers, replicas included. */
-enum conn_kind { CONN_CMD, CONN_SUB, CONN_MAP };
-
 struct node;
-
-struct conn {
-	struct store *st;
-	struct node *node;		/* CONN_CMD: whose connection */
-	const char *name;		/* "command" / "subscriber" / "map" */
-	enum conn_kind kind;
-	enum conn_state state;
-	redisAsyncContext *ac;
-	struct redial redial;		/* reconnect after backoff */
-	struct event *timeout_ev;	/* connect/handshake deadline */
-	struct event *kill_ev;		/* deferred teardown */
-	const char *kill_why;
-	int handshake_left;		/* replies still awaited */
-	int refused;			/* this context's handshake was refused */
-	int resolving;			/* Sentinel mode: asking for the master */
-	int dying;			/* hiredis is failing its callbacks: a
-					 * peer close runs them before
-					 * onDisconnect, so "up" is a lie */
-	char last_refusal[160];		/* logged once until it changes */
-	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
-	int tenure_joined;		/* tenure.lua answered on this context
-					 * (Sentinel mode: sent once the lease
-					 * holds, not in the handshake) */
-	int tenure_asked;		/* ... sent, no answer yet */
-	char replid[64];		/* INFO's master_replid, handshake */
-	char replid2[64];		/* INFO's master_replid2 */
-};
 
 /*
  * Replica acknowledgement as a group commit: every grant script sent in
@@ -106,7 +74,14 @@ struct node {
 	char *host;			/* numeric host, or a unix socket path */
 	int port;
 	int is_unix;
-	struct conn conn;
+	struct link link;		/* its command link */
+	int resolving;			/* Sentinel mode: asking for the master */
+	int tenure_joined;		/* tenure.lua answered on this context
+					 * (Sentinel mode: sent once the lease
+					 * holds, not in the handshake) */
+	int tenure_asked;		/* ... sent, no answer yet */
+	char replid[64];		/* INFO's master_replid, handshake */
+	char replid2[64];		/* INFO's master_replid2 */
 	size_t inflight;		/* script calls sent, unanswered (a
 					 * batch counts as its calls), and
 					 * WAITs */
@@ -119,7 +94,6 @@ struct node {
 	 * loop turn and sends what has a place as batch script calls
 	 * (store.c, issue 14). */
 	struct event *flush_ev;
-	int flushing;			/* flush_cb is sending: it writes */
 	int64_t last_progress_ms;
 	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
 	struct event *ack_ev;
@@ -136,19 +110,8 @@ struct store {
 	struct event_base *base;
 	struct store_cfg cfg;		/* strings owned below */
 	char *addr, *password, *user;
-	char *lockpfx;			/* "<prefix>:lock:" */
-	size_t lockpfxlen;
-	char *sesspfx;			/* "<prefix>:session:" (grace.c) */
-	size_t sesspfxlen;
-	char *writers;			/* "<prefix>:writers:": the marks of
-					 * waiting writers (wmark.lua) */
-	/* Single and Sentinel mode: one key each per prefix.  Cluster mode:
-	 * one per slot, so the names end in "{" and a slot's tag follows. */
-	char *fence;			/* "<prefix>:fence" */
-	char *channel;			/* "<prefix>:released" */
-	char *wanted;			/* "<prefix>:wanted" */
-	char *tenure;			/* "<prefix>:tenure" */
-	char *delay;			/* "<prefix>:lockdelay" */
+	struct store_keys keys;		/* names shared with the scripts */
+	struct link_env env;		/* what its links share */
 	struct sentinel *sent;		/* Sentinel mode; NULL: one address */
 	struct lease *lease;		/* Sentinel mode: grants and renewals
 					 * only while it holds (lease.h) */
@@ -163,12 +126,8 @@ struct store {
 	int64_t errlog_ms;		/* last error reply logged */
 	uint64_t errlog_quiet;		/* error replies not logged since */
 	int freeing;
-	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
-					 * of exclusive waiters */
-	char idplus[STORE_ID_LEN + 2];	/* "<broker-id>+": of readers and
-					 * permit waiters (issue 13) */
 	struct store_hooks hooks;
-	struct conn sub;
+	struct sub *sub;		/* single and Sentinel mode */
 	struct event *watchdog_ev;	/* checks the oldest command's age */
 	int64_t watchdog_ms;		/* when it last ran */
 	uint64_t reconnects;
@@ -232,45 +191,14 @@ struct cmd {
 	struct cmd *rnext;		/* st->retrying */
 };
 
-/* A node's command connection takes commands (not up, or tearing down:
- * no). */
+/* A node's command link takes commands (not up, or tearing down: no). */
 static inline int
 node_usable(const struct node *n)
 {
-	return n != NULL && n->conn.state == C_UP && !n->conn.dying;
+	return n != NULL && link_usable(&n->link);
 }
 
-/* store_events.c: ac's events on base (a persistent read event); -1
- * when they cannot be made (the caller frees ac). */
-int store_events_attach(redisAsyncContext *ac, struct event_base *base);
-
-/* store_conn.c */
-int sconn_parse_addr(struct store *st);
-/* Sentinel mode: join the master's tenure now (tenure.lua), the lease
- * being held; store_serving runs again when it has answered. */
-void sconn_join_tenure(struct conn *c);
-void sconn_init(struct store *st, struct conn *c, const char *name,
-    enum conn_kind kind);
-void sconn_close(struct conn *c);
-void sconn_start(struct conn *c);
-/* Tear c down from our own event (never inside a hiredis callback). */
-void sconn_kill(struct conn *c, const char *why);
-void sconn_watchdog_cb(evutil_socket_t fd, short what, void *arg);
-void sconn_role_cb(evutil_socket_t fd, short what, void *arg);
-void sconn_switched(void *arg, const struct addr *from, const struct addr *to);
-
-void sconn_retry_now(struct conn *c);
-
 /* store.c */
-int store_is_int(const redisReply *r);
-/* Sentinel mode: the command connection came up or went, or the lease
- * changed: tell the hooks when the store starts or stops serving. */
-void store_serving(struct store *st);
-/* Answer every queued command of n "unavailable" (its connection is
- * gone). */
-void store_queue_fail(struct node *n);
-/* n's connection is up: send what waited for it. */
-void store_queue_run(struct node *n);
 struct node *store_node_new(struct store *st, const char *host, int port,
     int is_unix);
 void store_node_free(struct node *n);
@@ -296,21 +224,7 @@ struct node *cluster_moved(struct cluster *cl, unsigned slot,
 struct node *cluster_node_at(struct cluster *cl, const char *host, int port);
 /* Read the slot map again soon (a redirection, a lost connection). */
 void cluster_refresh(struct cluster *cl);
-/* Where the subscriber connects next: any node of the cluster. */
-void cluster_next_addr(struct cluster *cl, const struct conn *c,
-    const char **host, int *port);
-/* The map connection is up / got this reply to CLUSTER SLOTS. */
-void cluster_map_up(struct cluster *cl);
 int cluster_map_known(const struct cluster *cl);
 uint64_t cluster_map_changes(const struct cluster *cl);
-
-/*
- * A message on the wanted channel (store_conn.c's subscriber, shardsub.c's
- * in cluster mode), for the wanted hook; our own announcements skipped:
- *   "<broker-id> <key>"          a writer waits (acquire.lua)
- *   "<broker-id>+<key>"          a reader or a permit waiter (sacquire.lua)
- *   "<broker-id>!<stamp> <key>"  a writer's mark was made (wmark.lua)
- */
-void store_wanted_msg(struct store *st, const char *msg, size_t len);
 
 #endif

@@ -37,7 +37,7 @@ struct shardsub {
 	struct node *node;
 	struct bufferevent *bev;
 	redisReader *reader;
-	enum conn_state state;
+	enum link_state state;
 	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect / AUTH deadline */
 	unsigned confirms;		/* SSUBSCRIBE confirmations awaited */
@@ -87,7 +87,7 @@ static void
 ss_lost(struct shardsub *ss, const char *why)
 {
 	struct node *n = ss->node;
-	int was_up = ss->state == C_UP;
+	int was_up = ss->state == LINK_UP;
 	int loud;
 	long wait;
 
@@ -97,7 +97,7 @@ ss_lost(struct shardsub *ss, const char *why)
 	if (ss->reader != NULL)
 		redisReaderFree(ss->reader);
 	ss->reader = NULL;
-	ss->state = C_DOWN;
+	ss->state = LINK_DOWN;
 	ss->confirms = 0;
 	ss->fhead = ss->fcount = 0;
 	memset(ss->subbed, 0, sizeof ss->subbed);
@@ -107,7 +107,7 @@ ss_lost(struct shardsub *ss, const char *why)
 	wait = redial_failed(&ss->redial, &loud);
 	if (was_up || loud)
 		log_warn("Redis shard subscriber %s %s: %s; retrying in %ld ms",
-		    n->conn.addrstr, was_up ? "lost" : "failed", why, wait);
+		    n->link.addrstr, was_up ? "lost" : "failed", why, wait);
 }
 
 /* Build "<channel-prefix><tag>}" for slot s. */
@@ -125,7 +125,7 @@ shardsub_sync(struct shardsub *ss)
 	char rel[256], want[256];
 	unsigned sent = 0;
 
-	if (ss->state != C_UP)
+	if (ss->state != LINK_UP)
 		return;
 	for (unsigned s = 0; s < SLOT_COUNT; s++) {
 		int mine = cluster_node_of(st->cl, s) == n;
@@ -136,8 +136,8 @@ shardsub_sync(struct shardsub *ss)
 		}
 		if (bit(ss, s))
 			continue;
-		channel(rel, sizeof rel, st->channel, s);
-		channel(want, sizeof want, st->wanted, s);
+		channel(rel, sizeof rel, st->keys.channel, s);
+		channel(want, sizeof want, st->keys.wanted, s);
 		if (ss_send(ss, "SSUBSCRIBE %s %s", rel, want) != 0) {
 			ss_lost(ss, "cannot send SSUBSCRIBE");
 			return;
@@ -150,7 +150,7 @@ shardsub_sync(struct shardsub *ss)
 	}
 	if (sent > 0)
 		log_debug("Redis shard subscriber %s: subscribing %u slots",
-		    n->conn.addrstr, sent);
+		    n->link.addrstr, sent);
 }
 
 /* The oldest SSUBSCRIBE in flight is answered (confirmed or refused). */
@@ -183,7 +183,7 @@ static void
 ss_ready(struct shardsub *ss)
 {
 	event_del(ss->timeout_ev);
-	ss->state = C_UP;
+	ss->state = LINK_UP;
 	redial_ok(&ss->redial);
 	shardsub_sync(ss);
 }
@@ -195,16 +195,16 @@ ss_reply(struct shardsub *ss, redisReply *r)
 	struct store *st = ss->node->st;
 	const char *kind;
 
-	if (r->type == REDIS_REPLY_STATUS && ss->state == C_HANDSHAKE) {
+	if (r->type == REDIS_REPLY_STATUS && ss->state == LINK_HANDSHAKE) {
 		ss_ready(ss);		/* AUTH accepted */
 		return;
 	}
-	if (r->type == REDIS_REPLY_ERROR && ss->state == C_UP &&
+	if (r->type == REDIS_REPLY_ERROR && ss->state == LINK_UP &&
 	    ss->fcount > 0) {
 		/* an SSUBSCRIBE refused (MOVED: our map was stale): that
 		 * slot is subscribed again where the next map says */
 		log_debug("Redis shard subscriber %s: %s",
-		    ss->node->conn.addrstr, r->str);
+		    ss->node->link.addrstr, r->str);
 		bit_set(ss, fifo_pop(ss), 0);
 		confirmed(ss, 2);
 		cluster_refresh(st->cl);
@@ -212,7 +212,7 @@ ss_reply(struct shardsub *ss, redisReply *r)
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		log_error("Redis shard subscriber %s: %s",
-		    ss->node->conn.addrstr, r->str);
+		    ss->node->link.addrstr, r->str);
 		ss_lost(ss, "error reply");
 		return;
 	}
@@ -227,16 +227,16 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		const char *msg = r->element[2]->str;
 		size_t len = (size_t)r->element[2]->len;
 
-		if (strncmp(chan, st->channel, strlen(st->channel)) == 0) {
+		if (strncmp(chan, st->keys.channel, strlen(st->keys.channel)) == 0) {
 			if (st->hooks.released)
 				st->hooks.released(st->hooks.arg, msg, len);
-		} else if (strncmp(chan, st->wanted, strlen(st->wanted)) == 0) {
-			store_wanted_msg(st, msg, len);
+		} else if (strncmp(chan, st->keys.wanted, strlen(st->keys.wanted)) == 0) {
+			keys_wanted_msg(&st->keys, &st->hooks, msg, len);
 		}
 	} else if (strcmp(kind, "ssubscribe") == 0) {
 		/* two per SSUBSCRIBE: "released", then "wanted" */
-		if (strncmp(r->element[1]->str, st->wanted,
-		    strlen(st->wanted)) == 0 && ss->fcount > 0)
+		if (strncmp(r->element[1]->str, st->keys.wanted,
+		    strlen(st->keys.wanted)) == 0 && ss->fcount > 0)
 			(void)fifo_pop(ss);
 		confirmed(ss, 1);
 	} else if (strcmp(kind, "sunsubscribe") == 0) {
@@ -301,7 +301,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on,
 		    sizeof on) != 0)
 			log_debug("keepalive not enabled on a shard subscriber");
-		ss->state = C_HANDSHAKE;
+		ss->state = LINK_HANDSHAKE;
 		if (st->password[0] == '\0') {
 			ss_ready(ss);
 			return;
@@ -322,7 +322,7 @@ timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (ss->state == C_CONNECTING || ss->state == C_HANDSHAKE)
+	if (ss->state == LINK_CONNECTING || ss->state == LINK_HANDSHAKE)
 		ss_lost(ss, "connect timed out");
 }
 
@@ -344,7 +344,7 @@ ss_start(struct shardsub *ss)
 	socklen_t salen;
 	char err[160], ep[ADDR_HOST_LEN + 16];
 
-	if (ss->state != C_DOWN || n->slots == 0 || st->freeing)
+	if (ss->state != LINK_DOWN || n->slots == 0 || st->freeing)
 		return;
 	snprintf(ep, sizeof ep, strchr(n->host, ':') ? "[%s]:%d" : "%s:%d",
 	    n->host, n->port);
@@ -358,7 +358,7 @@ ss_start(struct shardsub *ss)
 	if (ss->bev == NULL || ss->reader == NULL)
 		fatalx("out of memory");
 	bufferevent_setcb(ss->bev, read_cb, NULL, event_cb, ss);
-	ss->state = C_CONNECTING;
+	ss->state = LINK_CONNECTING;
 	timer_add_ms(ss->timeout_ev, st->cfg.timeout_ms);
 	if (bufferevent_enable(ss->bev, EV_READ) != 0 ||
 	    bufferevent_socket_connect(ss->bev, (struct sockaddr *)&sa,
@@ -372,7 +372,7 @@ shardsub_new(struct node *n)
 	struct shardsub *ss = xcalloc(1, sizeof *ss);
 
 	ss->node = n;
-	ss->state = C_DOWN;
+	ss->state = LINK_DOWN;
 	redial_init(&ss->redial, n->st->base, retry_cb, ss, REDIAL_MIN_MS,
 	    REDIAL_MAX_MS);
 	ss->timeout_ev = timer_new(n->st->base, timeout_cb, ss);
@@ -385,7 +385,7 @@ shardsub_new(struct node *n)
 void
 shardsub_wake(struct shardsub *ss)
 {
-	if (ss->state == C_DOWN) {
+	if (ss->state == LINK_DOWN) {
 		if (!redial_pending(&ss->redial))
 			ss_start(ss);
 	} else {
@@ -397,7 +397,7 @@ shardsub_wake(struct shardsub *ss)
 void
 shardsub_drop(struct shardsub *ss)
 {
-	if (ss != NULL && ss->state != C_DOWN)
+	if (ss != NULL && ss->state != LINK_DOWN)
 		ss_lost(ss, "command connection lost");
 }
 
