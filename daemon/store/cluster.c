@@ -223,17 +223,49 @@ map_apply(struct cluster *cl)
 		st->hooks.rerouted(st->hooks.arg);
 }
 
+/* A master's shard subscriber asks the map (shardsub.h). */
+static int
+ss_serving(void *arg)
+{
+	struct node *n = arg;
+
+	return n->slots > 0;
+}
+
+static int
+ss_owns(void *arg, unsigned slot)
+{
+	struct node *n = arg;
+
+	return cluster_node_of(n->st->cl, slot) == n;
+}
+
+static void
+ss_lost_slot(void *arg)
+{
+	struct node *n = arg;
+
+	cluster_refresh(n->st->cl);
+}
+
+static const struct shardsub_ops ss_ops = {
+	.serving = ss_serving, .owns = ss_owns, .lost_slot = ss_lost_slot,
+};
+
 /* Wake-ups: every master serving slots has its shard subscriber, and it
  * subscribes the slots it serves now (after a migration or a failover,
  * or a "sunsubscribe" Redis sent). */
 static void
 subs_sync(struct cluster *cl)
 {
-	for (struct node *n = cl->st->nodes; n != NULL; n = n->next) {
+	struct store *st = cl->st;
+
+	for (struct node *n = st->nodes; n != NULL; n = n->next) {
 		if (n->slots == 0)
 			continue;
 		if (n->ss == NULL)
-			n->ss = shardsub_new(n);
+			n->ss = shardsub_new(&st->env, &st->keys, &st->hooks,
+			    n->host, n->port, n->link.addrstr, &ss_ops, n);
 		else
 			shardsub_wake(n->ss);
 	}

@@ -1,5 +1,5 @@
 /*
- * sentinel.c - where the Redis master is, asked of Redis Sentinel (issue 10).
+ * sentinel.c - where the Redis master is, asked of Redis Sentinel.
  *
  * Three kinds of work, each on its own hiredis connections
  * (the Sentinel client protocol: ask, connect, check the role):
@@ -45,6 +45,7 @@
 #include "addr.h"
 #include "log.h"
 #include "redial.h"
+#include "resp.h"
 #include "util.h"
 
 #include <hiredis/hiredis.h>
@@ -66,7 +67,7 @@
 #define ADDR_TEXT_LEN	64	/* "[host]:port" */
 #define CHANNEL		"+switch-master"
 
-/* A subscription's life, as store.c's connections. */
+/* A subscription's life, as a store link's (link.h). */
 enum sub_state {
 	SUB_DOWN,		/* waiting out the backoff (retry_ev) */
 	SUB_CONNECTING,		/* TCP connect in progress */
@@ -184,14 +185,6 @@ addr_from_parts(const char *host, size_t hostlen, const char *port,
 		return -1;
 	}
 	return addr_parse_endpoint(text, a, err, errlen);
-}
-
-/* A reply element that is a string, and equal to s. */
-static int
-str_is(const redisReply *r, const char *s)
-{
-	return r != NULL && r->type == REDIS_REPLY_STRING &&
-	    strcmp(r->str, s) == 0;
 }
 
 /* --- what the master is ----------------------------------------------- */
@@ -649,7 +642,7 @@ walk_epoch_reply(redisAsyncContext *ac, void *reply, void *priv)
 			char *end;
 			long long e;
 
-			if (!str_is(r->element[i], "config-epoch"))
+			if (!resp_str_is(r->element[i], "config-epoch"))
 				continue;
 			if (v->type == REDIS_REPLY_INTEGER) {
 				w->epoch = v->integer;
@@ -847,9 +840,9 @@ sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING)
 		return;
-	if (str_is(r->element[0], "subscribe") && n->state == SUB_SUBSCRIBING)
+	if (resp_str_is(r->element[0], "subscribe") && n->state == SUB_SUBSCRIBING)
 		sub_up(n);
-	else if (str_is(r->element[0], "message") &&
+	else if (resp_str_is(r->element[0], "message") &&
 	    r->element[2]->type == REDIS_REPLY_STRING)
 		sub_message(n, r->element[2]->str, (size_t)r->element[2]->len);
 }

@@ -18,6 +18,7 @@
 #include "addr.h"
 #include "keys.h"
 #include "link.h"
+#include "shardsub.h"
 #include "scripts.h"
 
 #include <hiredis/hiredis.h>
@@ -202,15 +203,6 @@ node_usable(const struct node *n)
 struct node *store_node_new(struct store *st, const char *host, int port,
     int is_unix);
 void store_node_free(struct node *n);
-
-/* shardsub.c: cluster mode's sharded pub/sub, one per master */
-struct shardsub *shardsub_new(struct node *n);
-void shardsub_free(struct shardsub *ss);
-/* Subscribe the slots the map gives its master and it has not yet. */
-void shardsub_sync(struct shardsub *ss);
-/* Its master is in the map: connect now if down, else sync. */
-void shardsub_wake(struct shardsub *ss);
-void shardsub_drop(struct shardsub *ss);
 
 /* cluster.c */
 struct cluster *cluster_new(struct store *st, const char *seeds);
