@@ -48,7 +48,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util locks histo slot acl tokenhash \
-	      vouch httphead redial
+	      vouch httphead redial node cluster shardsub resp keys
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
 UNIT_SRC   := $(wildcard tests/unit/*.c)

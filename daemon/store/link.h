@@ -132,7 +132,8 @@ void link_dying(struct link *l);
 void link_expect(struct link *l);
 void link_hello_done(struct link *l);
 /* Send a handshake command whose reply only has to be no error. */
-int link_hello_sendf(struct link *l, const char *fmt, ...);
+int link_hello_sendf(struct link *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Redis refused the handshake: logged once per reason, torn down. */
 void link_refuse(struct link *l, const char *why);
 
@@ -140,7 +141,7 @@ void link_refuse(struct link *l, const char *why);
 int link_send(struct link *l, redisCallbackFn *fn, void *priv, int argc,
     const char **argv, const size_t *argvlen);
 int link_sendf(struct link *l, redisCallbackFn *fn, void *priv,
-    const char *fmt, ...);
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* While holding, commands are only buffered; link_write_now writes them
  * (from our own event: saves hiredis's write event per command). */
 void link_hold_writes(struct link *l, int on);

@@ -23,6 +23,8 @@ static Suite *(*const suites[])(void) = {
 	vouch_suite,
 	httphead_suite,
 	redial_suite,
+	node_suite,
+	cluster_map_suite,
 };
 
 int

@@ -19,5 +19,7 @@ Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */
 Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 Suite *redial_suite(void);	/* test_redial.c: the reconnect policy */
+Suite *node_suite(void);	/* test_node.c: a master's calls, fake link */
+Suite *cluster_map_suite(void);	/* test_cluster_map.c: CLUSTER SLOTS read */
 
 #endif
