@@ -14,6 +14,7 @@
 #include "lease.h"
 #include "log.h"
 #include "redial.h"
+#include "resp.h"
 #include "util.h"
 #include "vouch.h"
 
@@ -192,21 +193,10 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	peer_start(arg);
 }
 
-/* A field of SENTINEL MASTER's flat field/value reply, or NULL. */
-static const redisReply *
-field(const redisReply *r, const char *name)
-{
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0)
-			return r->element[i + 1];
-	return NULL;
-}
-
 static long long
 field_num(const redisReply *r, const char *name, long long def)
 {
-	const redisReply *v = field(r, name);
+	const redisReply *v = resp_field(r, name);
 	char *end;
 	long long x;
 
@@ -227,8 +217,9 @@ answer_read(struct peer *p, const redisReply *r)
 {
 	struct lease *ls = p->ls;
 	struct vouch_answer *a = &ls->answers[p - ls->peers];
-	const redisReply *ip = field(r, "ip"), *port = field(r, "port");
-	const redisReply *fl = field(r, "flags");
+	const redisReply *ip = resp_field(r, "ip");
+	const redisReply *port = resp_field(r, "port");
+	const redisReply *fl = resp_field(r, "flags");
 	long long epoch = field_num(r, "config-epoch", -1);
 	char text[ADDR_HOST_LEN + 16], err[160];
 

@@ -23,6 +23,15 @@ resp_str_is(const redisReply *r, const char *s)
 	return resp_is_str(r) && strcmp(r->str, s) == 0;
 }
 
+const redisReply *
+resp_field(const redisReply *r, const char *name)
+{
+	for (size_t i = 0; i + 1 < r->elements; i += 2)
+		if (resp_str_is(r->element[i], name))
+			return r->element[i + 1];
+	return NULL;
+}
+
 void
 resp_info_field(const char *info, const char *name, char *out, size_t outlen)
 {

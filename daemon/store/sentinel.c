@@ -633,25 +633,21 @@ walk_epoch_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct walk *w = priv;
 	redisReply *r = reply;
+	const redisReply *v;
 
 	if (!walk_reply_current(w, ac, reply) || !w->got_addr)
 		return;
-	if (r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			redisReply *v = r->element[i + 1];
-			char *end;
-			long long e;
+	if (r->type == REDIS_REPLY_ARRAY &&
+	    (v = resp_field(r, "config-epoch")) != NULL) {
+		char *end;
+		long long e;
 
-			if (!resp_str_is(r->element[i], "config-epoch"))
-				continue;
-			if (v->type == REDIS_REPLY_INTEGER) {
-				w->epoch = v->integer;
-			} else if (v->type == REDIS_REPLY_STRING) {
-				e = strtoll(v->str, &end, 10);
-				if (end != v->str && *end == '\0' && e >= 0)
-					w->epoch = e;
-			}
-			break;
+		if (v->type == REDIS_REPLY_INTEGER) {
+			w->epoch = v->integer;
+		} else if (v->type == REDIS_REPLY_STRING) {
+			e = strtoll(v->str, &end, 10);
+			if (end != v->str && *end == '\0' && e >= 0)
+				w->epoch = e;
 		}
 	}
 	if (w->epoch < 0)

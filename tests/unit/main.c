@@ -25,6 +25,7 @@ static Suite *(*const suites[])(void) = {
 	redial_suite,
 	node_suite,
 	cluster_map_suite,
+	resp_suite,
 };
 
 int
