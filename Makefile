@@ -48,9 +48,10 @@ CLIENT_SRC := $(wildcard client/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
-	      vouch httphead grace stream tls locks/table locks/marks \
-	      locks/waiters locks/cleanup locks/holds locks/grant locks/renew \
-	      locks/handoff locks/events locks/locks
+	      vouch httphead grace stream tls redial node cluster shardsub \
+	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
+	      locks/holds locks/grant locks/renew locks/handoff locks/events \
+	      locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
 # and lockctl's pure parsers (tests/unit/test_lockctl.c)

@@ -8,7 +8,7 @@
 #
 # One more script is generated from the others: batch (SCRIPT_BATCH, its
 # text also written to OUTDIR/batch.lua for tests and for reading).  It
-# runs many calls of the other scripts in one EVALSHA (issue 14, store.c):
+# runs many calls of the other scripts in one EVALSHA (batches: node.c):
 # each script's text becomes the body of a function taking KEYS and ARGV
 # as parameters, which shadow the globals, so a body runs as it would
 # alone.  Its own KEYS are every call's keys, call after call; its ARGV,

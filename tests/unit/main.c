@@ -30,6 +30,10 @@ static Suite *(*const suites[])(void) = {
 	grace_suite,
 	stream_suite,
 	lockctl_suite,
+	redial_suite,
+	node_suite,
+	cluster_map_suite,
+	resp_suite,
 };
 
 int

@@ -27,5 +27,9 @@ Suite *httphead_suite(void);	/* test_httphead.c: /metrics request heads */
 Suite *grace_suite(void);	/* test_grace.c: grace.c, recording grace_ops */
 Suite *stream_suite(void);	/* test_stream.c: net/stream.c, socketpair */
 Suite *lockctl_suite(void);	/* test_lockctl.c: lockctl's parsers */
+Suite *redial_suite(void);	/* test_redial.c: the reconnect policy */
+Suite *node_suite(void);	/* test_node.c: a master's calls, fake link */
+Suite *cluster_map_suite(void);	/* test_cluster_map.c: CLUSTER SLOTS read */
+Suite *resp_suite(void);	/* test_resp.c: replies, names, wanted msgs */
 
 #endif

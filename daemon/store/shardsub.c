@@ -22,25 +22,34 @@
  * confirmed the lock table retries every waiter (hooks.subscribed):
  * releases published meanwhile were missed.
  */
-#include "store_int.h"
+#include "shardsub.h"
 #include "log.h"
 #include "slot.h"
 #include "util.h"
 
+#include <hiredis/hiredis.h>
+
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 struct shardsub {
-	struct node *node;
+	const struct link_env *env;
+	const struct store_keys *keys;
+	const struct store_hooks *hooks;
+	const struct shardsub_ops *ops;
+	void *arg;
+	char *host;			/* its master */
+	int port;
+	const char *name;		/* its master, for logs */
 	struct bufferevent *bev;
 	redisReader *reader;
-	enum conn_state state;
-	int failing;			/* failed since last up: log quietly */
-	long backoff_ms;
-	struct event *retry_ev;
+	enum link_state state;
+	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect / AUTH deadline */
 	unsigned confirms;		/* SSUBSCRIBE confirmations awaited */
 	unsigned char subbed[SLOT_COUNT / 8];	/* SSUBSCRIBE sent */
@@ -88,8 +97,9 @@ ss_send(struct shardsub *ss, const char *fmt, const char *a, const char *b)
 static void
 ss_lost(struct shardsub *ss, const char *why)
 {
-	struct node *n = ss->node;
-	int was_up = ss->state == C_UP;
+	int was_up = ss->state == LINK_UP;
+	int loud;
+	long wait;
 
 	if (ss->bev != NULL)
 		bufferevent_free(ss->bev);
@@ -97,21 +107,17 @@ ss_lost(struct shardsub *ss, const char *why)
 	if (ss->reader != NULL)
 		redisReaderFree(ss->reader);
 	ss->reader = NULL;
-	ss->state = C_DOWN;
+	ss->state = LINK_DOWN;
 	ss->confirms = 0;
 	ss->fhead = ss->fcount = 0;
 	memset(ss->subbed, 0, sizeof ss->subbed);
 	event_del(ss->timeout_ev);
-	if (n->slots == 0 || n->st->freeing)
+	if (!ss->ops->serving(ss->arg) || ss->env->closing)
 		return;
-	if (was_up || !ss->failing)
+	wait = redial_failed(&ss->redial, &loud);
+	if (was_up || loud)
 		log_warn("Redis shard subscriber %s %s: %s; retrying in %ld ms",
-		    n->conn.addrstr, was_up ? "lost" : "failed", why,
-		    ss->backoff_ms);
-	ss->failing = 1;
-	timer_add_ms(ss->retry_ev, ss->backoff_ms);
-	ss->backoff_ms = ss->backoff_ms * 2 > BACKOFF_MAX_MS ?
-	    BACKOFF_MAX_MS : ss->backoff_ms * 2;
+		    ss->name, was_up ? "lost" : "failed", why, wait);
 }
 
 /* Build "<channel-prefix><tag>}" for slot s. */
@@ -124,24 +130,20 @@ channel(char *buf, size_t len, const char *pfx, unsigned s)
 void
 shardsub_sync(struct shardsub *ss)
 {
-	struct node *n = ss->node;
-	struct store *st = n->st;
 	char rel[256], want[256];
 	unsigned sent = 0;
 
-	if (ss->state != C_UP)
+	if (ss->state != LINK_UP)
 		return;
 	for (unsigned s = 0; s < SLOT_COUNT; s++) {
-		int mine = cluster_node_of(st->cl, s) == n;
-
-		if (!mine) {
+		if (!ss->ops->owns(ss->arg, s)) {
 			bit_set(ss, s, 0);	/* Redis unsubscribes it */
 			continue;
 		}
 		if (bit(ss, s))
 			continue;
-		channel(rel, sizeof rel, st->channel, s);
-		channel(want, sizeof want, st->wanted, s);
+		channel(rel, sizeof rel, ss->keys->channel, s);
+		channel(want, sizeof want, ss->keys->wanted, s);
 		if (ss_send(ss, "SSUBSCRIBE %s %s", rel, want) != 0) {
 			ss_lost(ss, "cannot send SSUBSCRIBE");
 			return;
@@ -154,7 +156,7 @@ shardsub_sync(struct shardsub *ss)
 	}
 	if (sent > 0)
 		log_debug("Redis shard subscriber %s: subscribing %u slots",
-		    n->conn.addrstr, sent);
+		    ss->name, sent);
 }
 
 /* The oldest SSUBSCRIBE in flight is answered (confirmed or refused). */
@@ -173,13 +175,13 @@ fifo_pop(struct shardsub *ss)
 static void
 confirmed(struct shardsub *ss, unsigned n)
 {
-	struct store *st = ss->node->st;
+	const struct store_hooks *h = ss->hooks;
 
 	if (ss->confirms == 0)
 		return;
 	ss->confirms = ss->confirms > n ? ss->confirms - n : 0;
-	if (ss->confirms == 0 && st->hooks.subscribed)
-		st->hooks.subscribed(st->hooks.arg);
+	if (ss->confirms == 0 && h->subscribed)
+		h->subscribed(h->arg);
 }
 
 /* Connected (and AUTH accepted): subscribe. */
@@ -187,9 +189,8 @@ static void
 ss_ready(struct shardsub *ss)
 {
 	event_del(ss->timeout_ev);
-	ss->state = C_UP;
-	ss->failing = 0;
-	ss->backoff_ms = BACKOFF_MIN_MS;
+	ss->state = LINK_UP;
+	redial_ok(&ss->redial);
 	shardsub_sync(ss);
 }
 
@@ -197,27 +198,26 @@ ss_ready(struct shardsub *ss)
 static void
 ss_reply(struct shardsub *ss, redisReply *r)
 {
-	struct store *st = ss->node->st;
+	const struct store_keys *k = ss->keys;
+	const struct store_hooks *h = ss->hooks;
 	const char *kind;
 
-	if (r->type == REDIS_REPLY_STATUS && ss->state == C_HANDSHAKE) {
+	if (r->type == REDIS_REPLY_STATUS && ss->state == LINK_HANDSHAKE) {
 		ss_ready(ss);		/* AUTH accepted */
 		return;
 	}
-	if (r->type == REDIS_REPLY_ERROR && ss->state == C_UP &&
+	if (r->type == REDIS_REPLY_ERROR && ss->state == LINK_UP &&
 	    ss->fcount > 0) {
 		/* an SSUBSCRIBE refused (MOVED: our map was stale): that
 		 * slot is subscribed again where the next map says */
-		log_debug("Redis shard subscriber %s: %s",
-		    ss->node->conn.addrstr, r->str);
+		log_debug("Redis shard subscriber %s: %s", ss->name, r->str);
 		bit_set(ss, fifo_pop(ss), 0);
 		confirmed(ss, 2);
-		cluster_refresh(st->cl);
+		ss->ops->lost_slot(ss->arg);
 		return;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
-		log_error("Redis shard subscriber %s: %s",
-		    ss->node->conn.addrstr, r->str);
+		log_error("Redis shard subscriber %s: %s", ss->name, r->str);
 		ss_lost(ss, "error reply");
 		return;
 	}
@@ -232,16 +232,16 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		const char *msg = r->element[2]->str;
 		size_t len = (size_t)r->element[2]->len;
 
-		if (strncmp(chan, st->channel, strlen(st->channel)) == 0) {
-			if (st->hooks.released)
-				st->hooks.released(st->hooks.arg, msg, len);
-		} else if (strncmp(chan, st->wanted, strlen(st->wanted)) == 0) {
-			store_wanted_msg(st, msg, len);
+		if (strncmp(chan, k->channel, strlen(k->channel)) == 0) {
+			if (h->released)
+				h->released(h->arg, msg, len);
+		} else if (strncmp(chan, k->wanted, strlen(k->wanted)) == 0) {
+			keys_wanted_msg(k, h, msg, len);
 		}
 	} else if (strcmp(kind, "ssubscribe") == 0) {
 		/* two per SSUBSCRIBE: "released", then "wanted" */
-		if (strncmp(r->element[1]->str, st->wanted,
-		    strlen(st->wanted)) == 0 && ss->fcount > 0)
+		if (strncmp(r->element[1]->str, k->wanted,
+		    strlen(k->wanted)) == 0 && ss->fcount > 0)
 			(void)fifo_pop(ss);
 		confirmed(ss, 1);
 	} else if (strcmp(kind, "sunsubscribe") == 0) {
@@ -251,7 +251,7 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		    (size_t)r->element[1]->len, NULL, 0);
 
 		bit_set(ss, s, 0);
-		cluster_refresh(st->cl);
+		ss->ops->lost_slot(ss->arg);
 	}
 }
 
@@ -295,7 +295,7 @@ static void
 event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct shardsub *ss = arg;
-	struct store *st = ss->node->st;
+	const struct link_env *env = ss->env;
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
@@ -306,13 +306,13 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on,
 		    sizeof on) != 0)
 			log_debug("keepalive not enabled on a shard subscriber");
-		ss->state = C_HANDSHAKE;
-		if (st->password[0] == '\0') {
+		ss->state = LINK_HANDSHAKE;
+		if (env->password[0] == '\0') {
 			ss_ready(ss);
 			return;
 		}
-		if ((st->user[0] != '\0' ? ss_send(ss, "AUTH %s %s", st->user,
-		    st->password) : ss_send(ss, "AUTH %s", st->password,
+		if ((env->user[0] != '\0' ? ss_send(ss, "AUTH %s %s", env->user,
+		    env->password) : ss_send(ss, "AUTH %s", env->password,
 		    NULL)) != 0)
 			ss_lost(ss, "cannot send AUTH");
 		return;
@@ -327,7 +327,7 @@ timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (ss->state == C_CONNECTING || ss->state == C_HANDSHAKE)
+	if (ss->state == LINK_CONNECTING || ss->state == LINK_HANDSHAKE)
 		ss_lost(ss, "connect timed out");
 }
 
@@ -342,29 +342,29 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 static void
 ss_start(struct shardsub *ss)
 {
-	struct node *n = ss->node;
-	struct store *st = n->st;
 	struct addr a;
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	char err[160], ep[ADDR_HOST_LEN + 16];
 
-	if (ss->state != C_DOWN || n->slots == 0 || st->freeing)
+	if (ss->state != LINK_DOWN || !ss->ops->serving(ss->arg) ||
+	    ss->env->closing)
 		return;
-	snprintf(ep, sizeof ep, strchr(n->host, ':') ? "[%s]:%d" : "%s:%d",
-	    n->host, n->port);
+	snprintf(ep, sizeof ep, strchr(ss->host, ':') ? "[%s]:%d" : "%s:%d",
+	    ss->host, ss->port);
 	if (addr_parse_endpoint(ep, &a, err, sizeof err) != 0 ||
 	    addr_sockaddr(&a, 0, &sa, &salen) != 0) {
 		log_error("Redis shard subscriber %s: %s", ep, err);
 		return;
 	}
-	ss->bev = bufferevent_socket_new(st->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	ss->bev = bufferevent_socket_new(ss->env->base, -1,
+	    BEV_OPT_CLOSE_ON_FREE);
 	ss->reader = redisReaderCreate();
 	if (ss->bev == NULL || ss->reader == NULL)
 		fatalx("out of memory");
 	bufferevent_setcb(ss->bev, read_cb, NULL, event_cb, ss);
-	ss->state = C_CONNECTING;
-	timer_add_ms(ss->timeout_ev, st->cfg.timeout_ms);
+	ss->state = LINK_CONNECTING;
+	timer_add_ms(ss->timeout_ev, ss->env->timeout_ms);
 	if (bufferevent_enable(ss->bev, EV_READ) != 0 ||
 	    bufferevent_socket_connect(ss->bev, (struct sockaddr *)&sa,
 	    (int)salen) != 0)
@@ -372,17 +372,24 @@ ss_start(struct shardsub *ss)
 }
 
 struct shardsub *
-shardsub_new(struct node *n)
+shardsub_new(const struct link_env *env, const struct store_keys *k,
+    const struct store_hooks *h, const char *host, int port,
+    const char *name, const struct shardsub_ops *ops, void *arg)
 {
 	struct shardsub *ss = xcalloc(1, sizeof *ss);
 
-	ss->node = n;
-	ss->state = C_DOWN;
-	ss->backoff_ms = BACKOFF_MIN_MS;
-	ss->retry_ev = evtimer_new(n->st->base, retry_cb, ss);
-	ss->timeout_ev = evtimer_new(n->st->base, timeout_cb, ss);
-	if (ss->retry_ev == NULL || ss->timeout_ev == NULL)
-		fatalx("cannot create Redis timers");
+	ss->env = env;
+	ss->keys = k;
+	ss->hooks = h;
+	ss->ops = ops;
+	ss->arg = arg;
+	ss->host = xstrndup(host, strlen(host));
+	ss->port = port;
+	ss->name = name;
+	ss->state = LINK_DOWN;
+	redial_init(&ss->redial, env->base, retry_cb, ss, REDIAL_MIN_MS,
+	    REDIAL_MAX_MS);
+	ss->timeout_ev = timer_new(env->base, timeout_cb, ss);
 	ss_start(ss);
 	return ss;
 }
@@ -392,19 +399,18 @@ shardsub_new(struct node *n)
 void
 shardsub_wake(struct shardsub *ss)
 {
-	if (ss->state == C_DOWN) {
-		if (!evtimer_pending(ss->retry_ev, NULL))
+	if (ss->state == LINK_DOWN) {
+		if (!redial_pending(&ss->redial))
 			ss_start(ss);
 	} else {
 		shardsub_sync(ss);
 	}
 }
 
-/* Its master's command connection was lost: this one is as suspect. */
 void
 shardsub_drop(struct shardsub *ss)
 {
-	if (ss != NULL && ss->state != C_DOWN)
+	if (ss != NULL && ss->state != LINK_DOWN)
 		ss_lost(ss, "command connection lost");
 }
 
@@ -417,7 +423,8 @@ shardsub_free(struct shardsub *ss)
 		bufferevent_free(ss->bev);
 	if (ss->reader != NULL)
 		redisReaderFree(ss->reader);
-	event_free(ss->retry_ev);
+	redial_free(&ss->redial);
 	event_free(ss->timeout_ev);
+	free(ss->host);
 	free(ss);
 }

@@ -1,5 +1,5 @@
 /*
- * sentinel.c - where the Redis master is, asked of Redis Sentinel (issue 10).
+ * sentinel.c - where the Redis master is, asked of Redis Sentinel.
  *
  * Three kinds of work, each on its own hiredis connections
  * (the Sentinel client protocol: ask, connect, check the role):
@@ -44,6 +44,8 @@
 #include "sentinel.h"
 #include "addr.h"
 #include "log.h"
+#include "redial.h"
+#include "resp.h"
 #include "util.h"
 
 #include <hiredis/hiredis.h>
@@ -59,15 +61,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BACKOFF_MIN_MS	50	/* first subscription retry */
-#define BACKOFF_MAX_MS	2000	/* subscription retries back off to this */
 #define STALE_ACCEPT_MS	30000	/* older epochs only, this long: follow them */
 #define WHY_LEN		320	/* an attempt's failure, with an address */
 #define ANSWER_LEN	(WHY_LEN + 64)	/* a walk's failure, built from one */
 #define ADDR_TEXT_LEN	64	/* "[host]:port" */
 #define CHANNEL		"+switch-master"
 
-/* A subscription's life, as store.c's connections. */
+/* A subscription's life, as a store link's (link.h). */
 enum sub_state {
 	SUB_DOWN,		/* waiting out the backoff (retry_ev) */
 	SUB_CONNECTING,		/* TCP connect in progress */
@@ -76,18 +76,17 @@ enum sub_state {
 };
 
 /* One configured sentinel, and its subscription. */
-struct node {
+struct sentinel_peer {
 	struct sentinel *s;
 	struct addr a;
 	char text[ADDR_TEXT_LEN];	/* the address, for logs */
 	enum sub_state state;
 	redisAsyncContext *ac;		/* subscription; NULL when down */
-	struct event *retry_ev;		/* reconnect after backoff */
+	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect / subscribe deadline */
 	struct event *kill_ev;		/* deferred teardown */
 	redisAsyncContext *kill_ac;	/* the context kill_ev is meant for */
 	const char *kill_why;
-	long backoff_ms;
 	int loss_logged;		/* its loss was logged: log its return */
 };
 
@@ -105,9 +104,9 @@ struct walk {
 	struct walk *prev, *next;	/* in s->walks */
 	sentinel_resolve_fn *fn;
 	void *arg;
-	size_t first;			/* node asked first */
+	size_t first;			/* sentinel asked first */
 	size_t tried;			/* attempts started */
-	size_t cur;			/* node of the current attempt */
+	size_t cur;			/* sentinel of the current attempt */
 	enum try_state state;
 	redisAsyncContext *ac;		/* current attempt; NULL when none */
 	struct event *step_ev;		/* next step, from the event loop */
@@ -126,9 +125,9 @@ struct sentinel {
 	char *name, *password, *user;	/* our copies */
 	long timeout_ms;
 	struct sentinel_hooks hooks;
-	struct node *nodes;
-	size_t nnodes;
-	size_t preferred;		/* the node that answered last */
+	struct sentinel_peer *peers;
+	size_t npeers;
+	size_t preferred;		/* the sentinel that answered last */
 	struct walk *walks;		/* outstanding, the poll's included */
 	struct walk *poll;		/* the poll's walk, or NULL */
 	struct event *poll_ev;		/* every SENTINEL_POLL_MS */
@@ -146,7 +145,7 @@ struct sentinel {
 
 static void walk_step_cb(evutil_socket_t fd, short what, void *arg);
 static void walk_timeout_cb(evutil_socket_t fd, short what, void *arg);
-static void sub_start(struct node *n);
+static void sub_start(struct sentinel_peer *n);
 
 /* --- helpers -------------------------------------------------------- */
 
@@ -186,14 +185,6 @@ addr_from_parts(const char *host, size_t hostlen, const char *port,
 		return -1;
 	}
 	return addr_parse_endpoint(text, a, err, errlen);
-}
-
-/* A reply element that is a string, and equal to s. */
-static int
-str_is(const redisReply *r, const char *s)
-{
-	return r != NULL && r->type == REDIS_REPLY_STRING &&
-	    strcmp(r->str, s) == 0;
 }
 
 /* --- what the master is ----------------------------------------------- */
@@ -318,7 +309,7 @@ walk_drop_conn(struct walk *w)
 static void
 try_record(struct walk *w, int answered, const char *why)
 {
-	struct node *n = &w->s->nodes[w->cur];
+	struct sentinel_peer *n = &w->s->peers[w->cur];
 
 	log_debug("Sentinel %s: %s", n->text, why);
 	if (answered)
@@ -366,7 +357,7 @@ static int
 walk_accept(struct walk *w)
 {
 	struct sentinel *s = w->s;
-	struct node *n = &s->nodes[w->cur];
+	struct sentinel_peer *n = &s->peers[w->cur];
 	char why[WHY_LEN];
 
 	if (w->epoch >= 0 && w->epoch < s->epoch_min) {
@@ -416,7 +407,7 @@ walk_finish(struct walk *w, const struct addr *master, const char *why)
 		addr_text(&a, text, sizeof text);
 		if (s->logged_why[0] != '\0')
 			log_info("Sentinel %s names master %s",
-			    s->nodes[w->cur].text, text);
+			    s->peers[w->cur].text, text);
 		s->logged_why[0] = '\0';
 		master_set(s, &a, 1, fn != NULL ? "resolve" : "poll");
 	} else {
@@ -451,13 +442,13 @@ static int
 try_start(struct walk *w)
 {
 	struct sentinel *s = w->s;
-	struct node *n;
+	struct sentinel_peer *n;
 	redisAsyncContext *ac;
 	char why[WHY_LEN];
 
-	w->cur = (w->first + w->tried) % s->nnodes;
+	w->cur = (w->first + w->tried) % s->npeers;
 	w->tried++;
-	n = &s->nodes[w->cur];
+	n = &s->peers[w->cur];
 	w->state = TRY_IDLE;
 	w->got_addr = 0;
 	w->ok = 0;
@@ -504,7 +495,7 @@ walk_step_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 	}
-	while (w->tried < s->nnodes)
+	while (w->tried < s->npeers)
 		if (try_start(w) == 0)
 			return;
 	if (w->answer_why[0] != '\0')
@@ -642,30 +633,26 @@ walk_epoch_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct walk *w = priv;
 	redisReply *r = reply;
+	const redisReply *v;
 
 	if (!walk_reply_current(w, ac, reply) || !w->got_addr)
 		return;
-	if (r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			redisReply *v = r->element[i + 1];
-			char *end;
-			long long e;
+	if (r->type == REDIS_REPLY_ARRAY &&
+	    (v = resp_field(r, "config-epoch")) != NULL) {
+		char *end;
+		long long e;
 
-			if (!str_is(r->element[i], "config-epoch"))
-				continue;
-			if (v->type == REDIS_REPLY_INTEGER) {
-				w->epoch = v->integer;
-			} else if (v->type == REDIS_REPLY_STRING) {
-				e = strtoll(v->str, &end, 10);
-				if (end != v->str && *end == '\0' && e >= 0)
-					w->epoch = e;
-			}
-			break;
+		if (v->type == REDIS_REPLY_INTEGER) {
+			w->epoch = v->integer;
+		} else if (v->type == REDIS_REPLY_STRING) {
+			e = strtoll(v->str, &end, 10);
+			if (end != v->str && *end == '\0' && e >= 0)
+				w->epoch = e;
 		}
 	}
 	if (w->epoch < 0)
 		log_debug("Sentinel %s: no config epoch in SENTINEL MASTER "
-		    "(reply type %d)", w->s->nodes[w->cur].text, r->type);
+		    "(reply type %d)", w->s->peers[w->cur].text, r->type);
 	try_conclude(w, 1);
 }
 
@@ -680,31 +667,30 @@ static void sub_on_disconnect(const redisAsyncContext *cac, int status);
  * more than a debug line; while a sentinel stays down, walks say so.
  */
 static void
-sub_lost(struct node *n, const char *why)
+sub_lost(struct sentinel_peer *n, const char *why)
 {
 	int was_up = n->state == SUB_UP;
+	long wait;
 
 	n->ac = NULL;
 	n->state = SUB_DOWN;
 	event_del(n->timeout_ev);
+	wait = redial_failed(&n->redial, NULL);
 	if (was_up) {
 		log_warn("Sentinel %s: %s subscription lost (%s); retrying",
 		    n->text, CHANNEL, why);
 		n->loss_logged = 1;
 	} else {
 		log_debug("Sentinel %s: cannot subscribe (%s); retrying in "
-		    "%ld ms", n->text, why, n->backoff_ms);
+		    "%ld ms", n->text, why, wait);
 	}
-	timer_add_ms(n->retry_ev, n->backoff_ms);
-	n->backoff_ms = n->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    n->backoff_ms * 2;
 }
 
 /* Deferred teardown: runs from libevent, never inside hiredis. */
 static void
 sub_kill_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct node *n = arg;
+	struct sentinel_peer *n = arg;
 	redisAsyncContext *ac = n->ac;
 
 	(void)fd;
@@ -718,7 +704,7 @@ sub_kill_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-sub_kill(struct node *n, const char *why)
+sub_kill(struct sentinel_peer *n, const char *why)
 {
 	if (event_pending(n->kill_ev, EV_TIMEOUT, NULL))
 		return;		/* already going: the first reason stays */
@@ -738,7 +724,7 @@ sub_retry_cb(evutil_socket_t fd, short what, void *arg)
 static void
 sub_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct node *n = arg;
+	struct sentinel_peer *n = arg;
 
 	(void)fd;
 	(void)what;
@@ -749,7 +735,7 @@ sub_timeout_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-sub_start(struct node *n)
+sub_start(struct sentinel_peer *n)
 {
 	struct sentinel *s = n->s;
 	redisAsyncContext *ac;
@@ -783,11 +769,11 @@ sub_start(struct node *n)
 }
 
 static void
-sub_up(struct node *n)
+sub_up(struct sentinel_peer *n)
 {
 	event_del(n->timeout_ev);
 	n->state = SUB_UP;
-	n->backoff_ms = BACKOFF_MIN_MS;
+	redial_ok(&n->redial);
 	if (n->loss_logged)
 		log_info("Sentinel %s: subscribed to %s again", n->text,
 		    CHANNEL);
@@ -799,7 +785,7 @@ sub_up(struct node *n)
 /* "<name> <old-ip> <old-port> <new-ip> <new-port>": the last four words
  * are split off from the end, so the name is everything before them. */
 static void
-sub_message(struct node *n, const char *msg, size_t len)
+sub_message(struct sentinel_peer *n, const char *msg, size_t len)
 {
 	struct sentinel *s = n->s;
 	const char *word[4];
@@ -842,7 +828,7 @@ bad:
 static void
 sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct node *n = priv;
+	struct sentinel_peer *n = priv;
 	redisReply *r = reply;
 
 	if (n->ac != ac || r == NULL)
@@ -850,9 +836,9 @@ sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING)
 		return;
-	if (str_is(r->element[0], "subscribe") && n->state == SUB_SUBSCRIBING)
+	if (resp_str_is(r->element[0], "subscribe") && n->state == SUB_SUBSCRIBING)
 		sub_up(n);
-	else if (str_is(r->element[0], "message") &&
+	else if (resp_str_is(r->element[0], "message") &&
 	    r->element[2]->type == REDIS_REPLY_STRING)
 		sub_message(n, r->element[2]->str, (size_t)r->element[2]->len);
 }
@@ -860,7 +846,7 @@ sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 static void
 sub_auth_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct node *n = priv;
+	struct sentinel_peer *n = priv;
 	redisReply *r = reply;
 
 	if (n->ac != ac || r == NULL)
@@ -875,7 +861,7 @@ static void
 sub_on_connect(const redisAsyncContext *cac, int status)
 {
 	redisAsyncContext *ac = (redisAsyncContext *)cac;
-	struct node *n = ac->data;
+	struct sentinel_peer *n = ac->data;
 	struct sentinel *s = n->s;
 	int rc = REDIS_OK;
 
@@ -904,7 +890,7 @@ static void
 sub_on_disconnect(const redisAsyncContext *cac, int status)
 {
 	redisAsyncContext *ac = (redisAsyncContext *)cac;
-	struct node *n = ac->data;
+	struct sentinel_peer *n = ac->data;
 
 	if (n->ac != ac)
 		return;		/* we freed it ourselves */
@@ -944,11 +930,11 @@ parse_sentinels(struct sentinel *s, const char *list, char *err,
 	for (const char *q = list; *q != '\0'; q++)
 		if (*q == ',')
 			count++;
-	s->nodes = xcalloc(count, sizeof *s->nodes);
+	s->peers = xcalloc(count, sizeof *s->peers);
 	for (size_t i = 0; i < count; i++) {
 		size_t len = strcspn(p, ",");
 		char *item = xstrndup(p, len), msg[200];
-		struct node *n = &s->nodes[i];
+		struct sentinel_peer *n = &s->peers[i];
 		int rc;
 
 		rc = len == 0 ? -1 : addr_parse_endpoint(item, &n->a, msg,
@@ -964,8 +950,7 @@ parse_sentinels(struct sentinel *s, const char *list, char *err,
 		n->s = s;
 		addr_text(&n->a, n->text, sizeof n->text);
 		n->state = SUB_DOWN;
-		n->backoff_ms = BACKOFF_MIN_MS;
-		s->nnodes++;
+		s->npeers++;
 		p += len + (p[len] == ',');
 	}
 	return 0;
@@ -1002,10 +987,11 @@ sentinel_new(struct event_base *base, const struct sentinel_cfg *cfg,
 		fatalx("Sentinel: cannot create the poll timer");
 	if (event_add(s->poll_ev, &tick) != 0)
 		fatalx("Sentinel: cannot arm the poll timer");
-	for (size_t i = 0; i < s->nnodes; i++) {
-		struct node *n = &s->nodes[i];
+	for (size_t i = 0; i < s->npeers; i++) {
+		struct sentinel_peer *n = &s->peers[i];
 
-		n->retry_ev = timer_new(base, sub_retry_cb, n);
+		redial_init(&n->redial, base, sub_retry_cb, n, REDIAL_MIN_MS,
+		    REDIAL_MAX_MS);
 		n->timeout_ev = timer_new(base, sub_timeout_cb, n);
 		n->kill_ev = timer_new(base, sub_kill_cb, n);
 		sub_start(n);
@@ -1033,15 +1019,15 @@ sentinel_free(struct sentinel *s)
 	event_free_safe(s->poll_ev);
 	event_free_safe(s->notify_ev);
 	s->poll_ev = s->notify_ev = NULL;
-	for (size_t i = 0; i < s->nnodes; i++) {
-		struct node *n = &s->nodes[i];
+	for (size_t i = 0; i < s->npeers; i++) {
+		struct sentinel_peer *n = &s->peers[i];
 		redisAsyncContext *ac = n->ac;
 
 		n->ac = NULL;
 		n->state = SUB_DOWN;
 		if (ac != NULL)
 			redisAsyncFree(ac);
-		event_free_safe(n->retry_ev);
+		redial_free(&n->redial);
 		event_free_safe(n->timeout_ev);
 		event_free_safe(n->kill_ev);
 	}
@@ -1059,7 +1045,7 @@ sentinel_free(struct sentinel *s)
 		if (fn != NULL)
 			fn(arg, NULL, "shutting down");
 	}
-	free(s->nodes);
+	free(s->peers);
 	free(s->name);
 	free(s->password);
 	free(s->user);

@@ -3,7 +3,7 @@
  * the master this broker works on.
  *
  * In Sentinel mode the broker grants, renews, hands off and resumes only
- * while it holds the lease (store.c gates those calls on lease_held).  A
+ * while it holds the lease (single.c gates those calls on lease_held).  A
  * failover starts only once the sentinels flag the master down; a sentinel
  * that has just answered SENTINEL MASTER without flagging it cannot do so
  * before a moment its answer tells (lease.c says how), so a majority of

@@ -13,6 +13,8 @@
  */
 #include "lease.h"
 #include "log.h"
+#include "redial.h"
+#include "resp.h"
 #include "util.h"
 #include "vouch.h"
 
@@ -26,8 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BACKOFF_MIN_MS	50
-#define BACKOFF_MAX_MS	2000
 #define STALE_MS	30000	/* no answer at the newest epoch this long */
 #define ADDR_TEXT_LEN	64
 
@@ -40,10 +40,10 @@ struct peer {
 	char text[ADDR_TEXT_LEN];
 	enum peer_state state;
 	redisAsyncContext *ac;
-	struct event *retry_ev, *kill_ev;
+	struct redial redial;		/* reconnect after backoff */
+	struct event *kill_ev;
 	redisAsyncContext *kill_ac;	/* the context kill_ev is meant for */
 	const char *kill_why;
-	long backoff_ms;
 	int asking;			/* a SENTINEL MASTER is unanswered */
 	int64_t sent_ms;		/* ... sent then (or the connect) */
 };
@@ -146,19 +146,18 @@ static void
 peer_lost(struct peer *p, const char *why)
 {
 	int was_up = p->state == PEER_UP;
+	long wait;
 
 	p->ac = NULL;
 	p->state = PEER_DOWN;
 	p->asking = 0;
+	wait = redial_failed(&p->redial, NULL);
 	if (was_up)
 		log_info("Sentinel %s: lease connection lost (%s); retrying",
 		    p->text, why);
 	else
 		log_debug("Sentinel %s: lease connection failed (%s); retrying "
-		    "in %ld ms", p->text, why, p->backoff_ms);
-	timer_add_ms(p->retry_ev, p->backoff_ms);
-	p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-	    p->backoff_ms * 2;
+		    "in %ld ms", p->text, why, wait);
 }
 
 /* Deferred teardown: from libevent, never inside hiredis. */
@@ -194,21 +193,10 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	peer_start(arg);
 }
 
-/* A field of SENTINEL MASTER's flat field/value reply, or NULL. */
-static const redisReply *
-field(const redisReply *r, const char *name)
-{
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0)
-			return r->element[i + 1];
-	return NULL;
-}
-
 static long long
 field_num(const redisReply *r, const char *name, long long def)
 {
-	const redisReply *v = field(r, name);
+	const redisReply *v = resp_field(r, name);
 	char *end;
 	long long x;
 
@@ -229,8 +217,9 @@ answer_read(struct peer *p, const redisReply *r)
 {
 	struct lease *ls = p->ls;
 	struct vouch_answer *a = &ls->answers[p - ls->peers];
-	const redisReply *ip = field(r, "ip"), *port = field(r, "port");
-	const redisReply *fl = field(r, "flags");
+	const redisReply *ip = resp_field(r, "ip");
+	const redisReply *port = resp_field(r, "port");
+	const redisReply *fl = resp_field(r, "flags");
 	long long epoch = field_num(r, "config-epoch", -1);
 	char text[ADDR_HOST_LEN + 16], err[160];
 
@@ -342,7 +331,7 @@ on_connect(const redisAsyncContext *cac, int status)
 		return;
 	}
 	p->state = PEER_UP;
-	p->backoff_ms = BACKOFF_MIN_MS;
+	redial_ok(&p->redial);
 	ask(p);
 }
 
@@ -445,7 +434,6 @@ parse_peers(struct lease *ls, const char *list, char *err, size_t errlen)
 		}
 		pe->ls = ls;
 		addr_text(&pe->a, pe->text, sizeof pe->text);
-		pe->backoff_ms = BACKOFF_MIN_MS;
 		ls->npeers++;
 		p += len + (p[len] == ',');
 	}
@@ -485,7 +473,8 @@ lease_new(struct event_base *base, const struct lease_cfg *cfg,
 	for (size_t i = 0; i < ls->npeers; i++) {
 		struct peer *p = &ls->peers[i];
 
-		p->retry_ev = timer_new(base, retry_cb, p);
+		redial_init(&p->redial, base, retry_cb, p, REDIAL_MIN_MS,
+		    REDIAL_MAX_MS);
 		p->kill_ev = timer_new(base, kill_cb, p);
 		peer_start(p);
 	}
@@ -511,7 +500,7 @@ lease_free(struct lease *ls)
 		p->ac = NULL;		/* its callbacks find it not current */
 		if (ac != NULL)
 			redisAsyncFree(ac);
-		event_drop(p->retry_ev);
+		redial_free(&p->redial);
 		event_drop(p->kill_ev);
 	}
 	event_drop(ls->tick_ev);

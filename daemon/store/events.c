@@ -1,5 +1,5 @@
 /*
- * store_events.c - the libevent events of the store's hiredis contexts.
+ * events.c - the libevent events of the store's hiredis contexts.
  *
  * hiredis 0.14's own libevent adapter (hiredis/adapters/libevent.h) makes
  * the read event one-shot: libevent deletes it from epoll when it fires
@@ -8,15 +8,16 @@
  * Here the read event is persistent: it stays in epoll from the connect
  * to the teardown, and hiredis's "add read" after each read is a no-op.
  * The write event stays one-shot, as hiredis expects: it is added only
- * when a write is left unfinished (store.c writes at the end of the loop
- * turn itself, flush_cb).  sentinel.c keeps the stock adapter: its
- * connections carry a few commands a second.
+ * when a write is left unfinished (a command link writes at the end of
+ * the loop turn itself: link_write_now).  sentinel.c and lease.c keep the stock
+ * adapter: their connections carry a few commands a second.
  */
-#include "store_int.h"
+#include "events.h"
 
+#include <event2/event.h>
 #include <stdlib.h>
 
-struct store_events {
+struct hiev {
 	redisAsyncContext *ac;
 	struct event *rev, *wev;
 };
@@ -24,7 +25,7 @@ struct store_events {
 static void
 read_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	(void)fd;
 	(void)what;
@@ -34,7 +35,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 static void
 write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	(void)fd;
 	(void)what;
@@ -44,7 +45,7 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 static void
 add_read(void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	if (!event_pending(e->rev, EV_READ, NULL))
 		(void)event_add(e->rev, NULL);
@@ -53,7 +54,7 @@ add_read(void *arg)
 static void
 del_read(void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	(void)event_del(e->rev);
 }
@@ -61,7 +62,7 @@ del_read(void *arg)
 static void
 add_write(void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	(void)event_add(e->wev, NULL);
 }
@@ -69,7 +70,7 @@ add_write(void *arg)
 static void
 del_write(void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	(void)event_del(e->wev);
 }
@@ -77,7 +78,7 @@ del_write(void *arg)
 static void
 cleanup(void *arg)
 {
-	struct store_events *e = arg;
+	struct hiev *e = arg;
 
 	event_free(e->rev);
 	event_free(e->wev);
@@ -85,9 +86,9 @@ cleanup(void *arg)
 }
 
 int
-store_events_attach(redisAsyncContext *ac, struct event_base *base)
+events_attach(redisAsyncContext *ac, struct event_base *base)
 {
-	struct store_events *e;
+	struct hiev *e;
 
 	if (ac->ev.data != NULL || (e = calloc(1, sizeof *e)) == NULL)
 		return -1;

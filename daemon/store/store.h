@@ -53,10 +53,10 @@ struct store_hooks {
 	void (*released)(void *arg, const char *key, size_t keylen);
 	/* A client of another broker waits for a key (pub/sub); writer: to
 	 * hold it exclusive ("<broker-id> <key>"; a reader's or a permit
-	 * waiter's is "<broker-id>+<key>", which brokers before issue 13
-	 * read as any waiter's); stamp > 0: a writer's mark was made with
-	 * this stamp ("<broker-id>!<stamp> <key>", store_wmark; brokers
-	 * before issue 23 find no such key and ignore it), else 0. */
+	 * waiter's is "<broker-id>+<key>", which brokers older than shared
+	 * locks read as any waiter's); stamp > 0: a writer's mark was made
+	 * with this stamp ("<broker-id>!<stamp> <key>", store_wmark; brokers
+	 * older than writer marks find no such key and ignore it), else 0. */
 	void (*wanted)(void *arg, const char *key, size_t keylen, int writer,
 	    long long stamp);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
@@ -68,7 +68,8 @@ struct store_hooks {
 };
 
 /*
- * A key's kind, as an acquire asks for it and Redis stores it (issue 13):
+ * A key's kind, as an acquire asks for it and Redis stores it (shared
+ * locks and semaphores):
  * STORE_EXCLUSIVE a lock held by one (a string "<client-id>:<token>");
  * 0 a lock held shared, by any number of readers; n > 0 a semaphore of n
  * permits.  Shared locks and semaphores are one sorted set per key, a

@@ -1,0 +1,86 @@
+/*
+ * keys.c - the names the store shares with the scripts, and the wanted
+ * channel's messages (keys.h).
+ */
+#include "keys.h"
+#include "util.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Key names: cluster mode's per-slot ones end in "{" for the slot tag. */
+static char *
+keyname(const char *prefix, const char *name, int cluster)
+{
+	size_t lp = strlen(prefix), ln = strlen(name);
+	char *s = xmalloc(lp + ln + 3);
+
+	memcpy(s, prefix, lp);
+	memcpy(s + lp, name, ln);
+	if (cluster)
+		memcpy(s + lp + ln, ":{", 3);
+	else
+		s[lp + ln] = '\0';
+	return s;
+}
+
+void
+keys_init(struct store_keys *k, const char *prefix, const char *id,
+    int cluster)
+{
+	k->lockpfx = keyname(prefix, ":lock:", 0);
+	k->lockpfxlen = strlen(k->lockpfx);
+	k->sesspfx = keyname(prefix, ":session:", 0);
+	k->writers = keyname(prefix, ":writers:", 0);
+	k->sesspfxlen = strlen(k->sesspfx);
+	k->fence = keyname(prefix, ":fence", cluster);
+	k->channel = keyname(prefix, ":released", cluster);
+	k->wanted = keyname(prefix, ":wanted", cluster);
+	k->tenure = keyname(prefix, ":tenure", cluster);
+	k->delay = keyname(prefix, ":lockdelay", cluster);
+	memset(k->idsp, '-', STORE_ID_LEN);
+	if (id != NULL)
+		memcpy(k->idsp, id, strnlen(id, STORE_ID_LEN));
+	k->idsp[STORE_ID_LEN] = ' ';
+	k->idsp[STORE_ID_LEN + 1] = '\0';
+	memcpy(k->idplus, k->idsp, sizeof k->idplus);
+	k->idplus[STORE_ID_LEN] = '+';
+}
+
+void
+keys_free(struct store_keys *k)
+{
+	free(k->tenure);
+	free(k->delay);
+	free(k->lockpfx);
+	free(k->sesspfx);
+	free(k->writers);
+	free(k->fence);
+	free(k->channel);
+	free(k->wanted);
+}
+
+void
+keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
+    const char *msg, size_t len)
+{
+	const char *p = msg + STORE_ID_LEN + 1, *end = msg + len;
+	long long stamp = 0;
+
+	if (h->wanted == NULL || len <= STORE_ID_LEN + 1 ||
+	    memcmp(msg, k->idsp, STORE_ID_LEN) == 0)
+		return;
+	if (msg[STORE_ID_LEN] == '!') {
+		while (p < end && *p >= '0' && *p <= '9' &&
+		    stamp < LLONG_MAX / 10)
+			stamp = stamp * 10 + (*p++ - '0');
+		if (p == end || *p != ' ' || stamp == 0)
+			return;		/* not that shape: ignored */
+		p++;
+		if (p == end)
+			return;
+	}
+	h->wanted(h->arg, p, (size_t)(end - p), msg[STORE_ID_LEN] != '+',
+	    stamp);
+}

@@ -1,0 +1,50 @@
+/*
+ * keys.h - the names the store shares with the Lua scripts: key prefixes,
+ * per-prefix keys and channels, this broker's id in the messages of the
+ * wanted channel; and the reading of those messages.
+ *
+ * Single and Sentinel mode have one key each per prefix; in cluster mode
+ * one per slot, so their names end in "{" and the slot's tag follows.
+ */
+#ifndef LOCKBROKER_KEYS_H
+#define LOCKBROKER_KEYS_H
+
+#include <stddef.h>
+
+#include "store.h"
+
+struct store_keys {
+	char *lockpfx;			/* "<prefix>:lock:" */
+	size_t lockpfxlen;
+	char *sesspfx;			/* "<prefix>:session:" (grace.c) */
+	size_t sesspfxlen;
+	char *writers;			/* "<prefix>:writers:": the marks of
+					 * waiting writers (wmark.lua) */
+	char *fence;			/* "<prefix>:fence" */
+	char *channel;			/* "<prefix>:released" */
+	char *wanted;			/* "<prefix>:wanted" */
+	char *tenure;			/* "<prefix>:tenure" */
+	char *delay;			/* "<prefix>:lockdelay" */
+	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
+					 * of exclusive waiters */
+	char idplus[STORE_ID_LEN + 2];	/* "<broker-id>+": of readers and
+					 * permit waiters (shared locks) */
+};
+
+/* id: STORE_ID_LEN bytes (NULL: dashes); cluster: per-slot names. */
+void keys_init(struct store_keys *k, const char *prefix, const char *id,
+    int cluster);
+void keys_free(struct store_keys *k);
+
+/*
+ * A message on the wanted channel (the subscriber's, or a shard
+ * subscriber's in cluster mode), for h->wanted; our own announcements
+ * skipped:
+ *   "<broker-id> <key>"          a writer waits (acquire.lua)
+ *   "<broker-id>+<key>"          a reader or a permit waiter (sacquire.lua)
+ *   "<broker-id>!<stamp> <key>"  a writer's mark was made (wmark.lua)
+ */
+void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
+    const char *msg, size_t len);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * node.h - one Redis master as the script calls see it: its command link,
+ * the calls in flight on it (at most STORE_MAX_INFLIGHT), the queue of
+ * the others, the end-of-turn batch, and replica acknowledgement (WAIT)
+ * as a group commit.
+ *
+ * A call is argv (EVALSHA <sha> <numkeys> keys... args...) and its own
+ * reply callback: the node sends it (as EVAL after NOSCRIPT), and hands
+ * the answer to c->reply; it never decodes one.  Who owns the node (a
+ * topology: single.c, cluster.c) gives the ops of its link, whose up and
+ * down end in node_up and node_down.
+ */
+#ifndef LOCKBROKER_NODE_H
+#define LOCKBROKER_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "link.h"
+#include "scripts.h"
+#include "store.h"		/* STORE_MAX_INFLIGHT */
+
+/*
+ * Most calls in one batch script call, and most bytes of them
+ * (cmd.bytes): Redis runs a batch as one script, serving no one else
+ * meanwhile (64 calls: a few hundred microseconds), and a call past the
+ * byte bound (a session record of many keys) goes alone.
+ */
+#define STORE_BATCH_MAX 64
+#define STORE_BATCH_BYTES (64 * 1024)
+
+/* What the nodes of one store share (the store owns it), and the
+ * counters the layers of the store keep for STATS. */
+struct node_env {
+	struct link_env link;
+	long acks;			/* replicas a grant must reach (WAIT) */
+	long ack_timeout_ms;
+	long lock_delay_ms;		/* a new tenure's (tenure args) */
+	int batching;			/* single and Sentinel mode: the calls
+					 * of a loop turn leave as batches */
+	int wait_link;			/* cluster mode: a call redirected to
+					 * a master not up yet waits for it */
+	uint64_t acks_missed;		/* grants undone: WAIT fell short */
+	uint64_t tenures;		/* replication ids seen */
+	uint64_t reconnects;		/* command links lost after up */
+	uint64_t redirects;		/* MOVED / ASK replies followed */
+};
+
+/* One piece of an argument: p1 followed by p2 (either may be empty). */
+struct piece {
+	const char *p1;
+	size_t l1;
+	const char *p2;
+	size_t l2;
+};
+
+/* Cluster mode's grant and reassert calls end in these: the master's
+ * replication ids and the lock delay left (lib/slot_tenure.lua), filled
+ * from the master a call is sent to (cmd.tenure_arg). */
+#define TENURE_ARGS 4	/* replid, replid2, the earlier replid, delay */
+
+struct cmd;
+struct ackgroup;
+
+enum { CMD_DONE, CMD_PARK };
+
+/*
+ * A call's answer.  r: its reply (its element of a batch's), an error
+ * reply included; NULL: no answer (its link went, or it could not be
+ * sent).  From here c is the callee's: freed, or started again
+ * (node_call).  can_park: a grant (c->acked set) sent while replica acks
+ * are awaited; the callee may then return CMD_PARK, and the node keeps c
+ * until its turn's WAIT answers (c->acked).  Else CMD_DONE.
+ */
+typedef int cmd_reply_fn(struct cmd *c, const redisReply *r, int can_park);
+/*
+ * A parked grant's WAIT answered: ok 1 enough replicas have it, 0 too few
+ * (it must be undone: returns 1 when an undo went out), -1 no answer.  c
+ * is the callee's.
+ */
+typedef int cmd_acked_fn(struct cmd *c, int ok);
+
+/* A script call.  From node_call on, it is the node's (queued, or owned
+ * by hiredis's callback: its own or its batch's) until it is answered. */
+struct cmd {
+	struct cmd *qnext;		/* in its node's queue, or in a batch
+					 * in flight */
+	enum script_id script;
+	int retried;			/* sent again as EVAL (NOSCRIPT) */
+	int argc;
+	int nkeys;			/* argv[3..3+nkeys): its KEYS */
+	size_t bytes;			/* about its size on the wire */
+	const char **argv;
+	size_t *argvlen;
+	cmd_reply_fn *reply;
+	cmd_acked_fn *acked;		/* a grant: joins its turn's WAIT */
+	struct ackgroup *group;		/* the WAIT it waits for */
+	struct cmd *gnext;		/* parked in group */
+	int tenure_arg;			/* cluster: argv index of the master's
+					 * replication ids; 0 none */
+	char tenure_delay[24];		/* and of the lock delay left */
+	struct node *node;		/* where it is sent (or queued) */
+	int asking;			/* send ASKING first (an ASK reply) */
+	int64_t born_ms;
+};
+
+/* One master. */
+struct node {
+	struct node_env *env;
+	void *owner;			/* its topology's, per node */
+	char *host;			/* numeric host, or a unix socket path */
+	int port;
+	int is_unix;
+	struct link link;		/* its command link */
+	char replid[64];		/* INFO's master_replid, handshake */
+	char replid2[64];		/* INFO's master_replid2 */
+	char prev_replid[64];		/* its replication id before the
+					 * last change ("" if none seen) */
+	int64_t tenure_ms;		/* when this broker saw its replication
+					 * id first */
+	void (*on_info)(struct node *n, int changed);	/* node_hello */
+	size_t inflight;		/* script calls sent, unanswered (a
+					 * batch counts as its calls), and
+					 * WAITs */
+	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
+					 * for the link (cluster) */
+	size_t queued;
+	/* Batching, the queue is also this turn's batch: calls are sent
+	 * only by flush_ev, made active when one is queued (or a place in
+	 * flight frees up), which runs at the end of the loop turn and
+	 * sends what has a place as batch script calls (node.c, "batches"). */
+	struct event *flush_ev;
+	int64_t last_progress_ms;
+	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
+	struct event *ack_ev;
+	uint64_t redirects;		/* MOVED / ASK replies it sent */
+};
+
+/*
+ * A call of script: one allocation of size bytes (a struct beginning
+ * with struct cmd) followed by argv = EVALSHA sha numkeys pieces..., kept
+ * for a NOSCRIPT retry.  Free it with free().
+ */
+struct cmd *cmd_new(size_t size, enum script_id script, int nkeys,
+    const struct piece *pieces, int npieces);
+
+/* The node at host:port (or the unix socket at host); its link's ops
+ * get the node as their owner.  Not connected yet (link_start). */
+struct node *node_new(struct node_env *env, const char *host, int port,
+    int is_unix, const struct link_ops *ops, void *owner);
+/* Fail what n has queued or in flight, drop its link, free it. */
+void node_free(struct node *n);
+/* n's link takes commands. */
+int node_usable(const struct node *n);
+
+/*
+ * Send c to n (c->node = n), or queue it there: batching, always (sent
+ * at the end of the turn, if it has a place in flight by then); else when
+ * STORE_MAX_INFLIGHT are in flight, or (wait_link: a redirection to a
+ * master not connected yet) until its link is up.  -1 when it can go
+ * nowhere (c is the caller's again).
+ */
+int node_call(struct node *n, struct cmd *c);
+/* Tear n's link down (a reply says it is no master now). */
+void node_kill(struct node *n, const char *why);
+
+/* The link's handshake, from its hello op: every script loaded, then
+ * INFO; a master only.  on_info(n, changed) ends it (link_hello_done,
+ * link_refuse...); changed: its replication id is not the last one's. */
+void node_hello(struct node *n, void (*on_info)(struct node *n, int changed));
+/* The link is up: send what waited for it.  The link went: fail what is
+ * queued (what was in flight fails with the context). */
+void node_up(struct node *n);
+void node_down(struct node *n);
+/* Every ROLE_CHECK_MS: a master demoted while connected (a frozen old
+ * master that woke up, REPLICAOF) must not take grants. */
+void node_check_role(struct node *n);
+/* The watchdog's look at n: its oldest answer is overdue (timeout_ms),
+ * or (cluster) a call queued for a link that does not come up. */
+void node_watch(struct node *n, long timeout_ms);
+/* The broker itself stalled: n's answers are timed from now. */
+void node_stalled(struct node *n, int64_t now);
+
+#endif

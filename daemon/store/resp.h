@@ -1,0 +1,23 @@
+/*
+ * resp.h - small questions about a redisReply (hiredis 0.14: RESP2).
+ */
+#ifndef LOCKBROKER_RESP_H
+#define LOCKBROKER_RESP_H
+
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+/* r is an integer / a string (r may be NULL: no). */
+int resp_is_int(const redisReply *r);
+int resp_is_str(const redisReply *r);
+/* r is the string s. */
+int resp_str_is(const redisReply *r, const char *s);
+/* The value of name in a flat field/value array (SENTINEL MASTER's), or
+ * NULL. */
+const redisReply *resp_field(const redisReply *r, const char *name);
+/* The value of "name:value" in an INFO text, into out ("" if none). */
+void resp_info_field(const char *info, const char *name, char *out,
+    size_t outlen);
+
+#endif

@@ -1,0 +1,468 @@
+/*
+ * test_node.c - one master's script calls (daemon/store/node.c) over a
+ * fake link (fake_link.c): what leaves when, packed how, and who hears
+ * what comes back.
+ *
+ * The end-of-turn batch (at most STORE_BATCH_MAX calls a batch, a call
+ * alone as its own EVALSHA, one write for the turn), the in-flight cap
+ * (STORE_MAX_INFLIGHT, the rest queued and sent as answers free places),
+ * replica acknowledgement as a group commit (one WAIT per turn; a WAIT
+ * that falls short undoes its grants), NOSCRIPT answered by one EVAL, and
+ * a lost link failing what was queued and in flight.  Replies are
+ * hand-built redisReply trees.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "fake_link.h"
+#include "log.h"
+#include "node.h"
+#include "suites.h"
+
+/* --- a node and its calls ----------------------------------------------- */
+
+static struct event_base *base;
+static struct node_env env;
+
+/* What each call heard, in the order it heard it. */
+#define HEARD_MAX 1024
+static struct heard {
+	int id;
+	int answered;			/* 0 none (NULL), 1 a reply */
+	int type;
+	long long integer;
+	int can_park;
+	int acked;			/* the WAIT's verdict: 1, 0, -1 */
+} heard[HEARD_MAX];
+static size_t nheard;
+
+struct tcall {
+	struct cmd cmd;
+	int id;
+	int park;			/* ask to be parked when it may */
+};
+
+static int
+t_reply(struct cmd *c, const redisReply *r, int can_park)
+{
+	struct tcall *t = (struct tcall *)c;
+	struct heard *h = &heard[nheard++];
+
+	ck_assert_uint_lt(nheard, HEARD_MAX);
+	*h = (struct heard){ .id = t->id, .answered = r != NULL,
+	    .type = r != NULL ? r->type : 0,
+	    .integer = r != NULL ? r->integer : 0, .can_park = can_park,
+	    .acked = -9 };
+	if (t->park && can_park && r != NULL)
+		return CMD_PARK;
+	free(t);
+	return CMD_DONE;
+}
+
+/* A parked grant's WAIT answered: too few replicas "undoes" it here
+ * (node.c counts it, as calls.c's undo would have gone out). */
+static int
+t_acked(struct cmd *c, int ok)
+{
+	struct tcall *t = (struct tcall *)c;
+	struct heard *h = &heard[nheard++];
+
+	*h = (struct heard){ .id = t->id, .answered = 1, .acked = ok };
+	free(t);
+	return ok == 0;
+}
+
+static struct tcall *
+t_call(int id, enum script_id script, const char *arg)
+{
+	struct piece p[2] = {
+		{ "lbt:lock:", 9, "k", 1 },
+		{ arg, strlen(arg), NULL, 0 },
+	};
+	struct tcall *t = (struct tcall *)cmd_new(sizeof *t, script, 1, p, 2);
+
+	t->cmd.reply = t_reply;
+	t->id = id;
+	return t;
+}
+
+static void
+t_locate(void *owner, struct link *l)
+{
+	struct node *n = owner;
+
+	link_connect(l, n->host, n->port, n->is_unix);
+}
+
+static void
+t_up(void *owner, struct link *l)
+{
+	(void)l;
+	node_up(owner);
+}
+
+static void
+t_down(void *owner, struct link *l, int was_up)
+{
+	(void)l;
+	(void)was_up;
+	node_down(owner);
+}
+
+static const struct link_ops t_ops = {
+	.locate = t_locate, .up = t_up, .down = t_down,
+};
+
+/* A node whose link is up; batching or not. */
+static struct node *
+up_node(int batching, long acks)
+{
+	struct node *n;
+
+	log_set_level(LL_ERROR);
+	fake_link_reset();
+	nheard = 0;
+	base = event_base_new();
+	env = (struct node_env){
+		.link = { .base = base, .password = "", .user = "",
+		    .label = "test", .timeout_ms = 1000 },
+		.acks = acks, .ack_timeout_ms = 100, .batching = batching,
+		.wait_link = !batching,
+	};
+	n = node_new(&env, "127.0.0.1", 6379, 0, &t_ops, NULL);
+	link_start(&n->link);
+	fake_link_up(&n->link);
+	return n;
+}
+
+static void
+done(struct node *n)
+{
+	node_free(n);
+	fake_link_reset();
+	event_base_free(base);
+}
+
+/* The end of this loop turn: what was made active runs. */
+static void
+turn(void)
+{
+	event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* --- batches ------------------------------------------------------------ */
+
+/* The calls of a turn leave at its end, cut at STORE_BATCH_MAX, in
+ * order, written once; each call hears its own element. */
+START_TEST(test_batches_of_a_turn)
+{
+	struct node *n = up_node(1, 0);
+	size_t want[] = { STORE_BATCH_MAX, STORE_BATCH_MAX, 22 };
+	size_t total = 2 * STORE_BATCH_MAX + 22, id = 0;
+
+	for (size_t i = 0; i < total; i++)
+		ck_assert_int_eq(node_call(n, &t_call((int)i, SCRIPT_RELEASE,
+		    "a")->cmd), 0);
+	ck_assert_uint_eq(fake_sent_count(), 0);	/* not before the end */
+	ck_assert_uint_eq(n->queued, total);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	ck_assert_int_eq(fake_writes, 1);
+	ck_assert_uint_eq(n->inflight, total);
+	ck_assert_uint_eq(n->queued, 0);
+	for (size_t b = 0; b < 3; b++) {
+		struct fake_sent *s = fake_sent_pop();
+		redisReply *r;
+
+		/* EVALSHA batch <nkeys> <keys> then per call: name, 1, 1,
+		 * its argument */
+		ck_assert_str_eq(s->argv[0], "EVALSHA");
+		ck_assert_str_eq(s->argv[1], "sha-batch");
+		ck_assert_int_eq(atoi(s->argv[2]), (int)want[b]);
+		ck_assert_int_eq(s->argc, 3 + (int)want[b] * 5);
+		ck_assert_str_eq(s->argv[3], "lbt:lock:k");
+		ck_assert_str_eq(s->argv[3 + want[b]], "release");
+		r = reply_ints(want[b]);
+		fake_reply(s, r);
+		reply_free(r);
+		ck_assert_uint_eq(nheard, id + want[b]);
+		for (size_t i = 0; i < want[b]; i++, id++) {
+			ck_assert_int_eq(heard[id].id, (int)id);
+			ck_assert_int_eq(heard[id].integer, (long long)i);
+		}
+	}
+	ck_assert_uint_eq(n->inflight, 0);
+	done(n);
+}
+END_TEST
+
+/* A call alone goes as its own script's EVALSHA. */
+START_TEST(test_alone_goes_as_itself)
+{
+	struct node *n = up_node(1, 0);
+	struct fake_sent *s;
+	redisReply *r;
+
+	ck_assert_int_eq(node_call(n, &t_call(7, SCRIPT_OWNER, "x")->cmd), 0);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k x");
+	r = reply_int(42);
+	fake_reply(s, r);
+	reply_free(r);
+	ck_assert_uint_eq(nheard, 1);
+	ck_assert_int_eq(heard[0].integer, 42);
+	done(n);
+}
+END_TEST
+
+/* A batch is bounded by bytes too: a big call goes alone. */
+START_TEST(test_batch_bytes_bound)
+{
+	struct node *n = up_node(1, 0);
+	char *big = malloc(STORE_BATCH_BYTES);
+
+	memset(big, 'x', STORE_BATCH_BYTES - 1);
+	big[STORE_BATCH_BYTES - 1] = '\0';
+	node_call(n, &t_call(1, SCRIPT_SESSION, "a")->cmd);
+	node_call(n, &t_call(2, SCRIPT_SESSION, big)->cmd);
+	node_call(n, &t_call(3, SCRIPT_SESSION, "b")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 3);	/* none could pair */
+	free(big);
+	done(n);
+}
+END_TEST
+
+/* --- the in-flight cap -------------------------------------------------- */
+
+/* At most STORE_MAX_INFLIGHT on the wire; each answer lets one more go,
+ * in the order they were made. */
+START_TEST(test_inflight_cap)
+{
+	struct node *n = up_node(0, 0);
+	size_t extra = 44, total = STORE_MAX_INFLIGHT + extra;
+	struct fake_sent *s;
+	redisReply *r = reply_int(1);
+
+	for (size_t i = 0; i < total; i++)
+		ck_assert_int_eq(node_call(n, &t_call((int)i, SCRIPT_RELEASE,
+		    "a")->cmd), 0);
+	ck_assert_uint_eq(fake_sent_count(), STORE_MAX_INFLIGHT);
+	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT);
+	ck_assert_uint_eq(n->queued, extra);
+	fake_reply(fake_sent_pop(), r);
+	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT);
+	ck_assert_uint_eq(n->queued, extra - 1);
+	ck_assert_uint_eq(fake_sent_count(), STORE_MAX_INFLIGHT);
+	s = fake_sent_peek(STORE_MAX_INFLIGHT - 1);
+	ck_assert_int_eq(((struct tcall *)s->priv)->id, STORE_MAX_INFLIGHT);
+	while ((s = fake_sent_pop()) != NULL) {
+		ck_assert_uint_le(n->inflight, STORE_MAX_INFLIGHT);
+		fake_reply(s, r);
+	}
+	reply_free(r);
+	ck_assert_uint_eq(nheard, total);
+	for (size_t i = 0; i < total; i++)
+		ck_assert_int_eq(heard[i].id, (int)i);
+	ck_assert_uint_eq(n->inflight, 0);
+	done(n);
+}
+END_TEST
+
+/* Batching: a turn's batch takes only the places left in flight. */
+START_TEST(test_inflight_cap_batching)
+{
+	struct node *n = up_node(1, 0);
+	struct fake_sent *s;
+	size_t before;
+
+	for (size_t i = 0; i < STORE_MAX_INFLIGHT - 6; i++)
+		node_call(n, &t_call((int)i, SCRIPT_RELEASE, "a")->cmd);
+	turn();
+	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT - 6);
+	before = fake_sent_count();	/* in flight, unanswered */
+	for (size_t i = 0; i < 20; i++)
+		node_call(n, &t_call((int)i, SCRIPT_RELEASE, "a")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), before + 1);
+	s = fake_sent_peek(before);
+	ck_assert_int_eq(atoi(s->argv[2]), 6);
+	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT);
+	ck_assert_uint_eq(n->queued, 14);
+	done(n);
+}
+END_TEST
+
+/* --- replica acknowledgement -------------------------------------------- */
+
+/* Grants of one turn: one WAIT for them all, sent at the turn's end. */
+static struct node *
+two_grants_parked(long acks)
+{
+	struct node *n = up_node(0, acks);
+	struct fake_sent *s;
+	redisReply *r = reply_int(1);
+
+	for (int i = 0; i < 2; i++) {
+		struct tcall *t = t_call(i, SCRIPT_ACQUIRE, "owner");
+
+		t->cmd.acked = t_acked;
+		t->park = 1;
+		node_call(n, &t->cmd);
+	}
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	for (int i = 0; i < 2; i++) {
+		s = fake_sent_pop();
+		fake_reply(s, r);
+		ck_assert_int_eq(heard[i].can_park, 1);
+	}
+	reply_free(r);
+	ck_assert_uint_eq(nheard, 2);	/* parked: no verdict yet */
+	return n;
+}
+
+START_TEST(test_wait_short_undoes)
+{
+	struct node *n = two_grants_parked(2);
+	struct fake_sent *w = fake_sent_pop();
+	redisReply *r = reply_int(1);	/* one replica of the two */
+
+	ck_assert_str_eq(w->text, "WAIT 2 100");
+	fake_reply(w, r);
+	reply_free(r);
+	ck_assert_uint_eq(nheard, 4);
+	ck_assert_int_eq(heard[2].acked, 0);
+	ck_assert_int_eq(heard[3].acked, 0);
+	ck_assert_uint_eq(env.acks_missed, 2);
+	ck_assert_uint_eq(n->inflight, 0);
+	done(n);
+}
+END_TEST
+
+START_TEST(test_wait_enough_grants)
+{
+	struct node *n = two_grants_parked(2);
+	redisReply *r = reply_int(2);
+
+	fake_reply(fake_sent_pop(), r);
+	reply_free(r);
+	ck_assert_uint_eq(nheard, 4);
+	ck_assert_int_eq(heard[2].acked, 1);
+	ck_assert_int_eq(heard[3].acked, 1);
+	ck_assert_uint_eq(env.acks_missed, 0);
+	done(n);
+}
+END_TEST
+
+/* No answer to the WAIT: the grants are unknown, not undone. */
+START_TEST(test_wait_lost)
+{
+	struct node *n = two_grants_parked(1);
+
+	fake_reply(fake_sent_pop(), NULL);
+	ck_assert_uint_eq(nheard, 4);
+	ck_assert_int_eq(heard[2].acked, -1);
+	ck_assert_int_eq(heard[3].acked, -1);
+	ck_assert_uint_eq(env.acks_missed, 0);
+	ck_assert(!node_usable(n));	/* hiredis is failing it */
+	done(n);
+}
+END_TEST
+
+/* Without replica acks a grant is never parked, and no WAIT goes. */
+START_TEST(test_no_acks_no_wait)
+{
+	struct node *n = up_node(0, 0);
+	struct tcall *t = t_call(1, SCRIPT_ACQUIRE, "owner");
+	redisReply *r = reply_int(1);
+
+	t->cmd.acked = t_acked;
+	t->park = 1;
+	node_call(n, &t->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	fake_reply(fake_sent_pop(), r);
+	reply_free(r);
+	ck_assert_int_eq(heard[0].can_park, 0);
+	done(n);
+}
+END_TEST
+
+/* --- answers ------------------------------------------------------------ */
+
+/* NOSCRIPT: sent once more as EVAL with the text; a second NOSCRIPT is
+ * the call's answer. */
+START_TEST(test_noscript_resends_as_eval)
+{
+	struct node *n = up_node(0, 0);
+	redisReply *e = reply_err("NOSCRIPT No matching script. Please use EVAL.");
+	struct fake_sent *s;
+
+	node_call(n, &t_call(5, SCRIPT_RENEW, "a")->cmd);
+	fake_reply(fake_sent_pop(), e);
+	ck_assert_uint_eq(nheard, 0);
+	s = fake_sent_pop();
+	ck_assert_ptr_nonnull(s);
+	ck_assert_str_eq(s->text, "EVAL -- renew 1 lbt:lock:k a");
+	fake_reply(s, e);
+	ck_assert_uint_eq(nheard, 1);
+	ck_assert_int_eq(heard[0].type, REDIS_REPLY_ERROR);
+	reply_free(e);
+	done(n);
+}
+END_TEST
+
+/* The link goes: in flight and queued calls hear "no answer". */
+START_TEST(test_link_lost_fails_calls)
+{
+	struct node *n = up_node(0, 0);
+
+	for (int i = 0; i < STORE_MAX_INFLIGHT + 3; i++)
+		node_call(n, &t_call(i, SCRIPT_RELEASE, "a")->cmd);
+	fake_reply(fake_sent_pop(), NULL);	/* hiredis: the first NULL */
+	ck_assert(!node_usable(n));
+	ck_assert_uint_eq(nheard, 1);
+	ck_assert_int_eq(heard[0].answered, 0);
+	n->link.state = LINK_DOWN;
+	n->link.ops->down(n, &n->link, 1);
+	ck_assert_uint_eq(nheard, 4);		/* the queued three */
+	ck_assert_uint_eq(n->queued, 0);
+	/* a down link takes nothing (single mode: not waited for) */
+	{
+		struct tcall *t = t_call(9, SCRIPT_RELEASE, "a");
+
+		env.wait_link = 0;
+		ck_assert_int_eq(node_call(n, &t->cmd), -1);
+		free(t);
+	}
+	done(n);		/* the rest: NULL from the teardown */
+	ck_assert_uint_eq(nheard, STORE_MAX_INFLIGHT + 3);
+}
+END_TEST
+
+Suite *
+node_suite(void)
+{
+	Suite *s = suite_create("node");
+	TCase *tc = tcase_create("calls");
+
+	tcase_add_test(tc, test_batches_of_a_turn);
+	tcase_add_test(tc, test_alone_goes_as_itself);
+	tcase_add_test(tc, test_batch_bytes_bound);
+	tcase_add_test(tc, test_inflight_cap);
+	tcase_add_test(tc, test_inflight_cap_batching);
+	tcase_add_test(tc, test_wait_short_undoes);
+	tcase_add_test(tc, test_wait_enough_grants);
+	tcase_add_test(tc, test_wait_lost);
+	tcase_add_test(tc, test_no_acks_no_wait);
+	tcase_add_test(tc, test_noscript_resends_as_eval);
+	tcase_add_test(tc, test_link_lost_fails_calls);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,162 @@
+/*
+ * test_resp.c - what the store reads that is not a script's reply:
+ * redisReply questions (daemon/store/resp.c), the names it shares with
+ * the scripts and the wanted channel's messages (daemon/store/keys.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fake_link.h"
+#include "keys.h"
+#include "resp.h"
+#include "suites.h"
+
+START_TEST(test_info_field)
+{
+	const char *info = "# Replication\r\nrole:master\r\n"
+	    "master_replid:abc123\r\nmaster_replid2:0000\r\n";
+	char out[8];
+
+	resp_info_field(info, "role", out, sizeof out);
+	ck_assert_str_eq(out, "master");
+	resp_info_field(info, "master_replid", out, sizeof out);
+	ck_assert_str_eq(out, "abc123");	/* not master_replid2's */
+	resp_info_field(info, "master_replid2", out, sizeof out);
+	ck_assert_str_eq(out, "0000");
+	resp_info_field(info, "master", out, sizeof out);
+	ck_assert_str_eq(out, "");		/* a name is a whole name */
+	resp_info_field("role:a-very-long-role\r\n", "role", out, sizeof out);
+	ck_assert_str_eq(out, "a-very-");	/* cut to fit */
+}
+END_TEST
+
+START_TEST(test_field_and_kinds)
+{
+	redisReply *r = reply_arr(5, reply_str("ip"), reply_str("10.0.0.1"),
+	    reply_str("config-epoch"), reply_int(7), reply_str("odd"));
+
+	ck_assert_str_eq(resp_field(r, "ip")->str, "10.0.0.1");
+	ck_assert_int_eq(resp_field(r, "config-epoch")->integer, 7);
+	ck_assert_ptr_null(resp_field(r, "odd"));	/* no value after */
+	ck_assert_ptr_null(resp_field(r, "10.0.0.1"));	/* a value */
+	ck_assert(resp_is_int(r->element[3]));
+	ck_assert(!resp_is_int(r->element[0]));
+	ck_assert(!resp_is_int(NULL));
+	ck_assert(resp_is_str(r->element[0]));
+	ck_assert(resp_str_is(r->element[0], "ip"));
+	ck_assert(!resp_str_is(r->element[0], "i"));
+	ck_assert(!resp_str_is(NULL, "ip"));
+	reply_free(r);
+}
+END_TEST
+
+/* --- names and wanted messages ------------------------------------------ */
+
+#define ID "11111111-2222-3333-4444-555555555555"
+#define OTHER "99999999-2222-3333-4444-555555555555"
+
+static char got_key[64];
+static int got, got_writer;
+static long long got_stamp;
+
+static void
+on_wanted(void *arg, const char *key, size_t keylen, int writer,
+    long long stamp)
+{
+	(void)arg;
+	got++;
+	snprintf(got_key, sizeof got_key, "%.*s", (int)keylen, key);
+	got_writer = writer;
+	got_stamp = stamp;
+}
+
+static void
+hear(const struct store_keys *k, const char *msg)
+{
+	struct store_hooks h = { .wanted = on_wanted };
+
+	got = 0;
+	got_key[0] = '\0';
+	keys_wanted_msg(k, &h, msg, strlen(msg));
+}
+
+START_TEST(test_names)
+{
+	struct store_keys k, c;
+
+	keys_init(&k, "lb", ID, 0);
+	keys_init(&c, "lb", NULL, 1);
+	ck_assert_str_eq(k.lockpfx, "lb:lock:");
+	ck_assert_uint_eq(k.lockpfxlen, 8);
+	ck_assert_str_eq(k.sesspfx, "lb:session:");
+	ck_assert_str_eq(k.writers, "lb:writers:");
+	ck_assert_str_eq(k.channel, "lb:released");
+	ck_assert_str_eq(k.wanted, "lb:wanted");
+	ck_assert_str_eq(k.fence, "lb:fence");
+	ck_assert_str_eq(k.tenure, "lb:tenure");
+	ck_assert_str_eq(k.delay, "lb:lockdelay");
+	ck_assert_str_eq(k.idsp, ID " ");
+	ck_assert_str_eq(k.idplus, ID "+");
+	/* cluster mode: per slot, the tag follows */
+	ck_assert_str_eq(c.channel, "lb:released:{");
+	ck_assert_str_eq(c.fence, "lb:fence:{");
+	ck_assert_str_eq(c.lockpfx, "lb:lock:");
+	ck_assert_uint_eq(strspn(c.idsp, "-"), STORE_ID_LEN);
+	keys_free(&k);
+	keys_free(&c);
+}
+END_TEST
+
+START_TEST(test_wanted_messages)
+{
+	struct store_keys k;
+
+	keys_init(&k, "lb", ID, 0);
+	hear(&k, OTHER " some key");		/* a writer waits */
+	ck_assert_int_eq(got, 1);
+	ck_assert_str_eq(got_key, "some key");
+	ck_assert_int_eq(got_writer, 1);
+	ck_assert_int_eq(got_stamp, 0);
+	hear(&k, OTHER "+k");			/* a reader, a permit */
+	ck_assert_int_eq(got, 1);
+	ck_assert_str_eq(got_key, "k");
+	ck_assert_int_eq(got_writer, 0);
+	hear(&k, OTHER "!1700000000123 k 2");	/* a writer's mark */
+	ck_assert_int_eq(got, 1);
+	ck_assert_str_eq(got_key, "k 2");
+	ck_assert_int_eq(got_writer, 1);
+	ck_assert_int_eq(got_stamp, 1700000000123LL);
+	hear(&k, ID " mine");			/* our own: skipped */
+	ck_assert_int_eq(got, 0);
+	hear(&k, ID "!5 mine");
+	ck_assert_int_eq(got, 0);
+	/* other shapes: ignored */
+	hear(&k, OTHER " ");
+	ck_assert_int_eq(got, 0);
+	hear(&k, OTHER "!0 k");			/* no stamp */
+	ck_assert_int_eq(got, 0);
+	hear(&k, OTHER "!12k");			/* no space */
+	ck_assert_int_eq(got, 0);
+	hear(&k, OTHER "!12 ");			/* no key */
+	ck_assert_int_eq(got, 0);
+	hear(&k, "short");
+	ck_assert_int_eq(got, 0);
+	keys_free(&k);
+}
+END_TEST
+
+Suite *
+resp_suite(void)
+{
+	Suite *s = suite_create("resp");
+	TCase *tc = tcase_create("replies");
+	TCase *tk = tcase_create("keys");
+
+	tcase_add_test(tc, test_info_field);
+	tcase_add_test(tc, test_field_and_kinds);
+	tcase_add_test(tk, test_names);
+	tcase_add_test(tk, test_wanted_messages);
+	suite_add_tcase(s, tc);
+	suite_add_tcase(s, tk);
+	return s;
+}
