@@ -745,6 +745,11 @@ dispatch(struct session *s, const struct proto_req *req)
 		s->busy = 1;
 		locks_owner(s->cl, req->key, req->keylen);
 		return;
+	case CMD_CANCEL:		/* 1.2: being built */
+	case CMD_PROCLAIM:
+	case CMD_WATCH:
+	case CMD_UNWATCH:
+	case CMD_CHECK:
 	case CMD__COUNT:
 		break;
 	}
