@@ -146,7 +146,7 @@ ghost_doubt(void *arg)
 }
 
 static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
-    ghost_changed, ghost_doubt };
+    ghost_changed, ghost_doubt, NULL };
 
 /* --- lifetime --------------------------------------------------------- */
 

@@ -324,7 +324,7 @@ on_doubt(void *arg)
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
-    on_changed, on_doubt };
+    on_changed, on_doubt, NULL };
 
 /* --- grace sessions (grace.c): its statuses in wire words ----------- */
 

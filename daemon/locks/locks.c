@@ -100,6 +100,26 @@ locks_client_new(struct locks *lt, const char *id,
 	return cl;
 }
 
+struct lclient *
+locks_waiter_new(struct lclient *owner, const struct lk_client_ops *ops,
+    void *arg)
+{
+	struct lclient *w = locks_client_new(owner->lt, owner->id, ops, arg);
+
+	w->owner = owner;
+	return w;
+}
+
+void
+locks_waiter_pause(struct lclient *w, int paused)
+{
+	struct lock *lk = w->wlock;
+
+	w->paused = paused ? 1 : 0;
+	if (!paused && lk != NULL)
+		lock_pump(lk);		/* its turn may have come meanwhile */
+}
+
 void
 locks_client_free(struct lclient *cl)
 {

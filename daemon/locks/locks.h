@@ -80,6 +80,10 @@ struct lk_client_ops {
 	 * locks_client_taken (taken over: no loss); 0 when it cannot: the
 	 * hold is reported lost at once. */
 	int (*doubt)(void *arg);
+	/* Optional (a waiter of locks_waiter_new): the ACQUIRE in progress
+	 * was not granted at once and waits on (its wait runs): said once
+	 * per ACQUIRE, before its reply, which comes later. */
+	void (*queued)(void *arg);
 };
 
 /* Why a held lock was lost: counted per cause (STATS lost_*, /metrics
@@ -157,6 +161,20 @@ size_t locks_pending(const struct locks *lt);
 /* id: the owner its holds carry in Redis (clientid.h, OWNER_MAX). */
 struct lclient *locks_client_new(struct locks *lt, const char *id,
     const struct lk_client_ops *ops, void *arg);
+/*
+ * A waiter of owner's (ASYNC waits): a client of its own, so the owner
+ * may wait for many keys at once and go on with other requests
+ * meanwhile.  Its ACQUIRE waits and is answered through ops as any
+ * client's, but what it is granted is owner's hold: owner renews,
+ * releases and lists it, owner's ops hear of its record and its loss.
+ * It holds nothing itself; locks_client_free withdraws its wait (a grant
+ * in flight is given back: released in Redis, held by nobody).  owner
+ * must outlive it.  paused: its wait goes on (its deadline runs) but it
+ * is not tried or handed a key, and it holds back no one behind it.
+ */
+struct lclient *locks_waiter_new(struct lclient *owner,
+    const struct lk_client_ops *ops, void *arg);
+void locks_waiter_pause(struct lclient *w, int paused);
 /* The session is gone: release what it holds, drop what it waits for. */
 void locks_client_free(struct lclient *cl);
 /*
