@@ -433,7 +433,7 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 		if (ok && status > 0 && g->cl != NULL)
 			locks_recorded(g->cl, kw->key, kw->keylen);
 		if (g->arg != NULL)
-			g->ops->recorded(g->arg);
+			g->ops->recorded(g->arg, kw->key, kw->keylen);
 	}
 	free(kw);
 	grace_unref(g);

@@ -59,9 +59,9 @@ struct grace_ops {
 	 * grace object g, and answers OK with its keys. */
 	void (*resumed)(void *arg, struct grace *g, struct lclient *cl,
 	    const char *cid);
-	/* The record write a fresh grant's OK waited for (grace_changed) is
-	 * in: that OK may go now. */
-	void (*recorded)(void *arg);
+	/* The record write a fresh grant of key waited for (grace_changed)
+	 * is in: its OK may go now. */
+	void (*recorded)(void *arg, const char *key, size_t keylen);
 	/* g is settled: the session is no longer a grace session (and an OK
 	 * held back for the record goes now). */
 	void (*dropped)(void *arg);

@@ -13,6 +13,10 @@
  * request directly: they ask the stream to hand over lines again later
  * (stream_more), so nothing re-enters locks_*.
  *
+ * Waits that do not block (ACQUIRE ... ASYNC) are the exception: each is
+ * a waiter of its own (awaits.c), so the session goes on, and its outcome
+ * comes later as an EVENT line between replies.
+ *
  * End of input (the client half-closed, e.g. `nc -N`) is not the end of
  * the session: every line already received is answered, in order, then
  * the session closes after flushing, which releases its locks.  The lock
@@ -22,6 +26,7 @@
  * the session at once.
  */
 #include "acl.h"
+#include "awaits.h"
 #include "broker.h"
 #include "clientid.h"
 #include "grace.h"
@@ -52,6 +57,7 @@ struct session {
 	struct evbuffer *out;		/* the stream's output: replies */
 	struct lclient *cl;
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
+	struct awaits *aw;		/* ASYNC waits, made at the first */
 	TAILQ_ENTRY(session) link;
 	struct keytab_entry by_id;	/* in b->by_id while indexed */
 	const struct acl_app *app;	/* NULL: no app (every key) */
@@ -311,8 +317,9 @@ on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 	struct session *s = arg;
 
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
-	    ttl_ms, kind, fresh))
-		s->await_record = 1;
+	    ttl_ms, kind, fresh) && !awaits_hold_for_record(s->aw, key,
+	    keylen))
+		s->await_record = 1;	/* the request's own grant */
 }
 
 static int
@@ -372,12 +379,16 @@ on_grace_answer(void *arg, enum grace_status st, const char *cid,
 	answered(s);
 }
 
-/* The record write a fresh grant's OK waited for is in. */
+/* The record write a fresh grant's OK (or EVENT GRANTED) waited for is
+ * in. */
 static void
-on_grace_recorded(void *arg)
+on_grace_recorded(void *arg, const char *key, size_t keylen)
 {
 	struct session *s = arg;
 
+	if (key != NULL && s->aw != NULL && awaits_recorded(s->aw, key,
+	    keylen))
+		return;
 	if (!s->await_record)
 		return;
 	s->await_record = 0;
@@ -395,7 +406,9 @@ on_grace_dropped(void *arg)
 	struct session *s = arg;
 
 	s->grace = NULL;
-	on_grace_recorded(s);		/* an OK held back for it goes now */
+	if (s->aw != NULL)
+		awaits_recorded_all(s->aw);
+	on_grace_recorded(s, NULL, 0);	/* an OK held back for it goes now */
 }
 
 /* RESUME won: become client-id cid, with its lock client and holds. */
@@ -430,6 +443,49 @@ on_grace_taken(void *arg)
 
 static const struct grace_ops session_grace_ops = { on_grace_answer,
     on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken };
+
+/* --- ASYNC waits (awaits.c): their answers in wire words ------------ */
+
+static void
+on_await_queued(void *arg)
+{
+	struct session *s = arg;
+
+	send_line(s, "OK QUEUED");
+	answered(s);
+}
+
+/* EVENT lines of waits go whether or not EVENTS ON was said: the client
+ * asked for them with ASYNC. */
+static void
+on_await_outcome(void *arg, const char *key, size_t keylen,
+    const struct lk_result *r)
+{
+	struct session *s = arg;
+
+	if (r->status == LK_OK)
+		send_line(s, "EVENT GRANTED %.*s %lld", (int)keylen, key, r->n);
+	else if (r->status == LK_BUSY)
+		send_line(s, "EVENT TIMEOUT %.*s", (int)keylen, key);
+	else
+		send_line(s, "EVENT FAILED %.*s %s", (int)keylen, key,
+		    proto_err_name(status_err(r->status) != PERR_NONE ?
+		    status_err(r->status) : PERR_UNAVAILABLE));
+	if (!s->dispatching)
+		stream_more(s->st);
+}
+
+static void
+on_await_cancelled(void *arg, int n)
+{
+	struct session *s = arg;
+
+	send_line(s, "OK %d", n);
+	answered(s);
+}
+
+static const struct await_ops session_await_ops = { on_reply,
+    on_await_queued, on_await_outcome, on_await_cancelled };
 
 static void
 cmd_hello(struct session *s, const struct proto_req *req)
@@ -681,6 +737,50 @@ allowed_before_auth(const char *line, size_t len)
 	return 0;
 }
 
+static void
+cmd_acquire(struct session *s, const struct proto_req *req)
+{
+	long kind = req->shared ? LK_SHARED : req->limit > 0 ? req->limit :
+	    LK_EXCLUSIVE;
+	long wait_ms = req->has_wait ? req->wait_ms : -1;
+	long ttl_ms = req->has_ttl ? req->ttl_ms : 0;
+
+	if (awaits_has(s->aw, req->key, req->keylen)) {
+		send_err(s, PERR_BADARG, req->async ? "this session already "
+		    "waits for the key" : "this session waits for the key "
+		    "(ASYNC): CANCEL it first");
+		return;
+	}
+	if (req->async && awaits_count(s->aw) >=
+	    (size_t)s->b->cfg->max_waiters_per_session) {
+		send_err(s, PERR_LIMIT, "this session has "
+		    "max_waiters_per_session ASYNC waits queued");
+		return;
+	}
+	s->used = 1;
+	s->busy = 1;
+	if (!req->async) {
+		locks_acquire(s->cl, req->key, req->keylen, kind, wait_ms,
+		    ttl_ms);
+		return;
+	}
+	if (s->aw == NULL)
+		s->aw = awaits_new(s->b->base, &session_await_ops, s);
+	awaits_acquire(s->aw, s->cl, req->key, req->keylen, kind, wait_ms,
+	    ttl_ms);
+}
+
+static void
+cmd_cancel(struct session *s, const struct proto_req *req)
+{
+	int n = awaits_cancel(s->aw, req->key, req->keylen);
+
+	if (n < 0)
+		s->busy = 1;	/* after the grant's EVENT: on_await_cancelled */
+	else
+		send_line(s, "OK %d", n);
+}
+
 /* Run one parsed request.  Sets busy when the reply comes later. */
 static void
 dispatch(struct session *s, const struct proto_req *req)
@@ -718,12 +818,7 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_ACQUIRE:
 		if (key_denied(s, req))
 			return;
-		s->used = 1;
-		s->busy = 1;
-		locks_acquire(s->cl, req->key, req->keylen,
-		    req->shared ? LK_SHARED : req->limit > 0 ? req->limit :
-		    LK_EXCLUSIVE, req->has_wait ? req->wait_ms : -1,
-		    req->has_ttl ? req->ttl_ms : 0);
+		cmd_acquire(s, req);
 		return;
 	case CMD_RELEASE:
 		if (key_denied(s, req))
@@ -745,7 +840,11 @@ dispatch(struct session *s, const struct proto_req *req)
 		s->busy = 1;
 		locks_owner(s->cl, req->key, req->keylen);
 		return;
-	case CMD_CANCEL:		/* 1.2: being built */
+	case CMD_CANCEL:
+		if (key_denied(s, req))
+			return;
+		cmd_cancel(s, req);
+		return;
 	case CMD_PROCLAIM:
 	case CMD_WATCH:
 	case CMD_UNWATCH:
@@ -881,6 +980,7 @@ session_free(struct session *s)
 	}
 	if (s->tls)
 		b->stats.tls_sessions--;
+	awaits_free(s->aw);	/* queued waits go silently, before s->cl */
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);

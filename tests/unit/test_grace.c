@@ -122,10 +122,12 @@ on_resumed(void *arg, struct grace *g, struct lclient *cl, const char *cid)
 }
 
 static void
-on_recorded(void *arg)
+on_recorded(void *arg, const char *key, size_t keylen)
 {
 	struct tsess *t = arg;
 
+	(void)key;
+	(void)keylen;
 	record(t, EV_RECORDED);
 	t->await_record = 0;
 }
