@@ -14,6 +14,7 @@
 #include "util.h"
 
 #include <event2/event.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -32,6 +33,9 @@ struct await {
 	TAILQ_ENTRY(await) link;	/* in aw->ended once ended */
 	enum await_state state;
 	unsigned record_wait:1;		/* its grant waits for the record */
+	unsigned resumed:1;		/* queued again after a RESUME */
+	long kind, ttl_ms;
+	int64_t deadline;		/* Unix ms */
 	unsigned cancel_due:1;		/* CANCEL waits for that record */
 	long long token;		/* held back: the grant's */
 	size_t keylen;
@@ -86,24 +90,21 @@ w_reply(void *arg, const struct lk_result *r)
 	struct await *a = arg;
 	struct awaits *aw = a->aw;
 
-	switch (a->state) {
-	case AW_ASKING:
+	if (a->state == AW_HELD_BACK || a->state == AW_ENDED)
+		return;		/* a waiter answers once per ACQUIRE */
+	if (a->state == AW_ASKING && !a->resumed) {
 		end_wait(a);
 		aw->ops->reply(aw->arg, r);
 		return;
-	case AW_QUEUED:
-		if (r->status == LK_OK && a->record_wait) {
-			a->state = AW_HELD_BACK;
-			a->token = r->n;
-			return;
-		}
-		end_wait(a);
-		aw->ops->outcome(aw->arg, a->key, a->keylen, r);
-		return;
-	case AW_HELD_BACK:
-	case AW_ENDED:
-		return;		/* a waiter answers once per ACQUIRE */
 	}
+	/* queued, or resumed (whose first answer is its outcome) */
+	if (r->status == LK_OK && a->record_wait) {
+		a->state = AW_HELD_BACK;
+		a->token = r->n;
+		return;
+	}
+	end_wait(a);
+	aw->ops->outcome(aw->arg, a->key, a->keylen, r);
 }
 
 static void
@@ -111,10 +112,18 @@ w_queued(void *arg)
 {
 	struct await *a = arg;
 
+	struct await_info info;
+
 	if (a->state != AW_ASKING)
 		return;
 	a->state = AW_QUEUED;
-	a->aw->ops->queued(a->aw->arg);
+	info.key = a->key;
+	info.keylen = a->keylen;
+	info.kind = a->kind;
+	info.ttl_ms = a->ttl_ms;
+	info.deadline = a->deadline;
+	info.resumed = a->resumed;
+	a->aw->ops->queued(a->aw->arg, &info);
 }
 
 /* A waiter holds nothing (its grants are its owner's): no loss, no
@@ -181,20 +190,26 @@ awaits_has(const struct awaits *aw, const char *key, size_t keylen)
 }
 
 void
-awaits_acquire(struct awaits *aw, struct lclient *owner, const char *key,
-    size_t keylen, long kind, long wait_ms, long ttl_ms)
+awaits_acquire(struct awaits *aw, struct lclient *owner,
+    const struct await_info *info)
 {
-	struct await *a = xcalloc(1, sizeof *a + keylen);
+	struct await *a = xcalloc(1, sizeof *a + info->keylen);
+	int64_t left = info->deadline - wall_ms();
 
 	a->aw = aw;
-	a->keylen = keylen;
-	memcpy(a->key, key, keylen);
+	a->keylen = info->keylen;
+	memcpy(a->key, info->key, info->keylen);
 	a->by_key.key = a->key;
-	a->by_key.keylen = keylen;
+	a->by_key.keylen = a->keylen;
 	a->state = AW_ASKING;
+	a->resumed = info->resumed ? 1 : 0;
+	a->kind = info->kind;
+	a->ttl_ms = info->ttl_ms;
+	a->deadline = info->deadline;
 	keytab_insert(aw->keys, &a->by_key);
 	a->w = locks_waiter_new(owner, &waiter_ops, a);
-	locks_acquire(a->w, key, keylen, kind, wait_ms, ttl_ms);
+	locks_acquire(a->w, a->key, a->keylen, a->kind, left > 0 ?
+	    (long)(left < LONG_MAX ? left : LONG_MAX) : 0, a->ttl_ms);
 }
 
 int
@@ -220,7 +235,8 @@ awaits_hold_for_record(struct awaits *aw, const char *key, size_t keylen)
 {
 	struct await *a = find(aw, key, keylen);
 
-	if (a == NULL || a->state != AW_QUEUED)
+	if (a == NULL || !(a->state == AW_QUEUED || (a->state == AW_ASKING &&
+	    a->resumed)))
 		return 0;
 	a->record_wait = 1;
 	return 1;

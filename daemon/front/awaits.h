@@ -15,16 +15,28 @@
 #define LOCKBROKER_AWAITS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct lclient;
 struct lk_result;
 
+/* A wait as it was asked for. */
+struct await_info {
+	const char *key;
+	size_t keylen;
+	long kind, ttl_ms;
+	int64_t deadline;		/* Unix ms (wall_ms) */
+	int resumed;			/* queued again after a RESUME */
+};
+
 struct await_ops {
-	/* The ACQUIRE's own reply: as locks_acquire gave it. */
+	/* The ACQUIRE's own reply: as locks_acquire gave it (not for a
+	 * resumed wait: its first answer is an outcome, or queued). */
 	void (*reply)(void *arg, const struct lk_result *r);
-	/* The ACQUIRE waits on: it is answered "queued". */
-	void (*queued)(void *arg);
+	/* The ACQUIRE waits on: it is answered "queued" (a resumed wait:
+	 * the session is told it is queued again). */
+	void (*queued)(void *arg, const struct await_info *info);
 	/* A queued wait for key ended: granted (LK_OK, r->n the token),
 	 * timed out (LK_BUSY) or failed (another status). */
 	void (*outcome)(void *arg, const char *key, size_t keylen,
@@ -47,12 +59,14 @@ size_t awaits_count(const struct awaits *aw);
 /* Whether the session waits for key (queued or being answered). */
 int awaits_has(const struct awaits *aw, const char *key, size_t keylen);
 /*
- * ACQUIRE key ... ASYNC for owner: answered through ops->reply or
- * ops->queued, maybe before this returns.  The caller checked that no
- * wait for key exists and that the count is below its bound.
+ * ACQUIRE key ... ASYNC for owner, waiting until info->deadline:
+ * answered through ops->reply or ops->queued (info->resumed: through
+ * ops->outcome or ops->queued), maybe before this returns.  The caller
+ * checked that no wait for key exists and that the count is below its
+ * bound.
  */
 void awaits_acquire(struct awaits *aw, struct lclient *owner,
-    const char *key, size_t keylen, long kind, long wait_ms, long ttl_ms);
+    const struct await_info *info);
 /*
  * CANCEL key: 1 when a queued wait was withdrawn (a grant in flight for it
  * is given back by the lock table), 0 when none was queued.  A withdrawn

@@ -441,16 +441,42 @@ on_grace_taken(void *arg)
 	session_free(s);
 }
 
+static void on_grace_wait_found(void *arg, const char *key, size_t keylen,
+    const char *val);
+
 static const struct grace_ops session_grace_ops = { on_grace_answer,
-    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken };
+    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken,
+    on_grace_wait_found };
 
 /* --- ASYNC waits (awaits.c): their answers in wire words ------------ */
 
+/* A queued wait of a grace session is in its record, so that a RESUME
+ * (here or on another broker) queues it again with its deadline. */
 static void
-on_await_queued(void *arg)
+record_wait(struct session *s, const struct await_info *info)
+{
+	char val[GRACE_WAIT_VAL_MAX];
+
+	if (s->grace == NULL)
+		return;
+	snprintf(val, sizeof val, "%ld %ld %lld", info->kind, info->ttl_ms,
+	    (long long)info->deadline);
+	(void)grace_wait(s->grace, info->key, info->keylen, val);
+}
+
+static void
+on_await_queued(void *arg, const struct await_info *info)
 {
 	struct session *s = arg;
 
+	record_wait(s, info);
+	if (info->resumed) {
+		send_line(s, "EVENT QUEUED %.*s", (int)info->keylen,
+		    info->key);
+		if (!s->dispatching)
+			stream_more(s->st);
+		return;
+	}
 	send_line(s, "OK QUEUED");
 	answered(s);
 }
@@ -463,6 +489,8 @@ on_await_outcome(void *arg, const char *key, size_t keylen,
 {
 	struct session *s = arg;
 
+	if (s->grace != NULL)
+		(void)grace_wait(s->grace, key, keylen, NULL);
 	if (r->status == LK_OK)
 		send_line(s, "EVENT GRANTED %.*s %lld", (int)keylen, key, r->n);
 	else if (r->status == LK_BUSY)
@@ -486,6 +514,39 @@ on_await_cancelled(void *arg, int n)
 
 static const struct await_ops session_await_ops = { on_reply,
     on_await_queued, on_await_outcome, on_await_cancelled };
+
+static struct awaits *
+session_awaits(struct session *s)
+{
+	if (s->aw == NULL)
+		s->aw = awaits_new(s->b->base, &session_await_ops, s);
+	return s->aw;
+}
+
+/* A wait the resumed session's record lists ("<kind> <ttl> <deadline>"):
+ * queued again here with what is left of its deadline (its place in the
+ * key's queue is not kept), or told its outcome. */
+static void
+on_grace_wait_found(void *arg, const char *key, size_t keylen,
+    const char *val)
+{
+	struct session *s = arg;
+	struct await_info info = { key, keylen, LK_EXCLUSIVE, 0, 0, 1 };
+	long long token = locks_token_of(s->cl, key, keylen), deadline = 0;
+
+	if (sscanf(val, "%ld %ld %lld", &info.kind, &info.ttl_ms,
+	    &deadline) != 3 || awaits_has(s->aw, key, keylen))
+		return;
+	info.deadline = deadline;
+	if (token > 0) {
+		/* granted, its EVENT unsent when the connection dropped */
+		struct lk_result r = { .status = LK_OK, .n = token };
+
+		on_await_outcome(s, key, keylen, &r);
+		return;
+	}
+	awaits_acquire(session_awaits(s), s->cl, &info);
+}
 
 static void
 cmd_hello(struct session *s, const struct proto_req *req)
@@ -744,6 +805,7 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	    LK_EXCLUSIVE;
 	long wait_ms = req->has_wait ? req->wait_ms : -1;
 	long ttl_ms = req->has_ttl ? req->ttl_ms : 0;
+	struct await_info info;
 
 	if (awaits_has(s->aw, req->key, req->keylen)) {
 		send_err(s, PERR_BADARG, req->async ? "this session already "
@@ -764,10 +826,14 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 		    ttl_ms);
 		return;
 	}
-	if (s->aw == NULL)
-		s->aw = awaits_new(s->b->base, &session_await_ops, s);
-	awaits_acquire(s->aw, s->cl, req->key, req->keylen, kind, wait_ms,
-	    ttl_ms);
+	info.key = req->key;
+	info.keylen = req->keylen;
+	info.kind = kind;
+	info.ttl_ms = ttl_ms;
+	info.deadline = wall_ms() + (wait_ms > s->b->cfg->max_wait_ms ?
+	    s->b->cfg->max_wait_ms : wait_ms > 0 ? wait_ms : 0);
+	info.resumed = 0;
+	awaits_acquire(session_awaits(s), s->cl, &info);
 }
 
 static void
@@ -775,10 +841,13 @@ cmd_cancel(struct session *s, const struct proto_req *req)
 {
 	int n = awaits_cancel(s->aw, req->key, req->keylen);
 
-	if (n < 0)
+	if (n < 0) {
 		s->busy = 1;	/* after the grant's EVENT: on_await_cancelled */
-	else
-		send_line(s, "OK %d", n);
+		return;
+	}
+	if (n > 0 && s->grace != NULL)
+		(void)grace_wait(s->grace, req->key, req->keylen, NULL);
+	send_line(s, "OK %d", n);
 }
 
 /* Run one parsed request.  Sets busy when the reply comes later. */

@@ -193,6 +193,15 @@ locks_holds_key(const struct lclient *cl, const char *key, size_t keylen)
 	return lk != NULL && hold_of(lk, cl) != NULL;
 }
 
+long long
+locks_token_of(const struct lclient *cl, const char *key, size_t keylen)
+{
+	const struct lock *lk = lock_find(cl->lt, key, keylen);
+	const struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+
+	return h != NULL ? h->token : 0;
+}
+
 size_t
 locks_held(const struct lclient *cl,
     void (*fn)(void *arg, const char *key, size_t keylen), void *arg)

@@ -240,6 +240,9 @@ void locks_renew(struct lclient *cl, const char *key, size_t keylen,
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
 
 /* Whether cl holds key now (any kind, any count). */
+/* The token of cl's hold of key, 0 when it holds none. */
+long long locks_token_of(const struct lclient *cl, const char *key,
+    size_t keylen);
 int locks_holds_key(const struct lclient *cl, const char *key, size_t keylen);
 
 /* Visit the keys cl holds, in acquisition order; returns the count. */

@@ -191,6 +191,62 @@ class TestAsync(BrokerTestCase):
         self.assertEqual(n.req("ACQUIRE g"), "OK %d" % tok)
         self.assertEqual(n.req("QUIT"), "OK")
 
+    def grace_session(self, broker):
+        s = self.connect(broker)
+        m = re.fullmatch(r"OK (\S+) lockbroker/\S+ (\S+)",
+                         s.req("HELLO 1 GRACE 30000"))
+        self.assertIsNotNone(m)
+        return s, m.group(1), m.group(2)
+
+    def events_until(self, c, n, timeout=5.0):
+        return sorted(c.readline(timeout=timeout) for _ in range(n))
+
+    def resume_carries_waits(self, b_old, b_new):
+        s, cid, secret = self.grace_session(b_old)
+        o = self.connect(b_old)
+        self.assertToken(s.req("ACQUIRE a"))
+        for k in ("b", "c", "d"):
+            self.assertToken(o.req("ACQUIRE " + k))
+        self.assertEqual(s.req("ACQUIRE b WAIT 20000 ASYNC"), "OK QUEUED")
+        self.assertEqual(s.req("ACQUIRE c WAIT 700 ASYNC"), "OK QUEUED")
+        self.assertEqual(s.req("ACQUIRE d SHARED WAIT 20000 ASYNC"),
+                         "OK QUEUED")
+        self.assertEqual(s.req("PING"), "OK PONG")
+        s.close()                       # dropped: detached
+        wait_until(lambda: self.stats(o)["detached"] == "1", 3.0,
+                   what="the session detached")
+        # while detached its waits are not granted: b goes to nobody
+        self.assertEqual(o.req("RELEASE b"), "OK 0")
+        time.sleep(0.9)                 # c's deadline passes meanwhile
+        self.assertIsNone(self.owner_of("b"))
+        n = self.connect(b_new)
+        self.assertEqual(n.req("RESUME %s %s" % (cid, secret)), "OK 1 a")
+        ev = self.events_until(n, 3)
+        self.assertEqual(ev[1:], ["EVENT QUEUED d", "EVENT TIMEOUT c"])
+        tb = int(re.fullmatch(r"EVENT GRANTED b (%s)" % TOKEN,
+                              ev[0]).group(1))
+        self.assertEqual(n.req("CANCEL c"), "OK 0")
+        # d is still queued, with its kind: granted once o lets go
+        self.assertEqual(o.req("RELEASE d"), "OK 0")
+        self.assertRegex(n.readline(), r"\AEVENT GRANTED d %s\Z" % TOKEN)
+        self.assertEqual(sorted(n.req("HELD").split()[2:]),
+                         ["a", "b", "d"])
+        self.assertEqual(n.req("ACQUIRE b"), "OK %d" % tb)
+        # a wait that ended is out of the record: a second RESUME
+        # finds no wait to queue again
+        n.close()
+        m = self.connect(b_old)
+        self.assertEqual(sorted(m.req("RESUME %s %s" % (cid, secret))
+                                .split()[2:]), ["a", "b", "d"])
+        self.assertTrue(m.no_reply(0.3), m.buf)
+        self.assertEqual(m.req("QUIT"), "OK")
+
+    def test_resume_elsewhere_queues_the_waits_again(self):
+        self.resume_carries_waits(self.b, self.start_broker())
+
+    def test_resume_here_queues_the_waits_again(self):
+        self.resume_carries_waits(self.b, self.b)
+
 
 if __name__ == "__main__":
     unittest.main()
