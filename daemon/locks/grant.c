@@ -200,7 +200,7 @@ has_blocked_waiter(const struct lock *lk)
 	const struct lclient *w;
 
 	for (w = lk->whead; w != NULL; w = w->wnext)
-		if (w->op == NULL && !w->paused)
+		if (w->op == NULL)
 			return 1;
 	return 0;
 }
@@ -225,8 +225,8 @@ lock_pump(struct lock *lk)
 		struct op *op;
 
 		next = w->wnext;
-		if (w->op != NULL || w->paused)
-			continue;	/* (a paused waiter holds back no one) */
+		if (w->op != NULL)
+			continue;
 		if (lk->releasing || !may_try(lk, w->wkind) ||
 		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
 		    w->wkind == LK_SHARED)))

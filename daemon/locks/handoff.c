@@ -112,8 +112,7 @@ handoff_target(const struct lock *lk, const struct hold *h)
 {
 	struct lclient *w;
 
-	for (w = lk->whead; w != NULL && (w->op != NULL || w->paused);
-	    w = w->wnext)
+	for (w = lk->whead; w != NULL && w->op != NULL; w = w->wnext)
 		;
 	if (w == NULL || h->kind == LK_SHARED || w->wkind != h->kind)
 		return NULL;

@@ -111,16 +111,6 @@ locks_waiter_new(struct lclient *owner, const struct lk_client_ops *ops,
 }
 
 void
-locks_waiter_pause(struct lclient *w, int paused)
-{
-	struct lock *lk = w->wlock;
-
-	w->paused = paused ? 1 : 0;
-	if (!paused && lk != NULL)
-		lock_pump(lk);		/* its turn may have come meanwhile */
-}
-
-void
 locks_client_free(struct lclient *cl)
 {
 	struct locks *lt;

@@ -169,12 +169,10 @@ struct lclient *locks_client_new(struct locks *lt, const char *id,
  * releases and lists it, owner's ops hear of its record and its loss.
  * It holds nothing itself; locks_client_free withdraws its wait (a grant
  * in flight is given back: released in Redis, held by nobody).  owner
- * must outlive it.  paused: its wait goes on (its deadline runs) but it
- * is not tried or handed a key, and it holds back no one behind it.
+ * must outlive it.
  */
 struct lclient *locks_waiter_new(struct lclient *owner,
     const struct lk_client_ops *ops, void *arg);
-void locks_waiter_pause(struct lclient *w, int paused);
 /* The session is gone: release what it holds, drop what it waits for. */
 void locks_client_free(struct lclient *cl);
 /*

@@ -221,7 +221,6 @@ struct lclient {
 	/* A waiter of another client's (locks_waiter_new): owner holds what
 	 * it is granted. */
 	struct lclient *owner;
-	unsigned paused:1;		/* not tried, not handed a key */
 	unsigned told_queued:1;		/* ops->queued said for this ACQUIRE */
 };
 

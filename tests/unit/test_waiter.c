@@ -2,9 +2,8 @@
  * test_waiter.c - a session's waiters (locks_waiter_new, ASYNC waits):
  * what a waiter is granted is its owner's hold; "queued" is said once,
  * before the reply, only when the wait goes on; a waiter freed while its
- * attempt is in flight gives the grant back (released, held by nobody);
- * a paused waiter is not tried and holds back no one.  Against the fake
- * store (locks_env.h).
+ * attempt is in flight gives the grant back (released, held by nobody).
+ * Against the fake store (locks_env.h).
  */
 #include <string.h>
 
@@ -141,42 +140,6 @@ START_TEST(test_withdrawn_grant_is_given_back)
 }
 END_TEST
 
-/* A paused waiter (its session detached) is skipped: the waiter behind
- * it is tried, and the key is not handed to it on a local release. */
-START_TEST(test_paused_holds_back_no_one)
-{
-	struct env e;
-	struct wrec wr;
-	struct lclient *w;
-	struct fake_call *fc;
-
-	env_start(&e, NULL);
-	hold(&e, 1, "k", 5000, 5);
-	w = waiter(&e, 0, &wr);
-	locks_acquire(w, "k", 1, LK_EXCLUSIVE, 5000, 5000);
-	ck_assert_int_eq(wr.nqueued, 1);	/* behind the holder here */
-	locks_waiter_pause(w, 1);
-	acquire(&e, 2, "k", 5000, 5000);	/* queued behind w */
-	release(&e, 1, "k");
-	fc = take(&e, FAKE_HANDOFF);		/* to client 2, not to w */
-	ck_assert_str_eq(fc->next_owner, ids[2]);
-	fake_acquire_done(fc, 1, 1, 6);
-	ck_assert_int_eq(e.rec[2].status, LK_OK);
-	ck_assert_int_eq(wr.r.nreplies, 0);
-	/* resumed: tried once the key is free again */
-	locks_waiter_pause(w, 0);
-	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
-	release(&e, 2, "k");
-	fc = take(&e, FAKE_HANDOFF);		/* now w's turn */
-	ck_assert_str_eq(fc->next_owner, ids[0]);
-	fake_acquire_done(fc, 1, 1, 8);
-	ck_assert_int_eq(wr.r.status, LK_OK);
-	ck_assert(locks_holds_key(e.cl[0], "k", 1));
-	locks_client_free(w);
-	env_end(&e);
-}
-END_TEST
-
 /* The owner's limits bind its waiters: a waiter of an owner at
  * max_locks_per_session gets ERR LIMIT at once. */
 START_TEST(test_owner_limits)
@@ -207,7 +170,6 @@ waiter_suite(void)
 	tcase_add_test(tc, test_granted_to_its_owner);
 	tcase_add_test(tc, test_queued_then_granted);
 	tcase_add_test(tc, test_withdrawn_grant_is_given_back);
-	tcase_add_test(tc, test_paused_holds_back_no_one);
 	tcase_add_test(tc, test_owner_limits);
 	suite_add_tcase(s, tc);
 	return s;
