@@ -291,6 +291,12 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
+	else if (s->cmd == CMD_CHECK && r->kind == 1)
+		send_line(s, "OK CURRENT");
+	else if (s->cmd == CMD_CHECK && r->n > 0)
+		send_line(s, "OK STALE %lld", r->n);
+	else if (s->cmd == CMD_CHECK)
+		send_line(s, "OK STALE -");
 	else
 		send_line(s, "OK %lld", r->n);
 	s->busy = 0;
@@ -914,10 +920,15 @@ dispatch(struct session *s, const struct proto_req *req)
 			return;
 		cmd_cancel(s, req);
 		return;
+	case CMD_CHECK:
+		if (key_denied(s, req))
+			return;
+		s->busy = 1;
+		locks_check(s->cl, req->key, req->keylen, req->token);
+		return;
 	case CMD_PROCLAIM:
 	case CMD_WATCH:
 	case CMD_UNWATCH:
-	case CMD_CHECK:
 	case CMD__COUNT:
 		break;
 	}

@@ -405,6 +405,37 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 	cl->ops->reply(cl->arg, &r);
 }
 
+static void
+check_done(void *arg, int ok, int current, long long token)
+{
+	struct op *op = arg;
+	struct lclient *cl = lk_op_done(op);
+	struct lk_result r = { .status = LK_OK, .kind = current, .n = token };
+
+	free(op);
+	if (cl == NULL)
+		return;
+	if (!ok) {
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		return;
+	}
+	cl->ops->reply(cl->arg, &r);
+}
+
+void
+locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token)
+{
+	struct op *op = lk_op_new(cl->lt, NULL, cl);
+
+	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
+	    check_done, op) != 0) {
+		lk_op_done(op);
+		free(op);
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+}
+
 void
 locks_owner(struct lclient *cl, const char *key, size_t keylen)
 {

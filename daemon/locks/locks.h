@@ -235,6 +235,11 @@ void locks_release(struct lclient *cl, const char *key, size_t keylen,
     long linger_ms);
 void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
+/* CHECK: is token's hold of key alive in Redis (any broker, any kind)?
+ * Answered LK_OK with kind 1 (current) or 0 (stale; n the current
+ * token, 0 when free), or LK_UNAVAILABLE. */
+void locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
 
 /* Whether cl holds key now (any kind, any count). */
