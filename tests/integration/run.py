@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # cuts and failovers in network namespaces).
 BESIDE = ("test_sentinel", "test_grace", "test_faults", "test_netns",
           "test_auth_stats", "test_eof_grace", "test_regressions",
-          "test_partitions")
+          "test_partitions", "test_dns")
 # Run by this process while the second lane runs: no timing bound tighter
 # than a few hundred ms on a machine that has a core to spare.
 OVERLAP = ("test_cluster", "test_robustness", "test_lockctl",

@@ -1,0 +1,246 @@
+"""
+test_dns.py - Redis by host name: the broker resolves the name with its own
+asynchronous resolver (libevent's evdns), pointed by --dns_nameserver at a
+DNS responder the test runs (dnsserver.py) on 127.0.0.1.
+
+A name grants like a number; a name that moves to another Redis (same
+port, another loopback address) is followed without a restart, after a
+loss (every connect resolves again) and while the old Redis still answers
+(redis_resolve_interval_ms); an unknown name gives ERR UNAVAILABLE and a
+log line, not a hang and not a line per retry; the loop answers PING
+while the responder holds its answers back for 2 s; AAAA answers and the
+[::1] literal connect over IPv6; -t checks the spelling only.
+"""
+
+import os
+import socket
+import subprocess
+import time
+import unittest
+
+import harness
+from harness import BrokerTestCase, ms_since, wait_until
+from dnsserver import DnsServer
+
+NAME = "redis.lbt.test"
+
+
+def setUpModule():
+    harness.module_redis_start()
+
+
+def tearDownModule():
+    harness.module_redis_stop()
+
+
+class RedisAt(harness.Redis):
+    """A redis-server on host:port (a loopback address of 127/8, or ::1)
+    rather than 127.0.0.1 on a port of its own choosing."""
+
+    def __init__(self, host, port):
+        self.host = host
+        self.extra = []
+        self.dir = __import__("tempfile").mkdtemp(prefix="lbt-redis-")
+        self.proc = None
+        self.port = port
+        if not self._start():
+            self.close()
+            raise RuntimeError("redis-server did not start on %s:%d"
+                               % (host, port))
+
+    def argv(self):
+        argv = super().argv()
+        argv[argv.index("--bind") + 1] = self.host
+        return argv
+
+    def cli(self, *args, timeout=5.0):
+        with socket.create_connection((self.host, self.port),
+                                      timeout=timeout) as s:
+            s.sendall(harness._resp_encode(args))
+            r = harness._RespReader(s).reply()
+        if isinstance(r, harness.RedisError):
+            raise r
+        return r
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+class DnsCase(BrokerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.dns = DnsServer()
+        self.addCleanup(self.dns.close)
+
+    def start_named(self, port, *extra, **kw):
+        """A broker given Redis as NAME:port, asking self.dns."""
+        b = harness.Broker("%s:%d" % (NAME, port), self.prefix,
+                           "--dns_nameserver", self.dns.addr, *extra, **kw)
+        self.addCleanup(b.close)
+        return b
+
+    def redis_at(self, host, port):
+        r = RedisAt(host, port)
+        self.addCleanup(r.close)
+        return r
+
+    def holder(self, r, key):
+        return r.cli("GET", self.lock_key(key))
+
+
+class TestByName(DnsCase):
+    def test_grants_through_a_name(self):
+        self.dns.set(NAME, "127.0.0.1")
+        b = self.start_named(self.redis.port)
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE k"))
+        self.assertIsNotNone(self.holder(self.redis, "k"))
+        self.assertGreaterEqual(self.dns.asked(NAME), 1)
+        self.assertIn("at 127.0.0.1", b.log())
+
+    def test_follows_a_moved_redis_after_a_loss(self):
+        """Redis dies; a new one starts on the same port at another
+        address and the name points there: the next reconnect finds it."""
+        port = harness.free_port()
+        old = self.redis_at("127.0.0.1", port)
+        self.dns.set(NAME, "127.0.0.1")
+        # interval 0: only the reconnect's lookup can find the new address
+        b = self.start_named(port, "--failover_lock_delay_ms", "0",
+                             "--redis_resolve_interval_ms", "0")
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE before"))
+        old.stop()
+        new = self.redis_at("127.0.0.2", port)
+        self.dns.set(NAME, "127.0.0.2")
+
+        def granted():
+            r = c.req("ACQUIRE after")
+            return r.startswith("OK ")
+        wait_until(granted, 10, interval=0.1, what="grant on the new Redis")
+        self.assertIsNotNone(self.holder(new, "after"))
+        self.assertIn("now resolves to 127.0.0.2 (was 127.0.0.1)", b.log())
+
+    def test_interval_moves_a_live_connection(self):
+        """The old Redis still answers, but the name now names another:
+        within redis_resolve_interval_ms the broker is there."""
+        port = harness.free_port()
+        old = self.redis_at("127.0.0.1", port)
+        new = self.redis_at("127.0.0.2", port)
+        self.dns.set(NAME, "127.0.0.1")
+        b = self.start_named(port, "--failover_lock_delay_ms", "0",
+                             "--redis_resolve_interval_ms", "200")
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE a"))
+        self.assertIsNotNone(self.holder(old, "a"))
+        self.dns.set(NAME, "127.0.0.2")
+
+        def moved():
+            r = c.req("ACQUIRE b%d" % time.monotonic_ns())
+            return r.startswith("OK ") and new.cli("DBSIZE") > 0
+        wait_until(moved, 10, interval=0.1, what="grants on the new Redis")
+        self.assertIn("reconnecting", b.log())
+        # without the interval nothing would have moved it: old still up
+        self.assertTrue(old.alive())
+
+    @unittest.skipUnless(ipv6_loopback(), "no IPv6 loopback here")
+    def test_aaaa_answer_connects_over_ipv6(self):
+        port = harness.free_port()
+        r6 = self.redis_at("::1", port)
+        self.dns.set(NAME, "::1")
+        b = self.start_named(port)
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE k6"))
+        self.assertIsNotNone(self.holder(r6, "k6"))
+        self.assertIn("at ::1", b.log())
+
+    @unittest.skipUnless(ipv6_loopback(), "no IPv6 loopback here")
+    def test_ipv6_literal_still_works(self):
+        port = harness.free_port()
+        r6 = self.redis_at("::1", port)
+        b = harness.Broker("[::1]:%d" % port, self.prefix)
+        self.addCleanup(b.close)
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE k6"))
+        self.assertIsNotNone(self.holder(r6, "k6"))
+        self.assertEqual(self.dns.questions, [])
+
+
+class TestNameFails(DnsCase):
+    def test_unknown_name_is_unavailable_and_logged_once(self):
+        b = self.start_named(self.redis.port, wait_ready=False)
+        wait_until(lambda: "cannot resolve" in b.log(), 5,
+                   what="a log line naming the failed lookup")
+        c = self.connect(b)
+        r, ms = c.timed_req("ACQUIRE k", timeout=5)
+        self.assertErr(r, "UNAVAILABLE")
+        self.assertLess(ms, 2000)
+        self.assertEqual(c.req("PING"), "OK PONG")
+        # retried with the back-off, quietly: the responder is asked
+        # again and again, the log says it once
+        n = self.dns.asked(NAME)
+        wait_until(lambda: self.dns.asked(NAME) >= n + 4, 10,
+                   what="lookups retried")
+        # (once per connection: the command link and the subscriber)
+        warned = [l for l in b.log().splitlines()
+                  if "cannot resolve" in l and " warn " in l]
+        self.assertEqual(len([l for l in warned if "command conn" in l]), 1,
+                         "\n".join(warned))
+        self.assertEqual(len(warned), 2, "\n".join(warned))
+        # the name appears: the broker connects without a restart
+        self.dns.set(NAME, "127.0.0.1")
+        b.wait_ready(timeout=10)
+        self.assertToken(c.req("ACQUIRE k"))
+
+    def test_loop_answers_while_the_resolver_waits(self):
+        """Every answer held back 2 s: the lookup is in flight, the loop
+        is not waiting for it."""
+        self.dns.set(NAME, "127.0.0.1")
+        self.dns.delay = 2.0
+        b = self.start_named(self.redis.port, wait_ready=False)
+        wait_until(lambda: self.dns.asked(NAME) >= 1, 5,
+                   what="the broker's first question")
+        c = self.connect(b)
+        worst = 0.0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:
+            r, ms = c.timed_req("PING", timeout=2)
+            self.assertEqual(r, "OK PONG")
+            worst = max(worst, ms)
+            time.sleep(0.05)
+        self.assertLess(worst, 200, "PING took %.0f ms" % worst)
+        self.assertErr(c.req("ACQUIRE k"), "UNAVAILABLE")
+        b.wait_ready(timeout=15)
+        self.assertToken(c.req("ACQUIRE k"))
+
+
+class TestConfig(unittest.TestCase):
+    def run_t(self, *args):
+        return subprocess.run([harness.BROKER_BIN, "-t"] + list(args),
+                              capture_output=True, text=True, timeout=10)
+
+    def test_t_checks_spelling_only(self):
+        # nothing answers for this name anywhere: -t does not ask
+        r = self.run_t("-r", "redis.nowhere.invalid:6379")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("resolved when the broker connects", r.stdout)
+
+    def test_bad_names_and_nameservers_refused(self):
+        for args in (("-r", "bad_name:6379"),
+                     ("--dns_nameserver", "ns.example"),
+                     ("--dns_nameserver", "127.0.0.1:0"),
+                     ("--redis_resolve_interval_ms", "-1")):
+            r = self.run_t(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+        for ns in ("127.0.0.1", "127.0.0.1:5353", "::1", "[::1]:5353"):
+            r = self.run_t("--dns_nameserver", ns)
+            self.assertEqual(r.returncode, 0, (ns, r.stderr))
+
+
+if __name__ == "__main__":
+    unittest.main()
