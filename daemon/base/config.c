@@ -123,8 +123,8 @@ static const struct opt opts[] = {
 	{ .name = "redis_sentinels", .type = T_ENDPOINTS,
 	  .off = OFF(redis_sentinels), .def = "",
 	  .help = "Sentinel mode: sentinel addresses, host:port,host:port,... "
-	  "(numeric hosts); the broker follows the master they name "
-	  "(exclusive with redis)" },
+	  "(host names or numeric hosts); the broker follows the master they "
+	  "name, by number or by name (exclusive with redis)" },
 	{ .name = "redis_cluster", .type = T_ENDPOINTS,
 	  .off = OFF(redis_cluster), .def = "",
 	  .help = "Cluster mode: seed nodes of a Redis Cluster, host:port,... "
@@ -356,12 +356,6 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 			    a.is_unix) {
 				snprintf(err, errlen, "%s: %s", o->name, a.is_unix ?
 				    "unix sockets are not supported here" : msg);
-				return -1;
-			}
-			/* the sentinels' own connections take numbers only */
-			if (a.is_name && o->off == OFF(redis_sentinels)) {
-				snprintf(err, errlen, "%s: '%s': sentinels are "
-				    "given by numeric address", o->name, item);
 				return -1;
 			}
 			v += n;

@@ -19,7 +19,8 @@ import time
 import unittest
 
 import harness
-from harness import BrokerTestCase, ms_since, wait_until
+import topology
+from harness import BrokerTestCase, wait_until
 from dnsserver import DnsServer
 
 NAME = "redis.lbt.test"
@@ -217,6 +218,52 @@ class TestNameFails(DnsCase):
         self.assertErr(c.req("ACQUIRE k"), "UNAVAILABLE")
         b.wait_ready(timeout=15)
         self.assertToken(c.req("ACQUIRE k"))
+
+
+class NamedSentinel(topology.SentinelProc):
+    """A Sentinel that monitors its master by host name and announces
+    host names (Redis 7: resolve-hostnames, announce-hostnames), so what
+    it hands the broker is a name."""
+
+    def write_conf(self, *args):
+        super().write_conf(*args)
+        with open(self.conf) as f:
+            text = f.read()
+        with open(self.conf, "w") as f:
+            f.write("sentinel resolve-hostnames yes\n"
+                    "sentinel announce-hostnames yes\n" + text)
+
+
+class TestSentinelByName(DnsCase):
+    """The sentinels given by name (asked of the test's DNS responder) and
+    the master they hand back a name too ("localhost", which the
+    Sentinel resolves with the system resolver and the broker finds in
+    /etc/hosts): the broker grants through names only."""
+
+    def test_grants_through_sentinel_names(self):
+        master = self.start_redis()
+        sdir = __import__("tempfile").mkdtemp(prefix="lbt-sentinel-")
+        self.addCleanup(__import__("shutil").rmtree, sdir, True)
+        sent = NamedSentinel(sdir, 0, "localhost:%d" % master.port, 5000,
+                             10000, 1, "mymaster")
+        self.addCleanup(sent.stop)
+        wait_until(lambda: topology._quiet(
+            topology.cli, sent.addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+            "mymaster") == ["localhost", str(master.port)], 10,
+            what="the sentinel naming its master by host name")
+        self.dns.set("sentinel.lbt.test", "127.0.0.1")
+        b = harness.Broker(None, self.prefix, "--redis_sentinels",
+                           "sentinel.lbt.test:%d" % sent.port,
+                           "--redis_master_name", "mymaster",
+                           "--dns_nameserver", self.dns.addr,
+                           "--failover_lock_delay_ms", "0",
+                           ready_timeout=15)
+        self.addCleanup(b.close)
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE ks"))
+        self.assertIsNotNone(master.cli("GET", self.lock_key("ks")))
+        self.assertGreaterEqual(self.dns.asked("sentinel.lbt.test"), 1)
+        self.assertIn("localhost:%d at 127.0.0.1" % master.port, b.log())
 
 
 class TestConfig(unittest.TestCase):
