@@ -128,7 +128,8 @@ static const struct opt opts[] = {
 	{ .name = "redis_cluster", .type = T_ENDPOINTS,
 	  .off = OFF(redis_cluster), .def = "",
 	  .help = "Cluster mode: seed nodes of a Redis Cluster, host:port,... "
-	  "(numeric hosts); keys are routed by slot to their masters "
+	  "(host names or numeric hosts); keys are routed by slot to their "
+	  "masters "
 	  "(exclusive with redis and the Sentinel options)" },
 	{ .name = "redis_master_name", .type = T_STR,
 	  .off = OFF(redis_master_name), .def = "", .min = 0, .max = 255,

@@ -266,6 +266,58 @@ class TestSentinelByName(DnsCase):
         self.assertIn("localhost:%d at 127.0.0.1" % master.port, b.log())
 
 
+class TestClusterByName(DnsCase):
+    """A cluster whose nodes announce host names and give them in the slot
+    map (cluster-announce-hostname, cluster-preferred-endpoint-type
+    hostname), the seeds given by name too: the broker maps, grants and
+    subscribes its shards through names only."""
+
+    def test_grants_and_subscribes_through_names(self):
+        cl = topology.ClusterTopology(masters=3, replicas=0)
+        self.addCleanup(cl.close)
+        names = {}
+        for i, n in enumerate(cl.nodes):
+            name = "node%d.lbt.test" % i
+            names[n.port] = name
+            self.dns.set(name, "127.0.0.1")
+            n.cli("CONFIG", "SET", "cluster-announce-hostname", name)
+            n.cli("CONFIG", "SET", "cluster-preferred-endpoint-type",
+                  "hostname")
+
+        def map_by_name():
+            for n in cl.nodes:
+                for e in n.cli("CLUSTER", "SLOTS"):
+                    if e[2][0] != names[e[2][1]]:
+                        return False
+            return True
+        wait_until(map_by_name, 10, what="slot maps naming hosts")
+        seeds = ",".join("%s:%d" % (names[n.port], n.port)
+                         for n in cl.nodes)
+        b1 = harness.Broker(None, self.prefix, "--redis_cluster", seeds,
+                            "--dns_nameserver", self.dns.addr,
+                            "--failover_lock_delay_ms", "0",
+                            ready_timeout=15)
+        self.addCleanup(b1.close)
+        b2 = harness.Broker(None, self.prefix, "--redis_cluster", seeds,
+                            "--dns_nameserver", self.dns.addr,
+                            "--failover_lock_delay_ms", "0",
+                            ready_timeout=15)
+        self.addCleanup(b2.close)
+        c1, c2 = self.connect(b1), self.connect(b2)
+        for k in range(12):                 # keys over every master
+            self.assertToken(c1.req("ACQUIRE k%d" % k))
+        # a waiter on the other broker wakes through the shard channel
+        c2.send("ACQUIRE k0 WAIT 5000")
+        time.sleep(0.2)
+        self.assertTrue(c1.req("RELEASE k0").startswith("OK"))
+        self.assertTrue(c2.readline(timeout=5).startswith("OK "))
+        log = b1.log()
+        for name in names.values():
+            self.assertIn("%s:" % name, log)
+            self.assertIn("Redis shard subscriber %s:" % name, log)
+        self.assertNotIn("cannot resolve", log)
+
+
 class TestConfig(unittest.TestCase):
     def run_t(self, *args):
         return subprocess.run([harness.BROKER_BIN, "-t"] + list(args),
