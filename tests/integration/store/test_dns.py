@@ -104,6 +104,8 @@ class TestByName(DnsCase):
         self.assertIsNotNone(self.holder(self.redis, "k"))
         self.assertGreaterEqual(self.dns.asked(NAME), 1)
         self.assertIn("at 127.0.0.1", b.log())
+        self.assertEqual(self.stats(c)["redis_master"],
+                         "%s:%d" % (NAME, self.redis.port))
 
     def test_follows_a_moved_redis_after_a_loss(self):
         """Redis dies; a new one starts on the same port at another
