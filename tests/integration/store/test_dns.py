@@ -151,6 +151,26 @@ class TestByName(DnsCase):
         # without the interval nothing would have moved it: old still up
         self.assertTrue(old.alive())
 
+    def test_dns_failing_while_up_keeps_the_connection(self):
+        """The look-ups while connected fail (SERVFAIL): the broker stays
+        on the address it has, and says so once per connection."""
+        self.dns.set(NAME, "127.0.0.1")
+        b = self.start_named(self.redis.port,
+                             "--redis_resolve_interval_ms", "100")
+        c = self.connect(b)
+        self.assertToken(c.req("ACQUIRE k1"))
+        n = self.dns.asked(NAME)
+        self.dns.servfail = True
+        wait_until(lambda: self.dns.asked(NAME) >= n + 10, 10,
+                   what="look-ups while connected")
+        time.sleep(0.5)                     # a few more rounds of them
+        self.assertToken(c.req("ACQUIRE k2"))
+        self.assertEqual(self.stats(c)["redis"], "up")
+        staying = [l for l in b.log().splitlines() if "staying on" in l]
+        self.assertEqual(len([l for l in staying if "command conn" in l]),
+                         1, "\n".join(staying))
+        self.assertNotIn("reconnecting", b.log())
+
     @unittest.skipUnless(ipv6_loopback(), "no IPv6 loopback here")
     def test_aaaa_answer_connects_over_ipv6(self):
         port = harness.free_port()
