@@ -4,10 +4,19 @@
  * A lookup lives in a resolve_req the resolver keeps on a list (so
  * resolver_free can drop what is left).  evdns owes it one callback from
  * evdns_getaddrinfo on: possibly before that call returns (a numeric host,
- * an /etc/hosts entry, a bad name), else from the loop, and with
- * EVUTIL_EAI_CANCEL after a cancel.  The answer is kept and handed to the
- * owner from an event of our own, so the owner is never called inside
- * resolve_start; a cancelled request is freed when evdns's callback comes.
+ * an /etc/hosts entry, a bad name), else from the loop.  The answer is
+ * kept and handed to the owner from an event of our own, so the owner is
+ * never called inside resolve_start.
+ *
+ * A cancel only forgets the owner: the lookup runs on and its request is
+ * freed when evdns answers.  evdns_getaddrinfo_cancel would free evdns's
+ * side from a deferred callback, which never runs once the loop has
+ * stopped (shutdown: the links close, then the store frees the resolver),
+ * and that memory would be lost.  For the same reason a resolver with
+ * lookups still in flight is not freed but parked, all of it reachable
+ * (its requests, and evdns's through them), until the process ends:
+ * evdns_base_free frees a request's getaddrinfo state only from the loop
+ * too.
  */
 #include "resolve.h"
 #include "util.h"
@@ -27,9 +36,8 @@
 
 struct resolve_req {
 	struct resolver *r;
-	struct evdns_getaddrinfo_request *dreq;	/* evdns's, while it owes
-						 * its callback and gave one */
-	int in_evdns;			/* evdns still owes its callback */
+	int in_evdns;
+	struct evdns_getaddrinfo_request *dreq;	/* evdns's, while in it */			/* evdns still owes its callback */
 	resolve_fn *fn;			/* NULL: cancelled */
 	void *arg;
 	struct event *done_ev;		/* hands the answer over */
@@ -43,6 +51,11 @@ struct resolver {
 	struct evdns_base *dns;
 	LIST_HEAD(, resolve_req) reqs;
 };
+
+/* Resolvers freed with lookups in flight (see above); one per store
+ * made in the process's life, and a process makes one. */
+#define PARKED_MAX 8
+static struct resolver *parked[PARKED_MAX];
 
 int
 resolve_is_name(const char *host)
@@ -97,11 +110,20 @@ void
 resolver_free(struct resolver *r)
 {
 	struct resolve_req *q;
+	int in_flight = 0;
 
 	if (r == NULL)
 		return;
-	/* evdns_base_free(.., 0) runs no callback: what evdns still owes
-	 * can never reach these */
+	LIST_FOREACH(q, &r->reqs, entry) {
+		q->fn = NULL;		/* nobody waits any more */
+		event_del(q->done_ev);
+		in_flight |= q->in_evdns;
+	}
+	for (size_t i = 0; in_flight && i < PARKED_MAX; i++)
+		if (parked[i] == NULL) {
+			parked[i] = r;
+			return;
+		}
 	while ((q = LIST_FIRST(&r->reqs)) != NULL)
 		req_free(q);
 	evdns_base_free(r->dns, 0);
@@ -154,7 +176,7 @@ got_cb(int result, struct evutil_addrinfo *res, void *arg)
 
 	q->in_evdns = 0;
 	q->dreq = NULL;
-	if (q->fn == NULL) {		/* cancelled */
+	if (q->fn == NULL) {		/* cancelled: nobody waits */
 		if (res != NULL)
 			evutil_freeaddrinfo(res);
 		req_free(q);
@@ -187,10 +209,10 @@ resolve_start(struct resolver *r, const char *name, resolve_fn *fn,
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
-	q->in_evdns = 1;
+	q->in_evdns = 1;		/* got_cb may clear it at once */
 	dreq = evdns_getaddrinfo(r->dns, name, NULL, &hints, got_cb, q);
-	if (q->in_evdns)		/* no answer yet: evdns owes it */
-		q->dreq = dreq;
+	if (q->in_evdns)
+		q->dreq = dreq;		/* kept: reachable while parked */
 	return q;
 }
 
@@ -200,11 +222,7 @@ resolve_cancel(struct resolve_req *q)
 	if (q == NULL)
 		return;
 	q->fn = NULL;
-	if (!q->in_evdns) {		/* the answer waits in done_ev */
+	if (!q->in_evdns)		/* the answer waits in done_ev */
 		req_free(q);
-		return;
-	}
-	/* evdns calls got_cb with EVUTIL_EAI_CANCEL, which frees q */
-	if (q->dreq != NULL)
-		evdns_getaddrinfo_cancel(q->dreq);
+	/* else got_cb frees q when evdns answers (see above) */
 }

@@ -37,16 +37,16 @@ typedef void resolve_fn(void *arg, const char *host, const char *why);
 struct resolver *resolver_new(struct event_base *base, const char *nameserver,
     char *err, size_t errlen);
 /* Lookups still under way are dropped without their callback (the loop
- * has stopped: nothing waits for them).  One still in flight inside evdns
- * leaves libevent's own request record unreleased: evdns frees it only
- * from the loop, after a cancel. */
+ * has stopped: nothing waits for them); with some still in flight inside
+ * evdns, evdns's own state is kept until the process ends (resolve.c). */
 void resolver_free(struct resolver *r);
 
 /* Look name up; fn(arg, ...) runs once, later, from the loop, unless
  * resolve_cancel comes first. */
 struct resolve_req *resolve_start(struct resolver *r, const char *name,
     resolve_fn *fn, void *arg);
-/* fn will not run (q is gone after this). */
+/* fn will not run (q is the resolver's after this: a lookup in flight
+ * runs on unwatched, and its answer is dropped). */
 void resolve_cancel(struct resolve_req *q);
 
 /* "Is this a name to look up": not a numeric IPv4 or IPv6 host. */
