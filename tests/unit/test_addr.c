@@ -253,6 +253,45 @@ START_TEST(test_same_name)
 }
 END_TEST
 
+/* dns_nameserver: a numeric host, port 53 unless given. */
+static const struct {
+	const char *text;
+	int family;			/* 0: refused */
+	const char *host;
+	int port;
+} ns_rows[] = {
+	{ "127.0.0.1", AF_INET, "127.0.0.1", 53 },
+	{ "10.96.0.10:53", AF_INET, "10.96.0.10", 53 },
+	{ "127.0.0.1:5353", AF_INET, "127.0.0.1", 5353 },
+	{ "::1", AF_INET6, "::1", 53 },
+	{ "[::1]:5353", AF_INET6, "::1", 5353 },
+	{ "ns.example", 0, NULL, 0 },		/* nothing to resolve it with */
+	{ "ns.example:53", 0, NULL, 0 },
+	{ "127.0.0.1:0", 0, NULL, 0 },
+	{ "127.0.0.1:", 0, NULL, 0 },
+	{ "[::1]", 0, NULL, 0 },
+	{ "", 0, NULL, 0 },
+};
+
+START_TEST(test_nameserver)
+{
+	const char *text = ns_rows[_i].text;
+	struct addr a;
+	char err[256] = "";
+	int rc = addr_parse_nameserver(text, &a, err, sizeof err);
+
+	if (ns_rows[_i].family != 0) {
+		ck_assert_msg(rc == 0, "'%s' refused: %s", text, err);
+		ck_assert_int_eq(a.family, ns_rows[_i].family);
+		ck_assert_str_eq(a.host, ns_rows[_i].host);
+		ck_assert_int_eq(a.port, ns_rows[_i].port);
+	} else {
+		ck_assert_msg(rc == -1, "'%s' accepted", text);
+		ck_assert_msg(err[0] != '\0', "'%s': no message", text);
+	}
+}
+END_TEST
+
 /* The unix path must fit in sun_path with its NUL: 107 bytes, not 108. */
 START_TEST(test_endpoint_unix_path_length)
 {
@@ -360,6 +399,11 @@ addr_suite(void)
 	tcase_add_test(tc, test_same_name);
 	tcase_add_test(tc, test_endpoint_unix_path_length);
 	tcase_add_test(tc, test_small_err_buffer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nameserver");
+	tcase_add_loop_test(tc, test_nameserver, 0,
+	    (int)(sizeof ns_rows / sizeof ns_rows[0]));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("sockaddr");
