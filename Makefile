@@ -48,7 +48,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
-	      vouch httphead grace stream tls redial node cluster shardsub \
+	      vouch httphead grace stream tls redial resolve node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
 	      locks/holds locks/grant locks/renew locks/handoff locks/events \
 	      locks/locks

@@ -47,7 +47,8 @@ usage(FILE *out)
 	    "  -p PORT    same as --port PORT\n"
 	    "  -s PATH    same as --unixsocket PATH\n"
 	    "  -r REDIS   same as --redis REDIS (host:port or unix:/path)\n"
-	    "  -t         check the configuration and exit (0 good, 2 bad)\n"
+	    "  -t         check the configuration and exit (0 good, 2 bad);\n"
+	    "             Redis host names are resolved at start, not here\n"
 	    "  -v         log at debug level\n"
 	    "  -h         this help\n"
 	    "  -V         print the version and exit\n"
@@ -442,7 +443,10 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (test_only) {
-		printf("configuration OK\n");
+		/* -t reads files, not the network: a host name is only
+		 * checked for its spelling */
+		printf("configuration OK (Redis host names are resolved when "
+		    "the broker connects, not by -t)\n");
 		acl_unref(acl);
 		tls_free(b.tls);
 		config_free(&cfg);
@@ -481,6 +485,8 @@ main(int argc, char **argv)
 			.user = cfg.redis_user,
 			.prefix = cfg.prefix,
 			.timeout_ms = cfg.redis_timeout_ms,
+			.nameserver = cfg.dns_nameserver,
+			.resolve_ms = cfg.redis_resolve_interval_ms,
 			.id = broker_id,
 			.sentinels = cfg.redis_sentinels,
 			.master_name = cfg.redis_master_name,

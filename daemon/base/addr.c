@@ -12,12 +12,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
 
 _Static_assert(ADDR_PATH_LEN == sizeof(((struct sockaddr_un *)0)->sun_path),
     "ADDR_PATH_LEN must be the size of sun_path");
 _Static_assert(ADDR_HOST_LEN >= INET6_ADDRSTRLEN,
     "ADDR_HOST_LEN must hold any numeric IPv6 host");
+_Static_assert(ADDR_HOST_LEN >= 254, "ADDR_HOST_LEN must hold a DNS name");
 
 #define UNIX_SCHEME "unix:"
 
@@ -46,6 +48,54 @@ host_set(struct addr *a, int af, const char *s, size_t len)
 		return -1;
 	}
 	a->family = af;
+	return 0;
+}
+
+/*
+ * A host name (RFC 1123): dot-separated labels of letters, digits and
+ * '-', 1..63 bytes, not starting or ending with '-'; 253 bytes in all.
+ * The last label may not be all digits, so "127.1" or "10.0.0.300" is a
+ * mistyped address, not a name.  Copied into a->host; 0, or -1.
+ */
+static int
+name_set(struct addr *a, const char *s, size_t len)
+{
+	size_t label = 0;
+	int digits_only = 1;
+
+	if (len == 0 || len > 253 || len >= sizeof a->host)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (c == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return -1;
+			label = 0;
+			digits_only = 1;
+			continue;
+		}
+		if (c == '-') {
+			if (label == 0)
+				return -1;
+		} else if (c >= '0' && c <= '9') {
+			;
+		} else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+			digits_only = 0;
+		} else {
+			return -1;
+		}
+		if (c == '-')
+			digits_only = 0;
+		if (++label > 63)
+			return -1;
+	}
+	if (label == 0 || s[len - 1] == '-' || digits_only)
+		return -1;
+	memcpy(a->host, s, len);
+	a->host[len] = '\0';
+	a->family = AF_UNSPEC;
+	a->is_name = 1;
 	return 0;
 }
 
@@ -167,9 +217,10 @@ addr_parse_endpoint(const char *text, struct addr *a, char *err,
 			    "brackets, as in [::1]:6379", text);
 			goto fail;
 		}
-		if (host_set(a, AF_INET, text, (size_t)(colon - text)) != 0) {
-			snprintf(err, errlen, "'%s': the host is not a numeric "
-			    "IPv4 address (names are not resolved)", text);
+		if (host_set(a, AF_INET, text, (size_t)(colon - text)) != 0 &&
+		    name_set(a, text, (size_t)(colon - text)) != 0) {
+			snprintf(err, errlen, "'%s': the host is neither a "
+			    "numeric IPv4 address nor a host name", text);
 			goto fail;
 		}
 	}
@@ -182,12 +233,37 @@ fail:
 }
 
 int
+addr_parse_nameserver(const char *text, struct addr *a, char *err,
+    size_t errlen)
+{
+	const char *colon = strchr(text, ':');
+
+	addr_clear(a);
+	if (host_set(a, AF_INET, text, strlen(text)) == 0 ||
+	    (text[0] != '[' && host_set(a, AF_INET6, text, strlen(text)) == 0)) {
+		a->port = 53;
+		return 0;
+	}
+	addr_clear(a);
+	if (text[0] == '[' || (colon != NULL && strchr(colon + 1, ':') == NULL &&
+	    host_set(a, AF_INET, text, (size_t)(colon - text)) == 0)) {
+		if (addr_parse_endpoint(text, a, err, errlen) == 0)
+			return 0;
+		return -1;
+	}
+	addr_clear(a);
+	snprintf(err, errlen, "'%s': want a numeric ip, ip:port or "
+	    "[IPv6]:port (a name server is not found by name)", text);
+	return -1;
+}
+
+int
 addr_sockaddr(const struct addr *a, int port, struct sockaddr_storage *ss,
     socklen_t *sslen)
 {
 	if (port == 0)
 		port = a->port;
-	if (port < 0 || port > 65535)
+	if (port < 0 || port > 65535 || a->is_name)
 		return -1;
 	memset(ss, 0, sizeof *ss);
 	switch (a->family) {
@@ -231,10 +307,13 @@ addr_same(const struct addr *x, const struct addr *y)
 {
 	unsigned char bx[sizeof(struct in6_addr)], by[sizeof(struct in6_addr)];
 
-	if (x->family != y->family || x->port != y->port)
+	if (x->family != y->family || x->port != y->port ||
+	    x->is_name != y->is_name)
 		return 0;
 	if (x->is_unix)
 		return strcmp(x->path, y->path) == 0;
+	if (x->is_name)
+		return strcasecmp(x->host, y->host) == 0;
 	if (inet_pton(x->family, x->host, bx) != 1 ||
 	    inet_pton(y->family, y->host, by) != 1)
 		return strcmp(x->host, y->host) == 0;

@@ -31,7 +31,8 @@ enum opt_type {
 	T_ENDPOINTS,			/* host:port,... (no unix); "" = none */
 	T_CHOICE,			/* one word of choices, stored as its
 					   index */
-	T_TLSPROTO			/* config_tls_protocols */
+	T_TLSPROTO,			/* config_tls_protocols */
+	T_NAMESERVER			/* "" or addr_parse_nameserver */
 };
 
 struct opt {
@@ -110,8 +111,9 @@ static const struct opt opts[] = {
 	  "after connecting is disconnected" },
 	{ .name = "redis", .type = T_ENDPOINT, .off = OFF(redis),
 	  .def = "127.0.0.1:6379",
-	  .help = "Redis address: host:port (numeric IPv4 host), "
-	  "[IPv6]:port or unix:/path" },
+	  .help = "Redis address: host:port (a host name or numeric IPv4 "
+	  "host), [IPv6]:port or unix:/path; names are resolved on every "
+	  "connect, never at start-up only" },
 	{ .name = "redis_password", .type = T_STR, .off = OFF(redis_password),
 	  .def = "", .min = 0, .max = 255,
 	  .help = "password sent with AUTH on every connect (empty: none)" },
@@ -121,12 +123,13 @@ static const struct opt opts[] = {
 	{ .name = "redis_sentinels", .type = T_ENDPOINTS,
 	  .off = OFF(redis_sentinels), .def = "",
 	  .help = "Sentinel mode: sentinel addresses, host:port,host:port,... "
-	  "(numeric hosts); the broker follows the master they name "
-	  "(exclusive with redis)" },
+	  "(host names or numeric hosts); the broker follows the master they "
+	  "name, by number or by name (exclusive with redis)" },
 	{ .name = "redis_cluster", .type = T_ENDPOINTS,
 	  .off = OFF(redis_cluster), .def = "",
 	  .help = "Cluster mode: seed nodes of a Redis Cluster, host:port,... "
-	  "(numeric hosts); keys are routed by slot to their masters "
+	  "(host names or numeric hosts); keys are routed by slot to their "
+	  "masters "
 	  "(exclusive with redis and the Sentinel options)" },
 	{ .name = "redis_master_name", .type = T_STR,
 	  .off = OFF(redis_master_name), .def = "", .min = 0, .max = 255,
@@ -161,6 +164,17 @@ static const struct opt opts[] = {
 	  .off = OFF(redis_timeout_ms), .def = "1000", .min = 50, .max = 60000,
 	  .help = "a Redis connect or reply slower than this drops the "
 	  "connection" },
+	{ .name = "redis_resolve_interval_ms", .type = T_INT,
+	  .off = OFF(redis_resolve_interval_ms), .def = "30000", .min = 0,
+	  .max = 86400000,
+	  .help = "a Redis host name is looked up on every connect and again "
+	  "this often while connected; a new answer moves the connection "
+	  "(0: on connect only)" },
+	{ .name = "dns_nameserver", .type = T_NAMESERVER,
+	  .off = OFF(dns_nameserver), .def = "",
+	  .help = "ip or ip:port ([IPv6]:port) of the one DNS server to ask "
+	  "for Redis host names, instead of /etc/resolv.conf's (empty: "
+	  "resolv.conf); /etc/hosts is read either way" },
 	{ .name = "prefix", .type = T_STR, .off = OFF(prefix),
 	  .def = "lockbroker", .min = 1, .max = 64,
 	  .help = "prefix of every Redis key and channel the broker uses" },
@@ -233,7 +247,7 @@ opt_is_text(const struct opt *o)
 {
 	return o->type == T_STR || o->type == T_LISTEN ||
 	    o->type == T_ENDPOINT || o->type == T_ENDPOINTS ||
-	    o->type == T_TLSPROTO;
+	    o->type == T_TLSPROTO || o->type == T_NAMESERVER;
 }
 
 /* Replace the string at p with a copy of value. */
@@ -309,6 +323,18 @@ opt_parse(struct config *cfg, const struct opt *o, const char *value,
 		    addr_parse_endpoint(value, &a, msg, sizeof msg);
 
 		if (rc != 0) {
+			snprintf(err, errlen, "%s: %s", o->name, msg);
+			return -1;
+		}
+		text_set(p, value);
+		return 0;
+	}
+	case T_NAMESERVER: {
+		struct addr a;
+		char msg[256];
+
+		if (value[0] != '\0' &&
+		    addr_parse_nameserver(value, &a, msg, sizeof msg) != 0) {
 			snprintf(err, errlen, "%s: %s", o->name, msg);
 			return -1;
 		}

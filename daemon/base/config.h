@@ -36,6 +36,9 @@ struct config {
 	long redis_replica_acks;	/* 0 = grants need no WAIT */
 	long redis_replica_ack_timeout_ms;
 	long redis_timeout_ms;
+	long redis_resolve_interval_ms;	/* host names looked up again while
+					   connected; 0 = only on connect */
+	char *dns_nameserver;		/* "" = /etc/resolv.conf's */
 	char *prefix;
 	long default_ttl_ms;
 	long min_ttl_ms;		/* smaller TTLs are raised to it */

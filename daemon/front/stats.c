@@ -491,8 +491,9 @@ const struct stat_def stats_table[] = {
 	    "lost.",
 	    "lockbroker_redis_reconnects_total", NULL, NULL,
 	    g_redis_reconnects, NULL },
-	{ "redis_master", STAT_TEXT, "The Redis master in use (ip:port), or "
-	    "- when none.", NULL, NULL, NULL, NULL, t_redis_master },
+	{ "redis_master", STAT_TEXT, "The Redis master in use (ip:port, or "
+	    "host:port when it was given by name), or - when none.", NULL,
+	    NULL, NULL, NULL, t_redis_master },
 	{ "redis_tenures", C, "Redis master tenures (replication ids) seen: "
 	    "1 + failovers and Redis restarts.",
 	    "lockbroker_redis_tenures_total", NULL, NULL, g_redis_tenures,

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #define STALE_MS	30000	/* no answer at the newest epoch this long */
-#define ADDR_TEXT_LEN	64
+#define ADDR_TEXT_LEN	(ADDR_HOST_LEN + 16)
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
 
@@ -40,6 +40,7 @@ struct peer {
 	char text[ADDR_TEXT_LEN];
 	enum peer_state state;
 	redisAsyncContext *ac;
+	struct resolve_req *lookup;	/* its name, before it connects */
 	struct redial redial;		/* reconnect after backoff */
 	struct event *kill_ev;
 	redisAsyncContext *kill_ac;	/* the context kill_ev is meant for */
@@ -50,6 +51,7 @@ struct peer {
 
 struct lease {
 	struct event_base *base;
+	struct resolver *resolver;	/* sentinels given by name */
 	char *name, *password, *user;
 	long timeout_ms, max_ms;
 	struct lease_hooks hooks;
@@ -151,6 +153,8 @@ peer_lost(struct peer *p, const char *why)
 	p->ac = NULL;
 	p->state = PEER_DOWN;
 	p->asking = 0;
+	resolve_cancel(p->lookup);
+	p->lookup = NULL;
 	wait = redial_failed(&p->redial, NULL);
 	if (was_up)
 		log_info("Sentinel %s: lease connection lost (%s); retrying",
@@ -347,15 +351,50 @@ on_disconnect(const redisAsyncContext *cac, int status)
 	    ac->errstr[0] ? ac->errstr : "error");
 }
 
+static void peer_connect(struct peer *p, const char *host);
+
+static void
+peer_resolved(void *arg, const char *host, const char *why)
+{
+	struct peer *p = arg;
+	char msg[ADDR_HOST_LEN + 160];
+
+	p->lookup = NULL;
+	if (p->state != PEER_CONNECTING || p->ac != NULL)
+		return;
+	if (host == NULL) {
+		snprintf(msg, sizeof msg, "cannot resolve %s: %s", p->a.host,
+		    why);
+		peer_lost(p, msg);
+		return;
+	}
+	peer_connect(p, host);
+}
+
+/* Connect (a sentinel given by name is looked up first, every time: the
+ * name may point elsewhere since); the lookup counts against the
+ * connect's deadline (tick_cb). */
 static void
 peer_start(struct peer *p)
+{
+	p->state = PEER_CONNECTING;
+	p->sent_ms = now_ms();		/* the connect's deadline counts */
+	if (!p->a.is_name) {
+		peer_connect(p, p->a.host);
+		return;
+	}
+	resolve_cancel(p->lookup);
+	p->lookup = resolve_start(p->ls->resolver, p->a.host, peer_resolved,
+	    p);
+}
+
+static void
+peer_connect(struct peer *p, const char *host)
 {
 	struct lease *ls = p->ls;
 	redisAsyncContext *ac;
 
-	p->state = PEER_CONNECTING;
-	p->sent_ms = now_ms();		/* the connect's deadline counts */
-	ac = redisAsyncConnect(p->a.host, p->a.port);
+	ac = redisAsyncConnect(host, p->a.port);
 	if (ac == NULL || ac->err) {
 		p->ac = NULL;
 		peer_lost(p, ac != NULL ? ac->errstr : "out of memory");
@@ -389,7 +428,10 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < ls->npeers; i++) {
 		struct peer *p = &ls->peers[i];
 
-		if ((p->asking || p->state == PEER_CONNECTING) &&
+		if (p->state == PEER_CONNECTING && p->ac == NULL &&
+		    p->lookup != NULL && now - p->sent_ms > ls->timeout_ms)
+			peer_lost(p, "its name did not resolve in time");
+		else if ((p->asking || p->state == PEER_CONNECTING) &&
 		    now - p->sent_ms > ls->timeout_ms)
 			peer_kill(p, p->asking ? "no answer in time" :
 			    "connect timed out");
@@ -454,6 +496,7 @@ lease_new(struct event_base *base, const struct lease_cfg *cfg,
 	struct timeval tick = { 0, LEASE_POLL_MS * 1000 };
 
 	ls->base = base;
+	ls->resolver = cfg->resolver;
 	ls->name = dup_or_empty(cfg->master_name);
 	ls->password = dup_or_empty(cfg->password);
 	ls->user = dup_or_empty(cfg->user);
@@ -498,6 +541,8 @@ lease_free(struct lease *ls)
 		redisAsyncContext *ac = p->ac;
 
 		p->ac = NULL;		/* its callbacks find it not current */
+		resolve_cancel(p->lookup);
+		p->lookup = NULL;
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		redial_free(&p->redial);

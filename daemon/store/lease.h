@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "addr.h"
+#include "resolve.h"
 
 struct event_base;
 struct lease;
@@ -32,7 +33,9 @@ struct lease;
 
 /* Copied by lease_new(): the strings need not outlive the call. */
 struct lease_cfg {
-	const char *sentinels;		/* as sentinel_cfg's: numeric items */
+	const char *sentinels;		/* as sentinel_cfg's: names or
+					 * numbers */
+	struct resolver *resolver;	/* for the names */
 	const char *master_name;
 	const char *password;		/* "" or NULL: no AUTH */
 	const char *user;		/* "" or NULL: default user */

@@ -12,6 +12,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* "up" said once, with the address a name gave. */
+static void
+log_up(const struct link *l)
+{
+	if (l->hostname[0] != '\0')
+		log_info("Redis %s connection up (%s at %s)", l->name,
+		    l->addrstr, l->ip);
+	else
+		log_info("Redis %s connection up (%s)", l->name, l->addrstr);
+}
+
 static void
 conn_became_up(struct link *l)
 {
@@ -22,8 +33,10 @@ conn_became_up(struct link *l)
 	} else {
 		redial_ok(&l->redial);
 		l->last_refusal[0] = '\0';
-		log_info("Redis %s connection up (%s)", l->name, l->addrstr);
+		log_up(l);
 	}
+	if (l->hostname[0] != '\0' && l->env->resolve_ms > 0)
+		timer_add_ms(l->recheck_ev, l->env->resolve_ms);
 	l->ops->up(l->owner, l);
 }
 
@@ -31,7 +44,7 @@ void
 link_confirm(struct link *l)
 {
 	if (redial_ok(&l->redial))
-		log_info("Redis %s connection up (%s)", l->name, l->addrstr);
+		log_up(l);
 }
 
 /*
@@ -51,6 +64,9 @@ conn_lost(struct link *l, const char *why)
 	l->ac = NULL;
 	l->state = LINK_DOWN;
 	event_del(l->timeout_ev);
+	event_del(l->recheck_ev);
+	resolve_cancel(l->rechecking);
+	l->rechecking = NULL;
 	if (idle != NULL) {
 		redial_idle(&l->redial);
 		log_debug("Redis %s connection to %s closed (%s): %s", l->name,
@@ -194,17 +210,13 @@ on_disconnect(const redisAsyncContext *cac, int status)
 	    (ac->errstr[0] ? ac->errstr : "error"));
 }
 
-void
-link_connect(struct link *l, const char *host, int port, int is_unix)
+/* Open the context: host is numeric (or a unix socket path). */
+static void
+connect_numeric(struct link *l, const char *host, int port, int is_unix)
 {
 	redisAsyncContext *ac;
 
 	l->locating = 0;
-	if (is_unix)
-		snprintf(l->addrstr, sizeof l->addrstr, "unix:%s", host);
-	else
-		snprintf(l->addrstr, sizeof l->addrstr, strchr(host, ':') ?
-		    "[%s]:%d" : "%s:%d", host, port);
 	if (is_unix)
 		ac = redisAsyncConnectUnix(host);
 	else
@@ -234,6 +246,116 @@ link_connect(struct link *l, const char *host, int port, int is_unix)
 		log_debug("keepalive not enabled on Redis %s connection",
 		    l->name);
 	timer_add_ms(l->timeout_ev, l->env->timeout_ms);
+}
+
+/*
+ * The name gave no address.  The failure is logged by the reconnect
+ * policy (loud once per streak); a different reason within a streak is
+ * worth one line more.
+ */
+static void
+name_failed(struct link *l, const char *why)
+{
+	char msg[ADDR_HOST_LEN + 160];
+
+	if (l->redial.failing && strcmp(l->last_dns_err, why) != 0)
+		log_warn("Redis %s connection: cannot resolve '%s': %s",
+		    l->name, l->hostname, why);
+	snprintf(l->last_dns_err, sizeof l->last_dns_err, "%s", why);
+	snprintf(msg, sizeof msg, "cannot resolve '%s': %s", l->hostname, why);
+	link_failed(l, msg);
+}
+
+/* The lookup before a connect answered. */
+static void
+resolved(void *arg, const char *host, const char *why)
+{
+	struct link *l = arg;
+
+	l->resolving = NULL;
+	if (host == NULL) {
+		name_failed(l, why);
+		return;
+	}
+	if (l->ip[0] != '\0' && strcmp(l->ip, host) != 0)
+		log_info("Redis %s connection: %s now resolves to %s (was %s)",
+		    l->name, l->hostname, host, l->ip);
+	else if (l->last_dns_err[0] != '\0')
+		log_info("Redis %s connection: %s resolves to %s again",
+		    l->name, l->hostname, host);
+	l->last_dns_err[0] = '\0';
+	snprintf(l->ip, sizeof l->ip, "%s", host);
+	connect_numeric(l, host, l->port, 0);
+}
+
+void
+link_connect(struct link *l, const char *host, int port, int is_unix)
+{
+	l->locating = 0;
+	if (is_unix)
+		snprintf(l->addrstr, sizeof l->addrstr, "unix:%s", host);
+	else
+		snprintf(l->addrstr, sizeof l->addrstr, strchr(host, ':') ?
+		    "[%s]:%d" : "%s:%d", host, port);
+	if (is_unix || !resolve_is_name(host) || l->env->resolver == NULL) {
+		l->hostname[0] = '\0';
+		connect_numeric(l, host, port, is_unix);
+		return;
+	}
+	/* a name: look it up (again: it may have moved) and connect to
+	 * the answer; the link is connecting meanwhile, as while its owner
+	 * locates */
+	if (strcmp(l->hostname, host) != 0) {
+		snprintf(l->hostname, sizeof l->hostname, "%s", host);
+		l->ip[0] = '\0';
+	}
+	l->port = port;
+	l->state = LINK_CONNECTING;
+	l->locating = 1;
+	resolve_cancel(l->resolving);
+	l->resolving = resolve_start(l->env->resolver, host, resolved, l);
+}
+
+/* An up link's name, looked up again: a new answer means the Redis it
+ * names is elsewhere now, so the link reconnects there. */
+static void
+rechecked(void *arg, const char *host, const char *why)
+{
+	struct link *l = arg;
+
+	l->rechecking = NULL;
+	if (!link_usable(l) || l->hostname[0] == '\0')
+		return;
+	if (host == NULL) {
+		/* a DNS hiccup does not drop a working connection */
+		if (strcmp(l->last_dns_err, why) != 0)
+			log_warn("Redis %s connection: cannot resolve '%s' (%s); "
+			    "staying on %s", l->name, l->hostname, why, l->ip);
+		snprintf(l->last_dns_err, sizeof l->last_dns_err, "%s", why);
+	} else if (strcmp(host, l->ip) != 0) {
+		log_warn("Redis %s connection: %s now resolves to %s (was %s); "
+		    "reconnecting", l->name, l->hostname, host, l->ip);
+		snprintf(l->ip, sizeof l->ip, "%s", host);
+		l->last_dns_err[0] = '\0';
+		link_kill(l, "its host name moved");
+		return;
+	} else {
+		l->last_dns_err[0] = '\0';
+	}
+	timer_add_ms(l->recheck_ev, l->env->resolve_ms);
+}
+
+static void
+recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+
+	(void)fd;
+	(void)what;
+	if (!link_usable(l) || l->hostname[0] == '\0' || l->rechecking != NULL)
+		return;
+	l->rechecking = resolve_start(l->env->resolver, l->hostname, rechecked,
+	    l);
 }
 
 void
@@ -410,6 +532,7 @@ link_init(struct link *l, const struct link_env *env, const char *name,
 	    REDIAL_MAX_MS);
 	l->timeout_ev = timer_new(env->base, timeout_cb, l);
 	l->kill_ev = timer_new(env->base, kill_cb, l);
+	l->recheck_ev = timer_new(env->base, recheck_cb, l);
 }
 
 void
@@ -419,6 +542,9 @@ link_close(struct link *l)
 
 	l->ac = NULL;
 	l->state = LINK_DOWN;
+	resolve_cancel(l->resolving);
+	resolve_cancel(l->rechecking);
+	l->resolving = l->rechecking = NULL;
 	if (ac != NULL)
 		redisAsyncFree(ac);
 	redial_free(&l->redial);
@@ -426,5 +552,7 @@ link_close(struct link *l)
 		event_free(l->timeout_ev);
 	if (l->kill_ev)
 		event_free(l->kill_ev);
-	l->timeout_ev = l->kill_ev = NULL;
+	if (l->recheck_ev)
+		event_free(l->recheck_ev);
+	l->timeout_ev = l->kill_ev = l->recheck_ev = NULL;
 }

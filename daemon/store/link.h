@@ -34,6 +34,7 @@
 
 #include "addr.h"
 #include "redial.h"
+#include "resolve.h"
 
 /* What the links of one store share (the store owns it). */
 struct link_env {
@@ -44,6 +45,10 @@ struct link_env {
 					 * mode: the master's name), logged
 					 * while no address is known */
 	long timeout_ms;		/* connect + handshake deadline */
+	struct resolver *resolver;	/* host names, on every connect */
+	long resolve_ms;		/* an up link's name is looked up
+					 * again this often (0: never); a new
+					 * answer moves the link */
 	int closing;			/* the store is being freed: no
 					 * early retries */
 };
@@ -93,7 +98,18 @@ struct link {
 	int holding;			/* writes wait for link_write_now */
 	int locating;			/* its owner is finding out where */
 	char last_refusal[160];		/* logged once until it changes */
-	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes */
+	char addrstr[ADDR_HOST_LEN + 16];	/* where this context goes, as
+						 * its owner named it */
+	/* A host name: looked up before every connect, and every
+	 * env->resolve_ms while up (a Redis whose name now points elsewhere
+	 * is followed); the context goes to the numeric answer. */
+	char hostname[ADDR_HOST_LEN];	/* "" when the host is numeric */
+	int port;
+	struct resolve_req *resolving;	/* the lookup before a connect */
+	struct resolve_req *rechecking;	/* the lookup while up */
+	struct event *recheck_ev;	/* when to look up again */
+	char ip[ADDR_HOST_LEN];		/* the name's answer connected to */
+	char last_dns_err[128];		/* logged once until it changes */
 };
 
 /* confirm: the link counts as up (backoff reset, "up" logged) only when
@@ -108,7 +124,8 @@ void link_start(struct link *l);
 /* locate is under way (asking the sentinels): connecting, no address;
  * link_connect or link_failed ends it. */
 void link_locating(struct link *l);
-/* Open a context to host:port (or the unix socket at host). */
+/* Open a context to host:port (or the unix socket at host); a host name
+ * is looked up first (the link is connecting meanwhile). */
 void link_connect(struct link *l, const char *host, int port, int is_unix);
 /* locate found nowhere to go: a failed attempt, retried with backoff. */
 void link_failed(struct link *l, const char *why);

@@ -34,7 +34,10 @@
  *    TCP: libevent timers bound connect and answer;
  *  - a subscribed connection takes no PING: a silent sentinel's
  *    subscription is noticed by TCP keepalive only, and the poll covers it;
- *  - hosts are numeric (addr.c), so connecting never blocks on DNS.
+ *  - redisAsyncConnect resolves a name with a blocking getaddrinfo: a
+ *    sentinel given by name is looked up first (resolve.h, on every
+ *    connect: the name may point elsewhere since) and hiredis gets the
+ *    number.
  *
  * Hooks and resolve callbacks never run inside a hiredis callback: walks
  * end from their own event, and switches are announced from another
@@ -62,9 +65,10 @@
 #include <string.h>
 
 #define STALE_ACCEPT_MS	30000	/* older epochs only, this long: follow them */
-#define WHY_LEN		320	/* an attempt's failure, with an address */
+/* an attempt's failure, with an address */
+#define WHY_LEN		(ADDR_TEXT_LEN + 320)
 #define ANSWER_LEN	(WHY_LEN + 64)	/* a walk's failure, built from one */
-#define ADDR_TEXT_LEN	64	/* "[host]:port" */
+#define ADDR_TEXT_LEN	(ADDR_HOST_LEN + 16)	/* "[host]:port" */
 #define CHANNEL		"+switch-master"
 
 /* A subscription's life, as a store link's (link.h). */
@@ -82,6 +86,7 @@ struct sentinel_peer {
 	char text[ADDR_TEXT_LEN];	/* the address, for logs */
 	enum sub_state state;
 	redisAsyncContext *ac;		/* subscription; NULL when down */
+	struct resolve_req *lookup;	/* its name, before it connects */
 	struct redial redial;		/* reconnect after backoff */
 	struct event *timeout_ev;	/* connect / subscribe deadline */
 	struct event *kill_ev;		/* deferred teardown */
@@ -93,6 +98,7 @@ struct sentinel_peer {
 /* One attempt of a walk: one sentinel asked on one connection. */
 enum try_state {
 	TRY_IDLE,		/* none under way (start, or failed at once) */
+	TRY_RESOLVING,		/* its name is being looked up */
 	TRY_CONNECTING,		/* TCP connect in progress */
 	TRY_ASKING,		/* questions sent, answers awaited */
 	TRY_DONE		/* concluded; step_ev tears down, goes on */
@@ -109,6 +115,7 @@ struct walk {
 	size_t cur;			/* sentinel of the current attempt */
 	enum try_state state;
 	redisAsyncContext *ac;		/* current attempt; NULL when none */
+	struct resolve_req *lookup;	/* ... while its name is looked up */
 	struct event *step_ev;		/* next step, from the event loop */
 	struct event *timeout_ev;	/* the current attempt's deadline */
 	int got_addr;			/* get-master-addr-by-name answered */
@@ -122,6 +129,7 @@ struct walk {
 
 struct sentinel {
 	struct event_base *base;
+	struct resolver *resolver;	/* sentinels given by name */
 	char *name, *password, *user;	/* our copies */
 	long timeout_ms;
 	struct sentinel_hooks hooks;
@@ -298,6 +306,8 @@ walk_drop_conn(struct walk *w)
 {
 	redisAsyncContext *ac = w->ac;
 
+	resolve_cancel(w->lookup);
+	w->lookup = NULL;
 	w->ac = NULL;
 	if (ac != NULL)
 		redisAsyncFree(ac);
@@ -336,7 +346,8 @@ try_fail(struct walk *w, int answered, const char *fmt, ...)
 	char why[WHY_LEN];
 	va_list ap;
 
-	if (w->state != TRY_CONNECTING && w->state != TRY_ASKING)
+	if (w->state != TRY_RESOLVING && w->state != TRY_CONNECTING &&
+	    w->state != TRY_ASKING)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
@@ -438,13 +449,29 @@ static void walk_epoch_reply(redisAsyncContext *ac, void *reply, void *priv);
 /* Start an attempt on the next sentinel in turn.  Returns 0 when one is
  * under way, -1 when it failed at once (reason recorded; the caller goes
  * on with the next: nothing was concluded, so step_ev stays quiet). */
+static int try_connect(struct walk *w, const char *host);
+
+/* The current attempt's sentinel name answered (or not). */
+static void
+walk_resolved(void *arg, const char *host, const char *why)
+{
+	struct walk *w = arg;
+
+	w->lookup = NULL;
+	if (w->state != TRY_RESOLVING)
+		return;
+	if (host == NULL)
+		try_fail(w, 0, "cannot resolve %s: %s",
+		    w->s->peers[w->cur].a.host, why);
+	else if (try_connect(w, host) != 0)
+		try_conclude(w, 0);	/* recorded; step_ev goes on */
+}
+
 static int
 try_start(struct walk *w)
 {
 	struct sentinel *s = w->s;
 	struct sentinel_peer *n;
-	redisAsyncContext *ac;
-	char why[WHY_LEN];
 
 	w->cur = (w->first + w->tried) % s->npeers;
 	w->tried++;
@@ -453,7 +480,24 @@ try_start(struct walk *w)
 	w->got_addr = 0;
 	w->ok = 0;
 	w->epoch = -1;
-	ac = redisAsyncConnect(n->a.host, n->a.port);
+	if (!n->a.is_name)
+		return try_connect(w, n->a.host);
+	w->state = TRY_RESOLVING;
+	timer_add_ms(w->timeout_ev, s->timeout_ms);
+	w->lookup = resolve_start(s->resolver, n->a.host, walk_resolved, w);
+	return 0;
+}
+
+/* Connect the current attempt to host (numeric). */
+static int
+try_connect(struct walk *w, const char *host)
+{
+	struct sentinel *s = w->s;
+	struct sentinel_peer *n = &s->peers[w->cur];
+	redisAsyncContext *ac;
+	char why[WHY_LEN];
+
+	ac = redisAsyncConnect(host, n->a.port);
 	if (ac == NULL || ac->err) {
 		snprintf(why, sizeof why, "cannot connect: %s",
 		    ac != NULL ? ac->errstr : "out of memory");
@@ -515,7 +559,8 @@ walk_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	try_fail(w, 0, w->state == TRY_CONNECTING ? "connect timed out "
+	try_fail(w, 0, w->state == TRY_RESOLVING ? "its name did not resolve "
+	    "within %ld ms" : w->state == TRY_CONNECTING ? "connect timed out "
 	    "after %ld ms" : "no answer within %ld ms", w->s->timeout_ms);
 }
 
@@ -674,6 +719,8 @@ sub_lost(struct sentinel_peer *n, const char *why)
 
 	n->ac = NULL;
 	n->state = SUB_DOWN;
+	resolve_cancel(n->lookup);
+	n->lookup = NULL;
 	event_del(n->timeout_ev);
 	wait = redial_failed(&n->redial, NULL);
 	if (was_up) {
@@ -728,20 +775,55 @@ sub_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (n->state == SUB_CONNECTING)
+	if (n->state == SUB_CONNECTING && n->ac == NULL)
+		sub_lost(n, "its name did not resolve in time");
+	else if (n->state == SUB_CONNECTING)
 		sub_kill(n, "connect timed out");
 	else if (n->state == SUB_SUBSCRIBING)
 		sub_kill(n, "no answer to SUBSCRIBE");
 }
 
+static void sub_connect(struct sentinel_peer *n, const char *host);
+
+static void
+sub_resolved(void *arg, const char *host, const char *why)
+{
+	struct sentinel_peer *n = arg;
+	char msg[WHY_LEN];
+
+	n->lookup = NULL;
+	if (n->state != SUB_CONNECTING || n->ac != NULL)
+		return;
+	if (host == NULL) {
+		snprintf(msg, sizeof msg, "cannot resolve %s: %s", n->a.host,
+		    why);
+		sub_lost(n, msg);
+		return;
+	}
+	sub_connect(n, host);
+}
+
 static void
 sub_start(struct sentinel_peer *n)
+{
+	n->state = SUB_CONNECTING;
+	if (!n->a.is_name) {
+		sub_connect(n, n->a.host);
+		return;
+	}
+	timer_add_ms(n->timeout_ev, n->s->timeout_ms);
+	resolve_cancel(n->lookup);
+	n->lookup = resolve_start(n->s->resolver, n->a.host, sub_resolved, n);
+}
+
+/* Open the subscription's context to host (numeric). */
+static void
+sub_connect(struct sentinel_peer *n, const char *host)
 {
 	struct sentinel *s = n->s;
 	redisAsyncContext *ac;
 
-	n->state = SUB_CONNECTING;
-	ac = redisAsyncConnect(n->a.host, n->a.port);
+	ac = redisAsyncConnect(host, n->a.port);
 	if (ac == NULL || ac->err) {
 		n->ac = NULL;
 		sub_lost(n, ac != NULL ? ac->errstr : "out of memory");
@@ -965,6 +1047,7 @@ sentinel_new(struct event_base *base, const struct sentinel_cfg *cfg,
 	    (SENTINEL_POLL_MS % 1000) * 1000 };
 
 	s->base = base;
+	s->resolver = cfg->resolver;
 	s->name = xstrndup(cfg->master_name ? cfg->master_name : "",
 	    cfg->master_name ? strlen(cfg->master_name) : 0);
 	s->password = xstrndup(cfg->password ? cfg->password : "",
@@ -1025,6 +1108,8 @@ sentinel_free(struct sentinel *s)
 
 		n->ac = NULL;
 		n->state = SUB_DOWN;
+		resolve_cancel(n->lookup);
+		n->lookup = NULL;
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		redial_free(&n->redial);

@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "addr.h"
+#include "resolve.h"
 
 struct event_base;
 struct sentinel;
@@ -42,9 +43,11 @@ struct sentinel;
 
 /* Copied by sentinel_new(): the strings need not outlive the call. */
 struct sentinel_cfg {
-	/* "ip:port,ip:port,..." or [IPv6]:port items, numeric hosts; each
-	 * by addr_parse_endpoint, no unix:, no empty item (config.c's rule) */
+	/* "host:port,host:port,..." or [IPv6]:port items, host names or
+	 * numbers; each by addr_parse_endpoint, no unix:, no empty item
+	 * (config.c's rule).  A name is looked up before every connect. */
 	const char *sentinels;
+	struct resolver *resolver;	/* for the names */
 	const char *master_name;
 	const char *password;		/* "" or NULL = no AUTH (to sentinels) */
 	const char *user;		/* "" or NULL = default user */

@@ -46,6 +46,7 @@ struct shardsub {
 	char *host;			/* its master */
 	int port;
 	const char *name;		/* its master, for logs */
+	struct resolve_req *lookup;	/* a master by name, before connecting */
 	struct bufferevent *bev;
 	redisReader *reader;
 	enum link_state state;
@@ -101,6 +102,8 @@ ss_lost(struct shardsub *ss, const char *why)
 	int loud;
 	long wait;
 
+	resolve_cancel(ss->lookup);
+	ss->lookup = NULL;
 	if (ss->bev != NULL)
 		bufferevent_free(ss->bev);
 	ss->bev = NULL;
@@ -339,19 +342,56 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	ss_start(arg);
 }
 
+static void ss_connect(struct shardsub *ss, const char *host);
+
+static void
+ss_resolved(void *arg, const char *host, const char *why)
+{
+	struct shardsub *ss = arg;
+	char msg[ADDR_HOST_LEN + 160];
+
+	ss->lookup = NULL;
+	if (ss->state != LINK_CONNECTING || ss->bev != NULL)
+		return;
+	if (host == NULL) {
+		snprintf(msg, sizeof msg, "cannot resolve %s: %s", ss->host,
+		    why);
+		ss_lost(ss, msg);
+		return;
+	}
+	ss_connect(ss, host);
+}
+
+/* Connect; a master the map names by host name (cluster-preferred-
+ * endpoint-type hostname) is looked up first, within the connect's
+ * deadline. */
 static void
 ss_start(struct shardsub *ss)
+{
+	if (ss->state != LINK_DOWN || !ss->ops->serving(ss->arg) ||
+	    ss->env->closing)
+		return;
+	if (ss->env->resolver == NULL || !resolve_is_name(ss->host)) {
+		ss_connect(ss, ss->host);
+		return;
+	}
+	ss->state = LINK_CONNECTING;
+	timer_add_ms(ss->timeout_ev, ss->env->timeout_ms);
+	ss->lookup = resolve_start(ss->env->resolver, ss->host, ss_resolved,
+	    ss);
+}
+
+/* Connect to host, a numeric address. */
+static void
+ss_connect(struct shardsub *ss, const char *host)
 {
 	struct addr a;
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	char err[160], ep[ADDR_HOST_LEN + 16];
 
-	if (ss->state != LINK_DOWN || !ss->ops->serving(ss->arg) ||
-	    ss->env->closing)
-		return;
-	snprintf(ep, sizeof ep, strchr(ss->host, ':') ? "[%s]:%d" : "%s:%d",
-	    ss->host, ss->port);
+	snprintf(ep, sizeof ep, strchr(host, ':') ? "[%s]:%d" : "%s:%d",
+	    host, ss->port);
 	if (addr_parse_endpoint(ep, &a, err, sizeof err) != 0 ||
 	    addr_sockaddr(&a, 0, &sa, &salen) != 0) {
 		log_error("Redis shard subscriber %s: %s", ep, err);
@@ -419,6 +459,7 @@ shardsub_free(struct shardsub *ss)
 {
 	if (ss == NULL)
 		return;
+	resolve_cancel(ss->lookup);
 	if (ss->bev != NULL)
 		bufferevent_free(ss->bev);
 	if (ss->reader != NULL)

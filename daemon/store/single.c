@@ -468,6 +468,7 @@ sentinel_start(struct single *s, const struct store_cfg *cfg)
 		.user = cfg->sentinel_user,
 		/* "a few hundred ms" per sentinel (sentinel-clients) */
 		.timeout_ms = cfg->timeout_ms < 500 ? cfg->timeout_ms : 500,
+		.resolver = s->env->link.resolver,
 	};
 	struct lease_cfg lc = {
 		.sentinels = cfg->sentinels,
@@ -476,6 +477,7 @@ sentinel_start(struct single *s, const struct store_cfg *cfg)
 		.user = cfg->sentinel_user,
 		.timeout_ms = sc.timeout_ms,
 		.max_ms = cfg->lease_ms,
+		.resolver = sc.resolver,
 	};
 	struct sentinel_hooks sh = { switched, s };
 	struct lease_hooks lh = { lease_changed, s };

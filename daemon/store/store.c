@@ -10,6 +10,7 @@
 #include "store_int.h"
 #include "cluster.h"
 #include "log.h"
+#include "resolve.h"
 #include "single.h"
 #include "util.h"
 
@@ -82,6 +83,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	struct store *st = xcalloc(1, sizeof *st);
 	int cluster = cfg->cluster != NULL && cfg->cluster[0] != '\0';
 	struct timeval tick;
+	char err[256];
 	int rc;
 
 	st->base = base;
@@ -93,11 +95,20 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 	st->cfg.password = st->password;
 	st->cfg.user = st->user;
 	st->cfg.prefix = NULL;
+	st->cfg.nameserver = NULL;	/* not kept */
 	keys_init(&st->keys, cfg->prefix, cfg->id, cluster);
+	st->resolver = resolver_new(base, cfg->nameserver != NULL ?
+	    cfg->nameserver : "", err, sizeof err);
+	if (st->resolver == NULL) {
+		log_error("%s", err);
+		store_free(st);
+		return NULL;
+	}
 	st->env = (struct node_env){
 		.link = { .base = base, .password = st->password,
 		    .user = st->user, .label = st->addr,
-		    .timeout_ms = cfg->timeout_ms },
+		    .timeout_ms = cfg->timeout_ms, .resolver = st->resolver,
+		    .resolve_ms = cfg->resolve_ms },
 		.acks = cfg->acks, .ack_timeout_ms = cfg->ack_timeout_ms,
 		.lock_delay_ms = cfg->lock_delay_ms,
 		.batching = !cluster, .wait_link = cluster,
@@ -145,6 +156,7 @@ store_free(struct store *st)
 	if (st->role_ev)
 		event_free(st->role_ev);
 	keys_free(&st->keys);
+	resolver_free(st->resolver);	/* after every link let go of it */
 	free(st->addr);
 	free(st->password);
 	free(st->user);

@@ -29,6 +29,11 @@ struct store_cfg {
 	const char *user;		/* "" = default user */
 	const char *prefix;
 	long timeout_ms;		/* connect / reply timeout */
+	/* Host names (resolve.h): "" asks resolv.conf's nameservers, else
+	 * this "ip[:port]" only; an up connection's name is looked up again
+	 * every resolve_ms (0: only when connecting). */
+	const char *nameserver;
+	long resolve_ms;
 	const char *id;			/* this broker's id: STORE_ID_LEN bytes */
 	/* Sentinel mode when sentinels is non-empty (addr is then only a
 	 * name for logs). */

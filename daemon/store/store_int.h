@@ -30,6 +30,7 @@ struct store {
 	char *addr, *password, *user;
 	struct store_keys keys;		/* names shared with the scripts */
 	struct node_env env;		/* what its nodes and links share */
+	struct resolver *resolver;	/* host names of every address */
 	struct store_hooks hooks;
 	struct topo topo;		/* single/Sentinel or cluster */
 	struct call *retrying;		/* waiting out TRYAGAIN / CLUSTERDOWN */

@@ -35,6 +35,7 @@ static Suite *(*const suites[])(void) = {
 	node_suite,
 	cluster_map_suite,
 	resp_suite,
+	resolve_suite,
 };
 
 int

@@ -7,6 +7,7 @@
  * values "lockbrokerd -t" used to pass and start-up then refused (issue 9,
  * defect 8), plus the edges around them.
  */
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -113,9 +114,18 @@ static const struct {
 	{ "127.0.0.1:+80", 0, NULL, 0, "not a port" },
 	{ "127.0.0.1:80x", 0, NULL, 0, "not a port" },
 	{ "127.0.0.1: 80", 0, NULL, 0, "not a port" },
-	{ "localhost:6379", 0, NULL, 0, "numeric" },
-	{ ":6379", 0, NULL, 0, "numeric" },
-	{ "127.1:6379", 0, NULL, 0, "numeric" },
+	{ ":6379", 0, NULL, 0, "neither" },
+	{ "127.1:6379", 0, NULL, 0, "neither" },	/* shortened, not a name */
+	{ "10.0.0.300:6379", 0, NULL, 0, "neither" },
+	{ "a_b.example:6379", 0, NULL, 0, "neither" },
+	{ "-a.example:6379", 0, NULL, 0, "neither" },
+	{ "a-.example:6379", 0, NULL, 0, "neither" },
+	{ "a..example:6379", 0, NULL, 0, "neither" },
+	{ ".example:6379", 0, NULL, 0, "neither" },
+	{ "example.:6379", 0, NULL, 0, "neither" },
+	{ "red is:6379", 0, NULL, 0, "neither" },
+	{ "redis:", 0, NULL, 0, "no port" },
+	{ "redis", 0, NULL, 0, "no port" },
 	{ "::1:6379", 0, NULL, 0, "brackets" },
 	{ "[::1]", 0, NULL, 0, "no :port" },
 	{ "[::1]6379", 0, NULL, 0, "no :port" },
@@ -125,7 +135,7 @@ static const struct {
 	{ "[]:6379", 0, NULL, 0, "IPv6" },
 	{ "[::1:6379", 0, NULL, 0, "IPv6" },
 	{ "unix:tmp/x.sock", 0, NULL, 0, "absolute path" },
-	{ "UNIX:/tmp/x.sock", 0, NULL, 0, "numeric" },
+	{ "UNIX:/tmp/x.sock", 0, NULL, 0, "not a port" },
 };
 
 START_TEST(test_endpoint)
@@ -162,6 +172,126 @@ START_TEST(test_endpoint)
 }
 END_TEST
 
+/* Host names: accepted as they are written, flagged, never numeric. */
+static const struct {
+	const char *text;
+	const char *host;
+	int port;
+} name_rows[] = {
+	{ "localhost:6379", "localhost", 6379 },
+	{ "redis-master.prod.svc.cluster.local:6379",
+	  "redis-master.prod.svc.cluster.local", 6379 },
+	{ "Redis.Example.COM:1", "Redis.Example.COM", 1 },
+	{ "r1:7000", "r1", 7000 },
+	{ "1.2.3.x:7000", "1.2.3.x", 7000 },	/* last label not all digits */
+	{ "3com.example:7000", "3com.example", 7000 },
+};
+
+START_TEST(test_endpoint_name)
+{
+	const char *text = name_rows[_i].text;
+	struct addr a;
+	char err[256] = "";
+
+	memset(&a, 0x55, sizeof a);
+	ck_assert_msg(addr_parse_endpoint(text, &a, err, sizeof err) == 0,
+	    "'%s' refused: %s", text, err);
+	ck_assert_int_eq(a.is_name, 1);
+	ck_assert_int_eq(a.is_unix, 0);
+	ck_assert_int_eq(a.family, AF_UNSPEC);
+	ck_assert_str_eq(a.host, name_rows[_i].host);
+	ck_assert_int_eq(a.port, name_rows[_i].port);
+}
+END_TEST
+
+/* Label and name lengths: 63 and 253 bytes, not one more. */
+START_TEST(test_endpoint_name_length)
+{
+	char text[400], l63[64], l61[62];
+	struct addr a;
+	char err[256];
+
+	memset(l63, 'a', 63);
+	l63[63] = '\0';
+	memset(l61, 'b', 61);
+	l61[61] = '\0';
+	snprintf(text, sizeof text, "%s.x:1", l63);
+	ck_assert_int_eq(addr_parse_endpoint(text, &a, err, sizeof err), 0);
+	snprintf(text, sizeof text, "%sa.x:1", l63);
+	ck_assert_int_eq(addr_parse_endpoint(text, &a, err, sizeof err), -1);
+	/* 3 * 63 + 61 + 3 dots = 253 */
+	snprintf(text, sizeof text, "%s.%s.%s.%s:1", l63, l63, l63, l61);
+	ck_assert_int_eq(addr_parse_endpoint(text, &a, err, sizeof err), 0);
+	ck_assert_uint_eq(strlen(a.host), 253);
+	snprintf(text, sizeof text, "%s.%s.%s.%sb:1", l63, l63, l63, l61);
+	ck_assert_int_eq(addr_parse_endpoint(text, &a, err, sizeof err), -1);
+}
+END_TEST
+
+/* A name is the same name in any case, and never the same as a number. */
+START_TEST(test_same_name)
+{
+	struct addr x, y;
+	char err[256];
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	ck_assert_int_eq(addr_parse_endpoint("redis.Example:6379", &x, err,
+	    sizeof err), 0);
+	ck_assert_int_eq(addr_parse_endpoint("REDIS.example:6379", &y, err,
+	    sizeof err), 0);
+	ck_assert(addr_same(&x, &y));
+	ck_assert_int_eq(addr_parse_endpoint("redis.example:6380", &y, err,
+	    sizeof err), 0);
+	ck_assert(!addr_same(&x, &y));
+	ck_assert_int_eq(addr_parse_endpoint("127.0.0.1:6379", &y, err,
+	    sizeof err), 0);
+	ck_assert(!addr_same(&x, &y));
+	ck_assert(!addr_same(&y, &x));
+	/* a name has no sockaddr: it must be resolved first */
+	ck_assert_int_eq(addr_sockaddr(&x, 0, &ss, &len), -1);
+}
+END_TEST
+
+/* dns_nameserver: a numeric host, port 53 unless given. */
+static const struct {
+	const char *text;
+	int family;			/* 0: refused */
+	const char *host;
+	int port;
+} ns_rows[] = {
+	{ "127.0.0.1", AF_INET, "127.0.0.1", 53 },
+	{ "10.96.0.10:53", AF_INET, "10.96.0.10", 53 },
+	{ "127.0.0.1:5353", AF_INET, "127.0.0.1", 5353 },
+	{ "::1", AF_INET6, "::1", 53 },
+	{ "[::1]:5353", AF_INET6, "::1", 5353 },
+	{ "ns.example", 0, NULL, 0 },		/* nothing to resolve it with */
+	{ "ns.example:53", 0, NULL, 0 },
+	{ "127.0.0.1:0", 0, NULL, 0 },
+	{ "127.0.0.1:", 0, NULL, 0 },
+	{ "[::1]", 0, NULL, 0 },
+	{ "", 0, NULL, 0 },
+};
+
+START_TEST(test_nameserver)
+{
+	const char *text = ns_rows[_i].text;
+	struct addr a;
+	char err[256] = "";
+	int rc = addr_parse_nameserver(text, &a, err, sizeof err);
+
+	if (ns_rows[_i].family != 0) {
+		ck_assert_msg(rc == 0, "'%s' refused: %s", text, err);
+		ck_assert_int_eq(a.family, ns_rows[_i].family);
+		ck_assert_str_eq(a.host, ns_rows[_i].host);
+		ck_assert_int_eq(a.port, ns_rows[_i].port);
+	} else {
+		ck_assert_msg(rc == -1, "'%s' accepted", text);
+		ck_assert_msg(err[0] != '\0', "'%s': no message", text);
+	}
+}
+END_TEST
+
 /* The unix path must fit in sun_path with its NUL: 107 bytes, not 108. */
 START_TEST(test_endpoint_unix_path_length)
 {
@@ -186,7 +316,7 @@ START_TEST(test_small_err_buffer)
 	char err[8];
 
 	memset(err, 'z', sizeof err);
-	ck_assert_int_eq(addr_parse_endpoint("localhost:1", &a, err,
+	ck_assert_int_eq(addr_parse_endpoint("localhost", &a, err,
 	    sizeof err), -1);
 	ck_assert_uint_lt(strlen(err), sizeof err);
 	memset(err, 'z', sizeof err);
@@ -263,8 +393,17 @@ addr_suite(void)
 	tc = tcase_create("endpoint");
 	tcase_add_loop_test(tc, test_endpoint, 0,
 	    (int)(sizeof endpoint_rows / sizeof endpoint_rows[0]));
+	tcase_add_loop_test(tc, test_endpoint_name, 0,
+	    (int)(sizeof name_rows / sizeof name_rows[0]));
+	tcase_add_test(tc, test_endpoint_name_length);
+	tcase_add_test(tc, test_same_name);
 	tcase_add_test(tc, test_endpoint_unix_path_length);
 	tcase_add_test(tc, test_small_err_buffer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nameserver");
+	tcase_add_loop_test(tc, test_nameserver, 0,
+	    (int)(sizeof ns_rows / sizeof ns_rows[0]));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("sockaddr");

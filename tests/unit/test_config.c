@@ -216,7 +216,10 @@ static const struct {
 	{ "redis", "127.0.0.1:0", 0 },
 	{ "redis", "127.0.0.1:70000", 0 },
 	{ "redis", "unix:", 0 },
-	{ "redis", "localhost:6379", 0 },
+	{ "redis", "localhost:6379", 1 },		/* resolved when connecting */
+	{ "redis", "redis-0.redis.prod.svc:6379", 1 },
+	{ "redis", "127.1:6379", 0 },
+	{ "redis", "bad_name:6379", 0 },
 	{ "redis", "::1:6379", 0 },
 };
 
