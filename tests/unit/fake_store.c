@@ -511,6 +511,21 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	return 0;
 }
 
+/* CHECK: no unit test drives it (tests/integration/locks/test_check.py
+ * does, on a real Redis); refused, so locks_check answers UNAVAILABLE. */
+int
+store_check(struct store *st, const char *key, size_t keylen,
+    long long token, store_check_fn *fn, void *arg)
+{
+	(void)st;
+	(void)key;
+	(void)keylen;
+	(void)token;
+	(void)fn;
+	(void)arg;
+	return -1;
+}
+
 /* Grace sessions (grace.c): refused like every request while down. */
 int
 store_session(struct store *st, const char *cid, size_t cidlen,
