@@ -272,6 +272,8 @@ on_reply(void *arg, const struct lk_result *r)
 {
 	struct session *s = arg;
 
+	if (r->waited && s->appstat != NULL)
+		histo_observe(s->appstat->wait, r->waited_us);
 	if (s->await_record && r->status == LK_OK) {
 		s->stashed = 1;		/* on_grace_recorded sends it */
 		s->stash_token = r->n;
