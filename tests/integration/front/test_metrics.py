@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import types
 import unittest
 
 import harness
@@ -463,6 +464,31 @@ class TestHistograms(MetricsCase):
         self.assertEqual(n - count_le(body, self.RTT, 0.25, node) - slow0, 1)
         self.assertGreaterEqual(m['%s_sum{%s}' % (self.RTT, node[:-1])],
                                 0.35)
+
+    def test_node_label_is_escaped(self):
+        # Guards: a master's address goes into node="..." escaped as the
+        # text format asks (a unix socket path may hold " and \); it was
+        # printed raw, which breaks every scraper's parse of the page.
+        d = tempfile.mkdtemp(prefix="lbt-m-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.mkdir(os.path.join(d, 'q"x\\y'))
+        sock = os.path.join(d, 'q"x\\y', "r.sock")
+        r = self.start_redis("--unixsocket", sock, "--unixsocketperm", "700")
+        b = self.start_metrics_broker(redis=types.SimpleNamespace(
+            addr="unix:" + sock, cli=r.cli))
+        a = self.connect(b)
+        self.assertToken(a.req("ACQUIRE esc"))
+        self.assertEqual(a.req("RELEASE esc"), "OK 0")
+        esc = ("unix:" + sock).replace("\\", "\\\\").replace('"', '\\"')
+        body = self.page(b)
+        self.assertIn('lockbroker_redis_node_up{node="%s"} 1\n' % esc, body)
+        m = parse_metrics(body)
+        self.assertGreaterEqual(
+            m['%s_count{node="%s"}' % (self.RTT, esc)], 2)
+        if PROMTOOL is not None:
+            p = subprocess.run([PROMTOOL, "check", "metrics"], input=body,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
     def acl_broker(self, apps):
         """A broker with an access list of apps [(name, token, glob)]."""
