@@ -94,7 +94,11 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 
 # Install missing build and test dependencies (Debian). As root this runs
 # apt-get; otherwise it prints the command to run.  debhelper, dpkg-dev
-# and lintian are for make deb (and its test).
+# and lintian are for make deb (and its test).  prometheus is for its
+# promtool (the /metrics and contrib/ checks); its packages would start a
+# Prometheus server (and a node exporter) on install, so while apt-get runs
+# a policy-rc.d (unless one is already in place) says no service may
+# start: the tests start every server they need themselves.
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace \
@@ -110,8 +114,15 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "deps: installing $(DEB_PKGS)"; \
+	    rcd=/usr/sbin/policy-rc.d; own=""; \
+	    if [ ! -e $$rcd ]; then \
+	      printf '#!/bin/sh\n# make deps: no service starts while it installs\nexit 101\n' \
+	        > $$rcd && chmod 755 $$rcd && own=1; \
+	    fi; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	      apt-get install -y -qq $(DEB_PKGS) >/dev/null || exit 1; \
+	      apt-get install -y -qq $(DEB_PKGS) >/dev/null; rc=$$?; \
+	    if [ -n "$$own" ]; then rm -f $$rcd; fi; \
+	    [ $$rc = 0 ] || exit 1; \
 	  else \
 	    echo "deps: missing packages; run: sudo apt-get install $(DEB_PKGS)"; exit 1; \
 	  fi; \

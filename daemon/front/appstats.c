@@ -6,6 +6,11 @@
  * so the rows are keyed by name and live as long as the broker.  Rows are
  * few (one per app name an acl_file has had) and looked up on AUTH and
  * on a denial only, so a list is enough.
+ *
+ * Wait histograms are bigger (a Prometheus series per bucket): the first
+ * APP_WAIT_MAX names seen get one of their own, for good; later names
+ * share app="other" (as does an app named "other", whose label would
+ * otherwise be the same).
  */
 #include "acl.h"
 #include "broker.h"
@@ -25,6 +30,13 @@ appstat_get(struct broker *b, const char *name)
 	a = xcalloc(1, sizeof *a);
 	/* names are checked (acl_name_ok): they fit */
 	strncpy(a->name, name, sizeof a->name - 1);
+	if (b->napp_waits < APP_WAIT_MAX && strcmp(name, APP_OTHER) != 0) {
+		a->wait = &a->own_wait;
+		b->napp_waits++;
+	} else {
+		a->wait = &b->app_wait_other;
+		b->app_wait_other_used = 1;
+	}
 	TAILQ_INSERT_TAIL(&b->appstats, a, link);
 	return a;
 }

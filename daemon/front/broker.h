@@ -15,6 +15,7 @@
 
 #include "clientid.h"
 #include "config.h"
+#include "histo.h"
 
 struct event_base;
 struct evconnlistener;
@@ -60,7 +61,16 @@ struct appstat {
 	char name[64 + 1];		/* ACL_NAME_MAX */
 	uint64_t sessions;		/* sessions of the app now (gauge) */
 	uint64_t denials;		/* its requests answered ERR DENIED */
+	/* Its sessions' ACQUIRE waits (those of acquire_wait): own_wait for
+	 * the first APP_WAIT_MAX names, else (and for an app named "other")
+	 * the broker's app_wait_other, so /metrics stays bounded. */
+	struct histo *wait;
+	struct histo own_wait;
 };
+
+/* Apps with a wait histogram of their own (the rest: app="other"). */
+#define APP_WAIT_MAX 64
+#define APP_OTHER "other"
 
 struct broker {
 	struct event_base *base;
@@ -81,6 +91,10 @@ struct broker {
 	struct acl *acl;		/* acl_file (+ auth_token's app), or
 					 * NULL when acl_file is "" */
 	TAILQ_HEAD(, appstat) appstats;	/* appstats.c */
+	size_t napp_waits;		/* rows with a wait histogram of their
+					 * own (at most APP_WAIT_MAX) */
+	struct histo app_wait_other;	/* the other rows' waits */
+	int app_wait_other_used;	/* a row counts into it */
 	struct keytab *by_id;		/* sessions by client-id (OWNER) */
 	char id[CLIENTID_LEN + 1];	/* this broker's id */
 	char *linebuf;			/* max_line + 2 bytes, one request */

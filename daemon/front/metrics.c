@@ -28,72 +28,123 @@ family(struct evbuffer *out, const char *name, const char *type,
 	    help, name, type) < 0 ? -1 : 0;
 }
 
+/*
+ * A histogram's samples: cumulative buckets, sum and count.  labels: ""
+ * or the series' own labels with a trailing comma (node="...",), put
+ * before le on buckets and alone on sum and count.
+ */
 static int
-histogram(struct evbuffer *out, const char *name, const char *help,
+histo_samples(struct evbuffer *out, const char *name, const char *labels,
     const struct histo *h)
 {
+	const int64_t *bounds = histo_bounds(h);
+	size_t ll = strlen(labels);
 	uint64_t cum = 0;
 
-	if (family(out, name, "histogram", help) != 0)
-		return -1;
 	for (int i = 0; i < HISTO_NBUCKETS; i++) {
 		cum += h->count[i];
-		if (evbuffer_add_printf(out, "%s_bucket{le=\"%g\"} %llu\n",
-		    name, (double)histo_bounds_us[i] / 1e6,
+		if (evbuffer_add_printf(out, "%s_bucket{%sle=\"%g\"} %llu\n",
+		    name, labels, (double)bounds[i] / 1e6,
 		    (unsigned long long)cum) < 0)
 			return -1;
 	}
 	cum += h->count[HISTO_NBUCKETS];
-	if (evbuffer_add_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name,
-	    (unsigned long long)cum) < 0 ||
-	    evbuffer_add_printf(out, "%s_sum %.6f\n%s_count %llu\n", name,
-	    (double)h->sum_us / 1e6, name, (unsigned long long)h->n) < 0)
+	/* sum and count: the labels without their trailing comma */
+	if (evbuffer_add_printf(out, "%s_bucket{%sle=\"+Inf\"} %llu\n", name,
+	    labels, (unsigned long long)cum) < 0 ||
+	    evbuffer_add_printf(out, "%s_sum%s%.*s%s %.6f\n", name,
+	    ll ? "{" : "", (int)(ll ? ll - 1 : 0), labels, ll ? "}" : "",
+	    (double)h->sum_us / 1e6) < 0 ||
+	    evbuffer_add_printf(out, "%s_count%s%.*s%s %llu\n", name,
+	    ll ? "{" : "", (int)(ll ? ll - 1 : 0), labels, ll ? "}" : "",
+	    (unsigned long long)h->n) < 0)
 		return -1;
 	return 0;
 }
 
-/* One family with a sample per Redis master (node="ip:port"). */
+static int
+histogram(struct evbuffer *out, const char *name, const char *help,
+    const struct histo *h)
+{
+	if (family(out, name, "histogram", help) != 0)
+		return -1;
+	return histo_samples(out, name, "", h);
+}
+
+/*
+ * name="value", with a trailing comma, into buf: value escaped as the
+ * text format asks (backslash, double quote, newline), since a node's
+ * address may be a unix socket path.  Cut short (still closed) if long.
+ */
+static const char *
+label(char *buf, size_t size, const char *name, const char *value)
+{
+	size_t off = (size_t)snprintf(buf, size, "%s=\"", name);
+
+	for (; *value != '\0' && off + 5 < size; value++) {
+		if (*value == '\\' || *value == '"' || *value == '\n') {
+			buf[off++] = '\\';
+			buf[off++] = *value == '\n' ? 'n' : *value;
+		} else {
+			buf[off++] = *value;
+		}
+	}
+	memcpy(buf + off, "\",", 3);
+	return buf;
+}
+
+/* One family with a sample (or a histogram) per Redis master
+ * (node="ip:port"). */
 struct node_family {
 	struct evbuffer *out;
-	int which;			/* 0 up, 1 in flight, 2 redirections */
+	int which;			/* 0 up, 1 in flight, 2 redirections,
+					 * 3 round trips */
 	int rc;
 };
 
+static const struct { const char *name, *type, *help; } node_fam[] = {
+	{ "lockbroker_redis_node_up", "gauge",
+	  "Whether the command connection to this Redis master is "
+	  "ready (1) or not (0)." },
+	{ "lockbroker_redis_node_inflight", "gauge",
+	  "Redis commands sent to this master and not answered yet, "
+	  "queued ones included." },
+	{ "lockbroker_redis_node_redirects_total", "counter",
+	  "Cluster MOVED and ASK replies this master sent." },
+	{ "lockbroker_redis_rtt_seconds", "histogram",
+	  "Round trips of script calls to this master, from the write to "
+	  "the answer (a batch of calls is one round trip)." },
+};
+#define NODE_FAMILIES (sizeof node_fam / sizeof node_fam[0])
+
 static void
 node_sample(void *arg, const char *addr, int up, size_t inflight,
-    uint64_t redirects)
+    uint64_t redirects, const struct histo *rtt)
 {
-	static const char *const names[] = { "lockbroker_redis_node_up",
-	    "lockbroker_redis_node_inflight",
-	    "lockbroker_redis_node_redirects_total" };
 	struct node_family *f = arg;
 	unsigned long long v = f->which == 0 ? (unsigned long long)up :
 	    f->which == 1 ? (unsigned long long)inflight :
 	    (unsigned long long)redirects;
+	char node[2 * 256 + 16];	/* an address, escaped */
 
-	if (evbuffer_add_printf(f->out, "%s{node=\"%s\"} %llu\n",
-	    names[f->which], addr, v) < 0)
+	label(node, sizeof node, "node", addr);
+	if (f->which == 3) {
+		if (histo_samples(f->out, node_fam[3].name, node, rtt) != 0)
+			f->rc = -1;
+	} else if (evbuffer_add_printf(f->out, "%s{%.*s} %llu\n",
+	    node_fam[f->which].name, (int)strlen(node) - 1, node, v) < 0) {
 		f->rc = -1;
+	}
 }
 
 static int
 node_families(const struct broker *b, struct evbuffer *out)
 {
-	static const struct { const char *name, *type, *help; } fam[] = {
-		{ "lockbroker_redis_node_up", "gauge",
-		  "Whether the command connection to this Redis master is "
-		  "ready (1) or not (0)." },
-		{ "lockbroker_redis_node_inflight", "gauge",
-		  "Redis commands sent to this master and not answered yet, "
-		  "queued ones included." },
-		{ "lockbroker_redis_node_redirects_total", "counter",
-		  "Cluster MOVED and ASK replies this master sent." },
-	};
 	struct node_family f = { out, 0, 0 };
 
-	for (f.which = 0; f.which < 3; f.which++) {
-		if (family(out, fam[f.which].name, fam[f.which].type,
-		    fam[f.which].help) != 0)
+	for (f.which = 0; f.which < (int)NODE_FAMILIES; f.which++) {
+		if (family(out, node_fam[f.which].name, node_fam[f.which].type,
+		    node_fam[f.which].help) != 0)
 			return -1;
 		store_each_node(b->store, node_sample, &f);
 		if (f.rc != 0)
@@ -102,8 +153,11 @@ node_families(const struct broker *b, struct evbuffer *out)
 	return 0;
 }
 
+#define APP_WAIT "lockbroker_app_acquire_wait_seconds"
+
 /*
- * Per-app samples (label app="name"): sessions now and denials.  App
+ * Per-app samples (label app="name"): sessions now, denials and waits
+ * (appstats.c: at most APP_WAIT_MAX apps, the rest as app="other").  App
  * names are [A-Za-z0-9._-] (acl_name_ok), so they need no escaping.
  */
 static int
@@ -128,6 +182,22 @@ app_families(const struct broker *b, struct evbuffer *out)
 		    "\"%s\"} %llu\n", a->name,
 		    (unsigned long long)a->denials) < 0)
 			return -1;
+	if (family(out, APP_WAIT, "histogram", "Time from ACQUIRE to OK of "
+	    "this app's sessions, as lockbroker_acquire_wait_seconds counts "
+	    "it (apps past the first 64: app=\"other\").") != 0)
+		return -1;
+	TAILQ_FOREACH(a, &b->appstats, link) {
+		char app[sizeof a->name + 16];
+
+		if (a->wait != &a->own_wait)
+			continue;	/* counted in "other" */
+		snprintf(app, sizeof app, "app=\"%s\",", a->name);
+		if (histo_samples(out, APP_WAIT, app, a->wait) != 0)
+			return -1;
+	}
+	if (b->app_wait_other_used && histo_samples(out, APP_WAIT,
+	    "app=\"" APP_OTHER "\",", &b->app_wait_other) != 0)
+		return -1;
 	return 0;
 }
 
@@ -182,7 +252,12 @@ render(const struct broker *b, struct evbuffer *out)
 	    histogram(out, "lockbroker_handoff_seconds",
 	    "Time from a key seen released (locally or by pub/sub) to its "
 	    "grant to the next local waiter (about 0 for early handoffs).",
-	    &snap.ls.handoff) != 0)
+	    &snap.ls.handoff) != 0 ||
+	    histogram(out, "lockbroker_hold_seconds",
+	    "Time a session of this broker held a key, from its grant (or its "
+	    "RESUME here) to its end: the last RELEASE, the session's end, or "
+	    "its loss.  A hold another session takes over is not counted.",
+	    &snap.ls.hold) != 0)
 		return -1;
 	return 0;
 }

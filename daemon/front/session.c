@@ -278,6 +278,8 @@ on_reply(void *arg, const struct lk_result *r)
 {
 	struct session *s = arg;
 
+	if (r->waited && s->appstat != NULL)
+		histo_observe(s->appstat->wait, r->waited_us);
 	if (s->await_record && r->status == LK_OK) {
 		s->stashed = 1;		/* on_grace_recorded sends it */
 		s->stash_token = r->n;
@@ -497,6 +499,8 @@ on_await_outcome(void *arg, const char *key, size_t keylen,
 
 	if (s->grace != NULL)
 		(void)grace_wait(s->grace, key, keylen, NULL);
+	if (r->waited && s->appstat != NULL)
+		histo_observe(s->appstat->wait, r->waited_us);
 	if (r->status == LK_OK)
 		send_line(s, "EVENT GRANTED %.*s %lld", (int)keylen, key, r->n);
 	else if (r->status == LK_BUSY)

@@ -292,7 +292,7 @@ struct node_text {
 
 static void
 node_text_one(void *arg, const char *addr, int up, size_t inflight,
-    uint64_t redirects)
+    uint64_t redirects, const struct histo *rtt)
 {
 	struct node_text *t = arg;
 	char one[128];
@@ -300,6 +300,7 @@ node_text_one(void *arg, const char *addr, int up, size_t inflight,
 	    addr, up ? "up" : "down", inflight,
 	    (unsigned long long)redirects);
 
+	(void)rtt;			/* /metrics only */
 	if (n < 0 || (size_t)n >= sizeof one)
 		return;
 	if (t->off + (size_t)n + 5 >= sizeof t->buf) {

@@ -68,7 +68,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	waiter_remove(w);
 	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us);
 	lt->stats.acquires++;
-	lk_reply(w, LK_OK, token, NULL);
+	lk_reply_waited(w, token, t - w->wstart_us);
 	return h;
 }
 

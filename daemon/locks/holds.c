@@ -104,6 +104,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->token = token;
 	h->count = 1;
 	h->ttl_ms = ttl;
+	h->start_us = now_us();
 	h->unsure = cl->resumable;
 	/* The TTL started in Redis at most when the request was sent. */
 	h->renew_at = sent_us / 1000 + lk_renew_period(ttl);
@@ -120,13 +121,16 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	return h;
 }
 
-/* The hold is over here: unlink and free it (its lock stays). */
+/* The hold is over here: unlink and free it (its lock stays); its time
+ * is counted unless another session carries it on (h->moved). */
 void
 hold_end(struct hold *h)
 {
 	struct lock *lk = h->lk;
 	struct lclient *cl = h->cl;
 
+	if (!h->moved)
+		histo_observe(&lk->lt->stats.hold, now_us() - h->start_us);
 	TAILQ_REMOVE(&lk->holds, h, klink);
 	TAILQ_REMOVE(&cl->held, h, hlink);
 	TAILQ_REMOVE(&lk->lt->held, h, alink);

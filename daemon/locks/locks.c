@@ -31,6 +31,7 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	    lt->mark_ev == NULL)
 		fatalx("cannot create renew timers");
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
+	lt->stats.hold.bounds = histo_hold_bounds_us;
 	return lt;
 }
 
@@ -249,6 +250,7 @@ client_abandon(struct lclient *cl, int taken)
 		long long token = h->token;
 		int orphan = taken && h->unsure && !h->releasing && !h->gone;
 
+		h->moved = 1;	/* it goes on in another session */
 		hold_end(h);
 		if (orphan) {
 			cl->lt->stats.orphans++;

@@ -60,6 +60,10 @@ struct lk_result {
 	const struct lk_holder *holders;
 	size_t nholders, total;
 	const char *why;		/* for errors: a short reason */
+	/* waited: an ACQUIRE's OK after a wait or a Redis call, waited_us
+	 * from the request to the grant (the acquire_wait sample). */
+	int waited;
+	int64_t waited_us;
 };
 
 struct lk_client_ops {
@@ -135,6 +139,8 @@ struct locks_stats {
 	size_t keys;			/* lock table entries */
 	struct histo acquire_wait;	/* ACQUIRE to OK, for granted waits */
 	struct histo handoff;		/* key seen free to next local grant */
+	struct histo hold;		/* grant to end of a hold here (not
+					 * one another session took over) */
 };
 
 struct locks *locks_new(struct event_base *base, const struct locks_cfg *cfg);

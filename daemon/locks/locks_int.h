@@ -104,6 +104,8 @@ struct hold {
 	unsigned count;			/* reentrant holds */
 	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
 	long ttl_ms;
+	int64_t start_us;		/* granted (or adopted) here: the hold
+					 * time histogram's start */
 	int64_t renew_at;		/* monotonic ms */
 	int64_t confirmed_ms;		/* Redis keeps it at least until then:
 					 * its last grant, renewal or pass
@@ -126,6 +128,9 @@ struct hold {
 					 * awaits that verdict */
 	unsigned gone_cause:2;		/* ... why (enum lk_lost_cause), for
 					 * when the verdict is "lost" */
+	unsigned moved:1;		/* it ends here because another
+					 * session took it over (RESUME): not
+					 * a hold time */
 };
 
 struct lock {
@@ -279,6 +284,7 @@ int lk_key_up(const struct lock *lk);
 void lk_queued(struct lclient *w);
 void lk_reply(struct lclient *cl, enum lk_status status, long long n,
     const char *why);
+void lk_reply_waited(struct lclient *cl, long long token, int64_t wait_us);
 void lk_held_changed(const struct hold *h, unsigned count, int fresh);
 long lk_clamp_ttl(const struct locks *lt, long ttl_ms);
 long lk_renew_period(long ttl_ms);

@@ -40,6 +40,18 @@ lk_queued(struct lclient *w)
 	w->ops->queued(w->arg);
 }
 
+/* OK token to an ACQUIRE that waited or went to Redis: wait_us from the
+ * request to now (the acquire_wait histogram's sample, which the client's
+ * side may count per app too). */
+void
+lk_reply_waited(struct lclient *cl, long long token, int64_t wait_us)
+{
+	struct lk_result r = { .status = LK_OK, .n = token,
+	    .waited = 1, .waited_us = wait_us };
+
+	cl->ops->reply(cl->arg, &r);
+}
+
 /* Tell a client that keeps a record of its holds (grace sessions);
  * count 0: the hold ended. */
 void

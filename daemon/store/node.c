@@ -273,6 +273,7 @@ cmd_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		cmd_fail(c);
 		return;
 	}
+	histo_observe(&n->rtt, now_us() - c->sent_us);
 	queue_run(n);
 	cmd_done(c, reply);
 }
@@ -331,6 +332,7 @@ cmd_send(struct cmd *c)
 	if (link_send(&n->link, cmd_reply, c, c->argc, c->argv, c->argvlen) !=
 	    0)
 		return -1;
+	c->sent_us = now_us();
 	cmd_sent(c);
 	return 0;
 }
@@ -369,6 +371,7 @@ struct batch {
 	struct cmd *head;		/* its calls, in order (qnext) */
 	size_t n;
 	int retried;			/* sent again as EVAL (NOSCRIPT) */
+	int64_t sent_us;		/* the round trip's start */
 	int argc;
 	const char **argv;		/* into the calls' own argv */
 	size_t *argvlen;
@@ -408,6 +411,7 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		batch_fail(b);
 		return;
 	}
+	histo_observe(&n->rtt, now_us() - b->sent_us);
 	queue_run(n);
 	if (is_noscript(r) && !b->retried && n->link.state == LINK_UP) {
 		/* Script cache flushed: the whole batch again, as EVAL
@@ -510,6 +514,7 @@ batch_send(struct batch *b)
 	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
 	    b->argvlen) != 0)
 		return -1;
+	b->sent_us = now_us();
 	for (struct cmd *c = b->head; c != NULL; c = c->qnext)
 		cmd_sent(c);
 	return 0;
@@ -646,6 +651,11 @@ node_call(struct node *n, struct cmd *c)
 void
 node_up(struct node *n)
 {
+	if (strcmp(n->rtt_addr, n->link.addrstr) != 0) {
+		/* another Redis now: its round trips are not the last one's */
+		histo_reset(&n->rtt);
+		memcpy(n->rtt_addr, n->link.addrstr, sizeof n->rtt_addr);
+	}
 	n->last_progress_ms = now_ms();
 	queue_run(n);		/* redirected here meanwhile */
 }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "histo.h"
 #include "link.h"
 #include "scripts.h"
 #include "store.h"		/* STORE_MAX_INFLIGHT */
@@ -102,6 +103,7 @@ struct cmd {
 	struct node *node;		/* where it is sent (or queued) */
 	int asking;			/* send ASKING first (an ASK reply) */
 	int64_t born_ms;
+	int64_t sent_us;		/* sent alone: when (the round trip) */
 };
 
 /* One master. */
@@ -134,6 +136,11 @@ struct node {
 	struct ackgroup *agroup;	/* grants of this turn, WAIT to come */
 	struct event *ack_ev;
 	uint64_t redirects;		/* MOVED / ASK replies it sent */
+	/* Script calls' round trips (a batch is one), from the write to the
+	 * answer; counted for the address rtt_addr, from 0 again when the
+	 * link comes up elsewhere (Sentinel: a new master). */
+	struct histo rtt;
+	char rtt_addr[sizeof ((struct link *)0)->addrstr];
 };
 
 /*

@@ -297,7 +297,7 @@ store_map_changes(const struct store *st)
 
 struct each_node {
 	void (*fn)(void *arg, const char *addr, int up, size_t inflight,
-	    uint64_t redirects);
+	    uint64_t redirects, const struct histo *rtt);
 	void *arg;
 };
 
@@ -307,13 +307,13 @@ visit(void *arg, struct node *n)
 	struct each_node *e = arg;
 
 	e->fn(e->arg, n->link.addrstr, node_usable(n), n->inflight + n->queued,
-	    n->redirects);
+	    n->redirects, &n->rtt);
 }
 
 void
 store_each_node(const struct store *st, void (*fn)(void *arg,
-    const char *addr, int up, size_t inflight, uint64_t redirects),
-    void *arg)
+    const char *addr, int up, size_t inflight, uint64_t redirects,
+    const struct histo *rtt), void *arg)
 {
 	struct each_node e = { fn, arg };
 

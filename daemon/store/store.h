@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 struct event_base;
+struct histo;
 struct store;
 
 struct store_cfg {
@@ -203,10 +204,12 @@ unsigned store_nodes_up(const struct store *st);
 uint64_t store_redirects(const struct store *st);
 uint64_t store_map_changes(const struct store *st);
 /* Visit every master node: "ip:port", connection up, in flight + queued,
- * redirections it sent.  For /metrics and STATS. */
+ * redirections it sent, its script calls' round trips (a batch is one;
+ * since its link last came up at a new address).  For /metrics and
+ * STATS. */
 void store_each_node(const struct store *st, void (*fn)(void *arg,
-    const char *addr, int up, size_t inflight, uint64_t redirects),
-    void *arg);
+    const char *addr, int up, size_t inflight, uint64_t redirects,
+    const struct histo *rtt), void *arg);
 
 /* will_wait: a BUSY answer makes the script announce the wait (wanted).
  * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit

@@ -58,14 +58,15 @@ OVERLAP = ("test_cluster", "test_robustness", "test_lockctl",
            "test_examples", "test_metrics", "test_config_checks",
            "test_protocol", "test_ops", "test_handoff", "test_session_eof",
            "test_logging", "test_early_handoff", "test_acl", "test_batch",
-           "test_tls")
+           "test_tls", "test_dashboards")
 # Each lane's ports: LANE_PORTS ports each, just below the ephemeral range.
 LANE_PORTS = 10000
 # Run once: suites that gain nothing from the sanitizer build (they test
-# what crosses a network, other languages' clients, packaging).  With
+# what crosses a network, other languages' clients, packaging, the
+# contrib/ dashboard and alert rules checked by promtool).  With
 # LBT_ONCE_DONE=1 in the environment (make test's second, sanitizer pass)
 # they are left out, and the run says so.
-ONCE = ("test_package", "test_partitions")
+ONCE = ("test_package", "test_partitions", "test_dashboards")
 
 
 def test_name(arg):

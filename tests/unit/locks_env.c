@@ -24,6 +24,8 @@ on_reply(void *arg, const struct lk_result *res)
 	r->nreplies++;
 	r->status = res->status;
 	r->n = res->n;
+	r->waited = res->waited;
+	r->waited_us = res->waited_us;
 	r->at_ms = now_ms();
 	if (res->status == LK_OK)
 		r->ok_seq = ++ok_seq;

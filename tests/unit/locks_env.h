@@ -38,6 +38,8 @@ struct rec {
 	long long n;
 	int64_t at_ms;			/* when the last reply came */
 	int ok_seq;			/* global order of its last LK_OK */
+	int waited;			/* of the last reply: lk_result.waited */
+	int64_t waited_us;		/* ... and waited_us */
 	enum lk_status hist[HIST];
 	int nlost;
 	char lostkey[64];

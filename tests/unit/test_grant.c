@@ -214,6 +214,36 @@ START_TEST(test_remote_busy_retry_at_pttl)
 }
 END_TEST
 
+/*
+ * An OK after a Redis call or a wait carries its wait (lk_result.waited,
+ * waited_us: what acquire_wait counts, and what the session counts for
+ * its app); a reentrant OK, answered at once, carries none.
+ */
+START_TEST(test_grant_reports_its_wait)
+{
+	struct env e;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 7);
+	ck_assert_int_eq(e.rec[0].waited, 1);
+	ck_assert_int_ge(e.rec[0].waited_us, 0);
+	acquire(&e, 0, "k", 0, 5000);			/* reentrant */
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].waited, 0);
+	queue_waiter(&e, 1, "w", 10000, 20);		/* held elsewhere */
+	run_ms(&e, 60);					/* retried at the PTTL */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 8);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	ck_assert_int_eq(e.rec[1].waited, 1);
+	ck_assert_int_ge(e.rec[1].waited_us, 20000);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.acquire_wait.n, 2);		/* the same two */
+	ck_assert_int_ge(s.acquire_wait.sum_us, e.rec[1].waited_us);
+	env_end(&e);
+}
+END_TEST
+
 /* WAIT 50 on a key held elsewhere: BUSY when the 50 ms are over. */
 START_TEST(test_wait_deadline)
 {
@@ -412,6 +442,7 @@ locks_grant_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("waiting");
+	tcase_add_test(tc, test_grant_reports_its_wait);
 	tcase_add_test(tc, test_remote_busy_retry_at_pttl);
 	tcase_add_test(tc, test_wait_deadline);
 	tcase_add_test(tc, test_refused_attempt_keeps_place);

@@ -11,8 +11,10 @@
  * a lost link failing what was queued and in flight.  Replies are
  * hand-built redisReply trees.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -233,6 +235,75 @@ START_TEST(test_batch_bytes_bound)
 	turn();
 	ck_assert_uint_eq(fake_sent_count(), 3);	/* none could pair */
 	free(big);
+	done(n);
+}
+END_TEST
+
+/* --- round trips ------------------------------------------------------- */
+
+/* Answer the oldest command sent with the integer 1 (or, for a batch,
+ * one integer per call). */
+static void
+answer_oldest(void)
+{
+	struct fake_sent *s = fake_sent_pop();
+	redisReply *r = strcmp(s->argv[1], "sha-batch") == 0 ?
+	    reply_ints((size_t)atoi(s->argv[2])) : reply_int(1);
+
+	fake_reply(s, r);
+	reply_free(r);
+}
+
+/*
+ * The round-trip histogram (lockbroker_redis_rtt_seconds): one sample per
+ * command on the wire, a batch being one, timed from its write to its
+ * answer; none for a call that got no answer; from 0 again when the link
+ * comes up at another address, not when it comes back at the same one.
+ */
+START_TEST(test_rtt_one_sample_per_round_trip)
+{
+	struct node *n = up_node(1, 0);
+
+	for (int i = 0; i < 3; i++)
+		node_call(n, &t_call(i, SCRIPT_RELEASE, "a")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);	/* one batch */
+	usleep(3000);
+	answer_oldest();
+	ck_assert_uint_eq(nheard, 3);
+	ck_assert_uint_eq(n->rtt.n, 1);
+	ck_assert_int_ge(n->rtt.sum_us, 3000);
+	node_call(n, &t_call(3, SCRIPT_OWNER, "x")->cmd);
+	turn();
+	answer_oldest();
+	ck_assert_uint_eq(n->rtt.n, 2);
+	node_call(n, &t_call(4, SCRIPT_OWNER, "x")->cmd);
+	turn();
+	fake_reply(fake_sent_pop(), NULL);		/* no answer */
+	ck_assert_uint_eq(n->rtt.n, 2);
+	node_up(n);					/* back, same address */
+	ck_assert_uint_eq(n->rtt.n, 2);
+	snprintf(n->link.addrstr, sizeof n->link.addrstr, "127.0.0.2:6379");
+	node_up(n);					/* another Redis */
+	ck_assert_uint_eq(n->rtt.n, 0);
+	ck_assert_str_eq(n->rtt_addr, "127.0.0.2:6379");
+	done(n);
+}
+END_TEST
+
+/* Without batching (cluster mode) every call is its own round trip. */
+START_TEST(test_rtt_unbatched_calls)
+{
+	struct node *n = up_node(0, 0);
+
+	node_call(n, &t_call(1, SCRIPT_OWNER, "x")->cmd);
+	node_call(n, &t_call(2, SCRIPT_OWNER, "y")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	answer_oldest();
+	answer_oldest();
+	ck_assert_uint_eq(nheard, 2);
+	ck_assert_uint_eq(n->rtt.n, 2);
 	done(n);
 }
 END_TEST
@@ -463,6 +534,8 @@ node_suite(void)
 	tcase_add_test(tc, test_no_acks_no_wait);
 	tcase_add_test(tc, test_noscript_resends_as_eval);
 	tcase_add_test(tc, test_link_lost_fails_calls);
+	tcase_add_test(tc, test_rtt_one_sample_per_round_trip);
+	tcase_add_test(tc, test_rtt_unbatched_calls);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -129,6 +129,42 @@ START_TEST(test_grace_taken_releases_only_unrecorded_grants)
 }
 END_TEST
 
+/*
+ * The hold-time histogram counts a hold when it ends here (a RELEASE),
+ * from its grant; holds a RESUME elsewhere took over go on in another
+ * session and are not counted when they end here.
+ */
+START_TEST(test_hold_time_counts_ended_holds_not_taken_ones)
+{
+	struct env e;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	grace_client(&e);
+	hold(&e, 0, "a", 30000, 1);
+	hold(&e, 0, "b", 30000, 2);
+	locks_recorded(e.cl[0], "a", 1);
+	locks_recorded(e.cl[0], "b", 1);
+	hold(&e, 1, "c", 30000, 3);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.hold.n, 0);		/* held: not yet */
+	run_ms(&e, 20);
+	release(&e, 1, "c");
+	fake_release_done(take(&e, FAKE_RELEASE), 1, 1);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.hold.n, 1);
+	ck_assert_int_ge(s.hold.sum_us, 20000);
+	ck_assert_ptr_eq(histo_bounds(&s.hold), histo_hold_bounds_us);
+	locks_client_taken(e.cl[0]);
+	e.cl[0] = NULL;
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);	/* recorded */
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.hold.n, 1);
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_resumable_suite(void)
 {
@@ -138,6 +174,7 @@ locks_resumable_suite(void)
 	tc = tcase_create("grace");
 	tcase_add_test(tc, test_grace_hold_gone_waits_for_the_record);
 	tcase_add_test(tc, test_grace_taken_releases_only_unrecorded_grants);
+	tcase_add_test(tc, test_hold_time_counts_ended_holds_not_taken_ones);
 	suite_add_tcase(s, tc);
 	return s;
 }

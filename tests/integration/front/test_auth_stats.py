@@ -145,7 +145,9 @@ OLD_METRICS = ("lockbroker_sessions", "lockbroker_locks_held",
                "lockbroker_sessions_refused_total",
                "lockbroker_auth_failures_total", "lockbroker_redis_up",
                "lockbroker_redis_reconnects_total")
-HISTOGRAMS = ("lockbroker_acquire_wait_seconds", "lockbroker_handoff_seconds")
+HISTOGRAMS = ("lockbroker_acquire_wait_seconds", "lockbroker_handoff_seconds",
+              "lockbroker_hold_seconds", "lockbroker_redis_rtt_seconds",
+              "lockbroker_app_acquire_wait_seconds")
 # One sample per Redis master (label node="ip:port"), beside the table.
 PER_NODE = ("lockbroker_redis_node_up", "lockbroker_redis_node_inflight",
             "lockbroker_redis_node_redirects_total")

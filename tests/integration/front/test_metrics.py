@@ -4,9 +4,11 @@ Prometheus text format (checked with `promtool check metrics`, Debian
 package prometheus; that one test is skipped when promtool is absent), and
 its values move with what the broker does: acquires by outcome, releases,
 sessions, held locks, waiters, lost locks, auth failures, Redis up/down and
-the acquire-wait and handoff histograms.  Only GET /metrics is served.
+the histograms (acquire wait, handoff, hold time, Redis round trips per
+master, waits per app, at most 64 apps).  Only GET /metrics is served.
 """
 
+import hashlib
 import http.client
 import os
 import re
@@ -14,8 +16,10 @@ import resource
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+import types
 import unittest
 
 import harness
@@ -63,14 +67,14 @@ def parse_metrics(text):
 
 
 class MetricsCase(BrokerTestCase):
-    def start_metrics_broker(self, *extra, redis=None):
+    def start_metrics_broker(self, *extra, redis=None, **kw):
         """A broker serving /metrics on a free port; returns it, with the
         port in .mport."""
         for attempt in range(3):
             mport = free_port()
             try:
                 b = self.start_broker("--metrics_port", mport, *extra,
-                                      redis=redis)
+                                      redis=redis, **kw)
             except AssertionError as e:
                 if attempt < 2 and "metrics" in str(e):
                     continue    # lost the port to someone else
@@ -337,6 +341,222 @@ class TestValuesMove(MetricsCase):
         self.assertGreater(m["lockbroker_handoff_seconds_count"], 0)
         self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'],
                          m["lockbroker_releases_total"])
+
+
+def buckets(text, fam, labels=""):
+    """[(le, cumulative count)] of histogram fam's series whose labels
+    (before le) are labels, e.g. 'node="127.0.0.1:6379",'."""
+    out = []
+    pat = re.compile(r'%s_bucket\{%sle="([^"]+)"\} ([0-9]+)'
+                     % (re.escape(fam), re.escape(labels)))
+    for line in text.split("\n"):
+        m = pat.fullmatch(line)
+        if m:
+            out.append((float(m.group(1)), int(m.group(2))))
+    return out
+
+
+def count_le(text, fam, le, labels=""):
+    """Observations of fam at most le seconds (le must be a bucket bound)."""
+    for bound, n in buckets(text, fam, labels):
+        if bound == le:
+            return n
+    raise AssertionError("%s has no bucket le=%s" % (fam, le))
+
+
+def sha256_hex(tok):
+    return hashlib.sha256(tok.encode()).hexdigest()
+
+
+class TestHistograms(MetricsCase):
+    """The hold-time histogram, Redis round trips per master and waits per
+    app: their counts follow the grants, their buckets the times."""
+
+    HOLD = "lockbroker_hold_seconds"
+    RTT = "lockbroker_redis_rtt_seconds"
+    APP_WAIT = "lockbroker_app_acquire_wait_seconds"
+
+    def page(self, b):
+        st, _, body = http_req(b.mport)
+        self.assertEqual(st, 200)
+        return body
+
+    def test_hold_seconds_counts_every_hold_that_ended(self):
+        # Guards: a hold is counted once when it ends (last RELEASE of a
+        # reentrant one, the session's end, a loss), with its time from
+        # the grant; one held now is not counted yet.
+        b = self.start_metrics_broker()
+        a, c = self.connect(b), self.connect(b)
+        m = self.metrics(b)
+        self.assertEqual(m[self.HOLD + "_count"], 0)
+        self.assertToken(a.req("ACQUIRE long"))
+        time.sleep(0.3)
+        self.assertEqual(self.metrics(b)[self.HOLD + "_count"], 0,
+                         "a hold still held was counted")
+        self.assertEqual(a.req("RELEASE long"), "OK 0")
+        for i in range(3):
+            self.assertToken(a.req("ACQUIRE short%d" % i))
+            self.assertEqual(a.req("RELEASE short%d" % i), "OK 0")
+        # reentrant: two ACQUIREs, one hold, counted at the last RELEASE
+        self.assertToken(a.req("ACQUIRE re"))
+        self.assertToken(a.req("ACQUIRE re"))
+        self.assertEqual(a.req("RELEASE re"), "OK 1")
+        self.assertEqual(self.metrics(b)[self.HOLD + "_count"], 4)
+        self.assertEqual(a.req("RELEASE re"), "OK 0")
+        # a session that ends holding a key; a lock lost in Redis
+        self.assertToken(c.req("ACQUIRE byquit"))
+        c.send("QUIT")
+        self.assertEqual(c.readline(), "OK")
+        self.assertToken(a.req("ACQUIRE gone"))
+        self.assertEqual(self.redis.cli("DEL", self.lock_key("gone")), 1)
+        self.assertErr(a.req("RELEASE gone"), "LOST")
+        self.metric_is(b, self.HOLD + "_count", 7)
+        body = self.page(b)
+        m = parse_metrics(body)
+        # every grant made a hold, every hold has ended (7 holds: the
+        # reentrant ACQUIRE is one of 8 OKs)
+        self.assertEqual(m['lockbroker_acquires_total{outcome="ok"}'], 8)
+        self.assertEqual(m["lockbroker_locks_held"], 0)
+        # the 0.3 s hold is past 0.25 s; the others well under it
+        self.assertEqual(count_le(body, self.HOLD, 0.25), 6)
+        self.assertEqual(count_le(body, self.HOLD, 1), 7)
+        self.assertGreaterEqual(m[self.HOLD + "_sum"], 0.3)
+        self.assertLess(m[self.HOLD + "_sum"], 0.3 + 6 * 0.25)
+        les = [le for le, _ in buckets(body, self.HOLD)]
+        self.assertEqual(les[-1], float("inf"))
+        self.assertGreaterEqual(les[-2], 3600, "holds of an hour and more "
+                                "fall in +Inf only")
+
+    def test_redis_rtt_per_master_counts_round_trips(self):
+        # Guards: each script call's round trip to Redis is counted on its
+        # master (label node), and a slow Redis shows in the buckets.
+        r = self.start_redis()
+        b = self.start_metrics_broker(redis=r)
+        node = 'node="%s",' % r.addr
+        a = self.connect(b)
+        self.assertEqual(a.req("PING"), "OK PONG")
+        m0 = parse_metrics(self.page(b))
+        n0 = m0['%s_count{%s}' % (self.RTT, node[:-1])]
+        for i in range(5):
+            self.assertToken(a.req("ACQUIRE r%d" % i))
+            self.assertEqual(a.req("RELEASE r%d" % i), "OK 0")
+        m = self.metrics(b)
+        # one client, one request at a time: each ACQUIRE and RELEASE is
+        # one call alone, one round trip (a renewal may slip in)
+        n = m['%s_count{%s}' % (self.RTT, node[:-1])]
+        self.assertGreaterEqual(n - n0, 10)
+        self.assertLessEqual(n - n0, 12)
+        self.assertEqual([k for k in m if k.startswith(self.RTT + "_count")],
+                         ['%s_count{%s}' % (self.RTT, node[:-1])])
+        slow0 = n - count_le(self.page(b), self.RTT, 0.25, node)
+        # Redis stopped for 0.4 s (under redis_timeout_ms): that call's
+        # round trip is over 0.25 s
+        r.pause()
+        try:
+            a.send("ACQUIRE slow")
+            time.sleep(0.4)
+        finally:
+            r.resume()
+        self.assertToken(a.readline())
+        body = self.page(b)
+        m = parse_metrics(body)
+        n = m['%s_count{%s}' % (self.RTT, node[:-1])]
+        self.assertEqual(n - count_le(body, self.RTT, 0.25, node) - slow0, 1)
+        self.assertGreaterEqual(m['%s_sum{%s}' % (self.RTT, node[:-1])],
+                                0.35)
+
+    def test_node_label_is_escaped(self):
+        # Guards: a master's address goes into node="..." escaped as the
+        # text format asks (a unix socket path may hold " and \); it was
+        # printed raw, which breaks every scraper's parse of the page.
+        d = tempfile.mkdtemp(prefix="lbt-m-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.mkdir(os.path.join(d, 'q"x\\y'))
+        sock = os.path.join(d, 'q"x\\y', "r.sock")
+        r = self.start_redis("--unixsocket", sock, "--unixsocketperm", "700")
+        b = self.start_metrics_broker(redis=types.SimpleNamespace(
+            addr="unix:" + sock, cli=r.cli))
+        a = self.connect(b)
+        self.assertToken(a.req("ACQUIRE esc"))
+        self.assertEqual(a.req("RELEASE esc"), "OK 0")
+        esc = ("unix:" + sock).replace("\\", "\\\\").replace('"', '\\"')
+        body = self.page(b)
+        self.assertIn('lockbroker_redis_node_up{node="%s"} 1\n' % esc, body)
+        m = parse_metrics(body)
+        self.assertGreaterEqual(
+            m['%s_count{node="%s"}' % (self.RTT, esc)], 2)
+        if PROMTOOL is not None:
+            p = subprocess.run([PROMTOOL, "check", "metrics"], input=body,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def acl_broker(self, apps):
+        """A broker with an access list of apps [(name, token, glob)]."""
+        d = tempfile.mkdtemp(prefix="lbt-metrics-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "acl")
+        with open(path, "w") as f:
+            for name, tok, glob in apps:
+                f.write("app %s token-sha256 %s keys %s\n"
+                        % (name, sha256_hex(tok), glob))
+        return self.start_metrics_broker("--acl_file", path,
+                                         auth=apps[0][1])
+
+    def app(self, b, tok):
+        c = self.connect(b)
+        self.assertEqual(c.req("AUTH " + tok), "OK")
+        return c
+
+    def test_waits_per_app(self):
+        # Guards: each ACQUIRE's wait counts for its session's app, as the
+        # broker-wide histogram counts it; a long wait shows in its app's
+        # buckets only.
+        b = self.acl_broker([("alpha", "tok-alpha-1", "a*"),
+                             ("beta", "tok-beta-22", "b*")])
+        a1, a2 = self.app(b, "tok-alpha-1"), self.app(b, "tok-alpha-1")
+        bb = self.app(b, "tok-beta-22")
+        self.assertToken(a1.req("ACQUIRE a1"))
+        a2.send("ACQUIRE a1 WAIT 5000")
+        wait_until(lambda: self.metrics(b)["lockbroker_waiters"] == 1, 2.0,
+                   what="waiters == 1")
+        time.sleep(0.3)
+        self.assertEqual(a1.req("RELEASE a1"), "OK 0")
+        self.assertToken(a2.readline())
+        for i in range(2):
+            self.assertToken(bb.req("ACQUIRE b%d" % i))
+        body = self.page(b)
+        m = parse_metrics(body)
+        alpha, beta = 'app="alpha",', 'app="beta",'
+        self.assertEqual(m['%s_count{app="alpha"}' % self.APP_WAIT], 2)
+        self.assertEqual(m['%s_count{app="beta"}' % self.APP_WAIT], 2)
+        self.assertEqual(m["lockbroker_acquire_wait_seconds_count"], 4)
+        self.assertEqual(count_le(body, self.APP_WAIT, 0.25, alpha), 1)
+        self.assertEqual(count_le(body, self.APP_WAIT, 0.25, beta), 2)
+        self.assertAlmostEqual(
+            m['%s_sum{app="alpha"}' % self.APP_WAIT] +
+            m['%s_sum{app="beta"}' % self.APP_WAIT],
+            m["lockbroker_acquire_wait_seconds_sum"], delta=2e-6)
+        self.assertNotIn('%s_count{app="other"}' % self.APP_WAIT, m)
+
+    def test_apps_past_64_share_app_other(self):
+        # Guards: at most 64 apps get wait series of their own; the rest
+        # (and an app named "other") are counted as app="other".
+        apps = [("app%02d" % i, "tok-%02d-xxxxxxxx" % i, "k%02d*" % i)
+                for i in range(66)] + [("other", "tok-other-xxxx", "o*")]
+        b = self.acl_broker(apps)
+        for name, tok, glob in (apps[0], apps[64], apps[65], apps[66]):
+            self.assertToken(self.app(b, tok).req("ACQUIRE " + glob[:-1]))
+        m = self.metrics(b)
+        own = sorted(k for k in m if k.startswith(self.APP_WAIT + "_count"))
+        self.assertEqual(len(own), 65, own)     # 64 apps + other
+        self.assertEqual(m['%s_count{app="app00"}' % self.APP_WAIT], 1)
+        self.assertEqual(m['%s_count{app="app63"}' % self.APP_WAIT], 0)
+        self.assertNotIn('%s_count{app="app64"}' % self.APP_WAIT, m)
+        self.assertEqual(m['%s_count{app="other"}' % self.APP_WAIT], 3)
+        # sessions and denials stay per app, all 67
+        self.assertEqual(m['lockbroker_app_sessions{app="app65"}'], 1)
+        self.assertEqual(len([k for k in m if k.startswith(
+            "lockbroker_app_sessions{")]), 67)
 
 
 def cpu_s(pid):

@@ -76,6 +76,10 @@ What each test guards:
         overlap and tokens strictly increase per name across the move;
         last, redis_map_changes and "slot map" log lines grow on both
         brokers.
+    test_round_trips_per_master_on_metrics  /metrics has one
+        lockbroker_redis_rtt_seconds series per master (node="ip:port",
+        the masters CLUSTER SLOTS names); a grant and a release of a name
+        count 2-6 round trips on its slot's master and none elsewhere.
 
   TestFailover (a fresh cluster)
     test_master_killed_replica_promoted  kill -9 of a master while
@@ -129,6 +133,7 @@ from harness import Broker, BrokerTestCase, parse_stats, wait_until
 from topology import (ClusterTopology, cli, crc16, hash_slot, owner_in,
                       split_addr)
 from test_sentinel import Session, run  # replies apart from EVENT lines
+from test_metrics import http_req, parse_metrics
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
 GRANT_WAIT_MS = 5000        # WAIT of grants that may meet a lock delay
@@ -586,6 +591,40 @@ class TestSharedCluster(ClusterCase):
             self.assertEqual(o.req("RELEASE " + name), "OK 0")
         for s in holders + [o]:
             s.sync()
+
+    def test_round_trips_per_master_on_metrics(self):
+        # Guards: /metrics has a round-trip histogram per master (label
+        # node="ip:port", every master and only masters), and a grant and
+        # a release of a name count on the master serving its slot.
+        topo = self.topo
+        mport = harness.free_port()
+        A = self.cluster_broker(topo, "--metrics_port", mport)
+        self.wait_nodes(A, 3)
+        masters = topo.masters()
+        s = self.session(A, "rtt")
+        rtt = "lockbroker_redis_rtt_seconds_count"
+
+        def counts():
+            st, _, body = http_req(mport)
+            self.assertEqual(st, 200)
+            m = parse_metrics(body)
+            return {k[len(rtt) + len('{node="'):-2]: v for k, v in m.items()
+                    if k.startswith(rtt + "{")}
+
+        before = counts()
+        self.assertEqual(sorted(before), masters)
+        for i, m in enumerate(masters):
+            others = {o: before[o] for o in masters if o != m}
+            name = self.names_on(topo, m, 1, "rtt%d-" % i)[0]
+            self.grant(s, name)
+            self.assertEqual(s.req("RELEASE " + name), "OK 0")
+            after = counts()
+            self.assertGreaterEqual(after[m] - before[m], 2, m)
+            self.assertLessEqual(after[m] - before[m], 6, m)
+            self.assertEqual({o: after[o] for o in others}, others,
+                             "a call of %s's slot counted elsewhere" % m)
+            before = after
+        s.sync()
 
     def fence_counters(self, addr):
         """{slot: value} of the <prefix>:fence:* keys on addr."""

@@ -63,7 +63,9 @@ What each test guards:
         is skipped, saying so.
     test_planned_failover                 SENTINEL FAILOVER (the old master
         lives on as a replica): the broker follows, the held lock stays,
-        new grants land on the new master.
+        new grants land on the new master; /metrics's round-trip
+        histogram names the master in use and counts from 0 at the new
+        one.
 
   TestSingleAddress
     test_tokens_never_go_back_after_redis_restart  -r mode, Redis killed
@@ -84,6 +86,7 @@ import harness
 from harness import Broker, BrokerTestCase, parse_stats, wait_until
 import topology
 from topology import SentinelTopology, cli
+from test_metrics import http_req, parse_metrics
 
 FAILOVER_S = 10.0           # kill -9 until the Sentinels agree (measured ~2 s)
 SWITCH_S = 10.0             # then until a broker is on the new master
@@ -791,10 +794,27 @@ class TestFailover(SentinelCase):
         self.assertEqual(len(self.switched_lines(A)), 1, self.logs())
         self.assertEqual(len(self.switched_lines(C)), 0, self.logs())
 
+    def rtt_counts(self, mport):
+        """{node: lockbroker_redis_rtt_seconds_count} on /metrics."""
+        st, _, body = http_req(mport)
+        self.assertEqual(st, 200)
+        name = "lockbroker_redis_rtt_seconds_count{node=\""
+        return {k[len(name):-2]: v for k, v in parse_metrics(body).items()
+                if k.startswith(name)}
+
     def test_planned_failover(self):
         topo = self.fresh_topology()
-        A = self.sentinel_broker(topo)
+        mport = harness.free_port()
+        A = self.sentinel_broker(topo, "--metrics_port", mport)
         h, tok = self.hold_replicated(topo, A, "k")
+        # round trips to the first master, counted under its address
+        w = self.session(A, "w")
+        for i in range(30):
+            self.token(w.req("ACQUIRE w%d" % i))
+            self.assertEqual(w.req("RELEASE w%d" % i), "OK 0")
+        rtt = self.rtt_counts(mport)
+        self.assertEqual(list(rtt), [topo.master_addr()])
+        self.assertGreaterEqual(rtt[topo.master_addr()], 60)
         old = topo.failover()
         new, _ = topo.wait_new_master(old, FAILOVER_S)
         self.wait_on_master(A, new)
@@ -814,6 +834,12 @@ class TestFailover(SentinelCase):
         lines = self.switched_lines(A)
         self.assertEqual(len(lines), 1, self.logs())
         self.assertIn("from %s to %s" % (old, new), lines[0])
+        # the new master's round trips, from 0: not the old one's 60+
+        rtt = self.rtt_counts(mport)
+        self.assertEqual(list(rtt), [new])
+        self.assertGreaterEqual(rtt[new], 2)       # k2's grant, release
+        self.assertLess(rtt[new], 30, "counted on from the old master")
+        w.sync()
 
 
 # ----------------------------------------------------- single address --
