@@ -895,6 +895,11 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_auth(s, req);
 		return;
 	case CMD_ACQUIRE:
+		if (req->valuelen > 0) {	/* 1.2, not in this broker yet */
+			send_err(s, PERR_BADARG, "VALUE is not supported by "
+			    "this broker yet");
+			return;
+		}
 		if (key_denied(s, req))
 			return;
 		cmd_acquire(s, req);
@@ -914,6 +919,11 @@ dispatch(struct session *s, const struct proto_req *req)
 		    req->has_ttl ? req->ttl_ms : 0);
 		return;
 	case CMD_OWNER:
+		if (req->with_value) {		/* 1.2, not in this broker yet */
+			send_err(s, PERR_BADARG, "OWNER ... VALUE is not "
+			    "supported by this broker yet");
+			return;
+		}
 		if (key_denied(s, req))
 			return;
 		s->busy = 1;

@@ -71,6 +71,15 @@ class TestCheck(BrokerTestCase):
         self.assertEqual(c.req("CHECK k 9007199254740991"), "OK STALE -")
         self.assertEqual(c.req("PING"), "OK PONG")
 
+    def test_value_is_refused_until_this_broker_keeps_values(self):
+        """VALUE (1.2) is parsed but not kept by this broker yet: a clear
+        ERR, never an OK that silently drops it."""
+        c = self.connect(self.b1)
+        self.assertErr(c.req("ACQUIRE v VALUE 10.0.0.7:8080"), "BADARG")
+        self.assertErr(c.req("OWNER v VALUE"), "BADARG")
+        self.assertEqual(c.req("OWNER v"), "OK -")
+        self.assertEqual(c.req("PING"), "OK PONG")
+
 
 if __name__ == "__main__":
     unittest.main()
