@@ -169,6 +169,9 @@ class Acquire(Request):
         self.shared = shared
         self.limit = limit
         self.deadline = deadline        # time.monotonic(), None: no end
+        # a caller who would wait hears TIMEOUT, not BUSY, even when the
+        # deadline passed before the request could be written
+        self.patient = deadline is None or deadline > time.monotonic()
         self.ttl_ms = ttl_ms
         self.value = value
         self.listeners = list(listeners)
@@ -257,7 +260,7 @@ class Acquire(Request):
     def not_granted(self, core: "Core") -> None:
         if self.cancel_error is not None:
             self.finish(core, exc=self.cancel_error)
-        elif self.wait_ms == 0:
+        elif self.wait_ms == 0 and not self.patient:
             self.finish(core, exc=LockBusy("%s is held" % self.key))
         elif self.deadline is None or self.deadline - time.monotonic() > 0.001:
             core.submit(self)       # the broker clamped the wait: go on
