@@ -20,16 +20,18 @@ after that lock is let go (``Driver``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Generator, Iterable, Protocol
 
 from . import protocol as P
-from .errors import (UsageError, BrokerError, ConnectError, LockBrokerError, LockBusy, LockLost,
-                     LockTimeout, NotHeld, ProtocolError, SessionLost,
-                     Unavailable, VersionError, WaitCancelled,
-                     error_from_reply, ERR_CLASSES)
+from .errors import (ERR_CLASSES, BrokerError, ConnectError,
+                     LockBrokerError, LockBusy, LockLost, LockTimeout,
+                     NotHeld, ProtocolError, SessionLost, Unavailable,
+                     UsageError, VersionError, WaitCancelled,
+                     error_from_reply)
 
 log = logging.getLogger("lockbroker")
 
@@ -38,10 +40,9 @@ log = logging.getLogger("lockbroker")
 FOREVER_STEP_MS = P.MAX_MS
 
 
-class Future(Protocol):
-    def done(self) -> bool: ...
-    def set_result(self, value: Any) -> None: ...
-    def set_exception(self, exc: BaseException) -> None: ...
+# The driver's future type (concurrent.futures.Future for Client,
+# asyncio.Future for AsyncClient): done(), set_result(), set_exception().
+Future = Any
 
 
 class Driver(Protocol):
@@ -112,10 +113,10 @@ class Request:
     when the request is written (so a wait can compute what is left of its
     deadline); None drops it unsent."""
 
-    key: str | None = None
+    key = ""
     blocking = False        # holds back the session's later replies (1.1)
 
-    def __init__(self, text: str, fut: Future | None,
+    def __init__(self, text: str, fut: Future,
                  parse: Callable[[str], Any] | None = None,
                  replay: bool = True) -> None:
         self.text = text
@@ -313,7 +314,7 @@ class Release(Request):
     """RELEASE <key> [LINGER ms] of a hold."""
 
     def __init__(self, hold: HoldState, linger_ms: int | None,
-                 fut: Future | None) -> None:
+                 fut: Future) -> None:
         text = "RELEASE " + hold.key
         if linger_ms:
             text += " LINGER %d" % linger_ms
@@ -330,8 +331,9 @@ class Release(Request):
         if line.startswith("OK"):
             settle(self.fut, None)
             return
-        err = error_from_reply(line, self.text)
-        if isinstance(err, (LockLost, NotHeld)) and self.hold.lost:
+        err: BrokerError = error_from_reply(line, self.text)
+        if isinstance(err, (LockLost, NotHeld)) and \
+                self.hold.lost_error is not None:
             err = self.hold.lost_error
         elif isinstance(err, LockLost):
             core.mark_lost(self.hold, err)
@@ -367,6 +369,7 @@ class HoldRequest(Request):
     def reply(self, core: "Core", line: str) -> None:
         if line.startswith("ERR LOST"):
             err = error_from_reply(line, self.text)
+            assert isinstance(err, LockLost)
             core.mark_lost(self.hold, err)
             settle(self.fut, exc=self.hold.lost_error)
             return
@@ -384,7 +387,7 @@ class HoldRequest(Request):
 class Cancel(Request):
     """CANCEL <key> of a queued wait."""
 
-    def __init__(self, key: str, fut: Future | None) -> None:
+    def __init__(self, key: str, fut: Future) -> None:
         super().__init__("CANCEL " + key, fut)
         self.key = key
 
@@ -405,7 +408,7 @@ class Cancel(Request):
 class Watch(Request):
     """WATCH <key>: OK, then the state comes as an event."""
 
-    def __init__(self, key: str, fut: Future | None) -> None:
+    def __init__(self, key: str, fut: Future) -> None:
         super().__init__("WATCH " + key, fut)
         self.key = key
 
@@ -545,7 +548,7 @@ class Core:
                 "lost %s (token %d): %s", hold.key, hold.token, err)
         self.let_go(hold)
         for fn in list(hold.listeners):
-            self.driver.defer(lambda fn=fn: fn(err))
+            self.driver.defer(functools.partial(fn, err))
 
     def let_go(self, hold: HoldState) -> None:
         if hold.has_local:
@@ -625,7 +628,7 @@ class Core:
         w.state = state
         w.seq += 1
         for fn in list(w.listeners):
-            self.driver.defer(lambda fn=fn: fn(state))
+            self.driver.defer(functools.partial(fn, state))
 
     # -- connections
     def connection_lost(self) -> None:
@@ -660,7 +663,8 @@ class Core:
         self.holds.clear()
         self.session += 1
 
-    def handshake(self, resume: bool):
+    def handshake(self, resume: bool
+                  ) -> Generator[list[str], list[str], bool]:
         """A generator: yields lists of request lines, is sent the list of
         their replies, returns True (resumed) or False (a new session).
         Raises NotAuthenticated, VersionError, BrokerError."""

@@ -13,9 +13,10 @@ its ``async with`` (which then raises ``LockLost``).
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any, AsyncIterator, Callable, Generator, Sequence
+import functools
 import ssl
+import time
+from typing import Any, AsyncIterator, Callable, Generator, Sequence, cast
 
 from . import protocol as P
 from ._common import (ConnectionEvent, Options, addr_text, emit, linger_ms,
@@ -23,12 +24,12 @@ from ._common import (ConnectionEvent, Options, addr_text, emit, linger_ms,
 from ._core import (Acquire, Core, HoldRequest, HoldState, Request, Watch as
                     WatchRequest, WatchState, log)
 from ._net import tune
-from .errors import (ConnectError, LockBrokerError, LockLost, LockTimeout,
-                     NotAuthenticated, ProtocolError, UsageError,
-                     VersionError, WaitCancelled, BrokerError)
+from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
+                     LockTimeout, NotAuthenticated, ProtocolError,
+                     UsageError, VersionError, WaitCancelled)
 
 
-def _retrieve(fut: asyncio.Future) -> None:
+def _retrieve(fut: asyncio.Future[Any]) -> None:
     """A done-callback for futures nobody awaits (no 'never retrieved')."""
     if not fut.cancelled():
         fut.exception()
@@ -37,7 +38,8 @@ def _retrieve(fut: asyncio.Future) -> None:
 class _LineProtocol(asyncio.Protocol):
     def __init__(self, client: "AsyncClient") -> None:
         self.client = client
-        self.transport: asyncio.Transport | None = None
+        # set by connection_made, before anything can use it
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.buf = b""
         self.lost = False
 
@@ -86,7 +88,7 @@ class AsyncClient:
                           auth=auth, allow_old=self._o.allow_old)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proto: _LineProtocol | None = None
-        self._handshaking: tuple[_LineProtocol, asyncio.Queue] | None = None
+        self._handshaking: tuple[_LineProtocol, asyncio.Queue[str | None]] | None = None
         self._connected = False
         self._closed = False
         self._closing = False           # QUIT sent: the end is no break
@@ -95,21 +97,27 @@ class AsyncClient:
         self._last_rx = 0.0
         self._ping_sent: float | None = None
         self._flush_soon = False
-        self._tasks: set[asyncio.Task] = set()
-        self._reconnecting: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reconnecting: asyncio.Task[None] | None = None
         self._up = asyncio.Event()
 
+    @property
+    def _ev(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise UsageError("connect() the client first")
+        return self._loop
+
     # ------------------------------------------------- the core's driver --
-    def new_future(self) -> asyncio.Future:
-        return self._loop.create_future()
+    def new_future(self) -> asyncio.Future[Any]:
+        return self._ev.create_future()
 
     def defer(self, fn: Callable[[], None]) -> None:
-        self._loop.call_soon(fn)
+        self._ev.call_soon(fn)
 
     def wake_writer(self) -> None:
         if not self._flush_soon:
             self._flush_soon = True
-            self._loop.call_soon(self._flush)
+            self._ev.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_soon = False
@@ -142,8 +150,8 @@ class AsyncClient:
             return self
         raise ConnectError("no broker answered: " + "; ".join(errors))
 
-    def _spawn(self, coro: Any) -> asyncio.Task:
-        task = self._loop.create_task(coro)
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task = self._ev.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -153,12 +161,12 @@ class AsyncClient:
         host, port = self._o.brokers[i]
         tls = self._o.tls
         transport, proto = await asyncio.wait_for(
-            self._loop.create_connection(
+            self._ev.create_connection(
                 lambda: _LineProtocol(self), host, port, ssl=tls,
                 server_hostname=(self._o.tls_server_name or host)
                 if tls else None),
             self._o.connect_timeout)
-        replies_q: asyncio.Queue = asyncio.Queue()
+        replies_q: asyncio.Queue[str | None] = asyncio.Queue()
         self._handshaking = (proto, replies_q)
         try:
             sock = transport.get_extra_info("socket")
@@ -274,7 +282,8 @@ class AsyncClient:
                     self._ping_sent = None
                     log.warning("no reply to PING within %.1f s",
                                 o.ping_timeout)
-                    self._proto.transport.abort()
+                    if self._proto is not None:
+                        self._proto.transport.abort()
                     continue
             elif now - self._last_rx >= o.ping_interval:
                 self._ping_sent = now
@@ -290,7 +299,7 @@ class AsyncClient:
     # ------------------------------------------------------------ requests --
     async def _call(self, req: Request) -> Any:
         self._check_open()
-        req.fut = self._loop.create_future()
+        req.fut = self._ev.create_future()
         self._core.submit(req, wake=False)
         self._flush()
         done, _ = await asyncio.wait({req.fut},
@@ -334,9 +343,9 @@ class AsyncClient:
         return self.lock(key, timeout, ttl=ttl, value=value, on_lost=on_lost)
 
     async def _take(self, key: str, timeout: float | None,
-                    opts: dict) -> "AsyncHold":
+                    opts: dict[str, Any]) -> "AsyncHold":
         self._check_open()
-        loop = self._loop
+        loop = self._ev
         deadline = None if timeout is None else \
             time.monotonic() + max(0.0, timeout)
         acq = Acquire(key, loop.create_future(), owner=asyncio.current_task(),
@@ -371,15 +380,16 @@ class AsyncClient:
     async def owner(self, key: str) -> P.KeyState:
         P.check_key(key)
         words = "OWNER %s VALUE" if self._core.async_waits else "OWNER %s"
-        return await self._call(Request(words % key, None, P.parse_owner))
+        return cast(P.KeyState, await self._call(
+            Request(words % key, None, P.parse_owner)))
 
     async def check(self, key: str, token: int) -> P.CheckResult:
         P.check_key(key)
         if not isinstance(token, int) or not 1 <= token < 2 ** 53:
             raise ValueError("a token is an integer 1..2^53-1")
-        return await self._call(Request(
+        return cast(P.CheckResult, await self._call(Request(
             "CHECK %s %d" % (key, token), None,
-            lambda line: P.parse_check(line, token)))
+            lambda line: P.parse_check(line, token))))
 
     async def watch(self, key: str,
                     on_change: Callable[[P.KeyState], None] | None = None
@@ -389,11 +399,11 @@ class AsyncClient:
         w = AsyncWatch(self, key, on_change)
         ws = self._core.watches.get(key)
         new = ws is None
-        if new:
+        if ws is None:
             ws = self._core.watches[key] = WatchState(key)
         ws.listeners.append(w._listener)
         if ws.state is not None:
-            self.defer(lambda s=ws.state: w._listener(s))
+            self.defer(functools.partial(w._listener, ws.state))
         if new:
             try:
                 await self._call(WatchRequest(key, None))
@@ -419,7 +429,8 @@ class AsyncClient:
             pass
 
     async def held(self) -> list[str]:
-        return await self._call(Request("HELD", None, P.parse_list))
+        return cast("list[str]", await self._call(
+            Request("HELD", None, P.parse_list)))
 
     async def ping(self) -> None:
         await self._call(Request("PING", None))
@@ -474,7 +485,7 @@ class LockContext:
     async context manager (the block runs under the hold)."""
 
     def __init__(self, client: AsyncClient, key: str,
-                 timeout: float | None, opts: dict) -> None:
+                 timeout: float | None, opts: dict[str, Any]) -> None:
         self._client = client
         self._key = key
         self._timeout = timeout
@@ -491,6 +502,7 @@ class LockContext:
         return await self._hold.__aenter__()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._hold is not None
         await self._hold.__aexit__(exc_type, exc, tb)
 
 
@@ -504,7 +516,7 @@ class AsyncHold:
         self._client = client
         self._st = state
         self._released = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._cancelling = 0
         self._cancelled_by_loss = False
 
@@ -517,9 +529,9 @@ class AsyncHold:
     released = property(lambda self: self._released)
 
     def add_lost_callback(self, fn: Callable[[LockLost], None]) -> None:
-        if self._st.lost:
-            err = self._st.lost_error
-            self._client.defer(lambda: fn(err))
+        err = self._st.lost_error
+        if err is not None:
+            self._client.defer(functools.partial(fn, err))
         else:
             self._st.listeners.append(fn)
 
@@ -528,7 +540,7 @@ class AsyncHold:
             raise UsageError("%s was released already" % self.key)
         self._released = True
         c = self._client
-        fut = c._loop.create_future()
+        fut = c._ev.create_future()
         c._core.release(self._st, linger_ms(linger), fut)
         c._flush()
         done, _ = await asyncio.wait({fut}, timeout=c._o.request_timeout)
@@ -541,9 +553,9 @@ class AsyncHold:
         self._usable()
         text = "RENEW " + self.key
         if ttl is not None:
-            text += " TTL %d" % ttl_ms(ttl)
-        return await self._client._call(HoldRequest(
-            text, self._st, None, lambda line: int(line.split()[1]) / 1000.0))
+            text += " TTL %d" % P.to_ms(ttl, "ttl", minimum=1)
+        return cast(float, await self._client._call(HoldRequest(
+            text, self._st, None, lambda line: int(line.split()[1]) / 1000.0)))
 
     async def proclaim(self, value: str) -> None:
         self._usable()
@@ -555,7 +567,7 @@ class AsyncHold:
     def _usable(self) -> None:
         if self._released:
             raise UsageError("%s was released" % self.key)
-        if self._st.lost:
+        if self._st.lost_error is not None:
             raise self._st.lost_error
 
     def _on_lost(self, err: LockLost) -> None:
@@ -565,8 +577,8 @@ class AsyncHold:
             task.cancel(msg="lockbroker: %s" % err)
 
     async def __aenter__(self) -> "AsyncHold":
-        self._task = asyncio.current_task()
-        self._cancelling = self._task.cancelling()
+        self._task = task = asyncio.current_task()
+        self._cancelling = task.cancelling() if task is not None else 0
         self.add_lost_callback(self._on_lost)
         return self
 
@@ -579,7 +591,8 @@ class AsyncHold:
             except LockLost as e:
                 release_error = e
         if self._cancelled_by_loss and exc_type is asyncio.CancelledError \
-                and task is not None and task.uncancel() <= self._cancelling:
+                and task is not None and task.uncancel() <= self._cancelling \
+                and self._st.lost_error is not None:
             raise self._st.lost_error from exc
         if release_error is not None and exc_type is None:
             raise release_error
@@ -638,7 +651,7 @@ class AsyncWatch:
         while not self._closed:
             changed = self._changed
             await changed.wait()
-            if self._closed:
+            if self._closed or self._state is None:
                 return
             yield self._state
 

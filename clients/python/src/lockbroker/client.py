@@ -14,28 +14,30 @@ changes, the reconnect hook), so a callback may call the client.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import queue
+import ssl
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
-import ssl
+from typing import Any, Callable, Iterator, Sequence, cast
 
 from . import protocol as P
 from ._common import (ConnectionEvent, Options, addr_text, emit, linger_ms,
                       make_options, rotation, ttl_ms)
 from ._core import (Acquire, Core, HoldRequest, HoldState, Request, Watch as
-                    WatchRequest, WatchState, log, settle)
+                    WatchRequest, WatchState, log)
 from ._net import PlainStream, open_stream
-from .errors import (ConnectError, LockBrokerError, LockLost, LockTimeout,
-                     NotAuthenticated, ProtocolError, UsageError,
-                     VersionError, WaitCancelled, BrokerError, Unavailable)
+from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
+                     LockTimeout, NotAuthenticated, ProtocolError,
+                     UsageError, VersionError, WaitCancelled)
 
 
 class _Callbacks:
     """One thread that runs user callbacks in order."""
 
     def __init__(self) -> None:
-        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        self.q: queue.SimpleQueue[Callable[[], None] | None] = \
+            queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, daemon=True,
                                        name="lockbroker-callbacks")
         self.thread.start()
@@ -142,7 +144,7 @@ class Client:
         self._writer.start()
 
     # ------------------------------------------------- the core's driver --
-    def new_future(self) -> cf.Future:
+    def new_future(self) -> cf.Future[Any]:
         return cf.Future()
 
     def defer(self, fn: Callable[[], None]) -> None:
@@ -438,15 +440,17 @@ class Client:
         """Who holds key now, on any broker (with the holder's value)."""
         P.check_key(key)
         words = "OWNER %s VALUE" if self._core.async_waits else "OWNER %s"
-        return self._call(Request(words % key, cf.Future(), P.parse_owner))
+        return cast(P.KeyState, self._call(
+            Request(words % key, cf.Future(), P.parse_owner)))
 
     def check(self, key: str, token: int) -> P.CheckResult:
         """Whether token's hold on key is alive in Redis now (CHECK)."""
         P.check_key(key)
         if not isinstance(token, int) or not 1 <= token < 2 ** 53:
             raise ValueError("a token is an integer 1..2^53-1")
-        return self._call(Request("CHECK %s %d" % (key, token), cf.Future(),
-                                  lambda line: P.parse_check(line, token)))
+        return cast(P.CheckResult, self._call(
+            Request("CHECK %s %d" % (key, token), cf.Future(),
+                    lambda line: P.parse_check(line, token))))
 
     def watch(self, key: str,
               on_change: Callable[[P.KeyState], None] | None = None
@@ -460,11 +464,11 @@ class Client:
             self._check_open()
             ws = self._core.watches.get(key)
             new = ws is None
-            if new:
+            if ws is None:
                 ws = self._core.watches[key] = WatchState(key)
             ws.listeners.append(w._listener)
             if ws.state is not None:
-                self.defer(lambda s=ws.state: w._listener(s))
+                self.defer(functools.partial(w._listener, ws.state))
         if new:
             try:
                 self._call(WatchRequest(key, cf.Future()))
@@ -492,7 +496,8 @@ class Client:
 
     def held(self) -> list[str]:
         """The keys this session holds, as the broker lists them (HELD)."""
-        return self._call(Request("HELD", cf.Future(), P.parse_list))
+        return cast("list[str]", self._call(
+            Request("HELD", cf.Future(), P.parse_list)))
 
     def ping(self) -> None:
         self._call(Request("PING", cf.Future()))
@@ -572,7 +577,7 @@ class LockRequest:
         return self._acq.key
 
     def done(self) -> bool:
-        return self._acq.fut.done()
+        return bool(self._acq.fut.done())
 
     def cancel(self) -> None:
         """Withdraw the wait; ``result()`` then raises ``WaitCancelled``
@@ -637,9 +642,9 @@ class Hold:
         """fn(LockLost) when the hold is lost (at once if it is already)."""
         c = self._client
         with c._mu:
-            if self._st.lost:
-                err = self._st.lost_error
-                c.defer(lambda: fn(err))
+            err = self._st.lost_error
+            if err is not None:
+                c.defer(functools.partial(fn, err))
             else:
                 self._st.listeners.append(fn)
 
@@ -651,7 +656,7 @@ class Hold:
             raise UsageError("%s was released already" % self.key)
         self._released = True
         c = self._client
-        fut: cf.Future = cf.Future()
+        fut: cf.Future[None] = cf.Future()
         with c._mu:
             c._core.release(self._st, linger_ms(linger), fut)
         c._flush()
@@ -665,10 +670,10 @@ class Hold:
         self._usable()
         text = "RENEW " + self.key
         if ttl is not None:
-            text += " TTL %d" % ttl_ms(ttl)
+            text += " TTL %d" % P.to_ms(ttl, "ttl", minimum=1)
         req = HoldRequest(text, self._st, cf.Future(),
                           lambda line: int(line.split()[1]) / 1000.0)
-        return self._client._call(req)
+        return cast(float, self._client._call(req))
 
     def proclaim(self, value: str) -> None:
         """PROCLAIM: replace the hold's value (same token)."""
@@ -682,7 +687,7 @@ class Hold:
     def _usable(self) -> None:
         if self._released:
             raise UsageError("%s was released" % self.key)
-        if self._st.lost:
+        if self._st.lost_error is not None:
             raise self._st.lost_error
 
     def __enter__(self) -> "Hold":
@@ -765,6 +770,7 @@ class Watch:
                     return
                 seen = self._seq
                 state = self._state
+            assert state is not None
             yield state
 
     def close(self) -> None:
