@@ -657,6 +657,18 @@ class Core:
                 settle(req.fut, exc=exc)
         self.end_session(SessionLost(str(exc)), quiet)
 
+    def shutdown(self, exc: LockBrokerError) -> None:
+        """The client is closed: everything fails, the requests queued
+        behind the local key locks too (nothing will be sent again)."""
+        self.fail_all(exc, quiet=True)
+        while self.outq or self.local:
+            for lk in list(self.local.values()):
+                for acq in lk.queue:
+                    acq.finish(self, exc)
+                lk.queue.clear()
+            self.local.clear()
+            self.fail_all(exc, quiet=True)
+
     def end_session(self, err: LockLost, quiet: bool = False) -> None:
         for hold in list(self.holds.values()):
             self.mark_lost(hold, err, quiet)

@@ -466,7 +466,7 @@ class AsyncClient:
                 pass
         self._closed = True
         self._connected = False
-        self._core.fail_all(UsageError("the client was closed"), quiet=True)
+        self._core.shutdown(UsageError("the client was closed"))
         if self._proto is not None:
             self._proto.transport.close()
         for task in list(self._tasks):

@@ -539,8 +539,7 @@ class Client:
         with self._mu:
             self._closed = True
             self._connected = False
-            self._core.fail_all(UsageError("the client was closed"),
-                                quiet=True)
+            self._core.shutdown(UsageError("the client was closed"))
             self._writer_cv.notify()
         self._stopped.set()
         self._stream.shutdown()

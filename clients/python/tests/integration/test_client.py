@@ -179,8 +179,8 @@ class TestLost(BrokerTest):
     def test_lost_goes_to_its_hold_while_requests_are_in_flight(self) -> None:
         c = self.client()
         told = []
-        a = c.lock("a", ttl=0.9, on_lost=told.append)
-        b = c.lock("b", ttl=0.9)
+        b = c.lock("b", ttl=0.9)            # taken first: not the first
+        a = c.lock("a", ttl=0.9, on_lost=told.append)   # hold by chance
         stop, answered, errors = threading.Event(), [0], []
 
         def busy() -> None:         # requests in flight the whole time

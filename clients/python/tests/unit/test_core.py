@@ -256,6 +256,14 @@ class TestLocalLock(CoreTest):
         self.assertEqual(self.sent(), [])            # no RELEASE of hold 2
         self.assertEqual(other.fut.result(0).token, 2)
 
+    def test_closing_ends_the_requests_queued_behind_a_hold(self) -> None:
+        self.held("k", 1, owner="t1")
+        behind = self.acquire("k", None, owner="t2")
+        self.core.shutdown(UsageError("closed"))
+        self.assertIsInstance(behind.fut.exception(0), UsageError)
+        self.assertEqual(self.core.local, {})
+        self.assertEqual(self.sent(), [])
+
     def test_lost_callbacks_run_deferred(self) -> None:
         seen = []
         acq = self.acquire("k", 0, listeners=[seen.append])
