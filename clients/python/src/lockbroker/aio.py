@@ -360,7 +360,9 @@ class AsyncClient:
             else:
                 await asyncio.wait({fut}, timeout=max(0.0, deadline -
                                                       time.monotonic()))
-                if not fut.done() and acq.state in ("sent", "queued"):
+                if not fut.done() and (acq.state in ("sent", "queued") or (
+                        acq.state == "new" and self._connected)):
+                    # the broker's answer is on its way
                     await asyncio.wait({fut}, timeout=self._o.margin)
                 if not fut.done():
                     acq.cancel(self._core, LockTimeout(

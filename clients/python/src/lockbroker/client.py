@@ -13,7 +13,6 @@ changes, the reconnect hook), so a callback may call the client.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import functools
 import queue
 import ssl
@@ -30,6 +29,53 @@ from ._net import PlainStream, open_stream
 from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
                      LockTimeout, NotAuthenticated, ProtocolError,
                      UsageError, VersionError, WaitCancelled)
+
+
+class Outcome:
+    """The future of one request, for the threads of a Client: set once
+    by the reader thread, waited for by the caller.  A plain lock, held
+    until the outcome is set, is the cheapest wake-up Python has (a
+    concurrent.futures.Future costs a Condition and waiter objects per
+    wait, and pairs/s with it)."""
+
+    __slots__ = ("_lock", "_done", "_value", "_exc")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._done = False
+        self._value: Any = None
+        self._exc: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._value = value
+        self._done = True
+        self._lock.release()
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._exc = exc
+        self._done = True
+        self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the outcome is set (within timeout seconds)."""
+        if self._done:
+            return True
+        if self._lock.acquire(timeout=-1 if timeout is None else
+                              max(0.0, timeout)):
+            self._lock.release()        # for the next waiter, if any
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def result(self) -> Any:
+        if self._exc is not None:
+            raise self._exc
+        return self._value
 
 
 class _Callbacks:
@@ -144,8 +190,8 @@ class Client:
         self._writer.start()
 
     # ------------------------------------------------- the core's driver --
-    def new_future(self) -> cf.Future[Any]:
-        return cf.Future()
+    def new_future(self) -> Outcome:
+        return Outcome()
 
     def defer(self, fn: Callable[[], None]) -> None:
         self._callbacks.put(fn)
@@ -373,7 +419,7 @@ class Client:
                             if timeout is None else timeout)
 
     def _result(self, req: Request, timeout: float) -> Any:
-        cf.wait([req.fut], timeout)
+        req.fut.wait(timeout)
         if not req.fut.done():
             req.abandoned = True
             raise ConnectError("no answer to %s within %.1f s"
@@ -397,7 +443,7 @@ class Client:
             time.monotonic() + max(0.0, timeout)
         # the thread object, not its ident: an ident is reused once its
         # thread ends, while a hold may outlive the thread that took it
-        acq = Acquire(key, cf.Future(), owner=threading.current_thread(),
+        acq = Acquire(key, Outcome(), owner=threading.current_thread(),
                       shared=shared, limit=limit, deadline=deadline,
                       ttl_ms=ttl_ms(ttl), value=value,
                       listeners=[on_lost] if on_lost else ())
@@ -441,7 +487,7 @@ class Client:
         P.check_key(key)
         words = "OWNER %s VALUE" if self._core.async_waits else "OWNER %s"
         return cast(P.KeyState, self._call(
-            Request(words % key, cf.Future(), P.parse_owner)))
+            Request(words % key, Outcome(), P.parse_owner)))
 
     def check(self, key: str, token: int) -> P.CheckResult:
         """Whether token's hold on key is alive in Redis now (CHECK)."""
@@ -449,7 +495,7 @@ class Client:
         if not isinstance(token, int) or not 1 <= token < 2 ** 53:
             raise ValueError("a token is an integer 1..2^53-1")
         return cast(P.CheckResult, self._call(
-            Request("CHECK %s %d" % (key, token), cf.Future(),
+            Request("CHECK %s %d" % (key, token), Outcome(),
                     lambda line: P.parse_check(line, token))))
 
     def watch(self, key: str,
@@ -471,7 +517,7 @@ class Client:
                 self.defer(functools.partial(w._listener, ws.state))
         if new:
             try:
-                self._call(WatchRequest(key, cf.Future()))
+                self._call(WatchRequest(key, Outcome()))
             except BaseException:
                 w.close()
                 raise
@@ -490,21 +536,21 @@ class Client:
             if self._closed:
                 return
         try:
-            self._call(Request("UNWATCH " + w.key, cf.Future(), replay=False))
+            self._call(Request("UNWATCH " + w.key, Outcome(), replay=False))
         except (ConnectError, BrokerError):
             pass        # a new session has no watch anyway
 
     def held(self) -> list[str]:
         """The keys this session holds, as the broker lists them (HELD)."""
         return cast("list[str]", self._call(
-            Request("HELD", cf.Future(), P.parse_list)))
+            Request("HELD", Outcome(), P.parse_list)))
 
     def ping(self) -> None:
-        self._call(Request("PING", cf.Future()))
+        self._call(Request("PING", Outcome()))
 
     def stats(self) -> dict[str, str]:
         """The broker's counters (STATS)."""
-        line = self._call(Request("STATS", cf.Future()))
+        line = self._call(Request("STATS", Outcome()))
         return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
 
     @property
@@ -530,12 +576,12 @@ class Client:
                 return
             self._closing = True
             connected = self._connected
-            quit_req = Request("QUIT", cf.Future(), replay=False)
+            quit_req = Request("QUIT", Outcome(), replay=False)
             if connected:
                 self._core.submit(quit_req, wake=False)
         if connected:
             self._flush()
-            cf.wait([quit_req.fut], min(2.0, self._o.request_timeout))
+            quit_req.fut.wait(min(2.0, self._o.request_timeout))
         with self._mu:
             self._closed = True
             self._connected = False
@@ -596,14 +642,15 @@ class LockRequest:
         fut, acq, c = self._acq.fut, self._acq, self._client
         try:
             if acq.deadline is None:
-                cf.wait([fut])
+                fut.wait()
             else:
-                cf.wait([fut], max(0.0, acq.deadline - time.monotonic()))
+                fut.wait(max(0.0, acq.deadline - time.monotonic()))
                 if not fut.done():
                     with c._mu:
-                        at_broker = acq.state in ("sent", "queued")
-                    if at_broker:   # the broker's TIMEOUT is on its way
-                        cf.wait([fut], c._o.margin)
+                        at_broker = acq.state in ("sent", "queued") or (
+                            acq.state == "new" and c._connected)
+                    if at_broker:   # the broker's answer is on its way
+                        fut.wait(c._o.margin)
                     if not fut.done():
                         self._stop(LockTimeout(
                             "%s: the wait ran out" % self.key))
@@ -655,11 +702,11 @@ class Hold:
             raise UsageError("%s was released already" % self.key)
         self._released = True
         c = self._client
-        fut: cf.Future[None] = cf.Future()
+        fut: Outcome = Outcome()
         with c._mu:
             c._core.release(self._st, linger_ms(linger), fut)
         c._flush()
-        cf.wait([fut], c._o.request_timeout)
+        fut.wait(c._o.request_timeout)
         if not fut.done():
             raise ConnectError("no answer to RELEASE %s" % self.key)
         fut.result()
@@ -670,7 +717,7 @@ class Hold:
         text = "RENEW " + self.key
         if ttl is not None:
             text += " TTL %d" % P.to_ms(ttl, "ttl", minimum=1)
-        req = HoldRequest(text, self._st, cf.Future(),
+        req = HoldRequest(text, self._st, Outcome(),
                           lambda line: int(line.split()[1]) / 1000.0)
         return cast(float, self._client._call(req))
 
@@ -679,7 +726,7 @@ class Hold:
         self._usable()
         P.check_value(value)
         req = HoldRequest("PROCLAIM %s %s" % (self.key, value), self._st,
-                          cf.Future())
+                          Outcome())
         self._client._call(req)
         self._st.value = value
 
