@@ -13,16 +13,13 @@ its ``async with`` (which then raises ``LockLost``).
 from __future__ import annotations
 
 import asyncio
-import functools
-import ssl
 import time
-from typing import Any, AsyncIterator, Callable, Generator, Sequence, cast
+from typing import Any, AsyncIterator, Callable, Generator, cast
 
 from . import protocol as P
-from ._common import (ConnectionEvent, Options, addr_text, emit, linger_ms,
-                      make_options, rotation, ttl_ms)
-from ._core import (Acquire, Core, HoldRequest, HoldState, Request, Watch as
-                    WatchRequest, WatchState, log)
+from ._base import ClientBase, HoldBase, WatchBase
+from ._common import addr_text, emit, linger_ms
+from ._core import HoldState, Request, Watch as WatchRequest, log
 from ._net import tune
 from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
                      LockTimeout, NotAuthenticated, ProtocolError,
@@ -63,42 +60,21 @@ class _LineProtocol(asyncio.Protocol):
         self.client._connection_lost(self, exc)
 
 
-class AsyncClient:
-    """The asyncio twin of ``lockbroker.Client`` (same arguments).  Use
-    ``async with AsyncClient(...) as client:`` or ``await
-    client.connect()`` then ``await client.close()``."""
+class AsyncClient(ClientBase):
+    __doc__ = """The asyncio twin of ``lockbroker.Client`` (same arguments).
+    Use ``async with AsyncClient(...) as client:`` or ``await
+    client.connect()`` then ``await client.close()``.
 
-    def __init__(self, brokers: str | Sequence[str] = "127.0.0.1:7711", *,
-                 grace: float = 30.0, auth: str | None = None,
-                 tls: ssl.SSLContext | bool | None = None,
-                 tls_server_name: str | None = None,
-                 name: str | None = None, connect_timeout: float = 5.0,
-                 resume_timeout: float | None = None,
-                 ping_interval: float = 5.0, ping_timeout: float = 5.0,
-                 request_timeout: float = 30.0,
-                 on_event: Callable[[ConnectionEvent], None] | None = None
-                 ) -> None:
-        self._o: Options = make_options(
-            brokers, grace=grace, auth=auth, tls=tls,
-            tls_server_name=tls_server_name, name=name,
-            connect_timeout=connect_timeout, resume_timeout=resume_timeout,
-            ping_interval=ping_interval, ping_timeout=ping_timeout,
-            request_timeout=request_timeout, on_event=on_event)
-        self._core = Core(self, name=name, grace_ms=self._o.grace_ms,
-                          auth=auth, allow_old=self._o.allow_old)
+    """ + (ClientBase.__doc__ or "").split("\n\n", 1)[1]
+
+    def _start(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proto: _LineProtocol | None = None
-        self._handshaking: tuple[_LineProtocol, asyncio.Queue[str | None]] | None = None
-        self._connected = False
-        self._closed = False
-        self._closing = False           # QUIT sent: the end is no break
+        self._handshaking: tuple[_LineProtocol,
+                                 asyncio.Queue[str | None]] | None = None
         self._started = False
-        self._current = 0
-        self._last_rx = 0.0
-        self._ping_sent: float | None = None
         self._flush_soon = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._reconnecting: asyncio.Task[None] | None = None
         self._up = asyncio.Event()
 
     @property
@@ -232,69 +208,43 @@ class AsyncClient:
         self._core.connection_lost()
         if self._closed or self._closing:
             return
-        self._reconnecting = self._spawn(self._reconnect(
+        self._spawn(self._reconnect(
             str(exc) if exc else "the broker closed the connection"))
 
     async def _reconnect(self, reason: str) -> None:
-        emit(self._o, "disconnected", addr_text(self._o.brokers[self._current]),
-             reason)
-        give_up_at = time.monotonic() + self._o.resume_timeout
-        resume, delay, last = True, 0.05, ""
-        while not self._closed:
-            for i in rotation(self._o.brokers, self._current + 1):
-                if self._closed:
-                    return
-                try:
-                    proto, resumed = await self._open_session(i, resume)
-                except (OSError, asyncio.TimeoutError, LockBrokerError) as e:
-                    last = "%s: %s" % (addr_text(self._o.brokers[i]), e)
-                    log.debug("reconnect: %s", last)
-                    continue
-                if self._closed:
-                    proto.transport.abort()
-                    return
-                self._install(proto, i, resumed)
-                emit(self._o, "resumed" if resumed else "new_session",
-                     addr_text(self._o.brokers[i]),
-                     "session %s" % self._core.client_id)
+        plan = self._reconnect_plan(reason)
+        step = next(plan, None)
+        while step is not None:
+            if isinstance(step, float):
+                await asyncio.sleep(step)
+                step = next(plan, None)
+                continue
+            i, resume = step
+            try:
+                proto, resumed = await self._open_session(i, resume)
+            except (OSError, asyncio.TimeoutError, LockBrokerError) as e:
+                step = plan.send(str(e))
+                continue
+            if self._closed:
+                proto.transport.abort()
                 return
-            if resume and time.monotonic() >= give_up_at:
-                resume = False
-                self._core.fail_all(ConnectError(
-                    "no broker answered within %.1f s: %s"
-                    % (self._o.resume_timeout, last)))
-                emit(self._o, "reconnect_failed", "", last)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            self._install(proto, i, resumed)
+            self._announce(i, resumed)
+            return
 
     async def _ping_loop(self) -> None:
-        o = self._o
         while not self._closed:
             if not self._connected:
                 await self._up.wait()
                 continue
-            now = time.monotonic()
-            if self._ping_sent is not None:
-                if self._last_rx >= self._ping_sent:
-                    self._ping_sent = None
-                elif now - self._ping_sent >= o.ping_timeout and \
-                        not self._core.blocking:
-                    self._ping_sent = None
-                    log.warning("no reply to PING within %.1f s",
-                                o.ping_timeout)
-                    if self._proto is not None:
-                        self._proto.transport.abort()
-                    continue
-            elif now - self._last_rx >= o.ping_interval:
-                self._ping_sent = now
-                self._core.submit(Request("PING", None, replay=False),
-                                  wake=False)
-                self._flush()
-            if self._ping_sent is not None:
-                wait = self._ping_sent + o.ping_timeout - now
-            else:
-                wait = self._last_rx + o.ping_interval - now
-            await asyncio.sleep(max(0.01, wait))
+            dead = self._ping_due()
+            if dead:
+                log.warning("%s", dead)
+                if self._proto is not None:
+                    self._proto.transport.abort()
+                continue
+            self._flush()
+            await asyncio.sleep(self._ping_check_in())
 
     # ------------------------------------------------------------ requests --
     async def _call(self, req: Request) -> Any:
@@ -312,8 +262,7 @@ class AsyncClient:
         return req.fut.result()
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError("the client is closed")
+        super()._check_open()
         if not self._started:
             raise UsageError("connect() the client first")
 
@@ -330,8 +279,8 @@ class AsyncClient:
         P.check_key(key)
         P.acquire_line(key, shared=shared, limit=limit, value=value)
         return LockContext(self, key, timeout, dict(
-            shared=shared, limit=limit, ttl_ms=ttl_ms(ttl), value=value,
-            listeners=[on_lost] if on_lost else ()))
+            shared=shared, limit=limit, ttl=ttl, value=value,
+            on_lost=on_lost))
 
     def elect(self, key: str, value: str, timeout: float | None = None, *,
               ttl: float | None = None,
@@ -346,11 +295,9 @@ class AsyncClient:
                     opts: dict[str, Any]) -> "AsyncHold":
         self._check_open()
         loop = self._ev
-        deadline = None if timeout is None else \
-            time.monotonic() + max(0.0, timeout)
-        acq = Acquire(key, loop.create_future(), owner=asyncio.current_task(),
-                      deadline=deadline, **opts)
-        fut = acq.fut
+        acq = self._acquire(key, timeout, loop.create_future(),
+                            asyncio.current_task(), **opts)
+        deadline, fut = acq.deadline, acq.fut
         fut.add_done_callback(_retrieve)
         self._core.start(acq)
         self._flush()
@@ -380,33 +327,18 @@ class AsyncClient:
         return AsyncHold(self, fut.result())
 
     async def owner(self, key: str) -> P.KeyState:
-        P.check_key(key)
-        words = "OWNER %s VALUE" if self._core.async_waits else "OWNER %s"
         return cast(P.KeyState, await self._call(
-            Request(words % key, None, P.parse_owner)))
+            self._owner_request(key, None)))
 
     async def check(self, key: str, token: int) -> P.CheckResult:
-        P.check_key(key)
-        if not isinstance(token, int) or not 1 <= token < 2 ** 53:
-            raise ValueError("a token is an integer 1..2^53-1")
-        return cast(P.CheckResult, await self._call(Request(
-            "CHECK %s %d" % (key, token), None,
-            lambda line: P.parse_check(line, token))))
+        return cast(P.CheckResult, await self._call(
+            self._check_request(key, token, None)))
 
     async def watch(self, key: str,
                     on_change: Callable[[P.KeyState], None] | None = None
                     ) -> "AsyncWatch":
-        P.check_key(key)
-        self._check_open()
         w = AsyncWatch(self, key, on_change)
-        ws = self._core.watches.get(key)
-        new = ws is None
-        if ws is None:
-            ws = self._core.watches[key] = WatchState(key)
-        ws.listeners.append(w._listener)
-        if ws.state is not None:
-            self.defer(functools.partial(w._listener, ws.state))
-        if new:
+        if self._add_watch(key, w._listener):
             try:
                 await self._call(WatchRequest(key, None))
             except BaseException:
@@ -415,15 +347,7 @@ class AsyncClient:
         return w
 
     async def _unwatch(self, w: "AsyncWatch") -> None:
-        ws = self._core.watches.get(w.key)
-        if ws is None or w._listener not in ws.listeners:
-            return
-        ws.listeners.remove(w._listener)
-        if ws.listeners:
-            return
-        ws.active = False
-        del self._core.watches[w.key]
-        if self._closed:
+        if not self._drop_watch(w.key, w._listener):
             return
         try:
             await self._call(Request("UNWATCH " + w.key, None, replay=False))
@@ -438,20 +362,7 @@ class AsyncClient:
         await self._call(Request("PING", None))
 
     async def stats(self) -> dict[str, str]:
-        line = await self._call(Request("STATS", None))
-        return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-
-    @property
-    def client_id(self) -> str | None:
-        return self._core.client_id
-
-    @property
-    def version(self) -> tuple[int, ...]:
-        return self._core.version
-
-    @property
-    def broker(self) -> str:
-        return addr_text(self._o.brokers[self._current])
+        return self._stats(await self._call(Request("STATS", None)))
 
     async def close(self) -> None:
         """End the session (QUIT): the broker releases what it holds."""
@@ -508,39 +419,22 @@ class LockContext:
         await self._hold.__aexit__(exc_type, exc, tb)
 
 
-class AsyncHold:
+class AsyncHold(HoldBase):
     """A hold (see ``lockbroker.Hold``): ``token``, ``lost``, ``await
     release()``.  ``async with hold:`` runs a block under it: if the hold
     is lost meanwhile the task running the block is cancelled, and the
     block raises ``LockLost`` instead of ``CancelledError``."""
 
+    _client: AsyncClient
+
     def __init__(self, client: AsyncClient, state: HoldState) -> None:
-        self._client = client
-        self._st = state
-        self._released = False
+        super().__init__(client, state)
         self._task: asyncio.Task[Any] | None = None
         self._cancelling = 0
         self._cancelled_by_loss = False
 
-    key = property(lambda self: self._st.key)
-    token = property(lambda self: self._st.token)
-    kind = property(lambda self: self._st.kind)
-    value = property(lambda self: self._st.value)
-    lost = property(lambda self: self._st.lost)
-    lost_error = property(lambda self: self._st.lost_error)
-    released = property(lambda self: self._released)
-
-    def add_lost_callback(self, fn: Callable[[LockLost], None]) -> None:
-        err = self._st.lost_error
-        if err is not None:
-            self._client.defer(functools.partial(fn, err))
-        else:
-            self._st.listeners.append(fn)
-
     async def release(self, linger: float | None = None) -> None:
-        if self._released:
-            raise UsageError("%s was released already" % self.key)
-        self._released = True
+        self._releasing()
         c = self._client
         fut = c._ev.create_future()
         c._core.release(self._st, linger_ms(linger), fut)
@@ -552,25 +446,12 @@ class AsyncHold:
         fut.result()
 
     async def renew(self, ttl: float | None = None) -> float:
-        self._usable()
-        text = "RENEW " + self.key
-        if ttl is not None:
-            text += " TTL %d" % P.to_ms(ttl, "ttl", minimum=1)
-        return cast(float, await self._client._call(HoldRequest(
-            text, self._st, None, lambda line: int(line.split()[1]) / 1000.0)))
+        return cast(float, await self._client._call(
+            self._renew_request(ttl, None)))
 
     async def proclaim(self, value: str) -> None:
-        self._usable()
-        P.check_value(value)
-        await self._client._call(HoldRequest(
-            "PROCLAIM %s %s" % (self.key, value), self._st, None))
+        await self._client._call(self._proclaim_request(value, None))
         self._st.value = value
-
-    def _usable(self) -> None:
-        if self._released:
-            raise UsageError("%s was released" % self.key)
-        if self._st.lost_error is not None:
-            raise self._st.lost_error
 
     def _on_lost(self, err: LockLost) -> None:
         task = self._task
@@ -599,24 +480,16 @@ class AsyncHold:
         if release_error is not None and exc_type is None:
             raise release_error
 
-    def __repr__(self) -> str:
-        return "<lockbroker.AsyncHold %s token %d%s>" % (
-            self.key, self.token, " LOST" if self.lost else "")
-
-
-class AsyncWatch:
+class AsyncWatch(WatchBase):
     """A key's holders as the broker tells them (see ``lockbroker.Watch``):
     ``state``, ``leader``, ``await wait(predicate)``, ``async for state in
     watch``, ``await close()``."""
 
     def __init__(self, client: AsyncClient, key: str,
                  on_change: Callable[[P.KeyState], None] | None) -> None:
+        super().__init__(key, on_change)
         self._client = client
-        self.key = key
-        self._on_change = on_change
-        self._state: P.KeyState | None = None
         self._changed = asyncio.Event()
-        self._closed = False
 
     def _listener(self, state: P.KeyState) -> None:
         self._state = state
@@ -624,15 +497,6 @@ class AsyncWatch:
         self._changed = asyncio.Event()
         if self._on_change is not None:
             self._on_change(state)
-
-    @property
-    def state(self) -> P.KeyState | None:
-        return self._state
-
-    @property
-    def leader(self) -> str | None:
-        s = self._state
-        return s.value if s is not None and s.kind == "exclusive" else None
 
     async def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
                    timeout: float | None = None) -> P.KeyState:

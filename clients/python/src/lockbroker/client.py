@@ -13,18 +13,15 @@ changes, the reconnect hook), so a callback may call the client.
 
 from __future__ import annotations
 
-import functools
 import queue
-import ssl
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterator, cast
 
 from . import protocol as P
-from ._common import (ConnectionEvent, Options, addr_text, emit, linger_ms,
-                      make_options, rotation, ttl_ms)
-from ._core import (Acquire, Core, HoldRequest, HoldState, Request, Watch as
-                    WatchRequest, WatchState, log)
+from ._base import ClientBase, HoldBase, WatchBase
+from ._common import addr_text, emit, linger_ms
+from ._core import Acquire, Request, Watch as WatchRequest, log
 from ._net import PlainStream, open_stream
 from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
                      LockTimeout, NotAuthenticated, ProtocolError,
@@ -120,61 +117,22 @@ class _LineReader:
         return line.rstrip(b"\r").decode("ascii", "replace")
 
 
-class Client:
-    """A connection to a lockbroker (one session), shared by any number of
-    threads.
+class Client(ClientBase):
+    __doc__ = """A connection to a lockbroker (one session), shared by any
+    number of threads.
 
-    ``brokers``: "host:port", a comma-separated list or a sequence; the
-    client connects to the first that answers and, when its connection
-    breaks, resumes its session (RESUME) on any of them.  ``grace``: the
-    seconds the broker keeps the session's holds after its connection
-    broke (HELLO GRACE; 0: none, the holds end with the connection).
-    ``auth``: the broker's AUTH token.  ``tls``: an ``ssl.SSLContext`` (or
-    True for the system's default one).  ``name``: a label for the
-    session.  ``connect_timeout``: per connection attempt.
-    ``resume_timeout``: the retry budget after a broken connection (default:
-    the grace); then holds are reported lost and requests fail, and the
-    client keeps trying in the background.  ``ping_interval`` /
-    ``ping_timeout``: after that long without a line from the broker the
-    client sends PING, and without any line for ``ping_timeout`` more it
-    declares the connection dead.  ``request_timeout``: how long a request
-    other than a wait may go unanswered.  ``on_event``: a callable given a
-    ``ConnectionEvent`` on connects, disconnects, resumes and new sessions
-    (the ``lockbroker`` logger says the same).
-
+    """ + (ClientBase.__doc__ or "").split("\n\n", 1)[1] + """
     Raises ``ConnectError`` when no broker answers, ``VersionError`` for a
     broker without protocol 1.2, ``NotAuthenticated`` for a refused token.
     """
 
-    def __init__(self, brokers: str | Sequence[str] = "127.0.0.1:7711", *,
-                 grace: float = 30.0, auth: str | None = None,
-                 tls: ssl.SSLContext | bool | None = None,
-                 tls_server_name: str | None = None,
-                 name: str | None = None, connect_timeout: float = 5.0,
-                 resume_timeout: float | None = None,
-                 ping_interval: float = 5.0, ping_timeout: float = 5.0,
-                 request_timeout: float = 30.0,
-                 on_event: Callable[[ConnectionEvent], None] | None = None
-                 ) -> None:
-        self._o: Options = make_options(
-            brokers, grace=grace, auth=auth, tls=tls,
-            tls_server_name=tls_server_name, name=name,
-            connect_timeout=connect_timeout, resume_timeout=resume_timeout,
-            ping_interval=ping_interval, ping_timeout=ping_timeout,
-            request_timeout=request_timeout, on_event=on_event)
+    def _start(self) -> None:
         self._mu = threading.Lock()
         self._writer_cv = threading.Condition(self._mu)
         self._wlock = threading.Lock()
-        self._core = Core(self, name=name, grace_ms=self._o.grace_ms,
-                          auth=auth, allow_old=self._o.allow_old)
         self._callbacks = _Callbacks()
         self._wake = False
-        self._closed = False
-        self._closing = False           # QUIT sent: the end is no break
         self._stopped = threading.Event()
-        self._connected = False
-        self._current = 0               # index of the broker in use
-        self._ping_sent: float | None = None
         self._drop_reason = ""
         try:
             self._stream, self._rbuf = self._first_connect()
@@ -188,6 +146,9 @@ class Client:
                                         name="lockbroker-writer")
         self._reader.start()
         self._writer.start()
+
+    def _guard(self) -> threading.Lock:
+        return self._mu
 
     # ------------------------------------------------- the core's driver --
     def new_future(self) -> Outcome:
@@ -271,41 +232,28 @@ class Client:
         old.close()
         if closing:
             return False
-        emit(self._o, "disconnected", addr_text(self._o.brokers[self._current]),
-             reason)
-        give_up_at = time.monotonic() + self._o.resume_timeout
-        resume, delay, last = True, 0.05, ""
-        while not self._closed:
-            for i in rotation(self._o.brokers, self._current + 1):
-                if self._closed:
-                    return False
-                try:
-                    stream, buf, resumed = self._open_session(i, resume)
-                except (OSError, LockBrokerError) as e:
-                    last = "%s: %s" % (addr_text(self._o.brokers[i]), e)
-                    log.debug("reconnect: %s", last)
-                    continue
-                with self._mu:
-                    self._core.reconcile(resumed)
-                    self._stream, self._rbuf = stream, buf
-                    self._connected = True
-                    self._ping_sent = None
-                    self._last_rx = time.monotonic()
-                    self.wake_writer()  # never this thread: it must read
-                self._current = i
-                emit(self._o, "resumed" if resumed else "new_session",
-                     addr_text(self._o.brokers[i]),
-                     "session %s" % self._core.client_id)
-                return True
-            if resume and time.monotonic() >= give_up_at:
-                resume = False
-                with self._mu:
-                    self._core.fail_all(ConnectError(
-                        "no broker answered within %.1f s: %s"
-                        % (self._o.resume_timeout, last)))
-                emit(self._o, "reconnect_failed", "", last)
-            self._stopped.wait(delay)
-            delay = min(delay * 2, 1.0)
+        plan = self._reconnect_plan(reason)
+        step = next(plan, None)
+        while step is not None:
+            if isinstance(step, float):
+                self._stopped.wait(step)
+                step = next(plan, None)
+                continue
+            i, resume = step
+            try:
+                stream, buf, resumed = self._open_session(i, resume)
+            except (OSError, LockBrokerError) as e:
+                step = plan.send(str(e))
+                continue
+            with self._mu:
+                self._core.reconcile(resumed)
+                self._stream, self._rbuf = stream, buf
+                self._connected = True
+                self._ping_sent = None
+                self._last_rx = time.monotonic()
+                self.wake_writer()      # never this thread: it must read
+            self._announce(i, resumed)
+            return True
         return False
 
     def _drop(self, reason: str) -> None:
@@ -356,30 +304,10 @@ class Client:
                 self._drop(dead)
             self._flush()
 
-    def _ping_check_in(self) -> float | None:
+    def _ping_check_in(self) -> float | None:    # type: ignore[override]
         if not self._connected:
             return None             # woken when a connection is up
-        now = time.monotonic()
-        if self._ping_sent is not None:
-            return max(0.01, self._ping_sent + self._o.ping_timeout - now)
-        return max(0.01, self._last_rx + self._o.ping_interval - now)
-
-    def _ping_due(self) -> str:
-        """With self._mu held: send the idle PING when due; a reason when
-        the connection is to be declared dead."""
-        now = time.monotonic()
-        if self._ping_sent is not None:
-            if self._last_rx >= self._ping_sent:
-                self._ping_sent = None
-            elif now - self._ping_sent >= self._o.ping_timeout and \
-                    not self._core.blocking:
-                self._ping_sent = None
-                return "no reply to PING within %.1f s" % self._o.ping_timeout
-            return ""
-        if now - self._last_rx >= self._o.ping_interval:
-            self._ping_sent = now
-            self._core.submit(Request("PING", None, replay=False), wake=False)
-        return ""
+        return super()._ping_check_in()
 
     def _flush(self) -> None:
         """Write what the core has queued.  Whoever holds the write lock
@@ -426,10 +354,6 @@ class Client:
                                % (req.text, timeout))
         return req.fut.result()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError("the client is closed")
-
     def start_lock(self, key: str, timeout: float | None = None, *,
                    shared: bool = False, limit: int | None = None,
                    ttl: float | None = None, value: str | None = None,
@@ -438,16 +362,12 @@ class Client:
         """Start taking key and return at once: a ``LockRequest`` whose
         ``result()`` gives the ``Hold`` and whose ``cancel()`` withdraws
         the wait (CANCEL).  Arguments as for ``lock``."""
-        P.check_key(key)
-        deadline = None if timeout is None else \
-            time.monotonic() + max(0.0, timeout)
         # the thread object, not its ident: an ident is reused once its
         # thread ends, while a hold may outlive the thread that took it
-        acq = Acquire(key, Outcome(), owner=threading.current_thread(),
-                      shared=shared, limit=limit, deadline=deadline,
-                      ttl_ms=ttl_ms(ttl), value=value,
-                      listeners=[on_lost] if on_lost else ())
-        P.acquire_line(key, shared=shared, limit=limit, value=value)
+        acq = self._acquire(key, timeout, Outcome(),
+                            threading.current_thread(), shared=shared,
+                            limit=limit, ttl=ttl, value=value,
+                            on_lost=on_lost)
         with self._mu:
             self._check_open()
             self._core.start(acq)
@@ -484,19 +404,13 @@ class Client:
 
     def owner(self, key: str) -> P.KeyState:
         """Who holds key now, on any broker (with the holder's value)."""
-        P.check_key(key)
-        words = "OWNER %s VALUE" if self._core.async_waits else "OWNER %s"
-        return cast(P.KeyState, self._call(
-            Request(words % key, Outcome(), P.parse_owner)))
+        return cast(P.KeyState, self._call(self._owner_request(key,
+                                                               Outcome())))
 
     def check(self, key: str, token: int) -> P.CheckResult:
         """Whether token's hold on key is alive in Redis now (CHECK)."""
-        P.check_key(key)
-        if not isinstance(token, int) or not 1 <= token < 2 ** 53:
-            raise ValueError("a token is an integer 1..2^53-1")
         return cast(P.CheckResult, self._call(
-            Request("CHECK %s %d" % (key, token), Outcome(),
-                    lambda line: P.parse_check(line, token))))
+            self._check_request(key, token, Outcome())))
 
     def watch(self, key: str,
               on_change: Callable[[P.KeyState], None] | None = None
@@ -504,17 +418,9 @@ class Client:
         """Follow key's holders (WATCH): a ``Watch`` with the latest state,
         ``wait()`` for a state, iteration over changes; ``on_change`` is
         called with every state."""
-        P.check_key(key)
         w = Watch(self, key, on_change)
         with self._mu:
-            self._check_open()
-            ws = self._core.watches.get(key)
-            new = ws is None
-            if ws is None:
-                ws = self._core.watches[key] = WatchState(key)
-            ws.listeners.append(w._listener)
-            if ws.state is not None:
-                self.defer(functools.partial(w._listener, ws.state))
+            new = self._add_watch(key, w._listener)
         if new:
             try:
                 self._call(WatchRequest(key, Outcome()))
@@ -525,15 +431,7 @@ class Client:
 
     def _unwatch(self, w: "Watch") -> None:
         with self._mu:
-            ws = self._core.watches.get(w.key)
-            if ws is None or w._listener not in ws.listeners:
-                return
-            ws.listeners.remove(w._listener)
-            if ws.listeners:
-                return
-            ws.active = False
-            del self._core.watches[w.key]
-            if self._closed:
+            if not self._drop_watch(w.key, w._listener):
                 return
         try:
             self._call(Request("UNWATCH " + w.key, Outcome(), replay=False))
@@ -550,23 +448,7 @@ class Client:
 
     def stats(self) -> dict[str, str]:
         """The broker's counters (STATS)."""
-        line = self._call(Request("STATS", Outcome()))
-        return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-
-    @property
-    def client_id(self) -> str | None:
-        """The session's client-id (the owner the broker shows)."""
-        return self._core.client_id
-
-    @property
-    def version(self) -> tuple[int, ...]:
-        """The broker's version, from HELLO."""
-        return self._core.version
-
-    @property
-    def broker(self) -> str:
-        """The address of the broker in use."""
-        return addr_text(self._o.brokers[self._current])
+        return self._stats(self._call(Request("STATS", Outcome())))
 
     def close(self) -> None:
         """End the session (QUIT): the broker releases everything it
@@ -661,46 +543,20 @@ class LockRequest:
         return self._hold
 
 
-class Hold:
+class Hold(HoldBase):
     """A hold on a key: ``token`` (the fencing token to send with every
     write), ``lost`` (and ``lost_error``), ``release()``; a context manager
     that releases it on exit.  Leaving the ``with`` block of a hold that
     was lost raises its ``LockLost`` (unless another exception is on its
     way): the work done under it was not protected to its end."""
 
-    def __init__(self, client: Client, state: HoldState) -> None:
-        self._client = client
-        self._st = state
-        self._released = False
-
-    key = property(lambda self: self._st.key)
-    token = property(lambda self: self._st.token,
-                     doc="The fencing token of this hold.")
-    kind = property(lambda self: self._st.kind,
-                    doc="exclusive, shared or semaphore.")
-    value = property(lambda self: self._st.value)
-    lost = property(lambda self: self._st.lost,
-                    doc="True once the hold is known lost.")
-    lost_error = property(lambda self: self._st.lost_error)
-    released = property(lambda self: self._released)
-
-    def add_lost_callback(self, fn: Callable[[LockLost], None]) -> None:
-        """fn(LockLost) when the hold is lost (at once if it is already)."""
-        c = self._client
-        with c._mu:
-            err = self._st.lost_error
-            if err is not None:
-                c.defer(functools.partial(fn, err))
-            else:
-                self._st.listeners.append(fn)
+    _client: Client
 
     def release(self, linger: float | None = None) -> None:
         """RELEASE; ``linger``: seconds the key stays taken after (nobody,
         this client included, takes it meanwhile).  Raises ``LockLost`` if
         the hold was lost (the local lock is let go all the same)."""
-        if self._released:
-            raise UsageError("%s was released already" % self.key)
-        self._released = True
+        self._releasing()
         c = self._client
         fut: Outcome = Outcome()
         with c._mu:
@@ -713,28 +569,13 @@ class Hold:
 
     def renew(self, ttl: float | None = None) -> float:
         """RENEW: set the key's TTL in Redis now; the TTL set, in seconds."""
-        self._usable()
-        text = "RENEW " + self.key
-        if ttl is not None:
-            text += " TTL %d" % P.to_ms(ttl, "ttl", minimum=1)
-        req = HoldRequest(text, self._st, Outcome(),
-                          lambda line: int(line.split()[1]) / 1000.0)
-        return cast(float, self._client._call(req))
+        return cast(float, self._client._call(self._renew_request(
+            ttl, Outcome())))
 
     def proclaim(self, value: str) -> None:
         """PROCLAIM: replace the hold's value (same token)."""
-        self._usable()
-        P.check_value(value)
-        req = HoldRequest("PROCLAIM %s %s" % (self.key, value), self._st,
-                          Outcome())
-        self._client._call(req)
+        self._client._call(self._proclaim_request(value, Outcome()))
         self._st.value = value
-
-    def _usable(self) -> None:
-        if self._released:
-            raise UsageError("%s was released" % self.key)
-        if self._st.lost_error is not None:
-            raise self._st.lost_error
 
     def __enter__(self) -> "Hold":
         return self
@@ -748,12 +589,7 @@ class Hold:
             if exc_type is None:
                 raise
 
-    def __repr__(self) -> str:
-        return "<lockbroker.Hold %s token %d%s>" % (
-            self.key, self.token, " LOST" if self.lost else "")
-
-
-class Watch:
+class Watch(WatchBase):
     """The holders of a key as the broker tells them (WATCH): ``state`` is
     the latest (None before the first), ``leader`` the value of an
     exclusive holder (the elected leader's), ``wait()`` waits for a state,
@@ -761,13 +597,10 @@ class Watch:
 
     def __init__(self, client: Client, key: str,
                  on_change: Callable[[P.KeyState], None] | None) -> None:
+        super().__init__(key, on_change)
         self._client = client
-        self.key = key
-        self._on_change = on_change
         self._cv = threading.Condition()
-        self._state: P.KeyState | None = None
         self._seq = 0
-        self._closed = False
 
     def _listener(self, state: P.KeyState) -> None:
         with self._cv:
@@ -776,17 +609,6 @@ class Watch:
             self._cv.notify_all()
         if self._on_change is not None:
             self._on_change(state)
-
-    @property
-    def state(self) -> P.KeyState | None:
-        return self._state
-
-    @property
-    def leader(self) -> str | None:
-        """The value of the key's exclusive holder (None: nobody, or a
-        holder without a value)."""
-        s = self._state
-        return s.value if s is not None and s.kind == "exclusive" else None
 
     def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
              timeout: float | None = None) -> P.KeyState:

@@ -20,30 +20,22 @@ MIN_VERSION = (1, 2)
 _WORD = re.compile(r"[\x21-\x7e]+")
 
 
+def check_word(word: str, what: str, longest: int = 64) -> str:
+    """A word of the protocol: 1..longest printable ASCII characters
+    without blanks (0x21..0x7e)."""
+    if not isinstance(word, str) or not _WORD.fullmatch(word) or \
+            len(word) > longest:
+        raise ValueError("%s: 1..%d printable ASCII characters without "
+                         "blanks, not %r" % (what, longest, word))
+    return word
+
+
 def check_key(key: str) -> str:
-    """A key is 1..256 printable ASCII characters without blanks."""
-    if not isinstance(key, str) or not _WORD.fullmatch(key) or \
-            len(key) > MAX_KEY:
-        raise ValueError("a key is 1..%d printable ASCII characters without "
-                         "blanks, not %r" % (MAX_KEY, key))
-    return key
+    return check_word(key, "a key", MAX_KEY)
 
 
 def check_value(value: str) -> str:
-    """A VALUE is 1..256 bytes of 0x21..0x7e."""
-    if not isinstance(value, str) or not _WORD.fullmatch(value) or \
-            len(value) > MAX_VALUE:
-        raise ValueError("a value is 1..%d printable ASCII characters "
-                         "without blanks, not %r" % (MAX_VALUE, value))
-    return value
-
-
-def check_word(word: str, what: str) -> str:
-    if not isinstance(word, str) or not _WORD.fullmatch(word) or \
-            len(word) > 64:
-        raise ValueError("%s: 1..64 printable ASCII characters without "
-                         "blanks, not %r" % (what, word))
-    return word
+    return check_word(value, "a value", MAX_VALUE)
 
 
 def to_ms(seconds: float, what: str, minimum: int = 0) -> int:
