@@ -105,9 +105,16 @@ class ClientBase:
     # -- connections
     def _announce(self, i: int, resumed: bool) -> None:
         self._current = i
-        emit(self._o, "resumed" if resumed else "new_session",
-             addr_text(self._o.brokers[i]),
-             "session %s" % self._core.client_id)
+        self._emit("resumed" if resumed else "new_session", i)
+
+    def _emit(self, kind: str, i: int | None, detail: str = "") -> None:
+        """Log and tell the hook (kind: see ConnectionEvent); i: the
+        broker's index (the session's client-id is the detail then, unless
+        one is given)."""
+        broker = "" if i is None else addr_text(self._o.brokers[i])
+        if i is not None and not detail:
+            detail = "session %s" % self._core.client_id
+        emit(self._o, kind, broker, detail, self.defer)
 
     def _reconnect_plan(self, reason: str
                         ) -> Generator[tuple[int, bool] | float, str, None]:
@@ -119,8 +126,7 @@ class ClientBase:
         in turn, backoff from 50 ms doubling to 1 s; RESUME until the retry
         budget runs out, then everything is failed and a new session is
         tried for as long as the client lives."""
-        emit(self._o, "disconnected", addr_text(self._o.brokers[self._current]),
-             reason)
+        self._emit("disconnected", self._current, reason)
         give_up_at = time.monotonic() + self._o.resume_timeout
         resume, delay, last = True, 0.05, ""
         while not self._closed:
@@ -136,7 +142,7 @@ class ClientBase:
                     self._core.fail_all(ConnectError(
                         "no broker answered within %.1f s: %s"
                         % (self._o.resume_timeout, last)))
-                emit(self._o, "reconnect_failed", "", last)
+                self._emit("reconnect_failed", None, last)
             yield delay
             delay = min(delay * 2, 1.0)
 

@@ -4,6 +4,7 @@ mapping from API units (seconds) to the protocol's."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import ssl
@@ -123,16 +124,17 @@ def rotation(brokers: list[tuple[str, int]], first: int) -> list[int]:
     return [(first + i) % n for i in range(n)]
 
 
-def emit(opts: Options, kind: str, broker: str, detail: str = "") -> None:
-    """Log a connection event and tell the hook (never raises)."""
+def emit(opts: Options, kind: str, broker: str, detail: str,
+         run: Callable[[Callable[[], None]], None]) -> None:
+    """Log a connection event, and have run() call the hook with it (the
+    client's callback thread or event loop, never its reader: a hook may
+    call the client)."""
     level = logging.WARNING if kind in ("disconnected", "new_session",
                                         "reconnect_failed") else logging.INFO
     log.log(level, "%s %s%s", kind, broker, ": " + detail if detail else "")
-    if opts.on_event is not None:
-        try:
-            opts.on_event(ConnectionEvent(kind, broker, detail))
-        except Exception:
-            log.exception("on_event hook failed")
+    hook = opts.on_event
+    if hook is not None:
+        run(functools.partial(hook, ConnectionEvent(kind, broker, detail)))
 
 
 def ttl_ms(ttl: float | None) -> int | None:

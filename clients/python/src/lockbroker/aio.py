@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Callable, Generator, cast
 
 from . import protocol as P
 from ._base import ClientBase, HoldBase, WatchBase
-from ._common import addr_text, emit, linger_ms
+from ._common import addr_text, linger_ms
 from ._core import HoldState, Request, Watch as WatchRequest, log
 from ._net import tune
 from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
@@ -120,8 +120,7 @@ class AsyncClient(ClientBase):
                 errors.append("%s: %s" % (addr_text(self._o.brokers[i]), e))
                 continue
             self._install(proto, i, resumed=False)
-            emit(self._o, "connected", addr_text(self._o.brokers[i]),
-                 "session %s" % self._core.client_id)
+            self._emit("connected", i)
             self._spawn(self._ping_loop())
             return self
         raise ConnectError("no broker answered: " + "; ".join(errors))

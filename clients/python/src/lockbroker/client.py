@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, cast
 
 from . import protocol as P
 from ._base import ClientBase, HoldBase, WatchBase
-from ._common import addr_text, emit, linger_ms
+from ._common import addr_text, linger_ms
 from ._core import Acquire, Request, Watch as WatchRequest, log
 from ._net import PlainStream, open_stream
 from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
@@ -176,8 +176,7 @@ class Client(ClientBase):
                 self._core.reconcile(False)
                 self._connected = True
             self._current = i
-            emit(self._o, "connected", addr_text(self._o.brokers[i]),
-                 "session %s" % self._core.client_id)
+            self._emit("connected", i)
             return stream, buf
         raise ConnectError("no broker answered: " + "; ".join(errors))
 

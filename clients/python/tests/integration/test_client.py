@@ -241,6 +241,19 @@ class TestResume(BrokerTest):
         x.release()
         self.assertGreater(other.lock("orders:42", timeout=0).token, x.token)
 
+    def test_the_hook_may_call_the_client(self) -> None:
+        seen: list[list[str]] = []
+        clients: list[lockbroker.Client] = []
+
+        def hook(ev: lockbroker.ConnectionEvent) -> None:
+            if ev.kind == "resumed":    # not on the reader: no deadlock
+                seen.append(clients[0].held())
+        clients.append(self.client("b1", "b2", on_event=hook))
+        clients[0].lock("k", ttl=5)
+        self.step("kill b1")
+        wait_for(lambda: seen, 8, "the hook's HELD answer")
+        self.assertEqual(seen[0], ["k"])
+
     def test_without_grace_the_holds_are_lost(self) -> None:
         events = Events()
         c = self.client("b1", grace=0, on_event=events)
