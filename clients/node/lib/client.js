@@ -193,8 +193,9 @@ class Client extends EventEmitter {
       const gen = this.core.handshake(resume);
       let step = gen.next();
       while (!step.done) {
-        conn.write(`${step.value.join('\n')}\n`);
-        step = gen.next(await conn.replies(step.value.length, o.handshakeTimeout));
+        const lines = /** @type {string[]} */ (step.value);
+        conn.write(`${lines.join('\n')}\n`);
+        step = gen.next(await conn.replies(lines.length, o.handshakeTimeout));
       }
       return { conn, resumed: step.value };
     } catch (e) {
@@ -285,7 +286,7 @@ class Client extends EventEmitter {
   }
 
   sleep(ms) {
-    return new Promise((resolve) => {
+    return new Promise(/** @param {(v?: unknown) => void} resolve */ (resolve) => {
       const wake = () => {
         this.sleeping = null;
         clearTimeout(timer);
@@ -651,6 +652,7 @@ class Watch extends EventEmitter {
   // Resolves with the first state (the current one included) for which
   // predicate(state) is true; options.timeout (ms) rejects with
   // LockTimeoutError, options.signal aborts.
+  /** @param {(state: object) => boolean} [predicate] */
   wait(predicate = () => true, { timeout = null, signal = null } = {}) {
     if (this.state && predicate(this.state)) return Promise.resolve(this.state);
     return new Promise((resolve, reject) => {

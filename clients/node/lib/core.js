@@ -683,6 +683,7 @@ class Core {
   // A generator: yields arrays of request lines, is given the array of
   // their replies, returns true (resumed) or false (a new session).
   // Throws NotAuthenticatedError, VersionError, BrokerError.
+  /** @returns {Generator<string[], boolean, string[]>} */
   * handshake(resume) {
     this.handshaking = true;
     this.requeued = new Set();
