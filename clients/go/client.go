@@ -138,24 +138,60 @@ func (c *Client) usable() error {
 	return nil
 }
 
-// submit queues r: written at once on a live connection, else when the
-// next one is up; failed at once when none can be (closed, down).
+// submit queues r: written at once on a live connection (by the
+// connection's writer goroutine), else when the next one is up; failed at
+// once when none can be (closed, down).
 func (c *Client) submit(r req) {
+	if c.place(r) {
+		c.conn.cond.Signal()
+	}
+}
+
+// submitOwn queues r for a caller that writes it itself (flush, once it
+// let c.mu go): one goroutine hand-off less per request.
+func (c *Client) submitOwn(r req) { c.place(r) }
+
+// place puts r on the connection's output, or where it waits or fails;
+// true when it went to the output.
+func (c *Client) place(r req) bool {
 	switch c.state {
 	case stUp:
 		c.conn.send(r)
+		return true
 	case stReconnecting:
 		c.queued = append(c.queued, r)
 	case stClosing:
 		if c.conn != nil {
 			c.conn.send(r)
-		} else {
-			r.fail(c, ErrClosed)
+			return true
 		}
+		r.fail(c, ErrClosed)
 	case stDown:
 		r.fail(c, c.downErr)
 	default:
 		r.fail(c, ErrClosed)
+	}
+	return false
+}
+
+// flush writes the connection's output on the caller's goroutine, unless
+// a write is under way (the writer goroutine then writes it next). Called
+// without c.mu.
+func (c *Client) flush() {
+	c.mu.Lock()
+	cn := c.conn
+	if cn == nil || cn.writing || len(cn.out) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	buf := cn.take()
+	c.mu.Unlock()
+	_, err := cn.nc.Write(buf)
+	c.mu.Lock()
+	cn.put(buf)
+	c.mu.Unlock()
+	if err != nil {
+		c.connLost(cn, err)
 	}
 }
 
@@ -168,8 +204,9 @@ func (c *Client) roundTrip(ctx context.Context, r *call) (string, error) {
 		c.mu.Unlock()
 		return "", err
 	}
-	c.submit(r)
+	c.submitOwn(r)
 	c.mu.Unlock()
+	c.flush()
 	select {
 	case <-r.done:
 		return r.result, r.err
@@ -268,12 +305,13 @@ func (c *Client) localRelease(key string) {
 	}
 }
 
-// startAcquire puts a behind the key's local lock, or sends it.
+// startAcquire puts a behind the key's local lock, or queues it for the
+// caller to flush.
 func (c *Client) startAcquire(a *acquire) {
 	if c.local.take(a.key) {
 		a.hasLocal = true
 		a.state = aNew
-		c.submit(a)
+		c.submitOwn(a) // the caller flushes
 		return
 	}
 	if a.try {
@@ -363,7 +401,7 @@ func (c *Client) Close() error {
 	var quit *call
 	if c.state == stUp {
 		quit = newCall(opQuit, "QUIT", "")
-		c.conn.send(quit)
+		c.submit(quit)
 	}
 	c.state = stClosing
 	c.mu.Unlock()

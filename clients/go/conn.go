@@ -40,6 +40,7 @@ type conn struct {
 	out      []byte // queued for the writer
 	spare    []byte
 	cond     *sync.Cond // on c.mu: out has bytes, or lost
+	writing  bool       // a goroutine writes (out is the next batch)
 	lost     bool
 	blocking int // 1.1 blocking waits in flight: the PING would wait behind them
 }
@@ -105,8 +106,9 @@ func (cn *conn) readLine() (string, error) {
 	return string(line[:n]), nil
 }
 
-// send writes r on this connection (queues its line for the writer, and r
-// to take the next reply but one). Called with c.mu held.
+// send puts r on this connection: its line on the output, r in line for
+// its reply. Someone must then write the output: the writer goroutine
+// (cond.Signal) or the caller (Client.flush). Called with c.mu held.
 func (cn *conn) send(r req) {
 	text, ok := r.text(cn.c)
 	if !ok {
@@ -118,7 +120,23 @@ func (cn *conn) send(r req) {
 	}
 	cn.out = append(cn.out, text...)
 	cn.out = append(cn.out, '\n')
-	cn.cond.Signal()
+}
+
+// take hands the output to a goroutine that writes it; put takes the
+// buffer back. One write at a time keeps the lines in order. c.mu held.
+func (cn *conn) take() []byte {
+	buf := cn.out
+	cn.out, cn.spare = cn.spare[:0], nil
+	cn.writing = true
+	return buf
+}
+
+func (cn *conn) put(buf []byte) {
+	cn.writing = false
+	cn.spare = buf[:0]
+	if len(cn.out) > 0 {
+		cn.cond.Signal()
+	}
 }
 
 // start runs the connection's goroutines; called once it carries the
@@ -148,19 +166,18 @@ func (cn *conn) writeLoop() {
 	c := cn.c
 	c.mu.Lock()
 	for {
-		for len(cn.out) == 0 && !cn.lost {
+		for (len(cn.out) == 0 || cn.writing) && !cn.lost {
 			cn.cond.Wait()
 		}
 		if cn.lost {
 			c.mu.Unlock()
 			return
 		}
-		buf := cn.out
-		cn.out = cn.spare[:0]
+		buf := cn.take()
 		c.mu.Unlock()
 		_, err := cn.nc.Write(buf)
 		c.mu.Lock()
-		cn.spare = buf[:0]
+		cn.put(buf)
 		if err != nil {
 			c.mu.Unlock()
 			c.connLost(cn, err)
@@ -209,6 +226,7 @@ func (cn *conn) pingLoop() {
 		ok := !cn.lost && cn.blocking == 0
 		if ok {
 			cn.send(&call{op: opPing, line: "PING", internal: true})
+			cn.cond.Signal()
 		}
 		c.mu.Unlock()
 		if ok {

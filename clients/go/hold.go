@@ -97,6 +97,7 @@ func (c *Client) lock(ctx context.Context, key string, try bool, m *Mutex, opts 
 	}
 	c.startAcquire(a)
 	c.mu.Unlock()
+	c.flush()
 	select {
 	case <-a.done:
 	case <-ctx.Done():
@@ -261,8 +262,9 @@ func (h *Hold) Unlock(ctx context.Context, opts ...UnlockOption) error {
 	}
 	h.unlocking = true
 	r := &call{op: opRelease, line: releaseLine(h.key, linger), key: h.key, hold: h, done: make(chan struct{})}
-	c.submit(r)
+	c.submitOwn(r)
 	c.mu.Unlock()
+	c.flush()
 	select {
 	case <-r.done:
 		return r.err
@@ -288,8 +290,9 @@ func (h *Hold) request(ctx context.Context, line, value string) (string, error) 
 		return "", err
 	}
 	r := &call{op: opHold, line: line, key: h.key, hold: h, value: value, done: make(chan struct{})}
-	c.submit(r)
+	c.submitOwn(r)
 	c.mu.Unlock()
+	c.flush()
 	select {
 	case <-r.done:
 		return r.result, r.err
