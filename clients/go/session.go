@@ -253,16 +253,8 @@ func (c *Client) reconcile(rs *resumeInfo) []req {
 		}
 	}
 	for key, a := range c.waits {
-		if a.state == aDone {
-			delete(c.waits, key)
-			continue
-		}
-		if rs.resumed && c.requeued[key] {
-			a.state = aQueued // still queued in the broker
-			continue
-		}
 		delete(c.waits, key)
-		if a.dropped(c, rs) {
+		if a.dropped(c, rs) { // (still queued in the broker: back in c.waits)
 			front = append(front, a)
 		}
 	}
