@@ -19,7 +19,7 @@ type clientState int
 
 const (
 	stUp           clientState = iota // a connection carries the session
-	stReconnecting                    // connecting again, within the budget
+	stReconnecting                    // connecting (again), within the budget
 	stDown                            // past the budget: requests fail at once
 	stClosing                         // Close sent QUIT
 	stClosed
@@ -71,7 +71,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closed: make(chan struct{}),
+	// connecting: what the handshake's events ask to send waits for install
+	c := &Client{cfg: cfg, closed: make(chan struct{}), state: stReconnecting,
 		holds: map[string]*Hold{}, waits: map[string]*acquire{},
 		watches: map[string]*watchEntry{}, requeued: map[string]bool{}}
 	if cfg.OnEvent != nil {
@@ -184,11 +185,7 @@ func (c *Client) flush() {
 		c.mu.Unlock()
 		return
 	}
-	buf := cn.take()
-	c.mu.Unlock()
-	_, err := cn.nc.Write(buf)
-	c.mu.Lock()
-	cn.put(buf)
+	err := cn.writeBatch()
 	c.mu.Unlock()
 	if err != nil {
 		c.connLost(cn, err)
@@ -204,6 +201,12 @@ func (c *Client) roundTrip(ctx context.Context, r *call) (string, error) {
 		c.mu.Unlock()
 		return "", err
 	}
+	return c.sendAndWait(ctx, r)
+}
+
+// sendAndWait sends r for a caller holding c.mu (let go here) and waits
+// for its reply, or for ctx to end (the request still goes).
+func (c *Client) sendAndWait(ctx context.Context, r *call) (string, error) {
 	c.submitOwn(r)
 	c.mu.Unlock()
 	c.flush()

@@ -165,8 +165,7 @@ func WithLinger(d time.Duration) UnlockOption { return func(l *time.Duration) { 
 type EventKind int
 
 const (
-	// Connected: a session started (Connect, or a reconnect that could
-	// not resume and began a new one: NewSession follows).
+	// Connected: Connect started the session.
 	Connected EventKind = iota
 	// Disconnected: the connection broke; the client reconnects.
 	Disconnected

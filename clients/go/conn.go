@@ -122,21 +122,23 @@ func (cn *conn) send(r req) {
 	cn.out = append(cn.out, '\n')
 }
 
-// take hands the output to a goroutine that writes it; put takes the
-// buffer back. One write at a time keeps the lines in order. c.mu held.
-func (cn *conn) take() []byte {
+// writeBatch writes the output: taken under c.mu, written without it,
+// its buffer given back under it. One write at a time (writing) keeps the
+// lines in order; lines queued meanwhile go in the next batch. Called, and
+// returns, with c.mu held.
+func (cn *conn) writeBatch() error {
 	buf := cn.out
 	cn.out, cn.spare = cn.spare[:0], nil
 	cn.writing = true
-	return buf
-}
-
-func (cn *conn) put(buf []byte) {
+	cn.c.mu.Unlock()
+	_, err := cn.nc.Write(buf)
+	cn.c.mu.Lock()
 	cn.writing = false
 	cn.spare = buf[:0]
 	if len(cn.out) > 0 {
 		cn.cond.Signal()
 	}
+	return err
 }
 
 // start runs the connection's goroutines; called once it carries the
@@ -173,12 +175,7 @@ func (cn *conn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		buf := cn.take()
-		c.mu.Unlock()
-		_, err := cn.nc.Write(buf)
-		c.mu.Lock()
-		cn.put(buf)
-		if err != nil {
+		if err := cn.writeBatch(); err != nil {
 			c.mu.Unlock()
 			c.connLost(cn, err)
 			return

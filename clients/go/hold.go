@@ -261,16 +261,8 @@ func (h *Hold) Unlock(ctx context.Context, opts ...UnlockOption) error {
 		return usageError("the hold of %s was unlocked already", h.key)
 	}
 	h.unlocking = true
-	r := &call{op: opRelease, line: releaseLine(h.key, linger), key: h.key, hold: h, done: make(chan struct{})}
-	c.submitOwn(r)
-	c.mu.Unlock()
-	c.flush()
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := c.sendAndWait(ctx, &call{op: opRelease, line: releaseLine(h.key, linger), key: h.key, hold: h, done: make(chan struct{})})
+	return err
 }
 
 // request sends RENEW or PROCLAIM for a live hold.
@@ -289,16 +281,7 @@ func (h *Hold) request(ctx context.Context, line, value string) (string, error) 
 		c.mu.Unlock()
 		return "", err
 	}
-	r := &call{op: opHold, line: line, key: h.key, hold: h, value: value, done: make(chan struct{})}
-	c.submitOwn(r)
-	c.mu.Unlock()
-	c.flush()
-	select {
-	case <-r.done:
-		return r.result, r.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
+	return c.sendAndWait(ctx, &call{op: opHold, line: line, key: h.key, hold: h, value: value, done: make(chan struct{})})
 }
 
 // Renew sets the key's TTL in Redis now (RENEW; ttl 0: its current TTL)

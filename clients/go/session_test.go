@@ -116,51 +116,50 @@ func TestEventLostGoesToItsHold(t *testing.T) {
 	}
 }
 
-func TestQueuedWaitCancelled(t *testing.T) {
-	c, fc := connectFake(t, newFakeBroker(t), Config{})
+// cancelQueued: a Lock of key whose wait the broker queued is cancelled
+// by its context; the client sends CANCEL.
+func cancelQueued(t *testing.T, c *Client, fc *fakeConn, key string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := goLock(ctx, c, "k")
-	fc.expect("ACQUIRE k WAIT 2147483647 ASYNC")
+	ch := goLock(ctx, c, key)
+	fc.expect("ACQUIRE " + key + " WAIT 2147483647 ASYNC")
 	fc.send("OK QUEUED")
 	time.Sleep(50 * time.Millisecond)
 	cancel()
-	r := waitLock(t, ch)
-	if !errors.Is(r.err, ErrCancelled) || !errors.Is(r.err, context.Canceled) {
+	if r := waitLock(t, ch); !errors.Is(r.err, ErrCancelled) || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("%v", r.err)
 	}
-	fc.expect("CANCEL k")
-	// the next Lock of the key waits for the CANCEL's answer
-	next := goLock(context.Background(), c, "k")
-	fc.quiet(100 * time.Millisecond)
-	fc.send("OK 1")
-	fc.expect("ACQUIRE k *")
-	fc.send("OK 9")
-	if r := waitLock(t, next); r.err != nil || r.h.Token() != 9 {
+	fc.expect("CANCEL " + key)
+}
+
+// grantNext: the next line is next's ACQUIRE of key; granted with tok.
+func grantNext(t *testing.T, fc *fakeConn, next <-chan lockResult, key string, tok uint64) {
+	t.Helper()
+	fc.expect("ACQUIRE " + key + " *")
+	fc.send("OK " + formatToken(tok))
+	if r := waitLock(t, next); r.err != nil || r.h.Token() != tok {
 		t.Fatalf("%+v", r)
 	}
 }
 
+func TestQueuedWaitCancelled(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	cancelQueued(t, c, fc, "k")
+	// the next Lock of the key waits for the CANCEL's answer
+	next := goLock(context.Background(), c, "k")
+	fc.quiet(100 * time.Millisecond)
+	fc.send("OK 1")
+	grantNext(t, fc, next, "k", 9)
+}
+
 func TestGrantRacingCancelIsGivenBack(t *testing.T) {
 	c, fc := connectFake(t, newFakeBroker(t), Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := goLock(ctx, c, "k")
-	fc.expect("ACQUIRE k *")
-	fc.send("OK QUEUED")
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if r := waitLock(t, ch); !errors.Is(r.err, ErrCancelled) {
-		t.Fatal(r.err)
-	}
-	fc.expect("CANCEL k")
+	cancelQueued(t, c, fc, "k")
 	next := goLock(context.Background(), c, "k")
 	fc.send("EVENT GRANTED k 7", "OK 0") // the grant won the race
 	fc.expect("RELEASE k")               // given back, before the next Lock
 	fc.send("OK 0")
-	fc.expect("ACQUIRE k *")
-	fc.send("OK 8")
-	if r := waitLock(t, next); r.err != nil || r.h.Token() != 8 {
-		t.Fatalf("%+v", r)
-	}
+	grantNext(t, fc, next, "k", 8)
 }
 
 func TestWaitDeadlineAndOutcomes(t *testing.T) {
@@ -443,4 +442,29 @@ func TestCloseQuits(t *testing.T) {
 	if _, err := c.Lock(context.Background(), "b"); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrUsage) {
 		t.Fatal(err)
 	}
+}
+
+// A line the broker should not send while the session starts (here a
+// grant nobody asked for) is handled like any other: given back once the
+// connection carries the session.
+func TestEventDuringFirstHandshake(t *testing.T) {
+	fb := newFakeBroker(t)
+	done := make(chan *Client, 1)
+	go func() {
+		c, err := Connect(context.Background(), Config{Brokers: []string{fb.addr}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- c
+	}()
+	fc := fb.accept()
+	fc.expect("HELLO GRACE 30000")
+	fc.expect("EVENTS ON")
+	fc.send("EVENT GRANTED stray 4", "OK cid lockbroker/1.2.0 s", "OK")
+	c := <-done
+	if c == nil {
+		t.FailNow()
+	}
+	defer c.closeNow()
+	fc.expect("RELEASE stray")
 }

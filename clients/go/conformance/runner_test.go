@@ -37,19 +37,7 @@ const stepBound = 10 * time.Second // any step without its own within=
 
 var helper *servers.Helper
 
-func TestMain(m *testing.M) {
-	h, err := servers.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		os.Exit(1)
-	}
-	helper = h
-	code := m.Run()
-	if err := h.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "conformance: the helper:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { servers.Main(m, &helper) }
 
 func TestTranscripts(t *testing.T) {
 	root, err := servers.RepoRoot()

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -21,19 +20,7 @@ import (
 
 var helper *servers.Helper
 
-func TestMain(m *testing.M) {
-	h, err := servers.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration:", err)
-		os.Exit(1)
-	}
-	helper = h
-	code := m.Run()
-	if err := h.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "integration: the helper:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { servers.Main(m, &helper) }
 
 type env struct {
 	t *testing.T

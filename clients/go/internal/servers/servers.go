@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -181,6 +182,21 @@ func (h *Helper) Broker(name string) (Broker, error) {
 	}
 	return Broker{Name: name, Host: str("host"), Port: num("port"), TLSPort: num("tls_port"),
 		CA: str("ca"), Version: str("version"), Alive: m["alive"] == true, PID: num("pid")}, nil
+}
+
+// Main runs a test binary's tests with one helper for them all (set
+// before they run, closed after); for TestMain.
+func Main(m *testing.M, h **Helper) {
+	var err error
+	if *h, err = Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "the conformance helper:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := (*h).Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "the conformance helper:", err)
+	}
+	os.Exit(code)
 }
 
 // Close stops everything (quit) and waits for the helper to exit.
