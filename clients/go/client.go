@@ -12,7 +12,6 @@ import (
 	"errors"
 	"sort"
 	"sync"
-	"time"
 )
 
 type clientState int
@@ -392,9 +391,19 @@ func (c *Client) Stats(ctx context.Context) (map[string]string, error) {
 }
 
 // Close ends the session (QUIT: the broker releases every hold at once)
-// and the connection. Every hold's context is cancelled (Err: ErrClosed),
-// waits and watches end. Calls after Close fail with ErrClosed.
+// and the connection, waiting at most PingTimeout for QUIT's answer. Every
+// hold's context is cancelled (Err: ErrClosed), waits and watches end.
+// Calls after Close fail with ErrClosed.
 func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PingTimeout)
+	defer cancel()
+	return c.Shutdown(ctx)
+}
+
+// Shutdown is Close, waiting for QUIT's answer until ctx ends (then the
+// connection is closed all the same: the broker releases the session's
+// holds when it notices).
+func (c *Client) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	if c.state == stClosing || c.state == stClosed {
 		c.mu.Unlock()
@@ -404,17 +413,16 @@ func (c *Client) Close() error {
 	var quit *call
 	if c.state == stUp {
 		quit = newCall(opQuit, "QUIT", "")
-		c.submit(quit)
+		c.submitOwn(quit)
 	}
 	c.state = stClosing
 	c.mu.Unlock()
 	if quit != nil {
-		t := time.NewTimer(c.cfg.PingTimeout)
+		c.flush()
 		select {
 		case <-quit.done:
-		case <-t.C:
+		case <-ctx.Done():
 		}
-		t.Stop()
 	}
 	c.mu.Lock()
 	c.shutdown()
