@@ -4,16 +4,8 @@ package lockbroker
 // context that is cancelled when the hold ends (lost, unlocked, the client
 // closed) and a Lost channel closed when it is lost; Err says why it
 // ended. Mutex is the same with the shape of etcd's concurrency.Mutex.
-//
-// "The same task" in Go. Goroutines have no identity, so the library
-// takes the context as the task: a hold's Context() (and every context
-// derived from it) is the work done under that hold. Lock of a key, from a
-// context under this client's live hold of that key, fails at once with
-// ErrUsage: that Lock would otherwise wait for a hold its own task keeps.
-// So does a second Lock through a Mutex that holds (or is taking) its key.
-// Every other Lock of a key the client holds waits for the hold to end
-// (or, TryLock, answers ErrBusy): two goroutines sharing a Client never
-// hold one key at once.
+// "The same task" (the package comment) is the hold's context: Lock looks
+// for a live hold of its key among its context's values (holdMarker).
 
 import (
 	"context"
