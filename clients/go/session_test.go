@@ -468,3 +468,56 @@ func TestEventDuringFirstHandshake(t *testing.T) {
 	defer c.closeNow()
 	fc.expect("RELEASE stray")
 }
+
+// A hundred waits of one client are in the broker at once (ASYNC: none
+// holds back the others); each outcome event goes to its own wait; one
+// cancelled midway sends CANCEL and is granted nothing.
+func TestHundredWaitsOverOneSession(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	results := make([]<-chan lockResult, 100)
+	cancels := make([]context.CancelFunc, 100)
+	for i := range results {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cancels[i] = cancel
+		results[i] = goLock(ctx, c, "q"+strconv.Itoa(i))
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		w := strings.Fields(fc.expect("ACQUIRE q*"))
+		if w[len(w)-1] != "ASYNC" || seen[w[1]] {
+			t.Fatalf("%v", w)
+		}
+		seen[w[1]] = true
+		fc.send("OK QUEUED")
+	}
+	cancels[50]()
+	if r := waitLock(t, results[50]); !errors.Is(r.err, ErrCancelled) {
+		t.Fatal(r.err)
+	}
+	fc.expect("CANCEL q50")
+	fc.send("OK 1")
+	for i := 99; i >= 0; i-- { // outcomes in another order than the waits
+		if i != 50 {
+			fc.send("EVENT GRANTED q" + strconv.Itoa(i) + " " + strconv.Itoa(1000+i))
+		}
+	}
+	for i, ch := range results {
+		if i == 50 {
+			continue
+		}
+		if r := waitLock(t, ch); r.err != nil || r.h.Key() != "q"+strconv.Itoa(i) || r.h.Token() != uint64(1000+i) {
+			t.Fatalf("wait %d: %+v", i, r)
+		}
+	}
+	c.mu.Lock()
+	n := len(c.holds)
+	c.mu.Unlock()
+	if n != 99 {
+		t.Fatalf("%d holds, want 99", n)
+	}
+}
