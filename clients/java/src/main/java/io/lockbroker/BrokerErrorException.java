@@ -9,7 +9,11 @@ public class BrokerErrorException extends LockBrokerException {
     private final String text;
 
     protected BrokerErrorException(String code, String text) {
-        super(code, code + (text.isEmpty() ? "" : " " + text), null);
+        this(code, text, null);
+    }
+
+    protected BrokerErrorException(String code, String text, Throwable cause) {
+        super(code, code + (text.isEmpty() ? "" : " " + text), cause);
         this.text = text;
     }
 

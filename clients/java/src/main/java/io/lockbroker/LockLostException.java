@@ -13,7 +13,6 @@ public class LockLostException extends BrokerErrorException {
     }
 
     LockLostException(String text, Throwable cause) {
-        super("LOST", text);
-        initCause(cause);
+        super("LOST", text, cause);
     }
 }

@@ -59,12 +59,12 @@ final class Locks implements Wait.Sink {
     /** The live hold on key, or null. */
     Hold hold(String key) {
         KeyEntry e = entries.get(key);
-        return e == null ? null : e.hold;
+        return e == null ? null : e.hold();
     }
 
     boolean heldByCurrentThread(String key) {
         KeyEntry e = entries.get(key);
-        return e != null && e.local.isHeldByCurrentThread();
+        return e != null && e.ownedByCurrentThread();
     }
 
     // ------------------------------------------------------------------ taking
@@ -78,21 +78,11 @@ final class Locks implements Wait.Sink {
         boolean locked = false;
         boolean done = false;
         try {
-            if (once) {
-                locked = e.local.tryLock();
-            } else if (!interruptible) {
-                e.local.lock();
-                locked = true;
-            } else if (d.never()) {
-                e.local.lockInterruptibly();
-                locked = true;
-            } else {
-                locked = e.local.tryLock(d.nanosLeft(), TimeUnit.NANOSECONDS);
-            }
+            locked = e.acquire(d, once, interruptible);
             if (!locked) {
                 return false;
             }
-            if (e.local.getHoldCount() > 1) {
+            if (e.count() > 1) {
                 reenter(e, by.spec());
                 done = true;
                 return true;
@@ -101,13 +91,13 @@ final class Locks implements Wait.Sink {
             if (h == null) {
                 return false;
             }
-            e.hold = h;
             done = true;
+            e.setHold(h);
             return true;
         } finally {
             if (!done) {
                 if (locked) {
-                    e.local.unlock();
+                    e.undo();
                 }
                 leave(e);
             }
@@ -116,9 +106,9 @@ final class Locks implements Wait.Sink {
 
     /** The same thread takes a key it holds: counted here; the broker is not asked. */
     private static void reenter(KeyEntry e, LockSpec spec) {
-        Hold h = e.hold;
-        if (h.lost()) {
-            throw h.lostCause();
+        Hold h = e.hold();
+        if (h == null) {
+            throw new IllegalStateException("this thread's hold on " + e.key + " is gone");
         }
         LockSpec.Kind held = h.spec.kind();
         boolean same = held == spec.kind() && h.spec.limit() == spec.limit();
@@ -159,7 +149,7 @@ final class Locks implements Wait.Sink {
                 }
                 switch (w.outcome()) {
                     case GRANTED:
-                        Hold h = holds.get(key);
+                        Hold h = w.hold();
                         if (stop == Stop.INTERRUPT) {
                             giveBack(h);
                             throw new InterruptedException();
@@ -314,8 +304,10 @@ final class Locks implements Wait.Sink {
     }
 
     @Override
-    public void granted(Wait w, long token) {
-        holds.put(w.key, new Hold(w.key, w.spec, token, w.by));
+    public Hold granted(Wait w, long token) {
+        Hold h = new Hold(w.key, w.spec, token, w.by);
+        holds.put(w.key, h);
+        return h;
     }
 
     @Override
@@ -325,20 +317,17 @@ final class Locks implements Wait.Sink {
             w.notifyAll();
         }
         if (w.outcome() == Wait.Outcome.GRANTED) {
-            Hold h = holds.get(w.key);
-            if (h != null && h.token == w.token()) {
-                chores.execute(() -> giveBack(h));
-            }
+            Hold h = w.hold();
+            chores.execute(() -> giveBack(h));
         }
     }
 
     /** Releases a hold nobody will use (a grant that raced a cancel), ignoring what the broker says. */
     private void giveBack(Hold h) {
-        if (h == null) {
-            return;
-        }
         holds.remove(h.key, h);
-        h.startRelease();
+        if (!h.startRelease()) {
+            return;         // lost already: the broker holds nothing for it
+        }
         try {
             session.call(Wire.release(h.key, 0));
         } catch (RuntimeException e) {
@@ -349,45 +338,40 @@ final class Locks implements Wait.Sink {
     // ------------------------------------------------------------------ holding
 
     /**
-     * Unlocks key for the current thread: the last unlock releases the broker's hold (after the
-     * local count of a reentrant thread reaches zero). A lost hold throws its LockLostException,
-     * each time, while the local count still goes down.
+     * Unlocks key for the current thread: the last unlock releases the broker's hold. A lost hold
+     * (the thread is its orphan) throws its LockLostException, once per lock it counted, and sends
+     * nothing: the key may be another thread's by now.
      */
     void unlock(String key, long lingerMs) {
         KeyEntry e = entries.get(key);
-        if (e == null || !e.local.isHeldByCurrentThread()) {
-            throw new IllegalMonitorStateException("the current thread does not hold " + key);
-        }
-        Hold h = e.hold;
-        try {
-            if (e.local.getHoldCount() > 1) {
-                if (h != null && h.lost()) {
-                    throw h.lostCause();
-                }
+        KeyEntry.Verdict v = e == null ? new KeyEntry.Verdict(KeyEntry.Unlock.NOT_OWNER, null) : e.unlock();
+        switch (v.kind()) {
+            case NOT_OWNER:
+                throw new IllegalMonitorStateException("the current thread does not hold " + key);
+            case INNER:
+                leave(e);
                 return;
-            }
-            e.hold = null;
+            case ORPHAN:
+                leave(e);
+                throw v.cause();
+            default:
+                break;
+        }
+        Hold h = e.hold();
+        try {
             release(h, lingerMs);
         } finally {
-            e.local.unlock();
+            e.released();
             leave(e);
         }
     }
 
+    /** RELEASE of a hold whose release started (it cannot be reported lost any more). */
     private void release(Hold h, long lingerMs) {
         if (h == null) {
             return;
         }
         try {
-            if (!h.startRelease()) {
-                try {
-                    // the broker answers ERR LOST once for a lost key; take that answer now
-                    session.call(Wire.release(h.key, 0));
-                } catch (RuntimeException ignored) {
-                    // lost anyway
-                }
-                throw h.lostCause();
-            }
             boolean again = false;
             while (true) {
                 Connection c = session.current();
@@ -467,6 +451,11 @@ final class Locks implements Wait.Sink {
     private void lost(Hold h, LockLostException cause) {
         if (!h.markLost(cause)) {
             return;
+        }
+        holds.remove(h.key, h);
+        KeyEntry e = entries.get(h.key);
+        if (e != null) {
+            e.lost(h);
         }
         List<LostListener> ls = h.by.listeners();
         LostListener all = o.lostListener;
@@ -567,7 +556,7 @@ final class Locks implements Wait.Sink {
         }
         for (String key : listed) {
             Hold h = holds.get(key);
-            if (h == null || h.lost()) {
+            if (h == null) {
                 // held by the session, known to nobody here (its OK was lost): give it back
                 c.call(Wire.release(key, 0));
             }
@@ -622,7 +611,9 @@ final class Locks implements Wait.Sink {
             w.finish(Wait.Outcome.FAILED, 0, e);
         }
         for (Hold h : holds.values()) {
-            h.markLost(new LockLostException("the client was closed"));
+            if (h.markLost(new LockLostException("the client was closed"))) {
+                holds.remove(h.key, h);
+            }
         }
     }
 }

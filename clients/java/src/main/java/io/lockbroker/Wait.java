@@ -23,7 +23,7 @@ final class Wait implements Connection.Handler {
     /** Told on the thread that completes a wait with a grant, before anything else can happen. */
     interface Sink {
         /** A grant: make the hold now (a LOST event may follow at once). */
-        void granted(Wait w, long token);
+        Hold granted(Wait w, long token);
 
         /** An abandoned wait got its outcome: release a grant, forget the wait. */
         void settled(Wait w);
@@ -36,6 +36,7 @@ final class Wait implements Connection.Handler {
     private State state = State.SENT;
     private Outcome outcome;
     private long token;
+    private Hold hold;
     private RuntimeException error;
     private boolean abandoned;
     private boolean cancelSent;
@@ -134,7 +135,7 @@ final class Wait implements Connection.Handler {
                 return false;
             }
             if (o == Outcome.GRANTED) {
-                sink.granted(this, tok);
+                hold = sink.granted(this, tok);
             }
             state = State.DONE;
             outcome = o;
@@ -175,6 +176,11 @@ final class Wait implements Connection.Handler {
 
     synchronized long token() {
         return token;
+    }
+
+    /** The hold a grant made. */
+    synchronized Hold hold() {
+        return hold;
     }
 
     synchronized RuntimeException error() {

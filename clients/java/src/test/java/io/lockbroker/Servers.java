@@ -1,31 +1,25 @@
 package io.lockbroker;
 
+import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
-import java.util.Comparator;
-import java.util.HexFormat;
-import java.util.LinkedHashMap;
-import java.util.List;
+import java.util.HashMap;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
- * Real servers for the integration tests: one redis-server and named lockbrokerds on free ports of
- * 127.0.0.1, in a temp dir, with the steps of the conformance helper's vocabulary (broker options
- * {@code tls}, {@code auth=}, {@code app=name:token:patterns}, {@code option=value}; kill, stop,
- * restart; redis del, overwrite, restart). Every process is started under {@code setpriv
- * --pdeathsig KILL} (it dies with the test JVM) and stopped by pid in {@link #close()}.
+ * Real servers for the tests, through the shared conformance helper (tests/conformance/servers.py,
+ * JSON lines on its stdin/stdout): it starts Redis and named brokers on free ports of 127.0.0.1,
+ * performs fault steps, and stops everything by pid (also when this JVM dies: its input ends, and its
+ * children carry PR_SET_PDEATHSIG). One helper process per Servers object.
  *
  * <p>The broker is $LOCKBROKERD, else build/lockbrokerd of the repository (../../ from clients/java).
  */
@@ -33,23 +27,23 @@ final class Servers implements AutoCloseable {
     static final Path REPO = Path.of(System.getProperty("user.dir")).resolve("../..").normalize();
     static final String BROKER = System.getenv().getOrDefault("LOCKBROKERD",
             REPO.resolve("build/lockbrokerd").toString());
-    static final String REDIS = System.getenv().getOrDefault("REDIS_SERVER", "redis-server");
+    static final Path HELPER = REPO.resolve("tests/conformance/servers.py");
+    private static final Pattern FIELD = Pattern.compile("\"(\\w+)\": (\"[^\"]*\"|-?\\d+|true|false)");
 
-    /** A broker this fixture started. */
+    /** A broker the helper started, as it describes it. */
     static final class Broker {
         final String name;
-        final List<String> argv;
         final int port;
         final int tlsPort;
-        final String auth;
-        Process proc;
+        final String ca;
+        final String version;
 
-        Broker(String name, List<String> argv, int port, int tlsPort, String auth) {
-            this.name = name;
-            this.argv = argv;
-            this.port = port;
-            this.tlsPort = tlsPort;
-            this.auth = auth;
+        Broker(Map<String, String> info) {
+            name = info.get("name");
+            port = Integer.parseInt(info.get("port"));
+            tlsPort = Integer.parseInt(info.get("tls_port"));
+            ca = info.get("ca");
+            version = info.get("version");
         }
 
         String address() {
@@ -61,166 +55,111 @@ final class Servers implements AutoCloseable {
         }
     }
 
-    final Path dir;
-    final String prefix = "lbj" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    private final Map<String, Broker> brokers = new LinkedHashMap<>();
-    private Process redis;
+    private final Process proc;
+    private final OutputStream to;
+    private final BufferedReader from;
+    private String prefix;
     private int redisPort;
-    private boolean certs;
 
     Servers() throws IOException {
-        dir = Files.createTempDirectory("lbj-servers-");
-    }
-
-    // ------------------------------------------------------------------ brokers
-
-    /** Starts broker name (and Redis with the first one); opts as the conformance helper's. */
-    Broker broker(String name, String... opts) throws IOException, InterruptedException {
-        if (redis == null) {
-            startRedis();
-        }
-        int port = freePort();
-        int tlsPort = 0;
-        String auth = null;
-        List<String> argv = new ArrayList<>(List.of(BROKER, "-b", "127.0.0.1", "-p", String.valueOf(port),
-                "-r", "127.0.0.1:" + redisPort, "--prefix", prefix, "-v"));
-        StringBuilder acl = new StringBuilder();
-        for (String o : opts) {
-            if (o.equals("tls")) {
-                makeCerts();
-                tlsPort = freePort();
-                argv.addAll(List.of("--tls_port", String.valueOf(tlsPort), "--tls_cert_file",
-                        dir.resolve("server.crt").toString(), "--tls_key_file", dir.resolve("server.key").toString()));
-            } else if (o.equals("tls-clients")) {
-                makeCerts();
-                argv.addAll(List.of("--tls_ca_cert_file", dir.resolve("ca.crt").toString(), "--tls_auth_clients",
-                        "yes"));
-            } else if (o.startsWith("auth=")) {
-                auth = o.substring(5);
-                argv.addAll(List.of("--auth_token", auth));
-            } else if (o.startsWith("app=")) {
-                String[] p = o.substring(4).split(":", 3);
-                acl.append("app ").append(p[0]).append(" token-sha256 ").append(sha256(p[1])).append(" keys ")
-                        .append(p[2]).append('\n');
-                if (auth == null) {
-                    auth = p[1];
-                }
-            } else {
-                int eq = o.indexOf('=');
-                argv.addAll(List.of("--" + o.substring(0, eq), o.substring(eq + 1)));
-            }
-        }
-        if (acl.length() > 0) {
-            Path f = dir.resolve(name + ".acl");
-            Files.writeString(f, acl);
-            argv.addAll(List.of("--acl_file", f.toString()));
-        }
-        Broker b = new Broker(name, argv, port, tlsPort, auth);
-        brokers.put(name, b);
-        spawn(b);
-        return b;
-    }
-
-    Broker get(String name) {
-        return brokers.get(name);
-    }
-
-    private void spawn(Broker b) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>(List.of("setpriv", "--pdeathsig", "KILL", "--"));
-        cmd.addAll(b.argv);
-        b.proc = new ProcessBuilder(cmd).redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve(b.name + ".log").toFile())).start();
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (System.nanoTime() < end) {
-            if (!b.proc.isAlive()) {
-                throw new IOException("broker " + b.name + " exited: " + log(b.name));
-            }
-            if (ready(b)) {
-                return;
-            }
-            Thread.sleep(20);
-        }
-        throw new IOException("broker " + b.name + " not ready: " + log(b.name));
-    }
-
-    private static boolean ready(Broker b) {
-        try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress("127.0.0.1", b.port), 500);
-            s.setSoTimeout(1000);
-            String req = (b.auth != null ? "AUTH " + b.auth + "\n" : "") + "STATS\n";
-            s.getOutputStream().write(req.getBytes(StandardCharsets.US_ASCII));
-            String out = readLines(s.getInputStream(), b.auth != null ? 2 : 1);
-            return out.contains(" redis=up");
-        } catch (IOException e) {
-            return false;
+        proc = new ProcessBuilder("python3", HELPER.toString(), "--broker", BROKER)
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        to = proc.getOutputStream();
+        from = new BufferedReader(new InputStreamReader(proc.getInputStream(), StandardCharsets.UTF_8));
+        Map<String, String> ready = read();
+        if (!"true".equals(ready.get("ready"))) {
+            throw new IOException("the helper did not start: " + ready);
         }
     }
 
-    String log(String name) {
-        try {
-            return Files.readString(dir.resolve(name + ".log"));
-        } catch (IOException e) {
-            return "";
+    // ------------------------------------------------------------------ the helper's requests
+
+    /** One request; its reply's fields (strings unquoted). Throws if the helper says ok false. */
+    synchronized Map<String, String> request(String json) throws IOException {
+        to.write((json + "\n").getBytes(StandardCharsets.UTF_8));
+        to.flush();
+        Map<String, String> r = read();
+        if (!"true".equals(r.get("ok"))) {
+            throw new IOException("helper: " + json + " -> " + r.getOrDefault("error", r.toString()));
+        }
+        return r;
+    }
+
+    private Map<String, String> read() throws IOException {
+        String line = from.readLine();
+        if (line == null) {
+            throw new IOException("the helper exited");
+        }
+        Map<String, String> m = new HashMap<>();
+        Matcher x = FIELD.matcher(line);
+        while (x.find()) {
+            String v = x.group(2);
+            m.put(x.group(1), v.startsWith("\"") ? v.substring(1, v.length() - 1) : v);
+        }
+        return m;
+    }
+
+    /** A server step of the transcripts' grammar ("kill b1", "redis del k", ...). */
+    void step(String line) throws IOException {
+        request("{\"op\": \"step\", \"line\": \"" + line.replace("\\", "\\\\").replace("\"", "\\\"") + "\"}");
+    }
+
+    /** Forgets the last servers: the next broker starts a fresh Redis and prefix. */
+    void reset() throws IOException {
+        request("{\"op\": \"reset\"}");
+        prefix = null;
+    }
+
+    Broker info(String name) throws IOException {
+        return new Broker(request("{\"op\": \"broker\", \"name\": \"" + name + "\"}"));
+    }
+
+    // ------------------------------------------------------------------ brokers and faults
+
+    /** Starts broker name (and Redis with the first one); opts as in the transcripts' broker step. */
+    Broker broker(String name, String... opts) throws IOException {
+        step("broker " + name + (opts.length == 0 ? "" : " " + String.join(" ", opts)));
+        return info(name);
+    }
+
+    void kill(String name) throws IOException {
+        step("kill " + name);
+    }
+
+    void stop(String name) throws IOException {
+        step("stop " + name);
+    }
+
+    void pause(String name) throws IOException {
+        step("pause " + name);
+    }
+
+    void resume(String name) throws IOException {
+        step("resume " + name);
+    }
+
+    void redisDel(String key) throws IOException {
+        step("redis del " + key);
+    }
+
+    // ------------------------------------------------------------------ Redis, read directly
+
+    private void redisInfo() throws IOException {
+        if (prefix == null) {
+            Map<String, String> r = request("{\"op\": \"redis\"}");
+            prefix = r.get("prefix");
+            redisPort = Integer.parseInt(r.get("port"));
         }
     }
 
-    /** kill -9: the broker's locks stay in Redis until their TTL. */
-    void kill(String name) throws InterruptedException {
-        Broker b = brokers.get(name);
-        b.proc.destroyForcibly();
-        b.proc.waitFor(10, TimeUnit.SECONDS);
-    }
-
-    /** SIGTERM and wait: grace sessions' locks stay for a RESUME. */
-    void stop(String name) throws InterruptedException {
-        Broker b = brokers.get(name);
-        b.proc.destroy();
-        if (!b.proc.waitFor(10, TimeUnit.SECONDS)) {
-            b.proc.destroyForcibly();
-        }
-    }
-
-    /** Stops it if it runs, then starts it again on the same ports. */
-    void restart(String name) throws IOException, InterruptedException {
-        Broker b = brokers.get(name);
-        if (b.proc.isAlive()) {
-            stop(name);
-        }
-        spawn(b);
-    }
-
-    void signal(String name, String sig) throws IOException, InterruptedException {
-        new ProcessBuilder("kill", "-" + sig, String.valueOf(brokers.get(name).proc.pid())).start().waitFor();
-    }
-
-    // ------------------------------------------------------------------ Redis
-
-    private void startRedis() throws IOException, InterruptedException {
-        startRedis(freePort());
-    }
-
-    private void startRedis(int port) throws IOException, InterruptedException {
-        redisPort = port;
-        Path rdir = Files.createDirectories(dir.resolve("redis"));
-        redis = new ProcessBuilder("setpriv", "--pdeathsig", "KILL", "--", REDIS, "--port", String.valueOf(redisPort),
-                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir",
-                rdir.toString(), "--loglevel", "warning").redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve("redis.log").toFile())).start();
-        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (System.nanoTime() < end) {
-            try {
-                if (redis("PING").equals("+PONG")) {
-                    return;
-                }
-            } catch (IOException e) {
-                Thread.sleep(20);
-            }
-        }
-        throw new IOException("redis-server did not start: " + Files.readString(dir.resolve("redis.log")));
+    String prefix() throws IOException {
+        redisInfo();
+        return prefix;
     }
 
     /** One Redis command; its reply's first line (RESP). */
     String redis(String... args) throws IOException {
+        redisInfo();
         try (Socket s = new Socket()) {
             s.connect(new InetSocketAddress("127.0.0.1", redisPort), 1000);
             s.setSoTimeout(5000);
@@ -229,65 +168,41 @@ final class Servers implements AutoCloseable {
                 b.append('$').append(a.getBytes(StandardCharsets.UTF_8).length).append("\r\n").append(a).append("\r\n");
             }
             s.getOutputStream().write(b.toString().getBytes(StandardCharsets.UTF_8));
-            return readLines(s.getInputStream(), 1);
+            return firstLine(s.getInputStream());
         }
     }
 
-    /** Deletes lock key in Redis: its holder loses it. */
-    void redisDel(String key) throws IOException {
-        redis("DEL", prefix + ":lock:" + key);
-    }
-
-    /** Sets lock key to another owner's value: taken by someone else. */
-    void redisOverwrite(String key) throws IOException {
-        redis("SET", prefix + ":lock:" + key, "00000000-0000-4000-8000-000000000000:1", "PX", "30000");
-    }
-
-    /** kill -9 Redis and start it again on the same port, empty. */
-    void redisRestart() throws IOException, InterruptedException {
-        redis.destroyForcibly();
-        redis.waitFor(10, TimeUnit.SECONDS);
-        int port = redisPort;
-        startRedis(port);
-    }
-
-    String redisGet(String key) throws IOException {
-        return redis("GET", prefix + ":lock:" + key);
+    private static String firstLine(InputStream in) throws IOException {
+        StringBuilder b = new StringBuilder();
+        for (int c = in.read(); c >= 0 && c != '\n'; c = in.read()) {
+            if (c != '\r') {
+                b.append((char) c);
+            }
+        }
+        return b.toString();
     }
 
     // ------------------------------------------------------------------ certificates
 
-    Path ca() {
-        return dir.resolve("ca.crt");
+    /**
+     * A client certificate with CN cn, signed by the helper's test CA (its key sits beside ca.crt),
+     * in the CA's folder: {cert, key} paths.
+     */
+    Path[] clientCertificate(Broker b, String cn) throws IOException, InterruptedException {
+        Path dir = Path.of(b.ca).getParent();
+        String n = "client-" + cn;
+        openssl(dir, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", n + ".key");
+        openssl(dir, "req", "-new", "-key", n + ".key", "-subj", "/CN=" + cn, "-out", n + ".csr");
+        java.nio.file.Files.writeString(dir.resolve(n + ".ext"), "extendedKeyUsage=clientAuth\n");
+        openssl(dir, "x509", "-req", "-in", n + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial", "77",
+                "-days", "2", "-extfile", n + ".ext", "-out", n + ".crt");
+        return new Path[] {dir.resolve(n + ".crt"), dir.resolve(n + ".key")};
     }
 
-    Path file(String name) {
-        return dir.resolve(name);
-    }
-
-    /** A CA, a server certificate for localhost and 127.0.0.1, a client certificate (CN app-one). */
-    private void makeCerts() throws IOException, InterruptedException {
-        if (certs) {
-            return;
-        }
-        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ca.key");
-        openssl("req", "-x509", "-new", "-key", "ca.key", "-days", "2", "-subj", "/CN=lbj-test-ca", "-out", "ca.crt");
-        cert("server", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n", 1001);
-        cert("client", "app-one", "extendedKeyUsage=clientAuth\n", 2001);
-        certs = true;
-    }
-
-    private void cert(String name, String cn, String ext, int serial) throws IOException, InterruptedException {
-        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", name + ".key");
-        openssl("req", "-new", "-key", name + ".key", "-subj", "/CN=" + cn, "-out", name + ".csr");
-        Files.writeString(dir.resolve(name + ".ext"), ext);
-        openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial",
-                String.valueOf(serial), "-days", "2", "-extfile", name + ".ext", "-out", name + ".crt");
-    }
-
-    private void openssl(String... args) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>(List.of("openssl"));
-        cmd.addAll(List.of(args));
+    private static void openssl(Path dir, String... args) throws IOException, InterruptedException {
+        String[] cmd = new String[args.length + 1];
+        cmd[0] = "openssl";
+        System.arraycopy(args, 0, cmd, 1, args.length);
         Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         if (p.waitFor() != 0) {
@@ -295,61 +210,22 @@ final class Servers implements AutoCloseable {
         }
     }
 
-    // ------------------------------------------------------------------ helpers
-
-    static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
-            return s.getLocalPort();
-        }
-    }
-
-    private static String readLines(InputStream in, int n) throws IOException {
-        StringBuilder b = new StringBuilder();
-        int lines = 0;
-        while (lines < n) {
-            int c = in.read();
-            if (c < 0) {
-                break;
-            }
-            if (c == '\n') {
-                lines++;
-                if (lines < n) {
-                    b.append('\n');
-                }
-            } else if (c != '\r') {
-                b.append((char) c);
-            }
-        }
-        return b.toString();
-    }
-
-    private static String sha256(String s) {
-        try {
-            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256")
-                    .digest(s.getBytes(StandardCharsets.UTF_8)));
-        } catch (NoSuchAlgorithmException e) {
-            throw new AssertionError(e);
-        }
-    }
-
-    /** Stops everything by pid, removes the temp dir; a sanitizer report in a broker log fails. */
+    /** Stops everything (the helper's quit), then the helper. */
     @Override
-    public void close() throws IOException, InterruptedException {
-        for (Broker b : brokers.values()) {
-            if (b.proc != null && b.proc.isAlive()) {
-                b.proc.destroy();
-                if (!b.proc.waitFor(5, TimeUnit.SECONDS)) {
-                    b.proc.destroyForcibly();
-                    b.proc.waitFor(5, TimeUnit.SECONDS);
-                }
+    public void close() throws IOException {
+        try {
+            request("{\"op\": \"quit\"}");
+        } catch (IOException e) {
+            // it is going anyway
+        }
+        to.close();
+        try {
+            if (!proc.waitFor(20, TimeUnit.SECONDS)) {
+                proc.destroy();
+                proc.waitFor(5, TimeUnit.SECONDS);
             }
-        }
-        if (redis != null) {
-            redis.destroyForcibly();
-            redis.waitFor(5, TimeUnit.SECONDS);
-        }
-        try (Stream<Path> s = Files.walk(dir)) {
-            s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 }
