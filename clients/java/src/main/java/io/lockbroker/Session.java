@@ -119,12 +119,12 @@ final class Session implements Connection.Listener {
                         case CLOSED:
                             throw new IllegalStateException("the client is closed");
                         case DOWN:
-                            if (round < 0) {
+                            if (round < 0 && !d.passed()) {
                                 round = rounds;
                                 if (recovery != null) {
                                     recovery.interrupt();
                                 }
-                            } else if (rounds > round) {
+                            } else if (round < 0 || rounds > round) {
                                 throw new BrokerUnreachableException("no broker could be reached: "
                                         + (lastError == null ? "" : lastError.getMessage()), lastError);
                             }
