@@ -281,7 +281,12 @@ final class Session implements Connection.Listener {
 
     /** HELLO (with GRACE) and EVENTS ON on c: a new session. */
     private Wire.Hello start(Connection c) {
-        Wire.Hello h = Wire.hello(c.call(Wire.hello(o.name, o.graceMs)));
+        Reply r = c.call(Wire.hello(o.name, o.graceMs));
+        if (r.code().equals("BADARG") && o.graceMs > 0) {
+            // a broker with max_grace_ms 0 has no grace sessions: a session without one still serves
+            r = c.call(Wire.hello(o.name, 0));
+        }
+        Wire.Hello h = Wire.hello(r);
         version(c, h);
         expectOk(c, "EVENTS ON");
         synchronized (mu) {

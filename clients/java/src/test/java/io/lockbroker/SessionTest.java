@@ -68,6 +68,21 @@ class SessionTest {
     }
 
     @Test
+    void aBrokerWithoutGraceSessionsStillServes() throws Exception {
+        FakeBroker f = fake((c, line) -> {
+            if (line.contains(" GRACE ")) {
+                c.send("ERR BADARG max_grace_ms is 0: no grace sessions here");
+                return true;
+            }
+            return false;
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        assertEquals(f.clientId, c.clientId());
+        assertEquals("HELLO GRACE 30000", f.awaitLine("HELLO"));
+        assertEquals("HELLO", f.awaitLine("HELLO"));
+    }
+
+    @Test
     void noBrokerReachable() throws Exception {
         int port;
         try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
