@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Timeout;
  * Makefile sets LOCKBROKER_ALLOW_OLD=1, so a 1.1 broker serves with blocking waits); the 1.2
  * behaviours are in {@link Proto12Test}.
  */
-@Timeout(60)
+@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class IntegrationTest {
     static Servers servers;
     static Servers.Broker b1;

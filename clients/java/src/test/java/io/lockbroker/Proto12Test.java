@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Timeout;
  * says so first).
  */
 @Tag("proto12")
-@Timeout(60)
+@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class Proto12Test {
     static Servers servers;
     static Servers.Broker b1;

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Timeout;
  * through the java launcher, as the README says) against a real broker, and the Spring bean line
  * adapts the registry to a LockRegistry-shaped functional interface.
  */
-@Timeout(60)
+@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class ReadmeTest {
     static final Path README = Path.of("README.md");
     static final Path JAR = Path.of("build/lockbroker-client.jar");

@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Timeout;
  * routing, ASYNC waits and their cancel races, the version check, liveness, and the reconnect and
  * RESUME reconciliation. Each test's script plays exactly the broker lines PROTO12.md promises.
  */
-@Timeout(30)
+@Timeout(value = 30, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class SessionTest {
     final List<AutoCloseable> closing = new ArrayList<>();
 
