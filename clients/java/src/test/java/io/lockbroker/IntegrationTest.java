@@ -19,9 +19,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -32,40 +29,7 @@ import org.junit.jupiter.api.Timeout;
  * behaviours are in {@link Proto12Test}.
  */
 @Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class IntegrationTest {
-    static Servers servers;
-    static Servers.Broker b1;
-    final List<LockClient> clients = new ArrayList<>();
-
-    @BeforeAll
-    static void start() throws Exception {
-        servers = new Servers();
-        b1 = servers.broker("b1");
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        servers.close();
-    }
-
-    @AfterEach
-    void closeClients() {
-        for (LockClient c : clients) {
-            c.close();
-        }
-    }
-
-    LockClient client(String... addresses) {
-        LockClient c = LockClient.builder().addresses(addresses.length == 0 ? new String[] {b1.address()} : addresses)
-                .connect();
-        clients.add(c);
-        return c;
-    }
-
-    static String key(String name) {
-        return name + ":" + System.nanoTime();
-    }
-
+class IntegrationTest extends BrokerTests {
     // ------------------------------------------------------------------ take, renew, release
 
     @Test

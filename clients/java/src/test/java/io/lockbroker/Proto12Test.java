@@ -17,9 +17,6 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -32,39 +29,11 @@ import org.junit.jupiter.api.Timeout;
  */
 @Tag("proto12")
 @Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
-class Proto12Test {
-    static Servers servers;
-    static Servers.Broker b1;
-    static Servers.Broker b2;
-    final List<LockClient> clients = new ArrayList<>();
-
-    @BeforeAll
-    static void start() throws Exception {
-        servers = new Servers();
-        b1 = servers.broker("b1");
-        b2 = servers.broker("b2");
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        servers.close();
-    }
-
-    @AfterEach
-    void closeClients() {
-        for (LockClient c : clients) {
-            c.close();
-        }
-    }
-
-    LockClient client(String address) {
-        LockClient c = LockClient.builder().addresses(address).allowOldBroker(false).connect();
-        clients.add(c);
-        return c;
-    }
-
-    static String key(String name) {
-        return name + ":" + System.nanoTime();
+class Proto12Test extends BrokerTests {
+    /** A client that refuses a broker older than 1.2, whatever LOCKBROKER_ALLOW_OLD says. */
+    @Override
+    LockClient client(String... addresses) {
+        return track(LockClient.builder().addresses(addresses).allowOldBroker(false).connect());
     }
 
     @Test
