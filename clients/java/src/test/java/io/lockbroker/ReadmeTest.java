@@ -3,6 +3,10 @@ package io.lockbroker;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -37,9 +41,12 @@ class ReadmeTest {
         try (Servers s = new Servers()) {
             Servers.Broker b = s.broker("b1");
             Path dir = Files.createTempDirectory("lbj-readme-");
+            // a relay on 127.0.0.1:7711 to the test's broker runs the example exactly as written; if
+            // something else has that port, the example runs with the broker's address put in
+            ServerSocket relay = relay(b.port);
             try {
-                // the broker of this test listens on a free port, not on 7711
-                Files.writeString(dir.resolve("Example.java"), code.replace("127.0.0.1:7711", b.address()));
+                Files.writeString(dir.resolve("Example.java"),
+                        relay != null ? code : code.replace("127.0.0.1:7711", b.address()));
                 Process p = new ProcessBuilder("java", "-cp", JAR.toAbsolutePath().toString(), "Example.java")
                         .directory(dir.toFile()).redirectErrorStream(true).start();
                 String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
@@ -47,11 +54,51 @@ class ReadmeTest {
                 assertEquals(0, p.exitValue(), out);
                 assertTrue(out.matches("held orders:42, token \\d+\\s*"), out);
             } finally {
+                if (relay != null) {
+                    relay.close();
+                }
                 for (Path f : List.of(dir.resolve("Example.java"), dir)) {
                     Files.deleteIfExists(f);
                 }
             }
         }
+    }
+
+    /** Forwards 127.0.0.1:7711 to port, or null if 7711 is taken. */
+    static ServerSocket relay(int port) {
+        ServerSocket ss;
+        try {
+            ss = new ServerSocket(7711, 10, InetAddress.getByName("127.0.0.1"));
+        } catch (IOException e) {
+            return null;
+        }
+        Thread t = new Thread(() -> {
+            try {
+                while (true) {
+                    Socket in = ss.accept();
+                    Socket out = new Socket("127.0.0.1", port);
+                    pump(in, out);
+                    pump(out, in);
+                }
+            } catch (IOException e) {
+                // closed
+            }
+        }, "readme-relay");
+        t.setDaemon(true);
+        t.start();
+        return ss;
+    }
+
+    private static void pump(Socket from, Socket to) {
+        Thread t = new Thread(() -> {
+            try (from; to) {
+                from.getInputStream().transferTo(to.getOutputStream());
+            } catch (IOException e) {
+                // one side ended
+            }
+        }, "readme-relay-pump");
+        t.setDaemon(true);
+        t.start();
     }
 
     /** Spring Integration's LockRegistry, as far as the bean needs it: a functional interface. */
