@@ -52,7 +52,6 @@ final class Connection {
         final String line;
         final Handler handler;
         final long deadline;
-        volatile boolean written;
 
         Pending(String line, Handler handler, long deadline) {
             this.line = line;
@@ -78,6 +77,7 @@ final class Connection {
     private final ConcurrentLinkedQueue<Pending> pending = new ConcurrentLinkedQueue<>();
     private long lastDeadline;
     private volatile long lastActivity = System.nanoTime();
+    private volatile boolean closing;
     private volatile boolean closed;
     private volatile Throwable closeCause;
     private volatile Listener listener;
@@ -106,7 +106,7 @@ final class Connection {
     }
 
     boolean closed() {
-        return closed;
+        return closing;
     }
 
     Throwable closeCause() {
@@ -117,35 +117,44 @@ final class Connection {
      * Writes a request; its reply (or failure) goes to h. blockMs: how long the broker may hold the
      * reply back on purpose (a blocking ACQUIRE's WAIT), added to the reply deadline of it and of every
      * request behind it. Never throws: a failed write closes the connection and fails h.
+     *
+     * <p>A request is queued and written under the write lock, and the connection is marked closed
+     * under it too: a request either went out (or may have: it counts as sent) before the close,
+     * and the close fails it with every other, before the listener hears of the close; or it is
+     * refused as never sent.
      */
     void send(String line, Handler h, long blockMs) {
         byte[] bytes = (line + "\n").getBytes(StandardCharsets.US_ASCII);
+        IOException failure = null;
         synchronized (writeLock) {
-            if (!closed) {
+            if (closed) {
+                failure = NOT_SENT;
+            } else {
                 long now = System.nanoTime();
                 long dl = now + replyTimeoutNanos + TimeUnit.MILLISECONDS.toNanos(Math.max(0, blockMs));
                 if (!pending.isEmpty() && lastDeadline - dl > 0) {
                     dl = lastDeadline;
                 }
                 lastDeadline = dl;
-                Pending p = new Pending(line, h, dl);
-                pending.add(p);
+                pending.add(new Pending(line, h, dl));
                 try {
                     out.write(bytes);
                     out.flush();
-                    p.written = true;
                     lastActivity = now;
                 } catch (IOException e) {
-                    close(e);
+                    failure = e;
                 }
-            } else {
-                pending.add(new Pending(line, h, 0));
             }
         }
-        if (closed) {
-            failPending();
+        if (failure == NOT_SENT) {
+            h.failed(new ConnectionLostException("connection to " + address + " ended before " + line, closeCause,
+                    false));
+        } else if (failure != null) {
+            close(failure);
         }
     }
+
+    private static final IOException NOT_SENT = new IOException("not sent");
 
     /** Sends a request and waits for its reply (for set-up and for threads of the caller). */
     Reply call(String line) {
@@ -202,7 +211,7 @@ final class Connection {
      * PING when nothing went either way for the ping interval.
      */
     void tick() {
-        if (closed) {
+        if (closing) {
             return;
         }
         long now = System.nanoTime();
@@ -224,15 +233,18 @@ final class Connection {
      */
     void close(Throwable cause) {
         synchronized (closeLock) {
-            if (closed) {
+            if (closing) {
                 return;
             }
+            closing = true;
             closeCause = cause;
-            closed = true;
             try {
-                base.close();
+                base.close();           // a writer stuck in write() gets out, and frees the write lock
             } catch (IOException e) {
                 // closing anyway
+            }
+            synchronized (writeLock) {
+                closed = true;
             }
             failPending();
         }
@@ -240,7 +252,7 @@ final class Connection {
 
     /** QUIT, a short wait for its OK, then close: the broker releases the session's holds. */
     void quit(long waitMs) {
-        if (closed) {
+        if (closing) {
             return;
         }
         Call c = new Call();
@@ -273,7 +285,7 @@ final class Connection {
         while ((p = pending.poll()) != null) {
             try {
                 p.handler.failed(new ConnectionLostException("connection to " + address + " ended before the reply to "
-                        + p.line, closeCause, p.written));
+                        + p.line, closeCause, true));
             } catch (RuntimeException e) {
                 // a handler's bug must not stop the others
             }
@@ -284,7 +296,7 @@ final class Connection {
         Throwable cause = null;
         byte[] buf = new byte[MAX_LINE];
         try {
-            while (!closed) {
+            while (!closing) {
                 String line = readLine(buf);
                 if (line == null) {
                     throw new IOException("broker " + address + " closed the connection");
