@@ -129,6 +129,7 @@ class Servers:
         self.redis = None
         self.prefix = None
         self.brokers = {}           # name -> (harness.Broker, info dict)
+        self.probed = {}            # word -> has it (needs, once per run)
 
     # -- lifetime
     def reset(self):
@@ -178,6 +179,8 @@ class Servers:
             return time.sleep(self._ms(args, 1, "sleep <ms>") / 1000.0)
         if verb == "requires":
             return self.requires(args)
+        if verb == "needs":
+            return self.needs(args)
         if verb in ("kill", "stop", "restart", "pause", "resume"):
             if len(args) != 1:
                 raise StepError("%s <broker>" % verb)
@@ -304,6 +307,47 @@ class Servers:
                                 % (args[0], name, info["version"]))
         return None
 
+    # A probe per word: a request whose ERR BADCMD says the broker lacks it
+    # (any other answer says it has it). Words of protocol 1.2 that came
+    # after its first part.
+    PROBES = {"VALUE": ["PROCLAIM lbprobe:k x"],
+              "WATCH": ["WATCH lbprobe:k", "UNWATCH lbprobe:k"],
+              "CHECK": ["CHECK lbprobe:k 1"]}
+
+    def needs(self, args):
+        """The reason to skip (a string) when the first broker answers ERR
+        BADCMD to one of the words; None when it has them all. Each word is
+        probed once per helper run (the brokers of one run are one binary)."""
+        if not args or any(w not in self.PROBES for w in args):
+            raise StepError("needs %s..." % "|".join(sorted(self.PROBES)))
+        if not self.brokers:
+            raise StepError("needs comes after the broker steps")
+        missing = []
+        for word in args:
+            if word not in self.probed:
+                self.probed[word] = self._probe(word)
+            if not self.probed[word]:
+                missing.append(word)
+        if not missing:
+            return None
+        b, info = next(iter(self.brokers.values()))
+        return ("the broker (lockbroker/%s) answers ERR BADCMD to %s"
+                % (info["version"], " and ".join(missing)))
+
+    def _probe(self, word):
+        b, _ = next(iter(self.brokers.values()))
+        c = b.client()
+        try:
+            if b.auth and c.req("AUTH " + b.auth) != "OK":
+                raise StepError("the broker refused its own token")
+            has = True
+            for line in self.PROBES[word]:
+                if c.req(line).startswith("ERR BADCMD"):
+                    has = False
+            return has
+        finally:
+            c.close()
+
     # -- information for runners
     def broker_info(self, name):
         b, info = self._broker(name)
@@ -338,8 +382,8 @@ def handle(servers, req):
         servers.reset()
         return {}
     if op == "step":
-        servers.step(str(req.get("line", "")))
-        return {}
+        skip = servers.step(str(req.get("line", "")))
+        return {"skip": skip} if skip else {}
     if op == "broker":
         return servers.broker_info(str(req.get("name", "")))
     if op == "redis":
