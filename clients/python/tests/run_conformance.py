@@ -30,7 +30,8 @@ import logging  # noqa: E402
 
 import lockbroker  # noqa: E402
 from lockbroker import KeyState  # noqa: E402
-from servers import TRANSCRIPTS, HelperError, Servers, allow_old_brokers  # noqa: E402
+from servers import (TRANSCRIPTS, HelperError, Servers, Skipped,  # noqa: E402
+                     allow_old_brokers)  # noqa: E402
 
 STEP_BOUND = 10.0           # seconds any step may take (README)
 RUNNER_WORDS = {"client", "await", "cancel", "assert", "repeat"}
@@ -214,6 +215,11 @@ class Transcript:
                 except HelperError as e:
                     raise Failure("line %d: %s\n    helper: %s"
                                   % (n, line, e))
+                except Skipped:
+                    raise
+                except Exception as e:  # noqa: BLE001 - the library's own
+                    raise Failure("line %d: %s\n    %s: %s"
+                                  % (n, line, type(e).__name__, e))
         finally:
             for c in self.clients.values():
                 try:
@@ -480,7 +486,7 @@ def main(argv: list[str]) -> int:
             return 2
         files = [f for f in files if f in names]
     servers = Servers()
-    passed = failed = 0
+    passed = failed = skipped = 0
     try:
         for name in files:
             with open(os.path.join(TRANSCRIPTS, name + ".txt")) as f:
@@ -488,17 +494,23 @@ def main(argv: list[str]) -> int:
             t0 = time.monotonic()
             try:
                 Transcript(servers, name).run(lines)
-            except Failure as e:
+            except Skipped as e:
+                skipped += 1
+                print("SKIP %s: %s" % (name, e), flush=True)
+                continue
+            except Exception as e:  # noqa: BLE001 - a failure, not the end
                 failed += 1
+                why = e if isinstance(e, Failure) else "%s: %s" % (
+                    type(e).__name__, e)
                 print("FAIL %s (%.1f s)\n  %s" % (name, time.monotonic() - t0,
-                                                  e), flush=True)
+                                                  why), flush=True)
                 continue
             passed += 1
             print("PASS %s (%.1f s)" % (name, time.monotonic() - t0),
                   flush=True)
     finally:
         servers.close()
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed or not passed else 0
 
 

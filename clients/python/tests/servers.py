@@ -10,6 +10,7 @@ import os
 import ssl
 import subprocess
 import sys
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -19,6 +20,11 @@ TRANSCRIPTS = os.path.join(REPO, "tests", "conformance")
 
 class HelperError(AssertionError):
     """The helper answered ok false."""
+
+
+class Skipped(unittest.SkipTest):
+    """The helper said to skip (a `needs` step: the broker answers ERR
+    BADCMD to a word the test uses); the reason is the message."""
 
 
 class Servers:
@@ -45,7 +51,9 @@ class Servers:
         return reply
 
     def step(self, line: str) -> None:
-        self.request(op="step", line=line)
+        reply = self.request(op="step", line=line)
+        if reply.get("skip"):
+            raise Skipped(reply["skip"])
 
     def reset(self) -> None:
         self.request(op="reset")

@@ -206,6 +206,11 @@ class TestThreaded(DriverTest):
                                ) as client:
             hold = client.start_lock("k", timeout=10).result()
             self.assertEqual(hold.token, 9)
+            # the hook runs on the callback thread: it may come after the
+            # grant reached this thread
+            t0 = time.monotonic()
+            while "resumed" not in events and time.monotonic() - t0 < 5:
+                time.sleep(0.02)
             self.assertIn("resumed", events)
             hold.release()
         srv.check()
