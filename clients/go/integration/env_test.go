@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -51,7 +52,12 @@ func setup(t *testing.T, steps ...string) *env {
 
 func (e *env) step(line string) {
 	e.t.Helper()
-	if err := helper.Step(line); err != nil {
+	err := helper.Step(line)
+	var skip *servers.Skip
+	if errors.As(err, &skip) {
+		e.t.Skip(skip.Reason)
+	}
+	if err != nil {
 		e.t.Fatalf("%s: %v\n%s", line, err, helper.Log())
 	}
 }
@@ -74,6 +80,13 @@ func (e *env) requires12(names ...string) {
 			e.t.Fatalf("needs protocol 1.2: broker %s speaks lockbroker/%s", n, b.Version)
 		}
 	}
+}
+
+// needs skips the test, saying why, while the broker answers ERR BADCMD to
+// one of these words (VALUE, WATCH, CHECK).
+func (e *env) needs(words ...string) {
+	e.t.Helper()
+	e.step("needs " + strings.Join(words, " "))
 }
 
 // client connects to the named brokers (in that order) with cfg.

@@ -89,6 +89,7 @@ func TestHundredWaitsOneCancelled(t *testing.T) {
 func TestValueOwnerCheck(t *testing.T) {
 	e := setup(t, "broker b1", "broker b2")
 	e.requires12("b1", "b2")
+	e.needs("VALUE", "CHECK")
 	c1 := e.client(lockbroker.Config{}, "b1")
 	c2 := e.client(lockbroker.Config{}, "b2")
 	cx := ctx(t, 20*time.Second)
@@ -132,6 +133,7 @@ func TestValueOwnerCheck(t *testing.T) {
 func TestWatch(t *testing.T) {
 	e := setup(t, "broker b1", "broker b2")
 	e.requires12("b1", "b2")
+	e.needs("WATCH", "VALUE")
 	c1 := e.client(lockbroker.Config{}, "b1")
 	c2 := e.client(lockbroker.Config{}, "b2")
 	cx := ctx(t, 20*time.Second)
@@ -192,6 +194,7 @@ func TestWatch(t *testing.T) {
 func TestElection(t *testing.T) {
 	e := setup(t, "broker b1", "broker b2")
 	e.requires12("b1", "b2")
+	e.needs("WATCH", "VALUE")
 	c1 := e.client(lockbroker.Config{}, "b1")
 	c2 := e.client(lockbroker.Config{}, "b2")
 	c3 := e.client(lockbroker.Config{}, "b1")
