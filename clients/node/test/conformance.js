@@ -10,14 +10,15 @@
 // Redis and brokers (helper reset). Each action is an async call of its
 // own (never awaited by another), so two actions are two callers to the
 // library's local per-key lock; `cancel` aborts the call's AbortSignal.
-// Prints PASS/FAIL per transcript (a failure with its line and what
-// happened) and "N passed, N failed"; exits 1 if any failed.
+// Prints PASS/FAIL/SKIP per transcript (a failure with its line and what
+// happened; a skip with the helper's reason) and "N passed, N failed, N
+// skipped"; exits 1 if any failed.
 
 const fs = require('fs');
 const path = require('path');
 const { performance } = require('perf_hooks');
 const lb = require('..');
-const { Servers, HelperError, TRANSCRIPTS } = require('./servers');
+const { Servers, HelperError, Skipped, TRANSCRIPTS } = require('./servers');
 
 const STEP_BOUND = 10000; // ms any step may take (README)
 const now = () => performance.now();
@@ -165,6 +166,7 @@ class Transcript {
           await this.step(line);
         } catch (e) {
           if (e instanceof Failure) throw new Failure(`line ${n}: ${line}\n    ${e.message}`);
+          if (e instanceof Skipped) throw e;
           if (e instanceof HelperError) throw new Failure(`line ${n}: ${line}\n    helper: ${e.message}`);
           throw e;
         }
@@ -416,6 +418,7 @@ async function main(argv) {
   const servers = new Servers();
   let passed = 0;
   let failed = 0;
+  let skipped = 0;
   try {
     for (const name of files) {
       const lines = expand(fs.readFileSync(path.join(TRANSCRIPTS, `${name}.txt`), 'utf8'));
@@ -425,6 +428,11 @@ async function main(argv) {
         passed++;
         console.log(`PASS ${name} (${((now() - t0) / 1000).toFixed(1)} s)`);
       } catch (e) {
+        if (e instanceof Skipped) {
+          skipped++;
+          console.log(`SKIP ${name}: ${e.message}`);
+          continue;
+        }
         failed++;
         console.log(`FAIL ${name} (${((now() - t0) / 1000).toFixed(1)} s)\n  ${e instanceof Failure ? e.message : e.stack}`);
       }
@@ -432,7 +440,7 @@ async function main(argv) {
   } finally {
     await servers.close();
   }
-  console.log(`${passed} passed, ${failed} failed`);
+  console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
   return failed || !passed ? 1 : 0;
 }
 

@@ -14,6 +14,9 @@ const TRANSCRIPTS = path.join(REPO, 'tests', 'conformance');
 if (!process.env.LOCKBROKERD) process.env.LOCKBROKERD = path.join(REPO, 'build', 'lockbrokerd');
 
 class HelperError extends Error {}
+// The helper said to skip (a needs step: the broker answers ERR BADCMD to a
+// word used); the reason is the message.
+class Skipped extends Error {}
 
 class Servers {
   constructor() {
@@ -58,7 +61,11 @@ class Servers {
     return reply;
   }
 
-  step(line) { return this.request({ op: 'step', line }); }
+  async step(line) {
+    const reply = await this.request({ op: 'step', line });
+    if (reply.skip) throw new Skipped(reply.skip);
+    return reply;
+  }
 
   reset() { return this.request({ op: 'reset' }); }
 
@@ -104,4 +111,4 @@ class Servers {
   }
 }
 
-module.exports = { Servers, HelperError, REPO, TRANSCRIPTS };
+module.exports = { Servers, HelperError, Skipped, REPO, TRANSCRIPTS };
