@@ -5,6 +5,7 @@ import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Assumptions;
 
 /**
  * The base of the integration tests: two brokers (b1, b2) of one Redis started by the shared
@@ -33,6 +34,18 @@ abstract class BrokerTests {
     void closeClients() {
         for (LockClient c : clients) {
             c.close();
+        }
+    }
+
+    /**
+     * Skips the test, saying why, while the brokers answer ERR BADCMD to one of these words (VALUE, WATCH,
+     * CHECK: the helper probes each once per run).
+     */
+    static void needs(String... words) throws Exception {
+        try {
+            servers.step("needs " + String.join(" ", words));
+        } catch (Servers.Skipped e) {
+            Assumptions.assumeTrue(false, e.getMessage());
         }
     }
 

@@ -93,6 +93,7 @@ class Proto12Test extends BrokerTests {
 
     @Test
     void valueOwnerAndCheck() throws Exception {
+        needs("VALUE", "CHECK");
         LockClient a = client(b1.address());
         LockClient b = client(b2.address());
         String k = key("svc");
@@ -124,6 +125,7 @@ class Proto12Test extends BrokerTests {
 
     @Test
     void watchSeesEveryChangeFromAnyBroker() throws Exception {
+        needs("WATCH", "VALUE");
         LockClient a = client(b1.address());
         LockClient w = client(b2.address());
         String k = key("jobs");
@@ -149,6 +151,7 @@ class Proto12Test extends BrokerTests {
 
     @Test
     void leaderElection() throws Exception {
+        needs("WATCH", "VALUE");
         LockClient c1 = client(b1.address());
         LockClient c2 = client(b2.address());
         LockClient obs = client(b1.address());

@@ -101,7 +101,20 @@ final class Servers implements AutoCloseable {
 
     /** A server step of the transcripts' grammar ("kill b1", "redis del k", ...). */
     void step(String line) throws IOException {
-        request("{\"op\": \"step\", \"line\": \"" + line.replace("\\", "\\\\").replace("\"", "\\\"") + "\"}");
+        Map<String, String> r = request("{\"op\": \"step\", \"line\": \"" + line.replace("\\", "\\\\").replace("\"", "\\\"")
+                + "\"}");
+        if (r.containsKey("skip")) {
+            throw new Skipped(r.get("skip"));
+        }
+    }
+
+    /** The helper said to skip (a needs step: the broker answers ERR BADCMD to a word used); why is the message. */
+    static final class Skipped extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        Skipped(String why) {
+            super(why);
+        }
     }
 
     /** Forgets the last servers: the next broker starts a fresh Redis and prefix. */
