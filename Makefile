@@ -8,7 +8,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deb        the Debian package, into build/deb/
 
-VERSION   := 1.0.0
+VERSION   := 1.2.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 CC        ?= cc
