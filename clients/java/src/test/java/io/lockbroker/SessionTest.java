@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -517,6 +518,11 @@ class SessionTest {
         f.awaitLine("ACQUIRE w");
         f.close();                           // the broker is gone for good
         t.join(10_000);
+        if (t.isAlive() || got.get() == null) {
+            // seen once in ~9 full runs, not reproduced alone: say where the caller was
+            fail("lock() " + (t.isAlive() ? "still blocked after 10 s at " + java.util.Arrays.toString(t.getStackTrace())
+                    : "returned normally: isHeld=" + c.lock("w").isHeld()));
+        }
         assertInstanceOf(SessionLostException.class, got.get());
         assertEquals("SESSION", ((LockBrokerException) got.get()).code());
         assertEquals("down", down.poll(5, TimeUnit.SECONDS));
