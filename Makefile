@@ -3,12 +3,13 @@
 #   make            build build/lockbrokerd (and build/lockctl)
 #   make run        install what is missing, start a local redis if none, run the broker
 #   make test       install what is missing, then unit + integration tests,
-#                   normal build and ASan+UBSan build
+#                   normal build and ASan+UBSan build, then the client
+#                   libraries' tests (make clients)
 #   make SANITIZE=1 build the sanitizer variant into build/asan/
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deb        the Debian package, into build/deb/
 
-VERSION   := 1.0.0
+VERSION   := 1.2.0
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 CC        ?= cc
@@ -58,7 +59,7 @@ UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 UNIT_OBJ   += $(BUILD)/client/parse.o
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
-.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps
+.PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps clients
 all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
@@ -99,12 +100,21 @@ $(BUILD)/test_unit: $(UNIT_SRC) $(UNIT_OBJ)
 # Prometheus server (and a node exporter) on install, so while apt-get runs
 # a policy-rc.d (unless one is already in place) says no service may
 # start: the tests start every server they need themselves.
+# CLIENT_PKGS are the client libraries' toolchains (clients/*, make clients):
+# Java 17 and JUnit 5's console launcher, Go, Node (its npm is the one
+# nodejs ships: Debian's npm package conflicts with a nodejs that bundles
+# it), Python's venv, setuptools and wheel (the offline install the Python
+# README gives and its test does) and pip (the Python Makefile's wheel).
+CLIENT_PKGS := default-jdk-headless junit5 golang-go nodejs python3-venv \
+            python3-setuptools python3-wheel python3-pip
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
             prometheus valgrind clang netcat-openbsd strace \
-            debhelper dpkg-dev lintian iproute2 iptables
+            debhelper dpkg-dev lintian iproute2 iptables $(CLIENT_PKGS)
 deps:
 	@missing=""; \
+	for p in $(CLIENT_PKGS); do \
+	  [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing=1; done; \
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
@@ -159,6 +169,19 @@ integration: all
 test: deps
 	@$(MAKE) --no-print-directory check-deps unit integration valgrind
 	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
+	@$(MAKE) --no-print-directory clients
+
+# The client libraries' suites (clients/<lang>: make test there), once,
+# against the normal build's broker (they test the libraries, which a
+# sanitized broker does not test more). All four run even when one fails.
+CLIENT_LANGS := python java go node
+clients: all
+	@rc=0; for l in $(CLIENT_LANGS); do \
+	  echo "clients: make -C clients/$$l test"; t0=$$(date +%s); \
+	  $(MAKE) --no-print-directory -C clients/$$l test \
+	    LOCKBROKERD=$(abspath build/lockbrokerd) || { rc=1; echo "clients: $$l FAILED"; }; \
+	  echo "clients: $$l took $$(( $$(date +%s) - t0 )) s"; \
+	done; exit $$rc
 
 # The layer rule: no daemon object calls one of a higher layer
 # (tests/layers), but for the back-calls tests/layers.allow still lists.

@@ -1,0 +1,3 @@
+// Package conformance replays the transcripts of tests/conformance
+// through this library (runner_test.go).
+package conformance

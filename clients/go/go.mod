@@ -1,0 +1,3 @@
+module lockbroker
+
+go 1.19

@@ -1,0 +1,3 @@
+// Package integration holds the integration tests of the Go client:
+// real Redis and brokers, started by the shared conformance helper.
+package integration

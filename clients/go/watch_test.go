@@ -1,0 +1,182 @@
+package lockbroker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Watchers of one key share the session's one WATCH; each sees the latest
+// state; UNWATCH goes when the last one closes.
+func TestWatchersShareOneWatch(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	type res struct {
+		w   *Watcher
+		err error
+	}
+	first := make(chan res, 1)
+	go func() {
+		w, err := c.Watch(context.Background(), "k")
+		first <- res{w, err}
+	}()
+	fc.expect("WATCH k")
+	fc.send("OK", "EVENT HOLDER k cid 5 host-a")
+	r1 := <-first
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	if s := <-r1.w.Changes(); s.Kind != Exclusive || s.Token != 5 || s.Value != "host-a" {
+		t.Fatalf("%+v", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w2, err := c.Watch(ctx, "k") // no second WATCH: the state it has already
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := <-w2.Changes(); s.Token != 5 {
+		t.Fatalf("%+v", s)
+	}
+	// states a reader did not read are replaced by the latest
+	fc.send("EVENT HOLDER k cid 6 host-b", "EVENT HOLDER k SHARED 2", "EVENT FREE k")
+	deadline := time.After(fakeWait)
+	for {
+		s, _ := r1.w.State()
+		if s.Kind == Free {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("no FREE")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if s := <-r1.w.Changes(); s.Kind != Free {
+		t.Fatalf("the unread states were not replaced by the latest: %+v", s)
+	}
+	cancel() // w2's context: it ends, the key stays watched for r1
+	for range w2.Changes() {
+	}
+	go c.Ping(context.Background())
+	fc.expect("PING")
+	fc.send("OK PONG")
+	r1.w.Close()
+	fc.expect("UNWATCH k")
+	fc.send("OK 1")
+	if _, open := <-r1.w.Changes(); open {
+		t.Fatal("a closed watcher delivers")
+	}
+	// refused: ERR LIMIT
+	go func() {
+		_, err := c.Watch(context.Background(), "z")
+		first <- res{nil, err}
+	}()
+	fc.expect("WATCH z")
+	fc.send("ERR LIMIT max_watches_per_session")
+	if r := <-first; !errors.Is(r.err, ErrLimit) {
+		t.Fatal(r.err)
+	}
+}
+
+func TestElectionObserveAndCampaign(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	e := c.Election("svc")
+	obs := make(chan (<-chan string), 1)
+	go func() {
+		ch, err := e.Observe(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		obs <- ch
+	}()
+	fc.expect("WATCH svc")
+	fc.send("OK", "EVENT FREE svc")
+	ch := <-obs
+	if v := <-ch; v != "" {
+		t.Fatalf("leader %q while free", v)
+	}
+	got := make(chan lockResult, 1)
+	go func() {
+		h, err := e.Campaign(context.Background(), "10.0.0.1:80")
+		got <- lockResult{h, err}
+	}()
+	fc.expect("ACQUIRE svc VALUE 10.0.0.1:80 WAIT 2147483647 ASYNC")
+	fc.send("OK QUEUED", "EVENT GRANTED svc 9", "EVENT HOLDER svc cid-1 9 10.0.0.1:80")
+	r := waitLock(t, got)
+	if r.err != nil || r.h.Value() != "10.0.0.1:80" {
+		t.Fatal(r.err)
+	}
+	if v := <-ch; v != "10.0.0.1:80" {
+		t.Fatalf("leader %q", v)
+	}
+	if _, err := e.Campaign(context.Background(), "x"); !errors.Is(err, ErrUsage) {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Resign(context.Background()) }()
+	fc.expect("RELEASE svc")
+	fc.send("OK 0", "EVENT FREE svc")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-ch; v != "" {
+		t.Fatalf("leader %q after resigning", v)
+	}
+	go func() {
+		v, err := e.Leader(context.Background())
+		if v != "" || !errors.Is(err, ErrNoLeader) {
+			t.Errorf("Leader: %q %v", v, err)
+		}
+		done <- nil
+	}()
+	fc.expect("OWNER svc VALUE")
+	fc.send("OK -")
+	<-done
+}
+
+// RENEW and PROCLAIM of a hold the broker says is lost end it; RELEASE
+// answered UNAVAILABLE is the broker's to finish: the hold is released.
+func TestHoldRequests(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	h := lockNow(t, c, fc, "a", "1")
+	type res struct {
+		ttl time.Duration
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		ttl, err := h.Renew(context.Background(), 2500*time.Millisecond)
+		got <- res{ttl, err}
+	}()
+	fc.expect("RENEW a TTL 2500")
+	fc.send("OK 2500")
+	if r := <-got; r.err != nil || r.ttl != 2500*time.Millisecond {
+		t.Fatalf("%+v", r)
+	}
+	go func() { got <- res{0, h.Proclaim(context.Background(), "v2")} }()
+	fc.expect("PROCLAIM a v2")
+	fc.send("OK")
+	if r := <-got; r.err != nil || h.Value() != "v2" {
+		t.Fatal(r.err, h.Value())
+	}
+	go func() {
+		_, err := h.Renew(context.Background(), 0)
+		got <- res{0, err}
+	}()
+	fc.expect("RENEW a")
+	fc.send("ERR LOST the lock expired")
+	if r := <-got; !errors.Is(r.err, ErrLost) || !isClosed(h.Lost()) {
+		t.Fatal(r.err)
+	}
+	if err := h.Proclaim(context.Background(), "v3"); !errors.Is(err, ErrLost) {
+		t.Fatalf("proclaim of a lost hold: %v", err)
+	}
+	b := lockNow(t, c, fc, "b", "2")
+	done := make(chan error, 1)
+	go func() { done <- b.Unlock(context.Background(), WithLinger(1500*time.Millisecond)) }()
+	fc.expect("RELEASE b LINGER 1500")
+	fc.send("ERR UNAVAILABLE redis unreachable")
+	if err := <-done; err != nil || b.Err() != ErrReleased {
+		t.Fatal(err, b.Err())
+	}
+}

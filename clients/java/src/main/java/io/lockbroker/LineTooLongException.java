@@ -1,0 +1,10 @@
+package io.lockbroker;
+
+/** {@code ERR TOOLONG}: a request line over the broker's {@code max_line}; the broker closed the connection. */
+public class LineTooLongException extends BrokerErrorException {
+    private static final long serialVersionUID = 1L;
+
+    public LineTooLongException(String text) {
+        super("TOOLONG", text);
+    }
+}

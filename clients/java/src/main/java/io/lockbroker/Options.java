@@ -1,0 +1,37 @@
+package io.lockbroker;
+
+import java.util.List;
+import javax.net.ssl.SSLContext;
+
+/** A client's settings, fixed when it is built ({@link LockClient.Builder} says what each means). */
+final class Options {
+    final List<String> addresses;
+    final String name;
+    final long graceMs;
+    final String authToken;
+    final SSLContext tls;
+    final int connectTimeoutMs;
+    final long replyTimeoutMs;
+    final long pingIntervalMs;
+    final long resumeBudgetMs;
+    final boolean allowOldBroker;
+    final LostListener lostListener;
+    final SessionListener sessionListener;
+
+    Options(List<String> addresses, String name, long graceMs, String authToken, SSLContext tls,
+            int connectTimeoutMs, long replyTimeoutMs, long pingIntervalMs, long resumeBudgetMs,
+            boolean allowOldBroker, LostListener lostListener, SessionListener sessionListener) {
+        this.addresses = List.copyOf(addresses);
+        this.name = name;
+        this.graceMs = graceMs;
+        this.authToken = authToken;
+        this.tls = tls;
+        this.connectTimeoutMs = connectTimeoutMs;
+        this.replyTimeoutMs = replyTimeoutMs;
+        this.pingIntervalMs = pingIntervalMs;
+        this.resumeBudgetMs = resumeBudgetMs;
+        this.allowOldBroker = allowOldBroker;
+        this.lostListener = lostListener;
+        this.sessionListener = sessionListener;
+    }
+}
