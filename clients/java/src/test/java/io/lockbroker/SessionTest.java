@@ -499,7 +499,10 @@ class SessionTest {
             }
             return false;
         });
+        // a short reply timeout: once the fake's port is free another process may take it and
+        // accept without answering, and a HELLO there would wait the whole default timeout (10 s)
         LockClient c = client(LockClient.builder().addresses(f.address()).resumeBudget(Duration.ofMillis(300))
+                .replyTimeout(Duration.ofMillis(1000)).connectTimeout(Duration.ofMillis(1000))
                 .sessionListener(new SessionListener() {
                     @Override
                     public void down(Throwable cause) {
