@@ -377,27 +377,45 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind);
 }
 
-/* --- owner ----------------------------------------------------------- */
+/* --- reads: OWNER, CHECK ----------------------------------------------- */
 
 _Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
+
+/* A read's answer came: its client, or NULL when it is gone or was
+ * answered UNAVAILABLE here. */
+static struct lclient *
+read_answered(struct op *op, int ok)
+{
+	struct lclient *cl = lk_op_done(op);
+
+	free(op);
+	if (cl != NULL && !ok) {
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		return NULL;
+	}
+	return cl;
+}
+
+/* A read could not be sent: answered UNAVAILABLE at once. */
+static void
+read_unsent(struct lclient *cl, struct op *op)
+{
+	lk_op_done(op);
+	free(op);
+	lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+}
 
 static void
 owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
     size_t n, size_t total)
 {
-	struct op *op = arg;
-	struct lclient *cl = lk_op_done(op);
+	struct lclient *cl = read_answered(arg, ok);
 	struct lk_holder h[STORE_OWNER_SHOWN];
 	struct lk_result r = { .status = LK_OK, .holders = h, .total = total,
 	    .kind = kind == STORE_EXCLUSIVE ? LK_EXCLUSIVE : kind };
 
-	free(op);
 	if (cl == NULL)
 		return;
-	if (!ok) {
-		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
-		return;
-	}
 	for (r.nholders = 0; r.nholders < n && r.nholders < STORE_OWNER_SHOWN;
 	    r.nholders++) {
 		h[r.nholders] = (struct lk_holder){ sh[r.nholders].owner,
@@ -410,18 +428,11 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 static void
 check_done(void *arg, int ok, int current, long long token)
 {
-	struct op *op = arg;
-	struct lclient *cl = lk_op_done(op);
+	struct lclient *cl = read_answered(arg, ok);
 	struct lk_result r = { .status = LK_OK, .kind = current, .n = token };
 
-	free(op);
-	if (cl == NULL)
-		return;
-	if (!ok) {
-		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
-		return;
-	}
-	cl->ops->reply(cl->arg, &r);
+	if (cl != NULL)
+		cl->ops->reply(cl->arg, &r);
 }
 
 void
@@ -431,11 +442,8 @@ locks_check(struct lclient *cl, const char *key, size_t keylen,
 	struct op *op = lk_op_new(cl->lt, NULL, cl);
 
 	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
-	    check_done, op) != 0) {
-		lk_op_done(op);
-		free(op);
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
-	}
+	    check_done, op) != 0)
+		read_unsent(cl, op);
 }
 
 void
@@ -444,9 +452,6 @@ locks_owner(struct lclient *cl, const char *key, size_t keylen)
 	struct op *op = lk_op_new(cl->lt, NULL, cl);
 
 	if (cl->lt->st == NULL || store_owner(cl->lt->st, key, keylen,
-	    owner_done, op) != 0) {
-		lk_op_done(op);
-		free(op);
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
-	}
+	    owner_done, op) != 0)
+		read_unsent(cl, op);
 }

@@ -28,6 +28,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -97,6 +98,23 @@ def wait_until(pred, timeout, interval=0.02, what="condition"):
 
 def ms_since(t0):
     return (time.monotonic() - t0) * 1000.0
+
+
+def _proc_where(pid):
+    """A process's state and wait channel, from /proc (for messages)."""
+    out = []
+    for name in ("wchan", "status"):
+        try:
+            with open("/proc/%d/%s" % (pid, name)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if name == "wchan":
+            out.append("wchan " + text.strip())
+        else:
+            out += [ln.strip() for ln in text.splitlines()
+                    if ln.startswith(("State:", "Threads:", "TracerPid:"))]
+    return ", ".join(out) or "no /proc entry"
 
 
 def _kill_wait(proc, sig=signal.SIGKILL, timeout=10.0):
@@ -612,8 +630,21 @@ class Broker:
             try:
                 self.rc = _kill_wait(self.proc, signal.SIGTERM, timeout)
             except subprocess.TimeoutExpired:
-                raise AssertionError("broker ignored SIGTERM for %.0f s:\n%s"
-                                     % (timeout, self.log()))
+                # seen now and then under ASan on a loaded machine: the
+                # broker logged "stopped" and returned from main, and the
+                # leak check at exit took longer; give it as long again,
+                # and say where it was if it still has not ended
+                where = _proc_where(self.proc.pid)
+                try:
+                    self.rc = self.proc.wait(timeout=2 * timeout)
+                    sys.stderr.write("harness: broker :%s took over %.0f s "
+                                     "to exit after SIGTERM (%s)\n"
+                                     % (self.port, timeout, where))
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(
+                        "broker ignored SIGTERM for %.0f s (%s):\n%s"
+                        % (3 * timeout, _proc_where(self.proc.pid),
+                           self.log())) from None
         else:
             self.rc = self.proc.returncode
         if check and not self.checked:
