@@ -76,6 +76,7 @@ struct session {
 	unsigned await_record:1;	/* a grant's OK waits for its record */
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
+	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
 	long long stash_token;
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
@@ -235,8 +236,12 @@ send_owner(struct session *s, const struct lk_result *r)
 		}
 	}
 	if (r->kind == LK_EXCLUSIVE) {
-		send_line(s, "OK %.*s %lld %lld", (int)shown[0].ownerlen,
-		    shown[0].owner, shown[0].pttl, shown[0].token);
+		/* OWNER ... VALUE (1.2): and the hold's value, "-" for none;
+		 * this broker keeps no values yet (ACQUIRE ... VALUE is
+		 * refused), so no hold has one */
+		send_line(s, "OK %.*s %lld %lld%s", (int)shown[0].ownerlen,
+		    shown[0].owner, shown[0].pttl, shown[0].token,
+		    s->owner_value ? " -" : "");
 		return;
 	}
 	if (r->kind == LK_SHARED)
@@ -919,13 +924,9 @@ dispatch(struct session *s, const struct proto_req *req)
 		    req->has_ttl ? req->ttl_ms : 0);
 		return;
 	case CMD_OWNER:
-		if (req->with_value) {		/* 1.2, not in this broker yet */
-			send_err(s, PERR_BADARG, "OWNER ... VALUE is not "
-			    "supported by this broker yet");
-			return;
-		}
 		if (key_denied(s, req))
 			return;
+		s->owner_value = req->with_value ? 1 : 0;
 		s->busy = 1;
 		locks_owner(s->cl, req->key, req->keylen);
 		return;

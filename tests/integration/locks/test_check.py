@@ -73,11 +73,17 @@ class TestCheck(BrokerTestCase):
 
     def test_value_is_refused_until_this_broker_keeps_values(self):
         """VALUE (1.2) is parsed but not kept by this broker yet: a clear
-        ERR, never an OK that silently drops it."""
+        ERR, never an OK that silently drops it; OWNER ... VALUE answers
+        its 1.2 form, with "-" (no hold has a value)."""
         c = self.connect(self.b1)
         self.assertErr(c.req("ACQUIRE v VALUE 10.0.0.7:8080"), "BADARG")
-        self.assertErr(c.req("OWNER v VALUE"), "BADARG")
-        self.assertEqual(c.req("OWNER v"), "OK -")
+        self.assertEqual(c.req("OWNER v VALUE"), "OK -")
+        t = self.assertToken(c.req("ACQUIRE v"))
+        m = re.fullmatch(r"OK (\S+) ([0-9]+) ([0-9]+) -",
+                         c.req("OWNER v VALUE"))
+        self.assertIsNotNone(m)
+        self.assertEqual(int(m.group(3)), t)
+        self.assertRegex(c.req("OWNER v"), r"\AOK \S+ [0-9]+ %d\Z" % t)
         self.assertEqual(c.req("PING"), "OK PONG")
 
 
