@@ -1,7 +1,8 @@
 """
 test_faults.py - what the broker does when Redis or the world misbehaves:
-Redis killed, restarted, stopped (SIGSTOP), functions or scripts flushed, lock keys
-deleted or stolen behind the broker's back, and SIGTERM of the broker.
+Redis killed, restarted, stopped (SIGSTOP), functions or scripts flushed,
+lock keys deleted or stolen behind the broker's back, and SIGTERM of the
+broker.
 """
 
 import time
