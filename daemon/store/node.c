@@ -246,14 +246,27 @@ call_words(const struct node *n, enum script_id script, int retried,
  *
  * A Redis without functions (Redis < 7: "unknown command") gets the
  * scripts by SCRIPT LOAD, as before functions, and the calls go as
- * EVALSHA on that link; so does a Redis that refuses FUNCTION LOAD for
- * another reason (an ACL without it, OOM), which the log says.
+ * EVALSHA on that link; so does a Redis that refuses FUNCTION LOAD to
+ * this user (NOPERM) or for memory (OOM), which the log says.  Any other
+ * error fails the handshake, as it would fail SCRIPT LOAD.
  */
 static int
 library_there(const redisReply *r)
 {
 	return r->type == REDIS_REPLY_STRING ||
 	    (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists"));
+}
+
+/* Redis will not take a function library: it has no FUNCTION command
+ * (before 7.0, or renamed away), this user may not (an ACL), or no
+ * memory for it.  The scripts go by EVALSHA then. */
+static int
+library_refusal(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	    (strstr(r->str, "unknown command") != NULL ||
+	    strncmp(r->str, "NOPERM", 6) == 0 ||
+	    strncmp(r->str, "OOM", 3) == 0);
 }
 
 static void
@@ -268,9 +281,14 @@ library_hello_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	 * it next anyway */
 	n->fn = library_there(r) || (r->type == REDIS_REPLY_ERROR &&
 	    strncmp(r->str, "READONLY", 8) == 0);
+	if (!n->fn && !library_refusal(r)) {
+		/* NOAUTH, LOADING...: the handshake fails as on any error */
+		link_refuse(&n->link, r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply to FUNCTION LOAD");
+		return;
+	}
 	if (!n->fn) {
-		const char *why = r->type == REDIS_REPLY_ERROR ? r->str :
-		    "unexpected reply";
+		const char *why = r->str;
 
 		if (strstr(why, "unknown command") != NULL)
 			log_info("Redis %s has no functions (Redis < 7): "
