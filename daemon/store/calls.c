@@ -4,8 +4,9 @@
  *
  * Every call is a script call on the command link of its key's master
  * (node.c sends it: at most STORE_MAX_INFLIGHT in flight per link, the
- * rest queued; EVAL after NOSCRIPT; in single and Sentinel mode the
- * calls of one event-loop turn leave together as one batch script call;
+ * rest queued; FCALL of the function library, EVALSHA without one; EVAL
+ * after NOSCRIPT or "Function not found"; in single and Sentinel mode the
+ * calls of one event-loop turn leave together as one batch call;
  * with redis_replica_acks, grants wait for one WAIT per link and turn).
  * Routing asks the topology (topo.h) which master serves the key's slot.
  * In cluster mode a call follows MOVED (to the slot's new master) and ASK
@@ -534,7 +535,8 @@ cluster_error(struct call *c, const char *err)
 /* --- calls ------------------------------------------------------------ */
 
 /*
- * Redis answered c (node.c: NOSCRIPT and the batch are taken care of), or
+ * Redis answered c (node.c: a library or script gone, and the batch, are
+ * taken care of), or
  * could not (r NULL): follow a cluster redirection, log an error reply,
  * or decode it for the caller, parking a grant in its WAIT's group.
  */

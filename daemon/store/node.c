@@ -1,9 +1,11 @@
 /*
  * node.c - one Redis master's script calls (node.h): the in-flight cap
- * and the queue, the end-of-turn batch, sending (as EVAL after NOSCRIPT:
- * a SCRIPT FLUSH, a restart or a failover empties the script cache), and
+ * and the queue, the end-of-turn batch, sending (as FCALL of the broker's
+ * function library, as EVALSHA on a Redis without functions; as EVAL
+ * after NOSCRIPT or "Function not found": a SCRIPT or FUNCTION FLUSH, a
+ * restart without persistence or a failover empties the cache), and
  * replica acknowledgement as a group commit; and the command link's
- * handshake and checks (scripts loaded, a master, still a master, still
+ * handshake and checks (library loaded, a master, still a master, still
  * answering).
  *
  * The node never decodes a reply: it hands each call its own answer
@@ -52,7 +54,7 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	c->argv = (const char **)(void *)((char *)c + size);
 	c->argvlen = (size_t *)(void *)(c->argv + argc);
 	data = (char *)(c->argvlen + argc);
-	c->argv[0] = "EVALSHA";
+	c->argv[0] = "EVALSHA";		/* until sent: call_words */
 	c->argvlen[0] = 7;
 	c->argv[1] = scripts[script].sha;
 	c->argvlen[1] = strlen(scripts[script].sha);
@@ -204,18 +206,145 @@ ack_cb(evutil_socket_t fd, short what, void *arg)
 	group_unref(g);
 }
 
-/* --- answers ----------------------------------------------------------- */
+/* --- how a script is called ------------------------------------------- */
 
-/* A call's argv (EVALSHA <sha> ...) as EVAL <text> ...: after NOSCRIPT
- * (a SCRIPT FLUSH or a restart emptied the cache), EVAL caches it again. */
-static void
-as_eval(const char **argv, size_t *argvlen, enum script_id script)
+void
+node_script(const struct node *n, enum script_id script, const char **call,
+    const char **name)
 {
-	argv[0] = "EVAL";
-	argvlen[0] = 4;
-	argv[1] = scripts[script].text;
-	argvlen[1] = strlen(scripts[script].text);
+	*call = n->fn ? "FCALL" : "EVALSHA";
+	*name = n->fn ? scripts[script].fname : scripts[script].sha;
 }
+
+/* The first two words of a call's argv, as it goes to n now: FCALL
+ * <function> or EVALSHA <sha>, or, once retried (the library or the
+ * script cache was emptied under it), EVAL <text>, which runs whatever
+ * Redis has loaded. */
+static void
+call_words(const struct node *n, enum script_id script, int retried,
+    const char **argv, size_t *argvlen)
+{
+	if (retried) {
+		argv[0] = "EVAL";
+		argv[1] = scripts[script].text;
+	} else {
+		node_script(n, script, &argv[0], &argv[1]);
+	}
+	argvlen[0] = strlen(argv[0]);
+	argvlen[1] = strlen(argv[1]);
+}
+
+/* --- the function library ------------------------------------------------ */
+
+/*
+ * The broker's scripts are one Redis function library (scripts/embed.sh):
+ * loaded by each command link's handshake, then called by FCALL.  Its
+ * name, lockbroker_<hash>, and each function's, <script>_<hash>, carry
+ * the hash of its text, so brokers of two versions on one Redis each call
+ * their own code, and a library of that name already there is this one:
+ * "already exists" is a success, and REPLACE is never needed.
+ *
+ * A Redis without functions (Redis < 7: "unknown command") gets the
+ * scripts by SCRIPT LOAD, as before functions, and the calls go as
+ * EVALSHA on that link; so does a Redis that refuses FUNCTION LOAD to
+ * this user (NOPERM) or for memory (OOM), which the log says.  Any other
+ * error fails the handshake, as it would fail SCRIPT LOAD.
+ */
+static int
+library_there(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_STRING ||
+	    (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists"));
+}
+
+/* Redis will not take a function library: it has no FUNCTION command
+ * (before 7.0, or renamed away), this user may not (an ACL), or no
+ * memory for it.  The scripts go by EVALSHA then. */
+static int
+library_refusal(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	    (strstr(r->str, "unknown command") != NULL ||
+	    strncmp(r->str, "NOPERM", 6) == 0 ||
+	    strncmp(r->str, "OOM", 3) == 0);
+}
+
+static void
+library_hello_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct node *n = privdata;
+	redisReply *r = reply;
+
+	if (!link_current(&n->link, ac) || r == NULL)
+		return;
+	/* a replica (READONLY) has its master's library, and INFO refuses
+	 * it next anyway */
+	n->fn = library_there(r) || (r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "READONLY", 8) == 0);
+	if (!n->fn && !library_refusal(r)) {
+		/* NOAUTH, LOADING...: the handshake fails as on any error */
+		link_refuse(&n->link, r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply to FUNCTION LOAD");
+		return;
+	}
+	if (!n->fn) {
+		const char *why = r->str;
+
+		if (strstr(why, "unknown command") != NULL)
+			log_info("Redis %s has no functions (Redis < 7): "
+			    "scripts by EVALSHA", n->link.addrstr);
+		else
+			log_warn("Redis %s refused the function library "
+			    "(%.120s): scripts by EVALSHA", n->link.addrstr,
+			    why);
+		for (int i = 0; i < SCRIPT__COUNT; i++)
+			link_hello_sendf(&n->link, "SCRIPT LOAD %s",
+			    scripts[i].text);
+	} else {
+		log_debug("Redis %s: function library %s loaded",
+		    n->link.addrstr, script_library_name);
+	}
+	link_hello_done(&n->link);
+}
+
+static void
+library_reload_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct node *n = privdata;
+	redisReply *r = reply;
+
+	if (!link_current(&n->link, ac) || r == NULL || library_there(r))
+		return;
+	/* calls on this link go as EVALSHA from now on (NOSCRIPT: EVAL) */
+	n->fn = 0;
+	log_warn("Redis %s refused the function library again (%.120s): "
+	    "scripts by EVALSHA on this connection", n->link.addrstr,
+	    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+}
+
+/*
+ * A call sent when n's library had been loaded `loads` times (the
+ * handshake's, then each reload) found no function: the library went
+ * (FUNCTION FLUSH or DELETE, a restart without persistence, a failover
+ * to a replica that never had it).  Load it again, once per loss: the
+ * other calls in flight that find it gone were sent before this reload,
+ * like this one.  The call itself is resent as EVAL, which needs nothing
+ * loaded, behind the FUNCTION LOAD.
+ */
+static void
+library_reload(struct node *n, unsigned loads)
+{
+	if (loads != n->fn_loads)
+		return;		/* reloaded since that call went out */
+	n->fn_loads++;
+	log_warn("function library %s gone from Redis %s: loading it again",
+	    script_library_name, n->link.addrstr);
+	if (link_sendf(&n->link, library_reload_reply, n, "FUNCTION LOAD %s",
+	    script_library) != 0)
+		log_debug("FUNCTION LOAD not sent");
+}
+
+/* --- answers ----------------------------------------------------------- */
 
 static int
 is_noscript(const redisReply *r)
@@ -224,11 +353,19 @@ is_noscript(const redisReply *r)
 	    strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* FCALL's answer when the function is not loaded. */
+static int
+is_nofunction(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "ERR Function not found", 22) == 0;
+}
+
 /*
  * Redis answered c, alone or as its element of a batch's reply (c's
  * place in flight is given back already): send it again as EVAL after
- * NOSCRIPT, or hand it its answer, parking a grant in its group when it
- * asks.
+ * NOSCRIPT or "Function not found" (reloading the library), or hand it
+ * its answer, parking a grant in its group when it asks.
  */
 static void
 cmd_done(struct cmd *c, const redisReply *r)
@@ -236,13 +373,19 @@ cmd_done(struct cmd *c, const redisReply *r)
 	struct node *n = c->node;
 	struct ackgroup *g;
 
-	if (is_noscript(r) && !c->retried && n->link.state == LINK_UP) {
+	if ((is_noscript(r) || is_nofunction(r)) && !c->retried &&
+	    n->link.state == LINK_UP) {
 		group_left(c);	/* the resend joins the group of its turn */
-		/* Script cache flushed: send the text once; EVAL caches it. */
+		if (is_nofunction(r)) {
+			library_reload(n, c->loads);
+			log_debug("function %s not in Redis %s: sent as EVAL",
+			    scripts[c->script].fname, n->link.addrstr);
+		} else {
+			log_info("script %s not cached in Redis %s: sent as "
+			    "EVAL", scripts[c->script].name, n->link.addrstr);
+		}
+		/* The text once; EVAL caches it. */
 		c->retried = 1;
-		as_eval(c->argv, c->argvlen, c->script);
-		log_info("script %s not cached in Redis %s: sent as EVAL",
-		    scripts[c->script].name, n->link.addrstr);
 		if (cmd_send(c) != 0)
 			cmd_fail(c);
 		return;
@@ -313,6 +456,7 @@ cmd_sent(struct cmd *c)
 
 	if (n->inflight++ == 0)
 		n->last_progress_ms = now_ms();
+	c->loads = n->fn_loads;
 	if (c->acked != NULL && n->env->acks > 0)
 		group_join(c);
 }
@@ -325,6 +469,7 @@ cmd_send(struct cmd *c)
 	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
 	cmd_tenure(c);
+	call_words(n, c->script, c->retried, c->argv, c->argvlen);
 	/* ASK: this one command, and only it, goes to the target */
 	if (c->asking && link_sendf(&n->link, NULL, NULL, "ASKING") != 0)
 		return -1;
@@ -342,10 +487,11 @@ cmd_send(struct cmd *c)
 /*
  * Batching (single and Sentinel mode) sends script calls in batches: the
  * calls started in one event-loop turn on a node go to Redis as one
- * EVALSHA of the batch script (scripts/embed.sh), which runs each as its
- * own script would and answers one element per call; each element is
- * then handled exactly as that call's own reply would be (cmd_done:
- * NOSCRIPT, the replica ack group, the call's own reply).  Redis then
+ * FCALL of the library's batch function (EVALSHA of the batch script
+ * without functions; scripts/embed.sh), which runs each as its own
+ * script would and answers one element per call; each element is then
+ * handled exactly as that call's own reply would be (cmd_done: the
+ * replica ack group, the call's own reply).  Redis then
  * parses, looks up and answers one command where it did up to
  * STORE_BATCH_MAX, and the broker writes and reads once.
  *
@@ -353,7 +499,7 @@ cmd_send(struct cmd *c)
  * they were started) only until the end of the turn, when flush_ev sends
  * every one that has a place in flight, cut into batches of at most
  * STORE_BATCH_MAX calls and STORE_BATCH_BYTES; a call alone goes as its
- * own EVALSHA, as before batches.  Since every call leaves through the
+ * own script's call, as before batches.  Since every call leaves through the
  * queue, calls reach Redis in the order they were started, inside a
  * batch and from one batch to the next (a handoff and then a renewal of
  * its new holder depend on it).  A call of a batch counts as one in
@@ -370,7 +516,9 @@ struct batch {
 	struct node *node;
 	struct cmd *head;		/* its calls, in order (qnext) */
 	size_t n;
-	int retried;			/* sent again as EVAL (NOSCRIPT) */
+	int retried;			/* sent again as EVAL (NOSCRIPT, or
+					 * "Function not found") */
+	unsigned loads;			/* node.fn_loads when it was sent */
 	int64_t sent_us;		/* the round trip's start */
 	int argc;
 	const char **argv;		/* into the calls' own argv */
@@ -413,15 +561,21 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	histo_observe(&n->rtt, now_us() - b->sent_us);
 	queue_run(n);
-	if (is_noscript(r) && !b->retried && n->link.state == LINK_UP) {
-		/* Script cache flushed: the whole batch again, as EVAL
-		 * (which caches it), its calls in the same order. */
+	if ((is_noscript(r) || is_nofunction(r)) && !b->retried &&
+	    n->link.state == LINK_UP) {
+		/* Script cache or library flushed: the whole batch again, as
+		 * EVAL (which caches it), its calls in the same order. */
 		for (c = b->head; c != NULL; c = c->qnext)
 			group_left(c);	/* the resend joins its turn's group */
 		b->retried = 1;
-		as_eval(b->argv, b->argvlen, SCRIPT_BATCH);
-		log_info("script batch not cached in Redis %s: sent as EVAL",
-		    n->link.addrstr);
+		if (is_nofunction(r)) {
+			library_reload(n, b->loads);
+			log_debug("function %s not in Redis %s: sent as EVAL",
+			    scripts[SCRIPT_BATCH].fname, n->link.addrstr);
+		} else {
+			log_info("script batch not cached in Redis %s: sent "
+			    "as EVAL", n->link.addrstr);
+		}
 		if (batch_send(b) != 0)
 			batch_fail(b);
 		return;
@@ -433,7 +587,8 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		batch_fail(b);
 		return;
 	}
-	/* An error for the whole batch (BUSY, LOADING, a second NOSCRIPT...)
+	/* An error for the whole batch (BUSY, LOADING, a second NOSCRIPT,
+	 * OOM: a function that may write is refused whole under maxmemory...)
 	 * is every call's error, as each would have got it alone; callers
 	 * treat it as any error reply (a grant's key is freed by owner
 	 * later, should the batch have run part of the way). */
@@ -446,7 +601,8 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 /*
  * The n calls from head (linked by qnext, the last one's NULL) as one
- * batch call: EVALSHA <batch> <all keys> <keys...>, then per call its
+ * batch call: FCALL <batch> <all keys> <keys...> (or EVALSHA), then per
+ * call its
  * script's name, its key count, its argument count and its arguments.
  * The pieces stay in the calls' own argv.
  */
@@ -460,7 +616,7 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 
 	for (c = head; c != NULL; c = c->qnext) {
 		cmd_tenure(c);
-		argc += (size_t)c->argc;  /* EVALSHA sha nk: name nk na */
+		argc += (size_t)c->argc;  /* FCALL fn nk: name nk na */
 		nkeys += (size_t)c->nkeys;
 	}
 	b = xmalloc(sizeof *b + argc * (sizeof(char *) + sizeof(size_t)) +
@@ -469,14 +625,12 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 	b->head = head;
 	b->n = count;
 	b->retried = 0;
+	b->loads = 0;
 	b->argc = (int)argc;
 	b->argv = (const char **)(void *)(b + 1);
 	b->argvlen = (size_t *)(void *)(b->argv + argc);
 	num = (char *)(b->argvlen + argc);
-	b->argv[0] = "EVALSHA";
-	b->argvlen[0] = 7;
-	b->argv[1] = scripts[SCRIPT_BATCH].sha;
-	b->argvlen[1] = strlen(scripts[SCRIPT_BATCH].sha);
+	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
 	b->argv[2] = num;
 	b->argvlen[2] = (size_t)snprintf(num, BATCH_NUM, "%zu", nkeys);
 	num += BATCH_NUM;
@@ -511,10 +665,12 @@ batch_send(struct batch *b)
 
 	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
+	call_words(n, SCRIPT_BATCH, b->retried, b->argv, b->argvlen);
 	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
 	    b->argvlen) != 0)
 		return -1;
 	b->sent_us = now_us();
+	b->loads = n->fn_loads;
 	for (struct cmd *c = b->head; c != NULL; c = c->qnext)
 		cmd_sent(c);
 	return 0;
@@ -522,7 +678,7 @@ batch_send(struct batch *b)
 
 /*
  * The end of the loop turn: send n's queued calls that have a place in
- * flight, in order, as batches (one call alone: its own EVALSHA).  Then
+ * flight, in order, as batches (one call alone: its own call).  Then
  * write them at once: hiredis would write on the next loop turn, when
  * epoll reports the socket writable, after adding a write event for each
  * command (epoll_ctl) and deleting it once written (epoll_ctl again).
@@ -705,8 +861,13 @@ void
 node_hello(struct node *n, void (*on_info)(struct node *n, int changed))
 {
 	n->on_info = on_info;
-	for (int i = 0; i < SCRIPT__COUNT; i++)
-		link_hello_sendf(&n->link, "SCRIPT LOAD %s", scripts[i].text);
+	n->fn = 0;
+	n->fn_loads = 0;
+	/* FUNCTION LOAD, never REPLACE: a library of this name is this one
+	 * (its name carries the hash of its text). */
+	link_sendf(&n->link, library_hello_reply, n, "FUNCTION LOAD %s",
+	    script_library);
+	link_expect(&n->link);
 	/* then: is it the master, and of which tenure? */
 	link_sendf(&n->link, info_reply, n, "INFO replication");
 	link_expect(&n->link);

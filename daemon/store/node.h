@@ -4,11 +4,14 @@
  * the others, the end-of-turn batch, and replica acknowledgement (WAIT)
  * as a group commit.
  *
- * A call is argv (EVALSHA <sha> <numkeys> keys... args...) and its own
- * reply callback: the node sends it (as EVAL after NOSCRIPT), and hands
- * the answer to c->reply; it never decodes one.  Who owns the node (a
- * topology: single.c, cluster.c) gives the ops of its link, whose up and
- * down end in node_up and node_down.
+ * A call is argv (<call> <name> <numkeys> keys... args...) and its own
+ * reply callback: the node sends it as FCALL of the script's function
+ * once the link's handshake loaded the broker's function library, as
+ * EVALSHA on a Redis without functions (Redis < 7), as EVAL after
+ * NOSCRIPT or "Function not found", and hands the answer to c->reply; it
+ * never decodes one.  Who owns the node (a topology: single.c,
+ * cluster.c) gives the ops of its link, whose up and down end in node_up
+ * and node_down.
  */
 #ifndef LOCKBROKER_NODE_H
 #define LOCKBROKER_NODE_H
@@ -87,7 +90,10 @@ struct cmd {
 	struct cmd *qnext;		/* in its node's queue, or in a batch
 					 * in flight */
 	enum script_id script;
-	int retried;			/* sent again as EVAL (NOSCRIPT) */
+	int retried;			/* sent again as EVAL (NOSCRIPT, or
+					 * "Function not found") */
+	unsigned loads;			/* its node's library loads when it
+					 * was sent (node.fn_loads) */
 	int argc;
 	int nkeys;			/* argv[3..3+nkeys): its KEYS */
 	size_t bytes;			/* about its size on the wire */
@@ -114,6 +120,11 @@ struct node {
 	int port;
 	int is_unix;
 	struct link link;		/* its command link */
+	int fn;				/* the handshake loaded the function
+					 * library: calls go as FCALL; 0:
+					 * EVALSHA (no FUNCTION in Redis) */
+	unsigned fn_loads;		/* FUNCTION LOADs sent again on this
+					 * link ("Function not found") */
 	char replid[64];		/* INFO's master_replid, handshake */
 	char replid2[64];		/* INFO's master_replid2 */
 	char prev_replid[64];		/* its replication id before the
@@ -145,8 +156,9 @@ struct node {
 
 /*
  * A call of script: one allocation of size bytes (a struct beginning
- * with struct cmd) followed by argv = EVALSHA sha numkeys pieces..., kept
- * for a NOSCRIPT retry.  Free it with free().
+ * with struct cmd) followed by argv = <call> <name> numkeys pieces...
+ * (the first two words are set when it is sent, by its node's way of
+ * calling), kept for a retry.  Free it with free().
  */
 struct cmd *cmd_new(size_t size, enum script_id script, int nkeys,
     const struct piece *pieces, int npieces);
@@ -171,7 +183,14 @@ int node_call(struct node *n, struct cmd *c);
 /* Tear n's link down (a reply says it is no master now). */
 void node_kill(struct node *n, const char *why);
 
-/* The link's handshake, from its hello op: every script loaded, then
+/* How script is called on n now: *call "FCALL" and *name its function
+ * once the library is loaded there, else "EVALSHA" and its SHA1. */
+void node_script(const struct node *n, enum script_id script,
+    const char **call, const char **name);
+
+/* The link's handshake, from its hello op: the function library loaded
+ * (FUNCTION LOAD, never REPLACE: its name carries the hash of its text;
+ * a Redis without functions gets every script by SCRIPT LOAD), then
  * INFO; a master only.  on_info(n, changed) ends it (link_hello_done,
  * link_refuse...); changed: its replication id is not the last one's. */
 void node_hello(struct node *n, void (*on_info)(struct node *n, int changed));

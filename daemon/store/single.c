@@ -2,7 +2,7 @@
  * single.c - one master for every key (single.h): where it is, the
  * tenure its command link joins, and in Sentinel mode the lease.
  *
- * The command link's handshake (node.c's scripts and INFO, then here): a
+ * The command link's handshake (node.c's library and INFO, then here): a
  * replication id this broker saw in an earlier tenure is a stale old
  * master that woke up, refused; otherwise the link joins the master's
  * tenure (tenure.lua) before it is up.  A connect in Sentinel mode first
@@ -178,9 +178,11 @@ tenure_send(struct single *s)
 {
 	const struct store_keys *k = s->keys;
 	struct node *n = s->one;
+	const char *call, *name;
 
+	node_script(n, SCRIPT_TENURE, &call, &name);
 	if (link_sendf(&n->link, tenure_reply, s,
-	    "EVALSHA %s 3 %s %s %s %s %s %ld", scripts[SCRIPT_TENURE].sha,
+	    "%s %s 3 %s %s %s %s %s %ld", call, name,
 	    k->fence, k->tenure, k->delay, n->replid, s->replid,
 	    s->env->lock_delay_ms) != 0) {
 		link_kill(&n->link, "cannot send tenure.lua");

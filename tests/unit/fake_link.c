@@ -1,7 +1,7 @@
 /*
  * fake_link.c - link.h answered by hand (fake_link.h), and a script table
- * with made-up digests, so the unit tests need neither Redis nor the
- * generated scripts.c.
+ * with made-up digests and function names, so the unit tests need neither
+ * Redis nor the generated scripts.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,22 +13,40 @@
 
 /* Names as the real table's (the batch script calls scripts by name). */
 const struct script scripts[SCRIPT__COUNT] = {
-	[SCRIPT_ACQUIRE] = { "acquire", "-- acquire", "sha-acquire" },
-	[SCRIPT_FORGET] = { "forget", "-- forget", "sha-forget" },
-	[SCRIPT_HANDOFF] = { "handoff", "-- handoff", "sha-handoff" },
-	[SCRIPT_LINGER] = { "linger", "-- linger", "sha-linger" },
-	[SCRIPT_OWNER] = { "owner", "-- owner", "sha-owner" },
-	[SCRIPT_PASS] = { "pass", "-- pass", "sha-pass" },
-	[SCRIPT_REASSERT] = { "reassert", "-- reassert", "sha-reassert" },
-	[SCRIPT_RELEASE] = { "release", "-- release", "sha-release" },
-	[SCRIPT_RENEW] = { "renew", "-- renew", "sha-renew" },
-	[SCRIPT_SACQUIRE] = { "sacquire", "-- sacquire", "sha-sacquire" },
-	[SCRIPT_SESSION] = { "session", "-- session", "sha-session" },
-	[SCRIPT_TAKEOVER] = { "takeover", "-- takeover", "sha-takeover" },
-	[SCRIPT_TENURE] = { "tenure", "-- tenure", "sha-tenure" },
-	[SCRIPT_WMARK] = { "wmark", "-- wmark", "sha-wmark" },
-	[SCRIPT_BATCH] = { "batch", "-- batch", "sha-batch" },
+	[SCRIPT_ACQUIRE] = { "acquire", "-- acquire", "sha-acquire",
+	    "fn-acquire" },
+	[SCRIPT_FORGET] = { "forget", "-- forget", "sha-forget",
+	    "fn-forget" },
+	[SCRIPT_HANDOFF] = { "handoff", "-- handoff", "sha-handoff",
+	    "fn-handoff" },
+	[SCRIPT_LINGER] = { "linger", "-- linger", "sha-linger",
+	    "fn-linger" },
+	[SCRIPT_OWNER] = { "owner", "-- owner", "sha-owner",
+	    "fn-owner" },
+	[SCRIPT_PASS] = { "pass", "-- pass", "sha-pass",
+	    "fn-pass" },
+	[SCRIPT_REASSERT] = { "reassert", "-- reassert", "sha-reassert",
+	    "fn-reassert" },
+	[SCRIPT_RELEASE] = { "release", "-- release", "sha-release",
+	    "fn-release" },
+	[SCRIPT_RENEW] = { "renew", "-- renew", "sha-renew",
+	    "fn-renew" },
+	[SCRIPT_SACQUIRE] = { "sacquire", "-- sacquire", "sha-sacquire",
+	    "fn-sacquire" },
+	[SCRIPT_SESSION] = { "session", "-- session", "sha-session",
+	    "fn-session" },
+	[SCRIPT_TAKEOVER] = { "takeover", "-- takeover", "sha-takeover",
+	    "fn-takeover" },
+	[SCRIPT_TENURE] = { "tenure", "-- tenure", "sha-tenure",
+	    "fn-tenure" },
+	[SCRIPT_WMARK] = { "wmark", "-- wmark", "sha-wmark",
+	    "fn-wmark" },
+	[SCRIPT_BATCH] = { "batch", "-- batch", "sha-batch",
+	    "fn-batch" },
 };
+
+const char script_library[] = "#!lua name=lockbroker_fake\n-- fake";
+const char script_library_name[] = "lockbroker_fake";
 
 /* The one context every connected fake link has: compared, never used. */
 static redisAsyncContext fake_ac;

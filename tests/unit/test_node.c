@@ -7,7 +7,9 @@
  * alone as its own EVALSHA, one write for the turn), the in-flight cap
  * (STORE_MAX_INFLIGHT, the rest queued and sent as answers free places),
  * replica acknowledgement as a group commit (one WAIT per turn; a WAIT
- * that falls short undoes its grants), NOSCRIPT answered by one EVAL, and
+ * that falls short undoes its grants), NOSCRIPT answered by one EVAL, the
+ * function library (loaded by the handshake, FCALL; EVALSHA without it;
+ * reloaded once per loss, the calls that found it gone sent as EVAL), and
  * a lost link failing what was queued and in flight.  Replies are
  * hand-built redisReply trees.
  */
@@ -489,6 +491,214 @@ START_TEST(test_noscript_resends_as_eval)
 }
 END_TEST
 
+/* --- the function library ------------------------------------------------ */
+
+static int infos;
+
+static void
+t_info(struct node *n, int changed)
+{
+	(void)changed;
+	infos++;
+	link_hello_done(&n->link);
+}
+
+/* A node whose handshake is under way: FUNCTION LOAD and INFO sent. */
+static struct node *
+hello_node(void)
+{
+	struct node *n = up_node(0, 0);
+
+	n->link.state = LINK_HANDSHAKE;
+	n->link.hello_left = 0;
+	infos = 0;
+	node_hello(n, t_info);
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	ck_assert_str_eq(fake_sent_peek(0)->text,
+	    "FUNCTION LOAD #!lua name=lockbroker_fake\n-- fake");
+	ck_assert_str_eq(fake_sent_peek(1)->text, "INFO replication");
+	return n;
+}
+
+static void
+answer_info(void)
+{
+	redisReply *r = reply_str("# Replication\r\nrole:master\r\n"
+	    "master_replid:abc\r\n");
+
+	fake_reply(fake_sent_pop(), r);
+	reply_free(r);
+}
+
+/* The library loaded (or there already): calls go as FCALL of their
+ * function, a batch as FCALL of the batch function. */
+START_TEST(test_library_loaded_calls_as_fcall)
+{
+	for (int there = 0; there < 2; there++) {
+		struct node *n = hello_node();
+		redisReply *r = there ? reply_err("ERR Library "
+		    "'lockbroker_fake' already exists") :
+		    reply_str("lockbroker_fake");
+		const char *call, *name;
+		struct fake_sent *s;
+
+		fake_reply(fake_sent_pop(), r);
+		reply_free(r);
+		answer_info();
+		ck_assert_int_eq(infos, 1);
+		ck_assert_int_eq(n->fn, 1);
+		ck_assert_int_eq(n->link.state, LINK_UP);
+		ck_assert_uint_eq(fake_sent_count(), 0);   /* nothing else */
+		node_script(n, SCRIPT_TENURE, &call, &name);
+		ck_assert_str_eq(call, "FCALL");
+		ck_assert_str_eq(name, "fn-tenure");
+		node_call(n, &t_call(1, SCRIPT_OWNER, "x")->cmd);
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->text, "FCALL fn-owner 1 lbt:lock:k x");
+		r = reply_int(1);
+		fake_reply(s, r);
+		reply_free(r);
+		env.batching = 1;
+		node_call(n, &t_call(2, SCRIPT_OWNER, "x")->cmd);
+		node_call(n, &t_call(3, SCRIPT_OWNER, "y")->cmd);
+		turn();
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->argv[0], "FCALL");
+		ck_assert_str_eq(s->argv[1], "fn-batch");
+		r = reply_ints(2);
+		fake_reply(s, r);
+		reply_free(r);
+		ck_assert_uint_eq(nheard, 3);
+		done(n);
+	}
+}
+END_TEST
+
+/* No FUNCTION command (Redis < 7), or no right to it: every script by
+ * SCRIPT LOAD in the handshake, calls as EVALSHA.  Any other error
+ * refuses the handshake. */
+START_TEST(test_no_functions_scripts_by_evalsha)
+{
+	const char *errs[] = {
+		"ERR unknown command 'FUNCTION', with args beginning with: "
+		    "'LOAD'",
+		"NOPERM this user has no permissions to run the 'function|load' "
+		    "command",
+		"NOAUTH Authentication required.",
+	};
+
+	for (int i = 0; i < 3; i++) {
+		struct node *n = hello_node();
+		redisReply *r = reply_err(errs[i]);
+		const char *call, *name;
+		struct fake_sent *s;
+
+		fake_reply(fake_sent_pop(), r);
+		reply_free(r);
+		ck_assert_int_eq(n->fn, 0);
+		if (i == 2) {
+			ck_assert(n->link.refused);
+			ck_assert_uint_eq(fake_sent_count(), 1);  /* INFO */
+			done(n);
+			continue;
+		}
+		ck_assert_int_eq(n->link.refused, 0);
+		/* INFO, then a SCRIPT LOAD per script */
+		ck_assert_uint_eq(fake_sent_count(), 1 + SCRIPT__COUNT);
+		ck_assert_str_eq(fake_sent_peek(1)->text,
+		    "SCRIPT LOAD -- acquire");
+		answer_info();
+		node_script(n, SCRIPT_TENURE, &call, &name);
+		ck_assert_str_eq(call, "EVALSHA");
+		ck_assert_str_eq(name, "sha-tenure");
+		while ((s = fake_sent_pop()) != NULL)
+			fake_sent_free(s);	/* the SCRIPT LOADs */
+		fake_link_up(&n->link);
+		node_call(n, &t_call(1, SCRIPT_OWNER, "x")->cmd);
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k x");
+		r = reply_int(1);
+		fake_reply(s, r);
+		reply_free(r);
+		done(n);
+	}
+}
+END_TEST
+
+/* "Function not found" (FUNCTION FLUSH, a restart...): the library is
+ * loaded again once per loss, not once per call that found it gone, and
+ * each such call goes once more as EVAL of its text; a batch as EVAL of
+ * the batch script. */
+START_TEST(test_function_not_found_reloads_once)
+{
+	struct node *n = up_node(0, 0);
+	redisReply *e = reply_err("ERR Function not found");
+	struct fake_sent *s;
+
+	n->fn = 1;
+	for (int i = 0; i < 3; i++)
+		node_call(n, &t_call(i, SCRIPT_RENEW, "a")->cmd);
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	fake_reply(fake_sent_pop(), e);		/* the first: a reload */
+	ck_assert_uint_eq(fake_sent_count(), 4);
+	ck_assert_str_eq(fake_sent_peek(2)->text,
+	    "FUNCTION LOAD #!lua name=lockbroker_fake\n-- fake");
+	ck_assert_str_eq(fake_sent_peek(3)->text,
+	    "EVAL -- renew 1 lbt:lock:k a");
+	fake_reply(fake_sent_pop(), e);		/* sent before it: no reload */
+	fake_reply(fake_sent_pop(), e);
+	ck_assert_uint_eq(fake_sent_count(), 4);   /* LOAD, 3 EVALs */
+	s = fake_sent_pop();
+	{
+		redisReply *ok = reply_str("lockbroker_fake");
+
+		fake_reply(s, ok);
+		reply_free(ok);
+	}
+	ck_assert_int_eq(n->fn, 1);
+	for (int i = 0; i < 3; i++) {
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->text, "EVAL -- renew 1 lbt:lock:k a");
+		fake_reply(s, e);	/* a second miss is the answer */
+	}
+	ck_assert_uint_eq(nheard, 3);
+	ck_assert_int_eq(heard[0].type, REDIS_REPLY_ERROR);
+	/* a call sent after the reload that finds it gone: a new loss */
+	node_call(n, &t_call(9, SCRIPT_RENEW, "a")->cmd);
+	fake_reply(fake_sent_pop(), e);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text,
+	    "FUNCTION LOAD #!lua name=lockbroker_fake\n-- fake");
+	fake_sent_free(s);
+	/* the batch */
+	env.batching = 1;
+	node_call(n, &t_call(10, SCRIPT_RENEW, "a")->cmd);
+	node_call(n, &t_call(11, SCRIPT_RENEW, "b")->cmd);
+	turn();
+	s = fake_sent_peek(1);
+	ck_assert_str_eq(s->argv[0], "FCALL");
+	ck_assert_str_eq(s->argv[1], "fn-batch");
+	fake_reply(fake_sent_pop(), e);		/* the single call's EVAL */
+	fake_reply(fake_sent_pop(), e);		/* the batch */
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FUNCTION LOAD #!lua name=lockbroker_fake"
+	    "\n-- fake");
+	fake_sent_free(s);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[0], "EVAL");
+	ck_assert_str_eq(s->argv[1], "-- batch");
+	{
+		redisReply *r = reply_ints(2);
+
+		fake_reply(s, r);
+		reply_free(r);
+	}
+	ck_assert_uint_eq(nheard, 6);
+	reply_free(e);
+	done(n);
+}
+END_TEST
+
 /* The link goes: in flight and queued calls hear "no answer". */
 START_TEST(test_link_lost_fails_calls)
 {
@@ -533,6 +743,9 @@ node_suite(void)
 	tcase_add_test(tc, test_wait_lost);
 	tcase_add_test(tc, test_no_acks_no_wait);
 	tcase_add_test(tc, test_noscript_resends_as_eval);
+	tcase_add_test(tc, test_library_loaded_calls_as_fcall);
+	tcase_add_test(tc, test_no_functions_scripts_by_evalsha);
+	tcase_add_test(tc, test_function_not_found_reloads_once);
 	tcase_add_test(tc, test_link_lost_fails_calls);
 	tcase_add_test(tc, test_rtt_one_sample_per_round_trip);
 	tcase_add_test(tc, test_rtt_unbatched_calls);

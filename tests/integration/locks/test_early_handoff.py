@@ -249,7 +249,7 @@ class TestEarlyFaults(EarlyHandoffCase):
         killed = 0
         for line in r.cli("CLIENT", "LIST").splitlines():
             f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-            if f.get("cmd") in ("evalsha", "eval") and \
+            if f.get("cmd") in ("fcall", "evalsha", "eval") and \
                     f["addr"].rsplit(":", 1)[1] in ports:
                 r.cli("CLIENT", "KILL", "ID", f["id"])
                 killed += 1

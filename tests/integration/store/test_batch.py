@@ -1,38 +1,37 @@
 """
 test_batch.py - fewer Redis calls per request (issue 14, part 2): the
 script calls a broker starts in one event-loop turn go to Redis as one
-EVALSHA of the batch script that scripts/embed.sh generates from the
-others, and each call's element of its reply reaches that call's request
-as if it had gone alone.  A call alone still goes as its own script's
-EVALSHA, at once (no timer waits for company).
+FCALL of the batch function of the library that scripts/embed.sh
+generates from the scripts (EVALSHA of the batch script on a Redis
+without functions), and each call's element of its reply reaches that
+call's request as if it had gone alone.  A call alone still goes as its
+own script's FCALL (or EVALSHA), at once (no timer waits for company).
 
 To put many requests into one loop turn, a test stops the broker
 (SIGSTOP), writes each session's request, and lets it go: epoll then
 reports every session readable at once (libevent takes up to 32 events a
 turn at first, so 40 requests make two or three batches, never 40 calls).
 Calls are watched with MONITOR on Redis.  The batch script itself is also
-run straight against Redis, as test_lua_multi.py runs the others.
+run straight against Redis, as test_lua_multi.py runs the others, and so
+is the library's batch function.  The classes ending in Evalsha run the
+same on a Redis without functions (FUNCTION renamed away, as Redis < 7).
 """
 
-import hashlib
-import os
 import re
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
 import unittest
 import uuid
 
-from test_lua_multi import expand  # noqa: E402 (as embed.sh does)
-from harness import (REPO, BrokerTestCase, Redis, RedisError, _RespReader,
+# as embed.sh does
+from test_lua_multi import expand, generated  # noqa: E402
+from harness import (BrokerTestCase, Redis, RedisError, _RespReader,
                      _resp_encode, module_redis_start, module_redis_stop,
                      wait_until)
 
-SCRIPTS = os.path.join(REPO, "scripts")
 SESSIONS = 40
-_gen = {}
+# A Redis without functions (as before Redis 7): FUNCTION is unknown.
+NO_FUNCTIONS = ("--rename-command", "FUNCTION", "")
 
 
 def setUpModule():
@@ -43,31 +42,12 @@ def tearDownModule():
     module_redis_stop()
 
 
-def generated():
-    """The scripts as the build embeds them (scripts/embed.sh into a temp
-    dir, in the Makefile's sorted order): {name: text}, batch included."""
-    if not _gen:
-        d = tempfile.mkdtemp(prefix="lbt-embed-")
-        try:
-            files = sorted(os.path.join(SCRIPTS, f)
-                           for f in os.listdir(SCRIPTS) if f.endswith(".lua"))
-            subprocess.run(["sh", os.path.join(SCRIPTS, "embed.sh"), d] +
-                           files, check=True)
-            with open(os.path.join(d, "batch.lua")) as f:
-                _gen["batch"] = f.read()
-            with open(os.path.join(d, "scripts.c")) as f:
-                c = f.read()
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-        # each entry ends with its SHA1: { "name", "text"..., "sha" }
-        for name, sha in re.findall(r'\{ "([a-z_]+)",.*?, "([0-9a-f]{40})" \}',
-                                    c, re.S):
-            _gen[name + ".sha"] = sha
-    return _gen
-
-
 def sha(name):
     return generated()[name + ".sha"]
+
+
+def fn(name):
+    return generated()[name + ".fn"]
 
 
 MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -76,8 +56,8 @@ MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 class Monitor:
     """MONITOR on a Redis from now until stop(), which ends the window
     with an ECHO of a unique word and returns the script calls sent in
-    between (EVALSHA / EVAL / WAIT, with their arguments as MONITOR shows
-    them), not the commands scripts ran."""
+    between (FCALL / EVALSHA / EVAL / WAIT / FUNCTION, with their
+    arguments as MONITOR shows them), not the commands scripts ran."""
 
     LINE = re.compile(r"\A[0-9.]+ \[[0-9]+ ([^\]]+)\] (.*)\Z", re.S)
 
@@ -103,16 +83,18 @@ class Monitor:
                 args = MONITOR_ARG.findall(m.group(2))
                 if args[:2] == ["ECHO", mark]:
                     return out
-                if m.group(1) != "lua" and args[0] in ("EVALSHA", "EVAL",
-                                                       "WAIT"):
+                if m.group(1) != "lua" and args[0].upper() in (
+                        "FCALL", "EVALSHA", "EVAL", "WAIT", "FUNCTION"):
                     out.append(args)
         finally:
             self.sock.close()
 
 
 def batches(calls):
-    """The batch script calls among calls (EVALSHA of its SHA1)."""
-    return [a for a in calls if a[0] == "EVALSHA" and a[1] == sha("batch")]
+    """The batch calls among calls (FCALL of its function, or EVALSHA of
+    its SHA1)."""
+    return [a for a in calls if a[:2] in (["FCALL", fn("batch")],
+                                          ["EVALSHA", sha("batch")])]
 
 
 class BatchCase(BrokerTestCase):
@@ -150,6 +132,13 @@ class BatchCase(BrokerTestCase):
 # ------------------------------------------------------ through a broker --
 
 class TestBatchedCalls(BatchCase):
+    """On Redis 7: the broker's calls are FCALLs of its library."""
+
+    functions = True
+
+    def call_name(self, script):
+        """What names script in the broker's calls to this Redis."""
+        return fn(script) if self.functions else sha(script)
 
     def test_results_reach_their_requests(self):
         b = self.start_broker()
@@ -216,10 +205,15 @@ class TestBatchedCalls(BatchCase):
 
     def test_lone_request_goes_alone_at_once(self):
         b = self.start_broker()
-        # the broker has the batch script, and yet ...
-        self.assertEqual(self.redis.cli("SCRIPT", "EXISTS", sha("batch")),
-                         [1])
         c = self.connect(b)
+        # the broker has the batch function (script), and yet ...
+        if self.functions:
+            names = [f[1] for lib in self.redis.cli("FUNCTION", "LIST")
+                     for f in lib[5]]
+            self.assertIn(fn("batch"), names)
+        else:
+            self.assertEqual(self.redis.cli("SCRIPT", "EXISTS",
+                                            sha("batch")), [1])
         c.hello()
         mon = Monitor(self.redis)
         took = []
@@ -229,17 +223,26 @@ class TestBatchedCalls(BatchCase):
             took.append(ms)
             self.assertEqual(c.req("RELEASE lone%d" % i), "OK 0")
         calls = mon.stop()
-        # ... each call went as its own script's EVALSHA, not a batch of one
-        self.assertEqual([a[1] for a in calls],
-                         [sha("acquire"), sha("release")] * 5)
+        # ... each call went as its own script's call, not a batch of one
+        self.assertEqual([a[:2] for a in calls],
+                         [[self.call, self.call_name("acquire")],
+                          [self.call, self.call_name("release")]] * 5)
         for i in range(5):
             self.assertIn(self.lock_key("lone%d" % i), calls[2 * i])
         self.assertLess(sorted(took)[2], 50.0, "ACQUIRE took %s ms" % took)
 
-    def test_batch_sent_as_eval_after_script_flush(self):
+    @property
+    def call(self):
+        return "FCALL" if self.functions else "EVALSHA"
+
+    def flush(self):
+        """Empty what holds the broker's code in Redis."""
+        self.redis.cli("FUNCTION" if self.functions else "SCRIPT", "FLUSH")
+
+    def test_batch_sent_as_eval_after_flush(self):
         b = self.start_broker()
         cs = self.sessions(b, 10)
-        self.redis.cli("SCRIPT", "FLUSH")
+        self.flush()
         mon = Monitor(self.redis)
         replies = self.burst(b, cs, ["ACQUIRE f%d" % i for i in range(10)])
         for i, (c, r) in enumerate(zip(cs, replies)):
@@ -253,8 +256,44 @@ class TestBatchedCalls(BatchCase):
                  a[1].startswith("-- batch.lua")]
         self.assertTrue(evals, calls)
         self.assertIn("acquire", evals[0])
-        self.assertIn("script batch not cached in Redis %s: sent as EVAL"
-                      % self.redis.addr, b.log())
+        if not self.functions:
+            self.assertIn("script batch not cached in Redis %s: sent as EVAL"
+                          % self.redis.addr, b.log())
+            return
+        # the library was loaded again, once, before the EVAL was sent
+        loads = [i for i, a in enumerate(calls) if a[:2] == ["FUNCTION",
+                                                             "LOAD"]]
+        self.assertEqual(len(loads), 1, [a[:2] for a in calls])
+        self.assertLess(loads[0], calls.index(evals[0]))
+        self.assertIn("function library %s gone from Redis %s: loading it "
+                      "again" % (generated()["library.name"],
+                                 self.redis.addr), b.log())
+        # and the next calls are its FCALLs again
+        mon = Monitor(self.redis)
+        replies = self.burst(b, cs, ["RELEASE f%d" % i for i in range(10)])
+        self.assertEqual(replies, ["OK 0"] * 10)
+        calls = mon.stop()
+        self.assertTrue(calls)
+        self.assertEqual({a[0] for a in calls}, {"FCALL"}, calls)
+
+
+class TestBatchedCallsEvalsha(TestBatchedCalls):
+    """The same on a Redis without functions: EVALSHA of the scripts."""
+
+    functions = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.no_fn = Redis(*NO_FUNCTIONS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.no_fn.close()
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.no_fn
+        self.redis.cli("FLUSHALL")
 
 
 class TestBatchedGrantsAcked(BatchCase):
@@ -319,16 +358,18 @@ class TestBatchScript(unittest.TestCase):
     def lk(self, name):
         return "%s:lock:%s" % (self.P, name)
 
+    def head(self):
+        return ["EVALSHA", self.sha]
+
     def batch(self, *calls):
-        """calls: (script, keys, args); one EVALSHA of the batch."""
+        """calls: (script, keys, args); one call of the batch."""
         keys, argv = [], []
         for script, k, a in calls:
             keys += k
             argv += [script, len(k), len(a)] + list(a)
         with socket.create_connection(("127.0.0.1", self.redis.port),
                                       timeout=5.0) as s:
-            s.sendall(_resp_encode(["EVALSHA", self.sha, len(keys)] + keys +
-                                   argv))
+            s.sendall(_resp_encode(self.head() + [len(keys)] + keys + argv))
             return _RespReader(s).reply()
 
     def acquire(self, name, owner, ttl=10000, fence=None):
@@ -407,6 +448,22 @@ class TestBatchScript(unittest.TestCase):
         self.assertEqual(out[2][0], "A:%d" % out[0][1])  # the same holder
         self.assertEqual(alone[2][0], "A:%d" % alone[0][1])
         self.assertEqual(out[3:], alone[3:])
+
+
+class TestBatchFunction(TestBatchScript):
+    """The same, as the library's batch function (FCALL)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = module_redis_start()
+        try:
+            cls.redis.cli("FUNCTION", "LOAD", generated()["library"])
+        except RedisError as e:
+            if "already exists" not in str(e):
+                raise
+
+    def head(self):
+        return ["FCALL", fn("batch")]
 
 
 def generated_text(name):

@@ -134,6 +134,7 @@ from topology import (ClusterTopology, cli, crc16, hash_slot, owner_in,
                       split_addr)
 from test_sentinel import Session, run  # replies apart from EVENT lines
 from test_metrics import http_req, parse_metrics
+from test_lua_multi import generated  # the library embed.sh makes
 
 DELAY_MS = 1000             # --failover_lock_delay_ms for these tests
 GRANT_WAIT_MS = 5000        # WAIT of grants that may meet a lock delay
@@ -570,6 +571,14 @@ class TestSharedCluster(ClusterCase):
                           "slot %d (of %s) on %s" % (slot, name, m))
             self.assertGreaterEqual(fences[m][slot], tok)
         self.assertEqual(seen, set(masters))
+        # each master runs the broker's function library, loaded there by
+        # its connection (a cluster copies no function between masters)
+        lib = generated()["library.name"]
+        for m in masters:
+            self.assertIn(lib, [x[1] for x in cli(m, "FUNCTION", "LIST")],
+                          m)
+            self.assertRegex(cli(m, "INFO", "commandstats"),
+                             r"cmdstat_fcall:calls=[1-9]", m)
 
         o = self.session(B, "other")
         for name, (s, tok) in held.items():

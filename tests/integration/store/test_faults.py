@@ -1,7 +1,8 @@
 """
 test_faults.py - what the broker does when Redis or the world misbehaves:
-Redis killed, restarted, stopped (SIGSTOP), scripts flushed, lock keys
-deleted or stolen behind the broker's back, and SIGTERM of the broker.
+Redis killed, restarted, stopped (SIGSTOP), functions or scripts flushed,
+lock keys deleted or stolen behind the broker's back, and SIGTERM of the
+broker.
 """
 
 import time
@@ -283,26 +284,44 @@ class TestRedisStopped(FaultCase):
 
 
 class TestScripts(FaultCase):
-    def test_script_flush_falls_back_to_eval(self):
+    """The broker's code emptied out of Redis under it (FUNCTION FLUSH; on
+    a Redis without functions, SCRIPT FLUSH): each request is still
+    answered as before."""
+
+    def flush(self):
+        self.redis.cli("FUNCTION", "FLUSH")
+
+    def test_flush_falls_back_to_eval(self):
         b = self.start_broker()
         a, o = self.connect(b), self.connect(b)
         aid = a.hello()
-        tok = self.assertToken(a.req("ACQUIRE s1"))   # scripts loaded
-        self.redis.cli("SCRIPT", "FLUSH")
+        tok = self.assertToken(a.req("ACQUIRE s1"))   # library loaded
+        self.flush()
         t2 = self.assertToken(a.req("ACQUIRE s2 TTL 5000"))
         self.assertGreater(t2, tok)
-        self.redis.cli("SCRIPT", "FLUSH")
+        self.flush()
         self.assertEqual(a.req("RENEW s2 TTL 7000"), "OK 7000")
         pttl = self.redis.cli("PTTL", self.lock_key("s2"))
         self.assertTrue(6000 < pttl <= 7000, pttl)
-        self.redis.cli("SCRIPT", "FLUSH")
+        self.flush()
         self.assertRegex(o.req("OWNER s2"),
                          r"\AOK %s [0-9]+ %d\Z" % (aid, t2))
-        self.redis.cli("SCRIPT", "FLUSH")
+        self.flush()
         self.assertEqual(a.req("RELEASE s2"), "OK 0")
         self.assertEqual(self.redis.cli("EXISTS", self.lock_key("s2")), 0)
-        self.redis.cli("SCRIPT", "FLUSH")
+        self.flush()
         self.assertEqual(o.req("ACQUIRE s1"), "BUSY")
+
+
+class TestScriptsEvalsha(TestScripts):
+    """On a Redis without functions (as before Redis 7): SCRIPT FLUSH."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis("--rename-command", "FUNCTION", "")
+
+    def flush(self):
+        self.redis.cli("SCRIPT", "FLUSH")
 
 
 class TestLost(FaultCase):

@@ -8,11 +8,17 @@ member "<owner>:<token>" per holder scored by its expiry in ms.  Each
 script is loaded from scripts/ with "-- @include" expanded as
 scripts/embed.sh does, and called with EVALSHA in single mode (3 KEYS for
 the grant scripts), so every test reads as the calls a broker would make
-and what Redis holds after them.
+and what Redis holds after them.  TestLuaMultiLibrary runs every test
+again on the function library embed.sh makes of the same scripts (FUNCTION
+LOAD, then FCALL <script>_<hash>): what a broker calls on Redis 7.
 """
 
 import os
+import re
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -62,6 +68,41 @@ def expand(name):
         else:
             out.append(line + "\n")
     return "".join(out)
+
+
+_gen = {}
+
+
+def generated():
+    """What the build embeds, made by scripts/embed.sh in a temp dir (in
+    the Makefile's sorted order): {"batch": the batch script's text,
+    "library": the function library's, "library.name": its name, and per
+    script name + ".sha" (its SHA1 as a script) and name + ".fn" (its
+    function in the library)}, batch included."""
+    if not _gen:
+        d = tempfile.mkdtemp(prefix="lbt-embed-")
+        try:
+            files = sorted(os.path.join(SCRIPTS, f)
+                           for f in os.listdir(SCRIPTS) if f.endswith(".lua"))
+            subprocess.run(["sh", os.path.join(SCRIPTS, "embed.sh"), d] +
+                           files, check=True)
+            for name in ("batch", "library"):
+                with open(os.path.join(d, name + ".lua")) as f:
+                    _gen[name] = f.read()
+            with open(os.path.join(d, "scripts.c")) as f:
+                c = f.read()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        # each entry ends with its SHA1 and function:
+        # { "name", "text"..., "sha", "name_hash" }
+        for name, sha, fn in re.findall(
+                r'\{ "([a-z_]+)",.*?, "([0-9a-f]{40})", "([a-z_0-9]+)" \}',
+                c, re.S):
+            _gen[name + ".sha"] = sha
+            _gen[name + ".fn"] = fn
+        _gen["library.name"] = re.match(r"#!lua name=(\S+)",
+                                        _gen["library"]).group(1)
+    return _gen
 
 
 def lk(name):
@@ -676,6 +717,36 @@ class TestLuaMulti(unittest.TestCase):
         self.r("DEL", WRITERS + "e")
         self.r("SET", WRITERS + "e", "x")
         self.granted(self.sacq("e", "A", 0, seen=-1))
+
+
+class TestLuaMultiLibrary(TestLuaMulti):
+    """Every test above, each call an FCALL of the script's function in the
+    library (loaded as a broker's handshake loads it), instead of EVALSHA
+    of the script."""
+
+    @classmethod
+    def setUpClass(cls):
+        gen = generated()
+        try:
+            _redis.cli("FUNCTION", "LOAD", gen["library"])
+        except RedisError as e:
+            if "already exists" not in str(e):
+                raise
+        cls.fn = {f[:-4]: gen[f[:-4] + ".fn"]
+                  for f in os.listdir(SCRIPTS) if f.endswith(".lua")}
+
+    def ev(self, script, keys, args):
+        return self.r("FCALL", self.fn[script], len(keys), *keys, *args)
+
+    def test_every_script_is_a_function_of_the_library(self):
+        gen = generated()
+        libs = {lib[1]: lib for lib in self.r("FUNCTION", "LIST")}
+        self.assertIn(gen["library.name"], libs)
+        names = {f[1] for f in libs[gen["library.name"]][5]}
+        self.assertEqual(names, set(self.fn.values()) | {gen["batch.fn"]})
+        h = gen["library.name"].rsplit("_", 1)[1]
+        self.assertRegex(h, r"\A[0-9a-f]{16}\Z")
+        self.assertTrue(all(n.endswith("_" + h) for n in names), names)
 
 
 if __name__ == "__main__":

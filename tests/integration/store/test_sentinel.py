@@ -87,6 +87,7 @@ from harness import Broker, BrokerTestCase, parse_stats, wait_until
 import topology
 from topology import SentinelTopology, cli
 from test_metrics import http_req, parse_metrics
+from test_lua_multi import generated  # the library embed.sh makes
 
 FAILOVER_S = 10.0           # kill -9 until the Sentinels agree (measured ~2 s)
 SWITCH_S = 10.0             # then until a broker is on the new master
@@ -827,6 +828,10 @@ class TestFailover(SentinelCase):
                          "%s:%d" % (o.cid, t2))
         self.assertEqual(o.req("RELEASE k2"), "OK 0")
         self.assertIsNone(cli(new, "GET", self.lock_key("k2")))
+        # the new master runs the broker's function library (it had it
+        # as a replica, and the broker's connection loads it anyway)
+        self.assertIn(generated()["library.name"],
+                      [lib[1] for lib in cli(new, "FUNCTION", "LIST")])
         h.drain_events(0.1)
         self.assertEqual(h.events, [])
         h.sync()
