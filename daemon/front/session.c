@@ -252,6 +252,18 @@ send_owner(struct session *s, const struct lk_result *r)
 	send_line(s, "%.*s", (int)len, line);
 }
 
+/* CHECK's answer: OK CURRENT, or OK STALE <current token | - (free)>. */
+static void
+send_check(struct session *s, const struct lk_result *r)
+{
+	if (r->current)
+		send_line(s, "OK CURRENT");
+	else if (r->n > 0)
+		send_line(s, "OK STALE %lld", r->n);
+	else
+		send_line(s, "OK STALE -");
+}
+
 /* ERR BADARG for a key of another kind than asked (LK_KIND, n) or a
  * shared hold asked for exclusive (LK_UPGRADE). */
 static void
@@ -285,6 +297,8 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
+	else if (s->cmd == CMD_CHECK)
+		send_check(s, r);
 	else
 		send_line(s, "OK %lld", r->n);
 	s->busy = 0;
@@ -745,11 +759,16 @@ dispatch(struct session *s, const struct proto_req *req)
 		s->busy = 1;
 		locks_owner(s->cl, req->key, req->keylen);
 		return;
+	case CMD_CHECK:
+		if (key_denied(s, req))
+			return;
+		s->busy = 1;
+		locks_check(s->cl, req->key, req->keylen, req->token);
+		return;
 	case CMD_CANCEL:		/* 1.2: being built */
 	case CMD_PROCLAIM:
 	case CMD_WATCH:
 	case CMD_UNWATCH:
-	case CMD_CHECK:
 	case CMD__COUNT:
 		break;
 	}

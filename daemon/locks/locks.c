@@ -356,7 +356,25 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind);
 }
 
-/* --- owner ----------------------------------------------------------- */
+/* --- owner and check: reads of one key ------------------------------ */
+
+/*
+ * A read's answer came (OWNER, CHECK): ends its op.  Returns the client
+ * to give the answer to, or NULL when there is none to give: the client
+ * went away, or Redis did not answer (then ERR UNAVAILABLE was sent).
+ */
+static struct lclient *
+read_answered(struct op *op, int ok)
+{
+	struct lclient *cl = lk_op_done(op);
+
+	free(op);
+	if (cl != NULL && !ok) {
+		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
+		return NULL;
+	}
+	return cl;
+}
 
 _Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
 
@@ -364,19 +382,13 @@ static void
 owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
     size_t n, size_t total)
 {
-	struct op *op = arg;
-	struct lclient *cl = lk_op_done(op);
+	struct lclient *cl = read_answered(arg, ok);
 	struct lk_holder h[STORE_OWNER_SHOWN];
 	struct lk_result r = { .status = LK_OK, .holders = h, .total = total,
 	    .kind = kind == STORE_EXCLUSIVE ? LK_EXCLUSIVE : kind };
 
-	free(op);
 	if (cl == NULL)
 		return;
-	if (!ok) {
-		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
-		return;
-	}
 	for (r.nholders = 0; r.nholders < n && r.nholders < STORE_OWNER_SHOWN;
 	    r.nholders++) {
 		h[r.nholders] = (struct lk_holder){ sh[r.nholders].owner,
@@ -393,6 +405,32 @@ locks_owner(struct lclient *cl, const char *key, size_t keylen)
 
 	if (cl->lt->st == NULL || store_owner(cl->lt->st, key, keylen,
 	    owner_done, op) != 0) {
+		lk_op_done(op);
+		free(op);
+		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+	}
+}
+
+static void
+check_done(void *arg, int ok, int current, long long now)
+{
+	struct lclient *cl = read_answered(arg, ok);
+	struct lk_result r = { .status = LK_OK, .current = current,
+	    .n = now };
+
+	if (cl == NULL)
+		return;
+	cl->ops->reply(cl->arg, &r);
+}
+
+void
+locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token)
+{
+	struct op *op = lk_op_new(cl->lt, NULL, cl);
+
+	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
+	    check_done, op) != 0) {
 		lk_op_done(op);
 		free(op);
 		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");

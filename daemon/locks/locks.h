@@ -60,6 +60,9 @@ struct lk_result {
 	const struct lk_holder *holders;
 	size_t nholders, total;
 	const char *why;		/* for errors: a short reason */
+	/* check: 1 the token's hold is alive; 0 stale, and n is the
+	 * current token (-1: free). */
+	int current;
 };
 
 struct lk_client_ops {
@@ -220,6 +223,11 @@ void locks_release(struct lclient *cl, const char *key, size_t keylen,
 void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
+/* CHECK: is token the token of a live hold of key in Redis now (whichever
+ * broker holds it)?  Replies LK_OK with current (and n), or
+ * LK_UNAVAILABLE. */
+void locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token);
 
 /* Whether cl holds key now (any kind, any count). */
 int locks_holds_key(const struct lclient *cl, const char *key, size_t keylen);

@@ -52,6 +52,7 @@ struct call {
 		store_release_fn *release;
 		store_renew_fn *renew;
 		store_owner_fn *owner;
+		store_check_fn *check;
 		store_session_fn *session;
 	} fn;
 	void *arg;
@@ -173,6 +174,29 @@ owner_decode(struct call *c, const redisReply *r, int can_park)
 	}
 	c->fn.owner(c->arg, 1, (long)r->element[0]->integer, h, n,
 	    (size_t)r->element[1]->integer);
+	return 0;
+}
+
+/* check.lua's reply: {1} current; {0, token} stale (-1: free). */
+static int
+check_decode(struct call *c, const redisReply *r, int can_park)
+{
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.check(c->arg, 0, 0, -1);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    !resp_is_int(r->element[0]))
+		return -1;
+	if (r->element[0]->integer == 1 && r->elements == 1) {
+		c->fn.check(c->arg, 1, 1, 0);
+		return 0;
+	}
+	if (r->element[0]->integer != 0 || r->elements != 2 ||
+	    !resp_is_int(r->element[1]) || r->element[1]->integer < -1)
+		return -1;
+	c->fn.check(c->arg, 1, 0, r->element[1]->integer);
 	return 0;
 }
 
@@ -1106,6 +1130,23 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	route_of(st, key, keylen, &r);
 	return script_call(st, &r, owner_decode, SCRIPT_OWNER, 1, p, 1,
 	    (union call_fn){ .owner = fn }, arg);
+}
+
+int
+store_check(struct store *st, const char *key, size_t keylen,
+    long long token, store_check_fn *fn, void *arg)
+{
+	char tok[24];
+	int tl = snprintf(tok, sizeof tok, "%lld", token);
+	struct piece p[2] = {
+		{ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen },
+		{ tok, (size_t)tl, NULL, 0 },
+	};
+	struct route r;
+
+	route_of(st, key, keylen, &r);
+	return script_call(st, &r, check_decode, SCRIPT_CHECK, 1, p, 2,
+	    (union call_fn){ .check = fn }, arg);
 }
 
 int

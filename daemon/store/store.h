@@ -127,6 +127,12 @@ struct store_holder {
  */
 typedef void store_owner_fn(void *arg, int ok, long kind,
     const struct store_holder *h, size_t n, size_t total);
+/*
+ * CHECK's answer (check.lua): current 1 when a live hold of the key has
+ * the token asked about; else 0 and now the current holder's token (the
+ * newest live one of a shared lock or semaphore), -1 when free.
+ */
+typedef void store_check_fn(void *arg, int ok, int current, long long now);
 
 /*
  * A session record's answer (session.lua): status, then the rest of the
@@ -263,6 +269,9 @@ int store_renew(struct store *st, const struct store_renew_item *items,
     size_t n, int reassert, store_renew_fn *fn, void *arg);
 int store_owner(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
+/* Is token (1..2^53-1) the token of a live hold of key?  Read only. */
+int store_check(struct store *st, const char *key, size_t keylen,
+    long long token, store_check_fn *fn, void *arg);
 
 /*
  * RELEASE ... LINGER: end owner's hold (token) but leave the key taken

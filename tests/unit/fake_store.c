@@ -219,6 +219,13 @@ fake_owner_done(struct fake_call *c, int ok, const char *owner,
 	fake_call_free(c);
 }
 
+void
+fake_check_done(struct fake_call *c, int ok, int current, long long now)
+{
+	c->fn.check(c->arg, ok, current, now);
+	fake_call_free(c);
+}
+
 /* The tests compare values as Redis stores them: "<owner>:<token>". */
 static char *
 fs_value(const char *owner, size_t ownerlen, long long token, size_t *len)
@@ -255,6 +262,9 @@ fake_store_drain(struct store *st)
 			break;
 		case FAKE_SESSION:
 			fake_session_done(c, 0, 0, NULL, 0);
+			break;
+		case FAKE_CHECK:
+			fake_check_done(c, 0, 0, -1);
 			break;
 		case FAKE_OWNER:
 		default:
@@ -508,6 +518,17 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	if (fs_refuse(st))
 		return -1;
 	fs_push(st, FAKE_OWNER, key, keylen, NULL, 0, 0, arg)->fn.owner = fn;
+	return 0;
+}
+
+int
+store_check(struct store *st, const char *key, size_t keylen,
+    long long token, store_check_fn *fn, void *arg)
+{
+	if (fs_refuse(st))
+		return -1;
+	fs_push(st, FAKE_CHECK, key, keylen, NULL, 0, (long)token,
+	    arg)->fn.check = fn;
 	return 0;
 }
 
