@@ -70,6 +70,7 @@ struct session {
 	unsigned await_record:1;	/* a grant's OK waits for its record */
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
+	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
 	long long stash_token;
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
@@ -227,6 +228,14 @@ send_owner(struct session *s, const struct lk_result *r)
 			shown[i].owner = "?";
 			shown[i].ownerlen = 1;
 		}
+	}
+	if (r->kind == LK_EXCLUSIVE && s->owner_value) {
+		/* 1.2, OWNER <key> VALUE: the value, or "-" */
+		send_line(s, "OK %.*s %lld %lld %.*s", (int)shown[0].ownerlen,
+		    shown[0].owner, shown[0].pttl, shown[0].token,
+		    shown[0].value != NULL ? (int)shown[0].valuelen : 1,
+		    shown[0].value != NULL ? shown[0].value : "-");
+		return;
 	}
 	if (r->kind == LK_EXCLUSIVE) {
 		send_line(s, "OK %.*s %lld %lld", (int)shown[0].ownerlen,
@@ -757,7 +766,11 @@ dispatch(struct session *s, const struct proto_req *req)
 		if (key_denied(s, req))
 			return;
 		s->busy = 1;
-		locks_owner(s->cl, req->key, req->keylen);
+		s->owner_value = req->with_value != 0;
+		if (req->with_value)
+			locks_owner_value(s->cl, req->key, req->keylen);
+		else
+			locks_owner(s->cl, req->key, req->keylen);
 		return;
 	case CMD_CHECK:
 		if (key_denied(s, req))

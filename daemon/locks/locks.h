@@ -48,6 +48,9 @@ struct lk_holder {
 	size_t ownerlen;
 	long long token;
 	long long pttl;			/* ms left, -1 no expiry */
+	const char *value;		/* locks_owner_value, exclusive: the
+					 * hold's value (NULL: none) */
+	size_t valuelen;
 };
 
 struct lk_result {
@@ -223,6 +226,8 @@ void locks_release(struct lclient *cl, const char *key, size_t keylen,
 void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
+/* OWNER <key> VALUE: the same, with an exclusive holder's value. */
+void locks_owner_value(struct lclient *cl, const char *key, size_t keylen);
 /* CHECK: is token the token of a live hold of key in Redis now (whichever
  * broker holds it)?  Replies LK_OK with current (and n), or
  * LK_UNAVAILABLE. */

@@ -212,7 +212,7 @@ fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token, long long pttl)
 {
 	struct store_holder h = { owner, owner ? strlen(owner) : 0, token,
-	    pttl };
+	    pttl, NULL, 0 };
 
 	c->fn.owner(c->arg, ok, STORE_EXCLUSIVE, &h, owner ? 1 : 0,
 	    owner ? 1 : 0);
@@ -530,6 +530,14 @@ store_check(struct store *st, const char *key, size_t keylen,
 	fs_push(st, FAKE_CHECK, key, keylen, NULL, 0, (long)token,
 	    arg)->fn.check = fn;
 	return 0;
+}
+
+/* OWNER ... VALUE: recorded as an OWNER (its answer has no value). */
+int
+store_owner_value(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg)
+{
+	return store_owner(st, key, keylen, fn, arg);
 }
 
 /* Grace sessions (grace.c): refused like every request while down. */
