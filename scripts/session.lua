@@ -9,6 +9,9 @@
 --            app     the app of its session ("" none; issue 15's access
 --                    lists): only a session of the same app resumes it
 --            k:<key> "<holds> <ttl-ms>" for each key the session holds
+--            w:<key> "<kind> <ttl-ms> <deadline>" for each ACQUIRE ...
+--                    ASYNC wait it has queued (protocol 1.2): kind as in
+--                    a hold, deadline in Unix ms; a RESUME queues it again
 -- ARGV[1]  the operation, below; ARGV[2] the caller's generation
 -- A broker acts on the record only while the generation is its own: a
 -- RESUME raises it, and from then on every write of the connection it
@@ -21,6 +24,7 @@
 --          made if absent.
 --   touch  ARGV[3] PX: keep an attached record alive.
 --   key    ARGV[3] key, ARGV[4] value ("" deletes): one key changed.
+--   wait   ARGV[3] key, ARGV[4] value ("" deletes): one queued wait.
 --   end    ARGV[3] PX of the tombstone, ARGV[4] its state: "ended"
 --          (QUIT) or "expired" (the grace ran out).  The tombstone keeps
 --          the generation: a connection the session left behind still
@@ -43,7 +47,8 @@
 -- back (a RESUME always raises the generation of the record it finds):
 -- the caller's generation wins, as if the record were absent (end writes
 -- its tombstone over it).
--- For resume: {1, gen, grace, key, value, ...}, or {-1} no record,
+-- For resume: {1, gen, grace, key, value, ..., "", "", key, wait, ...}
+-- (the holds, then after an empty pair the queued waits), or {-1} no record,
 -- {-2} expired, {-3} wrong secret, {-4} ended by QUIT, {-5} the session
 -- is another app's (a record an older broker wrote has no app: no app's).
 local rec = KEYS[1]
@@ -91,6 +96,18 @@ if op == 'resume' then
       out[#out + 1] = all[i + 1]
     end
   end
+  local sep = false
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'w:' then
+      if not sep then
+        out[#out + 1] = ''
+        out[#out + 1] = ''
+        sep = true
+      end
+      out[#out + 1] = string.sub(all[i], 3)
+      out[#out + 1] = all[i + 1]
+    end
+  end
   return out
 end
 
@@ -131,11 +148,12 @@ if op == 'write' or op == 'reclaim' then
   end
 elseif op == 'touch' then
   redis.call('PEXPIRE', rec, ARGV[3])
-elseif op == 'key' then
+elseif op == 'key' or op == 'wait' then
+  local f = (op == 'key' and 'k:' or 'w:') .. ARGV[3]
   if ARGV[4] == '' then
-    redis.call('HDEL', rec, 'k:' .. ARGV[3])
+    redis.call('HDEL', rec, f)
   else
-    redis.call('HSET', rec, 'k:' .. ARGV[3], ARGV[4])
+    redis.call('HSET', rec, f, ARGV[4])
   end
 elseif op == 'end' then
   redis.call('DEL', rec)

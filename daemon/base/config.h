@@ -46,6 +46,7 @@ struct config {
 	long max_key_len;
 	long max_sessions;
 	long max_locks_per_session;
+	long max_waiters_per_session;	/* queued ASYNC waits per session */
 	long max_waiters;
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */

@@ -53,6 +53,15 @@ now_ms(void)
 	return now_us() / 1000;
 }
 
+int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 struct event *
 timer_new(struct event_base *base, event_callback_fn cb, void *arg)
 {

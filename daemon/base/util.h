@@ -22,6 +22,9 @@ char *xstrndup(const char *s, size_t n);
 /* Milliseconds / microseconds on CLOCK_MONOTONIC. */
 int64_t now_ms(void);
 int64_t now_us(void);
+/* Unix time in milliseconds (CLOCK_REALTIME): for moments another host
+ * reads (a queued wait's deadline in a grace record). */
+int64_t wall_ms(void);
 
 /*
  * Timers.  A timer that cannot be made or armed would leave a request

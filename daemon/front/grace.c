@@ -92,6 +92,16 @@ struct grace {
 	unsigned quit:1;		/* ENDING: its session said QUIT */
 	unsigned ends;			/* "end" tries */
 	unsigned pending;		/* RESUMING: takeovers in flight */
+	struct gwait *waits;		/* RESUMING: the queued waits the
+					 * record lists, for the session */
+	size_t nwaits;
+};
+
+/* A queued wait read from the record by a RESUME. */
+struct gwait {
+	char *key;
+	size_t keylen;
+	char val[GRACE_WAIT_VAL_MAX];
 };
 
 /* One key being taken over by a resumed session. */
@@ -146,7 +156,7 @@ ghost_doubt(void *arg)
 }
 
 static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
-    ghost_changed, ghost_doubt };
+    ghost_changed, ghost_doubt, NULL };
 
 /* --- lifetime --------------------------------------------------------- */
 
@@ -168,10 +178,21 @@ grace_new(struct broker *b, const char *cid)
 }
 
 static void
+waits_free(struct grace *g)
+{
+	for (size_t i = 0; i < g->nwaits; i++)
+		free(g->waits[i].key);
+	free(g->waits);
+	g->waits = NULL;
+	g->nwaits = 0;
+}
+
+static void
 grace_unref(struct grace *g)
 {
 	if (--g->refs > 0 || !g->dead)
 		return;
+	waits_free(g);
 	event_free(g->timer);
 	free(g);
 }
@@ -433,7 +454,7 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 		if (ok && status > 0 && g->cl != NULL)
 			locks_recorded(g->cl, kw->key, kw->keylen);
 		if (g->arg != NULL)
-			g->ops->recorded(g->arg);
+			g->ops->recorded(g->arg, kw->key, kw->keylen);
 	}
 	free(kw);
 	grace_unref(g);
@@ -471,6 +492,24 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 		    "unreachable)", g->cid, (int)keylen, key);
 	free(r.a);
 	return fresh && rc == 0;
+}
+
+int
+grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
+{
+	char num[4][24];
+	struct rargs r = RARGS(num);
+	int rc;
+
+	if (g == NULL || g->dead || g->opening || g->state == G_RESUMING)
+		return -1;
+	rargs_str(&r, "wait");
+	rargs_num(&r, (long long)g->gen);
+	rargs_add(&r, key, keylen);
+	rargs_str(&r, val != NULL ? val : "");
+	rc = record_call(g, &r, noop_done);
+	free(r.a);
+	return rc;
 }
 
 static int
@@ -957,7 +996,13 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
 	} else {
 		timer_in(g, touch_period(g));
 		g->ops->resumed(g->arg, g, g->cl, g->cid);
+		/* then the waits it had queued, queued again by the session */
+		for (size_t i = 0; g->ops->wait_found != NULL &&
+		    i < g->nwaits && g->arg != NULL && !g->dead; i++)
+			g->ops->wait_found(g->arg, g->waits[i].key,
+			    g->waits[i].keylen, g->waits[i].val);
 	}
+	waits_free(g);
 	grace_unref(g);
 }
 
@@ -1038,6 +1083,28 @@ take_over_local(struct grace *g)
 	}
 }
 
+/* The record's queued waits (key, value pairs), kept for the session
+ * until the RESUME is answered. */
+static void
+waits_read(struct grace *g, const struct store_str *w, size_t n)
+{
+	waits_free(g);
+	g->waits = xcalloc(n / 2 + 1, sizeof *g->waits);
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		struct gwait *gw = &g->waits[g->nwaits];
+		size_t l = w[i + 1].len < sizeof gw->val - 1 ? w[i + 1].len :
+		    sizeof gw->val - 1;
+
+		if (w[i].len == 0)
+			continue;
+		gw->key = xstrndup(w[i].p, w[i].len);
+		gw->keylen = w[i].len;
+		memcpy(gw->val, w[i + 1].p, l);
+		gw->val[l] = '\0';
+		g->nwaits++;
+	}
+}
+
 static void
 resume_done(void *arg, int ok, long long status, const struct store_str *rest,
     size_t n)
@@ -1080,7 +1147,14 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 	g->quiet = 1;
 	g->pending = 1;		/* this loop, until it is over */
 	for (size_t i = 2; i + 1 < n; i += 2) {
-		struct takeover *t = xmalloc(sizeof *t + rest[i].len);
+		struct takeover *t;
+
+		if (rest[i].len == 0) {
+			/* the holds end here: the queued waits follow */
+			waits_read(g, rest + i + 2, n - i - 2);
+			break;
+		}
+		t = xmalloc(sizeof *t + rest[i].len);
 
 		t->g = g;
 		t->keylen = rest[i].len;

@@ -31,6 +31,8 @@ struct lclient;
  * protocol's PROTO_LIMIT_MAX, which session.c checks it equals); a
  * larger kind read back is taken for an exclusive hold. */
 #define GRACE_PERMITS_MAX 1000000L
+/* A queued wait's value in the record: "<kind> <ttl-ms> <deadline>". */
+#define GRACE_WAIT_VAL_MAX 64
 
 /* How a HELLO GRACE or a RESUME ended, for the session to put in words. */
 enum grace_status {
@@ -59,9 +61,9 @@ struct grace_ops {
 	 * grace object g, and answers OK with its keys. */
 	void (*resumed)(void *arg, struct grace *g, struct lclient *cl,
 	    const char *cid);
-	/* The record write a fresh grant's OK waited for (grace_changed) is
-	 * in: that OK may go now. */
-	void (*recorded)(void *arg);
+	/* The record write a fresh grant of key waited for (grace_changed)
+	 * is in: its OK may go now. */
+	void (*recorded)(void *arg, const char *key, size_t keylen);
 	/* g is settled: the session is no longer a grace session (and an OK
 	 * held back for the record goes now). */
 	void (*dropped)(void *arg);
@@ -69,6 +71,10 @@ struct grace_ops {
 	 * grace_session_end(GRACE_TAKEN)), its holds left to that
 	 * connection. */
 	void (*taken)(void *arg);
+	/* After resumed: one per queued wait the record lists (val as
+	 * given to grace_wait), for the session to queue again. */
+	void (*wait_found)(void *arg, const char *key, size_t keylen,
+	    const char *val);
 };
 
 /*
@@ -118,6 +124,14 @@ size_t grace_stop(struct broker *b, int final);
  */
 int grace_changed(struct grace *g, const char *key, size_t keylen,
     unsigned holds, long ttl_ms, long kind, int fresh);
+/*
+ * A queued wait of g's session (ACQUIRE ... ASYNC) in the record: val
+ * "<kind> <ttl-ms> <deadline Unix ms>" (at most GRACE_WAIT_VAL_MAX - 1
+ * bytes) when it is queued, NULL when it ended; a RESUME hands them to
+ * the session (ops->wait_found).  Not waited for.  -1 when not written.
+ */
+int grace_wait(struct grace *g, const char *key, size_t keylen,
+    const char *val);
 /*
  * A lock of g's session was found gone in Redis (the lock client's doubt
  * hook): check the record.  Resumed elsewhere: the session goes, as a

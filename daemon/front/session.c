@@ -13,6 +13,10 @@
  * request directly: they ask the stream to hand over lines again later
  * (stream_more), so nothing re-enters locks_*.
  *
+ * Waits that do not block (ACQUIRE ... ASYNC) are the exception: each is
+ * a waiter of its own (awaits.c), so the session goes on, and its outcome
+ * comes later as an EVENT line between replies.
+ *
  * End of input (the client half-closed, e.g. `nc -N`) is not the end of
  * the session: every line already received is answered, in order, then
  * the session closes after flushing, which releases its locks.  The lock
@@ -22,6 +26,7 @@
  * the session at once.
  */
 #include "acl.h"
+#include "awaits.h"
 #include "broker.h"
 #include "clientid.h"
 #include "grace.h"
@@ -52,6 +57,7 @@ struct session {
 	struct evbuffer *out;		/* the stream's output: replies */
 	struct lclient *cl;
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
+	struct awaits *aw;		/* ASYNC waits, made at the first */
 	TAILQ_ENTRY(session) link;
 	struct keytab_entry by_id;	/* in b->by_id while indexed */
 	const struct acl_app *app;	/* NULL: no app (every key) */
@@ -261,18 +267,6 @@ send_owner(struct session *s, const struct lk_result *r)
 	send_line(s, "%.*s", (int)len, line);
 }
 
-/* CHECK's answer: OK CURRENT, or OK STALE <current token | - (free)>. */
-static void
-send_check(struct session *s, const struct lk_result *r)
-{
-	if (r->current)
-		send_line(s, "OK CURRENT");
-	else if (r->n > 0)
-		send_line(s, "OK STALE %lld", r->n);
-	else
-		send_line(s, "OK STALE -");
-}
-
 /* ERR BADARG for a key of another kind than asked (LK_KIND, n) or a
  * shared hold asked for exclusive (LK_UPGRADE). */
 static void
@@ -306,8 +300,12 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
+	else if (s->cmd == CMD_CHECK && r->kind == 1)
+		send_line(s, "OK CURRENT");
+	else if (s->cmd == CMD_CHECK && r->n > 0)
+		send_line(s, "OK STALE %lld", r->n);
 	else if (s->cmd == CMD_CHECK)
-		send_check(s, r);
+		send_line(s, "OK STALE -");
 	else
 		send_line(s, "OK %lld", r->n);
 	s->busy = 0;
@@ -334,8 +332,9 @@ on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 	struct session *s = arg;
 
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
-	    ttl_ms, kind, fresh))
-		s->await_record = 1;
+	    ttl_ms, kind, fresh) && !awaits_hold_for_record(s->aw, key,
+	    keylen))
+		s->await_record = 1;	/* the request's own grant */
 }
 
 static int
@@ -347,7 +346,7 @@ on_doubt(void *arg)
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
-    on_changed, on_doubt };
+    on_changed, on_doubt, NULL };
 
 /* --- grace sessions (grace.c): its statuses in wire words ----------- */
 
@@ -395,12 +394,16 @@ on_grace_answer(void *arg, enum grace_status st, const char *cid,
 	answered(s);
 }
 
-/* The record write a fresh grant's OK waited for is in. */
+/* The record write a fresh grant's OK (or EVENT GRANTED) waited for is
+ * in. */
 static void
-on_grace_recorded(void *arg)
+on_grace_recorded(void *arg, const char *key, size_t keylen)
 {
 	struct session *s = arg;
 
+	if (key != NULL && s->aw != NULL && awaits_recorded(s->aw, key,
+	    keylen))
+		return;
 	if (!s->await_record)
 		return;
 	s->await_record = 0;
@@ -418,7 +421,9 @@ on_grace_dropped(void *arg)
 	struct session *s = arg;
 
 	s->grace = NULL;
-	on_grace_recorded(s);		/* an OK held back for it goes now */
+	if (s->aw != NULL)
+		awaits_recorded_all(s->aw);
+	on_grace_recorded(s, NULL, 0);	/* an OK held back for it goes now */
 }
 
 /* RESUME won: become client-id cid, with its lock client and holds. */
@@ -451,8 +456,112 @@ on_grace_taken(void *arg)
 	session_free(s);
 }
 
+static void on_grace_wait_found(void *arg, const char *key, size_t keylen,
+    const char *val);
+
 static const struct grace_ops session_grace_ops = { on_grace_answer,
-    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken };
+    on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken,
+    on_grace_wait_found };
+
+/* --- ASYNC waits (awaits.c): their answers in wire words ------------ */
+
+/* A queued wait of a grace session is in its record, so that a RESUME
+ * (here or on another broker) queues it again with its deadline. */
+static void
+record_wait(struct session *s, const struct await_info *info)
+{
+	char val[GRACE_WAIT_VAL_MAX];
+
+	if (s->grace == NULL)
+		return;
+	snprintf(val, sizeof val, "%ld %ld %lld", info->kind, info->ttl_ms,
+	    (long long)info->deadline);
+	(void)grace_wait(s->grace, info->key, info->keylen, val);
+}
+
+static void
+on_await_queued(void *arg, const struct await_info *info)
+{
+	struct session *s = arg;
+
+	record_wait(s, info);
+	if (info->resumed) {
+		send_line(s, "EVENT QUEUED %.*s", (int)info->keylen,
+		    info->key);
+		if (!s->dispatching)
+			stream_more(s->st);
+		return;
+	}
+	send_line(s, "OK QUEUED");
+	answered(s);
+}
+
+/* EVENT lines of waits go whether or not EVENTS ON was said: the client
+ * asked for them with ASYNC. */
+static void
+on_await_outcome(void *arg, const char *key, size_t keylen,
+    const struct lk_result *r)
+{
+	struct session *s = arg;
+
+	if (s->grace != NULL)
+		(void)grace_wait(s->grace, key, keylen, NULL);
+	if (r->status == LK_OK)
+		send_line(s, "EVENT GRANTED %.*s %lld", (int)keylen, key, r->n);
+	else if (r->status == LK_BUSY)
+		send_line(s, "EVENT TIMEOUT %.*s", (int)keylen, key);
+	else
+		send_line(s, "EVENT FAILED %.*s %s", (int)keylen, key,
+		    proto_err_name(status_err(r->status) != PERR_NONE ?
+		    status_err(r->status) : PERR_UNAVAILABLE));
+	if (!s->dispatching)
+		stream_more(s->st);
+}
+
+static void
+on_await_cancelled(void *arg, int n)
+{
+	struct session *s = arg;
+
+	send_line(s, "OK %d", n);
+	answered(s);
+}
+
+static const struct await_ops session_await_ops = { on_reply,
+    on_await_queued, on_await_outcome, on_await_cancelled };
+
+static struct awaits *
+session_awaits(struct session *s)
+{
+	if (s->aw == NULL)
+		s->aw = awaits_new(s->b->base, &session_await_ops, s);
+	return s->aw;
+}
+
+/* A wait the resumed session's record lists ("<kind> <ttl> <deadline>"):
+ * queued again here with what is left of its deadline (its place in the
+ * key's queue is not kept), or told its outcome. */
+static void
+on_grace_wait_found(void *arg, const char *key, size_t keylen,
+    const char *val)
+{
+	struct session *s = arg;
+	struct await_info info = { key, keylen, LK_EXCLUSIVE, 0, 0, 1 };
+	long long token = locks_token_of(s->cl, key, keylen), deadline = 0;
+
+	if (sscanf(val, "%ld %ld %lld", &info.kind, &info.ttl_ms,
+	    &deadline) != 3 || awaits_has(s->aw, key, keylen))
+		return;
+	info.deadline = deadline;
+	if (token > 0) {
+		/* granted, its EVENT unsent when the connection dropped */
+		struct lk_result r = { .status = LK_OK, .n = token };
+
+		on_await_outcome(s, key, keylen, &r);
+		return;
+	}
+	awaits_acquire(session_awaits(s), s->cl, &info);
+}
 
 static void
 cmd_hello(struct session *s, const struct proto_req *req)
@@ -704,6 +813,58 @@ allowed_before_auth(const char *line, size_t len)
 	return 0;
 }
 
+static void
+cmd_acquire(struct session *s, const struct proto_req *req)
+{
+	long kind = req->shared ? LK_SHARED : req->limit > 0 ? req->limit :
+	    LK_EXCLUSIVE;
+	long wait_ms = req->has_wait ? req->wait_ms : -1;
+	long ttl_ms = req->has_ttl ? req->ttl_ms : 0;
+	struct await_info info;
+
+	if (awaits_has(s->aw, req->key, req->keylen)) {
+		send_err(s, PERR_BADARG, req->async ? "this session already "
+		    "waits for the key" : "this session waits for the key "
+		    "(ASYNC): CANCEL it first");
+		return;
+	}
+	if (req->async && awaits_count(s->aw) >=
+	    (size_t)s->b->cfg->max_waiters_per_session) {
+		send_err(s, PERR_LIMIT, "this session has "
+		    "max_waiters_per_session ASYNC waits queued");
+		return;
+	}
+	s->used = 1;
+	s->busy = 1;
+	if (!req->async) {
+		locks_acquire(s->cl, req->key, req->keylen, kind, wait_ms,
+		    ttl_ms);
+		return;
+	}
+	info.key = req->key;
+	info.keylen = req->keylen;
+	info.kind = kind;
+	info.ttl_ms = ttl_ms;
+	info.deadline = wall_ms() + (wait_ms > s->b->cfg->max_wait_ms ?
+	    s->b->cfg->max_wait_ms : wait_ms > 0 ? wait_ms : 0);
+	info.resumed = 0;
+	awaits_acquire(session_awaits(s), s->cl, &info);
+}
+
+static void
+cmd_cancel(struct session *s, const struct proto_req *req)
+{
+	int n = awaits_cancel(s->aw, req->key, req->keylen);
+
+	if (n < 0) {
+		s->busy = 1;	/* after the grant's EVENT: on_await_cancelled */
+		return;
+	}
+	if (n > 0 && s->grace != NULL)
+		(void)grace_wait(s->grace, req->key, req->keylen, NULL);
+	send_line(s, "OK %d", n);
+}
+
 /* Run one parsed request.  Sets busy when the reply comes later. */
 static void
 dispatch(struct session *s, const struct proto_req *req)
@@ -739,14 +900,14 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_auth(s, req);
 		return;
 	case CMD_ACQUIRE:
+		if (req->valuelen > 0) {	/* 1.2, not in this broker yet */
+			send_err(s, PERR_BADARG, "VALUE is not supported by "
+			    "this broker yet");
+			return;
+		}
 		if (key_denied(s, req))
 			return;
-		s->used = 1;
-		s->busy = 1;
-		locks_acquire(s->cl, req->key, req->keylen,
-		    req->shared ? LK_SHARED : req->limit > 0 ? req->limit :
-		    LK_EXCLUSIVE, req->has_wait ? req->wait_ms : -1,
-		    req->has_ttl ? req->ttl_ms : 0);
+		cmd_acquire(s, req);
 		return;
 	case CMD_RELEASE:
 		if (key_denied(s, req))
@@ -772,13 +933,17 @@ dispatch(struct session *s, const struct proto_req *req)
 		else
 			locks_owner(s->cl, req->key, req->keylen);
 		return;
+	case CMD_CANCEL:
+		if (key_denied(s, req))
+			return;
+		cmd_cancel(s, req);
+		return;
 	case CMD_CHECK:
 		if (key_denied(s, req))
 			return;
 		s->busy = 1;
 		locks_check(s->cl, req->key, req->keylen, req->token);
 		return;
-	case CMD_CANCEL:		/* 1.2: being built */
 	case CMD_PROCLAIM:
 	case CMD_WATCH:
 	case CMD_UNWATCH:
@@ -913,6 +1078,7 @@ session_free(struct session *s)
 	}
 	if (s->tls)
 		b->stats.tls_sessions--;
+	awaits_free(s->aw);	/* queued waits go silently, before s->cl */
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);

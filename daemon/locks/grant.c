@@ -66,7 +66,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 		histo_observe(&lt->stats.handoff, t - since_us);
 	mark_leave(w, STORE_WMARK_GRANTED);
 	waiter_remove(w);
-	h = hold_start(lk, w, kind, token, w->wttl, sent_us);
+	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us);
 	lt->stats.acquires++;
 	lk_reply(w, LK_OK, token, NULL);
 	return h;
@@ -382,6 +382,8 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
 	    w->wlock == lk)
 		mark_wait(w);	/* held: readers may be involved */
+	if (w != NULL && w->wlock == lk)
+		lk_queued(w);	/* not granted at once: its wait goes on */
 	lock_pump(lk);
 }
 
@@ -444,8 +446,9 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms)
 {
 	struct locks *lt = cl->lt;
+	struct lclient *hc = lk_holder(cl);	/* who holds what it gets */
 	struct lock *lk = lock_find(lt, key, keylen);
-	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+	struct hold *h = lk != NULL ? hold_of(lk, hc) : NULL;
 	long here = lock_kind_here(lk);
 
 	if (here >= 0 && here != (kind > 0 ? kind : 0)) {
@@ -469,14 +472,14 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		lk_reply(cl, LK_OK, h->token, NULL);
 		return;
 	}
-	if ((long)cl->nheld >= lt->cfg.max_locks_per_session) {
+	if ((long)hc->nheld >= lt->cfg.max_locks_per_session) {
 		limit_hit(lt, "max_locks_per_session");
 		lt->stats.acquire_errors++;
 		lk_reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
 		    " keys");
 		return;
 	}
-	if (wait_ms < 0 || cl->no_wait)
+	if (wait_ms < 0 || hc->no_wait)
 		wait_ms = 0;
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
@@ -518,5 +521,6 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
 		    lk->remote_busy))
 			mark_wait(cl);
+		lk_queued(cl);
 	}
 }

@@ -100,6 +100,16 @@ locks_client_new(struct locks *lt, const char *id,
 	return cl;
 }
 
+struct lclient *
+locks_waiter_new(struct lclient *owner, const struct lk_client_ops *ops,
+    void *arg)
+{
+	struct lclient *w = locks_client_new(owner->lt, owner->id, ops, arg);
+
+	w->owner = owner;
+	return w;
+}
+
 void
 locks_client_free(struct lclient *cl)
 {
@@ -171,6 +181,15 @@ locks_holds_key(const struct lclient *cl, const char *key, size_t keylen)
 	const struct lock *lk = lock_find(cl->lt, key, keylen);
 
 	return lk != NULL && hold_of(lk, cl) != NULL;
+}
+
+long long
+locks_token_of(const struct lclient *cl, const char *key, size_t keylen)
+{
+	const struct lock *lk = lock_find(cl->lt, key, keylen);
+	const struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
+
+	return h != NULL ? h->token : 0;
 }
 
 size_t
@@ -356,13 +375,12 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind);
 }
 
-/* --- owner and check: reads of one key ------------------------------ */
+/* --- reads: OWNER, CHECK ----------------------------------------------- */
 
-/*
- * A read's answer came (OWNER, CHECK): ends its op.  Returns the client
- * to give the answer to, or NULL when there is none to give: the client
- * went away, or Redis did not answer (then ERR UNAVAILABLE was sent).
- */
+_Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
+
+/* A read's answer came: its client, or NULL when it is gone or was
+ * answered UNAVAILABLE here. */
 static struct lclient *
 read_answered(struct op *op, int ok)
 {
@@ -376,7 +394,14 @@ read_answered(struct op *op, int ok)
 	return cl;
 }
 
-_Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
+/* A read could not be sent: answered UNAVAILABLE at once. */
+static void
+read_unsent(struct lclient *cl, struct op *op)
+{
+	lk_op_done(op);
+	free(op);
+	lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
+}
 
 static void
 owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
@@ -400,6 +425,27 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 }
 
 static void
+check_done(void *arg, int ok, int current, long long token)
+{
+	struct lclient *cl = read_answered(arg, ok);
+	struct lk_result r = { .status = LK_OK, .kind = current, .n = token };
+
+	if (cl != NULL)
+		cl->ops->reply(cl->arg, &r);
+}
+
+void
+locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token)
+{
+	struct op *op = lk_op_new(cl->lt, NULL, cl);
+
+	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
+	    check_done, op) != 0)
+		read_unsent(cl, op);
+}
+
+static void
 owner_ask(struct lclient *cl, const char *key, size_t keylen,
     int (*ask)(struct store *, const char *, size_t, store_owner_fn *,
     void *))
@@ -407,11 +453,8 @@ owner_ask(struct lclient *cl, const char *key, size_t keylen,
 	struct op *op = lk_op_new(cl->lt, NULL, cl);
 
 	if (cl->lt->st == NULL || ask(cl->lt->st, key, keylen, owner_done,
-	    op) != 0) {
-		lk_op_done(op);
-		free(op);
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
-	}
+	    op) != 0)
+		read_unsent(cl, op);
 }
 
 void
@@ -424,30 +467,4 @@ void
 locks_owner_value(struct lclient *cl, const char *key, size_t keylen)
 {
 	owner_ask(cl, key, keylen, store_owner_value);
-}
-
-static void
-check_done(void *arg, int ok, int current, long long now)
-{
-	struct lclient *cl = read_answered(arg, ok);
-	struct lk_result r = { .status = LK_OK, .current = current,
-	    .n = now };
-
-	if (cl == NULL)
-		return;
-	cl->ops->reply(cl->arg, &r);
-}
-
-void
-locks_check(struct lclient *cl, const char *key, size_t keylen,
-    long long token)
-{
-	struct op *op = lk_op_new(cl->lt, NULL, cl);
-
-	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
-	    check_done, op) != 0) {
-		lk_op_done(op);
-		free(op);
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
-	}
 }

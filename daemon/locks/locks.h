@@ -63,9 +63,6 @@ struct lk_result {
 	const struct lk_holder *holders;
 	size_t nholders, total;
 	const char *why;		/* for errors: a short reason */
-	/* check: 1 the token's hold is alive; 0 stale, and n is the
-	 * current token (-1: free). */
-	int current;
 };
 
 struct lk_client_ops {
@@ -86,6 +83,10 @@ struct lk_client_ops {
 	 * locks_client_taken (taken over: no loss); 0 when it cannot: the
 	 * hold is reported lost at once. */
 	int (*doubt)(void *arg);
+	/* Optional (a waiter of locks_waiter_new): the ACQUIRE in progress
+	 * was not granted at once and waits on (its wait runs): said once
+	 * per ACQUIRE, before its reply, which comes later. */
+	void (*queued)(void *arg);
 };
 
 /* Why a held lock was lost: counted per cause (STATS lost_*, /metrics
@@ -163,6 +164,18 @@ size_t locks_pending(const struct locks *lt);
 /* id: the owner its holds carry in Redis (clientid.h, OWNER_MAX). */
 struct lclient *locks_client_new(struct locks *lt, const char *id,
     const struct lk_client_ops *ops, void *arg);
+/*
+ * A waiter of owner's (ASYNC waits): a client of its own, so the owner
+ * may wait for many keys at once and go on with other requests
+ * meanwhile.  Its ACQUIRE waits and is answered through ops as any
+ * client's, but what it is granted is owner's hold: owner renews,
+ * releases and lists it, owner's ops hear of its record and its loss.
+ * It holds nothing itself; locks_client_free withdraws its wait (a grant
+ * in flight is given back: released in Redis, held by nobody).  owner
+ * must outlive it.
+ */
+struct lclient *locks_waiter_new(struct lclient *owner,
+    const struct lk_client_ops *ops, void *arg);
 /* The session is gone: release what it holds, drop what it waits for. */
 void locks_client_free(struct lclient *cl);
 /*
@@ -225,16 +238,19 @@ void locks_release(struct lclient *cl, const char *key, size_t keylen,
     long linger_ms);
 void locks_renew(struct lclient *cl, const char *key, size_t keylen,
     long ttl_ms);
+/* CHECK: is token's hold of key alive in Redis (any broker, any kind)?
+ * Answered LK_OK with kind 1 (current) or 0 (stale; n the current
+ * token, 0 when free), or LK_UNAVAILABLE. */
+void locks_check(struct lclient *cl, const char *key, size_t keylen,
+    long long token);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
 /* OWNER <key> VALUE: the same, with an exclusive holder's value. */
 void locks_owner_value(struct lclient *cl, const char *key, size_t keylen);
-/* CHECK: is token the token of a live hold of key in Redis now (whichever
- * broker holds it)?  Replies LK_OK with current (and n), or
- * LK_UNAVAILABLE. */
-void locks_check(struct lclient *cl, const char *key, size_t keylen,
-    long long token);
 
 /* Whether cl holds key now (any kind, any count). */
+/* The token of cl's hold of key, 0 when it holds none. */
+long long locks_token_of(const struct lclient *cl, const char *key,
+    size_t keylen);
 int locks_holds_key(const struct lclient *cl, const char *key, size_t keylen);
 
 /* Visit the keys cl holds, in acquisition order; returns the count. */

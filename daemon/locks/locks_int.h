@@ -218,7 +218,18 @@ struct lclient {
 	unsigned doubting:1;		/* ops->doubt asked: holds are gone */
 	unsigned doubt_again:1;		/* another found gone since the ask */
 	unsigned answer_due:1;		/* a reply waits for the verdict */
+	/* A waiter of another client's (locks_waiter_new): owner holds what
+	 * it is granted. */
+	struct lclient *owner;
+	unsigned told_queued:1;		/* ops->queued said for this ACQUIRE */
 };
+
+/* Who holds what cl is granted: its owner for a waiter, else itself. */
+static inline struct lclient *
+lk_holder(struct lclient *cl)
+{
+	return cl->owner != NULL ? cl->owner : cl;
+}
 
 /* One Redis operation for one key (or for OWNER, none). */
 struct op {
@@ -265,6 +276,7 @@ struct locks {
 
 /* table.c */
 int lk_key_up(const struct lock *lk);
+void lk_queued(struct lclient *w);
 void lk_reply(struct lclient *cl, enum lk_status status, long long n,
     const char *why);
 void lk_held_changed(const struct hold *h, unsigned count, int fresh);

@@ -29,6 +29,17 @@ lk_reply(struct lclient *cl, enum lk_status status, long long n, const char *why
 	cl->ops->reply(cl->arg, &r);
 }
 
+/* The wait of w goes on: say so once per ACQUIRE, to a client that
+ * wants to know (ops->queued: a waiter of locks_waiter_new). */
+void
+lk_queued(struct lclient *w)
+{
+	if (w->told_queued || w->ops->queued == NULL)
+		return;
+	w->told_queued = 1;
+	w->ops->queued(w->arg);
+}
+
 /* Tell a client that keeps a record of its holds (grace sessions);
  * count 0: the hold ended. */
 void

@@ -15,6 +15,7 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 {
 	cl->wlock = lk;
 	cl->wnext = NULL;
+	cl->told_queued = 0;
 	cl->wkind = kind;
 	lk->limit = kind > 0 ? kind : 0;
 	cl->wttl = ttl_ms;

@@ -188,29 +188,6 @@ owner_decode(struct call *c, const redisReply *r, int can_park)
 	return 0;
 }
 
-/* check.lua's reply: {1} current; {0, token} stale (-1: free). */
-static int
-check_decode(struct call *c, const redisReply *r, int can_park)
-{
-	(void)can_park;
-	if (r == NULL) {
-		c->fn.check(c->arg, 0, 0, -1);
-		return 0;
-	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-	    !resp_is_int(r->element[0]))
-		return -1;
-	if (r->element[0]->integer == 1 && r->elements == 1) {
-		c->fn.check(c->arg, 1, 1, 0);
-		return 0;
-	}
-	if (r->element[0]->integer != 0 || r->elements != 2 ||
-	    !resp_is_int(r->element[1]) || r->element[1]->integer < -1)
-		return -1;
-	c->fn.check(c->arg, 1, 0, r->element[1]->integer);
-	return 0;
-}
-
 /* A session record's reply: {status, ...} or a bare status. */
 static int
 session_decode(struct call *c, const redisReply *r, int can_park)
@@ -1168,15 +1145,38 @@ store_owner_value(struct store *st, const char *key, size_t keylen,
 	    (union call_fn){ .owner = fn }, arg);
 }
 
+/* check.lua: {1} current, {0, token} stale (-1: free). */
+static int
+check_decode(struct call *c, const redisReply *r, int can_park)
+{
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.check(c->arg, 0, 0, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    !resp_is_int(r->element[0]))
+		return -1;
+	if (r->element[0]->integer == 1) {
+		c->fn.check(c->arg, 1, 1, 0);
+		return 0;
+	}
+	if (r->elements != 2 || !resp_is_int(r->element[1]))
+		return -1;
+	c->fn.check(c->arg, 1, 0, r->element[1]->integer > 0 ?
+	    r->element[1]->integer : 0);
+	return 0;
+}
+
 int
 store_check(struct store *st, const char *key, size_t keylen,
     long long token, store_check_fn *fn, void *arg)
 {
-	char tok[24];
-	int tl = snprintf(tok, sizeof tok, "%lld", token);
+	char num[24];
+	int l = snprintf(num, sizeof num, "%lld", token);
 	struct piece p[2] = {
 		{ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen },
-		{ tok, (size_t)tl, NULL, 0 },
+		{ num, (size_t)l, NULL, 0 },
 	};
 	struct route r;
 

@@ -131,12 +131,11 @@ struct store_holder {
  */
 typedef void store_owner_fn(void *arg, int ok, long kind,
     const struct store_holder *h, size_t n, size_t total);
-/*
- * CHECK's answer (check.lua): current 1 when a live hold of the key has
- * the token asked about; else 0 and now the current holder's token (the
- * newest live one of a shared lock or semaphore), -1 when free.
- */
-typedef void store_check_fn(void *arg, int ok, int current, long long now);
+/* check.lua's answer: current 1 when a live hold of the key has the
+ * token; else the current token (the exclusive holder's, the newest live
+ * one of a shared lock or semaphore), 0 when the key is free. */
+typedef void store_check_fn(void *arg, int ok, int current,
+    long long token);
 
 /*
  * A session record's answer (session.lua): status, then the rest of the
@@ -276,7 +275,7 @@ int store_owner(struct store *st, const char *key, size_t keylen,
 /* The same, and an exclusive holder's value (VALUE, PROCLAIM) in h. */
 int store_owner_value(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
-/* Is token (1..2^53-1) the token of a live hold of key?  Read only. */
+/* Is token's hold of key alive in Redis now (CHECK)?  Read only. */
 int store_check(struct store *st, const char *key, size_t keylen,
     long long token, store_check_fn *fn, void *arg);
 

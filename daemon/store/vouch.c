@@ -48,6 +48,8 @@ vouch_flags(const char *text)
 		f |= VOUCH_F_MASTER;
 	if (has_flag(text, "disconnected"))
 		f |= VOUCH_F_DISCONNECTED;
+	if (has_flag(text, "failover_in_progress"))
+		f |= VOUCH_F_FAILOVER;
 	for (size_t i = 0; i < sizeof down / sizeof down[0]; i++)
 		if (has_flag(text, down[i]))
 			f |= VOUCH_F_DOWN;
@@ -107,6 +109,7 @@ vouch_lease(const struct vouch_answer *a, size_t n, long long epoch,
 			qmin = a[i].quorum;
 		for (size_t j = 0; j < i; j++) {
 			if (a[j].valid && a[j].epoch == epoch &&
+			    !((a[i].flags | a[j].flags) & VOUCH_F_FAILOVER) &&
 			    !addr_same(&a[j].master, &a[i].master)) {
 				if (why != NULL)
 					snprintf(why, whylen, "sentinels name "

@@ -28,6 +28,9 @@
 					 * force_failover or master_reboot: no
 					 * vouching */
 #define VOUCH_F_DISCONNECTED	0x4u	/* "disconnected": its link is down */
+#define VOUCH_F_FAILOVER	0x8u	/* "failover_in_progress": a leader that
+					 * promoted a replica names the old
+					 * master until the others are moved */
 
 /* One sentinel's last answer. */
 struct vouch_answer {
@@ -60,7 +63,10 @@ int64_t vouch_until(const struct vouch_answer *a, int64_t cap_ms);
  * latest vouching answers ends, need = max(a majority of n, n - quorum +
  * 1) with the smallest quorum answered; 0 when none (why says why, in a
  * line for the log).  Answers at an older epoch do not count; answers at
- * epoch that name different masters give no lease at all.
+ * epoch that name different masters give no lease at all, except one
+ * whose sentinel is running the failover: the leader raises the epoch
+ * when its replica is promoted, but names the old master until it has
+ * moved the other replicas, while the others name the new one already.
  */
 int64_t vouch_lease(const struct vouch_answer *a, size_t n, long long epoch,
     const struct addr *master, int64_t now, int64_t cap_ms, char *why,

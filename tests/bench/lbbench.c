@@ -40,7 +40,10 @@
  *       --permits P the key is a semaphore (ACQUIRE k LIMIT P WAIT w, 1.1)
  *       and up to P contenders hold it at once.  A hold lasts hold-ms
  *       from the OK read to the RELEASE written (HOLD_EARLY_US); hold_*
- *       says how long the holds really were.
+ *       says how long the holds really were.  --async (1.2): each
+ *       ACQUIRE is sent with ASYNC, and a queued one's grant is the
+ *       EVENT GRANTED line (the same figures, for the cost of ASYNC
+ *       against a blocking WAIT).
  *
  *   lbbench sessions --broker H:P --sessions N [--keys K] [--depth D]
  *       Opens N sessions (each answers a PING), prints "ready sessions=N",
@@ -174,6 +177,7 @@ static struct {
 	long max_pairs;
 	int hold_ms, wait_ms;
 	int permits;			/* handoff: LIMIT, 0 for a plain lock */
+	int async;			/* handoff --async: ACQUIRE ... ASYNC */
 	int keys, depth;
 	const char *tls_ca;		/* --tls: verify against this CA */
 	SSL_CTX *tls;
@@ -740,10 +744,11 @@ handoff_acquire(struct lconn *c)
 	c->t_acq = now_ns();
 	c->state = S_ACQUIRE;
 	if (bn.permits > 0)
-		lconn_send(c, "ACQUIRE %s LIMIT %d WAIT %d", c->key,
-		    bn.permits, bn.wait_ms);
+		lconn_send(c, "ACQUIRE %s LIMIT %d WAIT %d%s", c->key,
+		    bn.permits, bn.wait_ms, bn.async ? " ASYNC" : "");
 	else
-		lconn_send(c, "ACQUIRE %s WAIT %d", c->key, bn.wait_ms);
+		lconn_send(c, "ACQUIRE %s WAIT %d%s", c->key, bn.wait_ms,
+		    bn.async ? " ASYNC" : "");
 }
 
 /*
@@ -794,7 +799,20 @@ static void
 handoff_line(struct lconn *c, const char *line)
 {
 	int64_t t = now_ns();
+	size_t kl = strlen(c->key);
+	char granted[64];
 
+	if (c->state == S_ACQUIRE && strcmp(line, "OK QUEUED") == 0)
+		return;			/* --async: the grant comes as an EVENT */
+	if (c->state == S_ACQUIRE && strncmp(line, "EVENT TIMEOUT ", 14) == 0)
+		line = "BUSY";
+	else if (c->state == S_ACQUIRE &&
+	    strncmp(line, "EVENT GRANTED ", 14) == 0 &&
+	    strncmp(line + 14, c->key, kl) == 0 && line[14 + kl] == ' ') {
+		/* read as a plain grant: "OK <token>" */
+		snprintf(granted, sizeof granted, "OK %s", line + 15 + kl);
+		line = granted;
+	}
 	if (c->state == S_ACQUIRE && strncmp(line, "OK ", 3) == 0) {
 		/* more holders than the key has permits: a bug */
 		if (bn.holding >= (bn.permits > 0 ? bn.permits : 1))
@@ -1330,7 +1348,7 @@ usage(void)
 	    " [--max-pairs N]\n"
 	    "       lbbench handoff  --broker H:P [--broker H:P] --conns N\n"
 	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
-	    "                         [--permits P]\n"
+	    "                         [--permits P] [--async]\n"
 	    "       lbbench sessions --broker H:P --conns N [--keys K] [--depth D]\n"
 	    "common: [--tag T] (key namespace) [--limit S] (hard time limit)\n"
 	    "        [--tls CAFILE] (brokers' TLS port, verified as 127.0.0.1)\n",
@@ -1357,6 +1375,10 @@ parse_args(int argc, char **argv)
 		if (strcmp(o, "--plain") == 0) {	/* takes no value */
 			bn.direct = D_PLAIN;
 			bn.forms++;
+			continue;
+		}
+		if (strcmp(o, "--async") == 0) {	/* takes no value */
+			bn.async = 1;
 			continue;
 		}
 		if (v == NULL)

@@ -311,6 +311,10 @@ class Bench:
                                               b0.addr, *common)
                 b0.close()
                 self.procs.remove(b0)
+            # the same 8 with ACQUIRE ... ASYNC (1.2): the cost of a
+            # wait that does not block its session
+            r["handoff1_async"] = self.tool("handoff", "--broker", b1.addr,
+                                            "--async", *common)
             r["semaphore"] = self.tool("handoff", "--broker", b1.addr,
                                        "--permits", SEM_PERMITS, *common)
             b2 = Broker(a.broker, redis, self.work, "broker2")
@@ -1063,6 +1067,13 @@ def handoff_rows(r, row):
                           ms(h2["same_max_us"])))
     row("hot-key acquisitions/s, 8 on one broker / 4+4 on two",
         "%s / %s" % (n0(h1["rate"]), n0(h2["rate"])))
+    ha = r.get("handoff1_async")
+    if ha:
+        row("the same 8 on one broker with ACQUIRE ... ASYNC: handoff ms "
+            "p50 / p99 / max; acquisitions/s",
+            "%s / %s / %s; %s" % (ms(ha["same_p50_us"]),
+                                  ms(ha["same_p99_us"]),
+                                  ms(ha["same_max_us"]), n0(ha["rate"])))
     row("semaphore acquisitions/s, 8 on one broker, one LIMIT %d key "
         "(ideal ~%s)" % (SEM_PERMITS, n0(SEM_PERMITS * 1000)),
         n0(sem["rate"]))

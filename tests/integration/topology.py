@@ -531,6 +531,26 @@ class SentinelTopology:
                 e, self.describe(), self.master_addrs())) from None
         return holder[-1], time.monotonic() - t0
 
+    def wait_failover_done(self, timeout=10.0):
+        """Wait until no live Sentinel flags the master
+        failover_in_progress: the failover's leader raises the epoch at
+        the promotion but moves its own view (and resets its links) only
+        once it has moved the replicas."""
+        def done():
+            for s in self.sentinels:
+                if not s.alive():
+                    continue
+                r = _quiet(cli, s.addr, "SENTINEL", "MASTER",
+                           self.master_name, timeout=1.0)
+                if not r:
+                    return False
+                f = dict(zip(r[0::2], r[1::2])).get("flags", "")
+                if "failover_in_progress" in f.split(","):
+                    return False
+            return True
+        harness.wait_until(done, timeout, interval=0.05,
+                           what="the Sentinels' failover to end")
+
     def pause(self, node):
         n = self.node(node)
         self.fault_t0 = time.monotonic()

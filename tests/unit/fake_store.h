@@ -21,7 +21,7 @@
 #include "store.h"
 
 enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
-    FAKE_HANDOFF, FAKE_PASS, FAKE_SESSION, FAKE_TAKEOVER, FAKE_CHECK, FAKE__COUNT };
+    FAKE_HANDOFF, FAKE_PASS, FAKE_SESSION, FAKE_TAKEOVER, FAKE__COUNT };
 #define FAKE_ANY (-1)
 
 struct fake_item {
@@ -46,8 +46,7 @@ struct fake_call {
 	 * SESSION (session.lua): key = the client-id, args[0..nargs) its
 	 * ARGV (NUL-terminated copies); completed with fake_session_done.
 	 * TAKEOVER: key, value = the client-id, gen, ttl_ms; completed with
-	 * fake_acquire_done.  CHECK: key, ttl_ms = the token; completed with
-	 * fake_check_done. */
+	 * fake_acquire_done. */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -72,7 +71,6 @@ struct fake_call {
 		store_owner_fn *owner;
 		store_pass_fn *pass;
 		store_session_fn *session;
-		store_check_fn *check;
 	} fn;
 	void *arg;
 };
@@ -113,9 +111,6 @@ void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
 void fake_owner_done(struct fake_call *c, int ok, const char *owner,
     long long token,
     long long pttl);
-/* check.lua's answer (CHECK: key, ttl_ms = the token asked about). */
-void fake_check_done(struct fake_call *c, int ok, int current,
-    long long now);
 /* session.lua's answer: status, then rest[0..n) as strings. */
 void fake_session_done(struct fake_call *c, int ok, long long status,
     const char *const *rest, size_t n);

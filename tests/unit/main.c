@@ -23,6 +23,7 @@ static Suite *(*const suites[])(void) = {
 	locks_renew_suite,
 	locks_events_suite,
 	locks_resumable_suite,
+	waiter_suite,
 	slot_suite,
 	acl_suite,
 	vouch_suite,

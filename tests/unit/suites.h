@@ -20,6 +20,7 @@ Suite *locks_handoff_suite(void);	/* test_handoff.c: RELEASE, hand-offs */
 Suite *locks_renew_suite(void);	/* test_renew.c: renewal, jeopardy */
 Suite *locks_events_suite(void);	/* test_events.c: wakes, Redis down */
 Suite *locks_resumable_suite(void);	/* test_resumable.c: grace sessions */
+Suite *waiter_suite(void);	/* test_waiter.c: a session's waiters (ASYNC) */
 Suite *slot_suite(void);	/* test_slot.c: cluster hash slots and tags */
 Suite *acl_suite(void);		/* test_acl.c: acl_file parser, globs */
 Suite *vouch_suite(void);	/* test_vouch.c: the Sentinel lease's sums */

@@ -65,6 +65,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg.max_key_len, 256);
 	ck_assert_int_eq(cfg.max_sessions, 10000);
 	ck_assert_int_eq(cfg.max_locks_per_session, 1000);
+	ck_assert_int_eq(cfg.max_waiters_per_session, 1000);
 	ck_assert_int_eq(cfg.max_waiters, 100000);
 	ck_assert_int_eq(cfg.tcp_keepalive_s, 10);
 	ck_assert_str_eq(cfg.auth_token, "");

@@ -122,10 +122,12 @@ on_resumed(void *arg, struct grace *g, struct lclient *cl, const char *cid)
 }
 
 static void
-on_recorded(void *arg)
+on_recorded(void *arg, const char *key, size_t keylen)
 {
 	struct tsess *t = arg;
 
+	(void)key;
+	(void)keylen;
 	record(t, EV_RECORDED);
 	t->await_record = 0;
 }
@@ -152,7 +154,7 @@ on_taken(void *arg)
 }
 
 static const struct grace_ops rec_ops = { on_answer, on_resumed, on_recorded,
-    on_dropped, on_taken };
+    on_dropped, on_taken, NULL };
 
 /* The lock table's news for the session, as session.c passes it on. */
 static void
@@ -193,7 +195,7 @@ on_doubt(void *arg)
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
-    on_changed, on_doubt };
+    on_changed, on_doubt, NULL };
 
 /* --- the environment --------------------------------------------------- */
 

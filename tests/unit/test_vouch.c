@@ -44,7 +44,7 @@ START_TEST(test_flags)
 	ck_assert_uint_eq(vouch_flags("master,o_down"),
 	    VOUCH_F_MASTER | VOUCH_F_DOWN);
 	ck_assert_uint_eq(vouch_flags("master,failover_in_progress"),
-	    VOUCH_F_MASTER | VOUCH_F_DOWN);
+	    VOUCH_F_MASTER | VOUCH_F_DOWN | VOUCH_F_FAILOVER);
 	ck_assert_uint_eq(vouch_flags("master,disconnected"),
 	    VOUCH_F_MASTER | VOUCH_F_DISCONNECTED);
 	ck_assert_uint_eq(vouch_flags("master_down"), 0);	/* not "master" */
@@ -180,6 +180,24 @@ START_TEST(test_epochs_and_masters)
 	ck_assert_int_eq(vouch_lease(a, 3, 4, &m, 1500, 0, why, sizeof why),
 	    0);
 	ck_assert_ptr_nonnull(strstr(why, "different masters"));
+	/* ... unless one is the failover's leader, which raised the epoch
+	 * at the promotion and names the old master until the replicas are
+	 * moved: it abstains, and the two naming the new master vouch */
+	{
+		struct addr n = ep("10.0.0.2:6379");
+
+		a[1] = answer("10.0.0.2:6379", 4);
+		a[0].flags |= VOUCH_F_DOWN | VOUCH_F_FAILOVER;
+		ck_assert_int_gt(vouch_lease(a, 3, 4, &n, 1500, 0, why,
+		    sizeof why), 0);
+		ck_assert_int_eq(vouch_lease(a, 3, 4, &m, 1500, 0, why,
+		    sizeof why), 0);
+		ck_assert_ptr_null(strstr(why, "different masters"));
+		/* without the flag the same answers give nothing */
+		a[0].flags = VOUCH_F_MASTER;
+		ck_assert_int_eq(vouch_lease(a, 3, 4, &n, 1500, 0, why,
+		    sizeof why), 0);
+	}
 	/* [::1] and its longer spelling are one address */
 	{
 		struct addr v6 = ep("[::1]:6379");

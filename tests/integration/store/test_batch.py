@@ -172,7 +172,11 @@ class TestBatchedCalls(BatchCase):
         self.assertGreaterEqual(len(batches(calls)), 2)
         names = [a for c in batches(calls) for a in c if a in
                  ("acquire", "release")]
-        self.assertEqual(names.count("acquire"), len(cs))
+        # every acquire went out once: in a batch, or alone when epoll
+        # split the burst and it was a turn's only call (its own EVALSHA)
+        alone = [c for c in calls if c[0] == "EVALSHA" and
+                 c[1] == sha("acquire")]
+        self.assertEqual(names.count("acquire") + len(alone), len(cs))
 
     def test_handoffs_and_renewals_in_a_batch(self):
         """Releases handing keys to local waiters, renewals and new
