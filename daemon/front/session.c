@@ -300,6 +300,8 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
+	else if (s->cmd == CMD_PROCLAIM)
+		send_line(s, "OK");
 	else if (s->cmd == CMD_CHECK && r->kind == 1)
 		send_line(s, "OK CURRENT");
 	else if (s->cmd == CMD_CHECK && r->n > 0)
@@ -945,6 +947,12 @@ dispatch(struct session *s, const struct proto_req *req)
 		locks_check(s->cl, req->key, req->keylen, req->token);
 		return;
 	case CMD_PROCLAIM:
+		if (key_denied(s, req))
+			return;
+		s->busy = 1;
+		locks_proclaim(s->cl, req->key, req->keylen, req->value,
+		    req->valuelen);
+		return;
 	case CMD_WATCH:
 	case CMD_UNWATCH:
 	case CMD__COUNT:

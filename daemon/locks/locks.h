@@ -244,6 +244,11 @@ void locks_renew(struct lclient *cl, const char *key, size_t keylen,
 void locks_check(struct lclient *cl, const char *key, size_t keylen,
     long long token);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
+/* PROCLAIM: replace the value of cl's exclusive hold of key (text,
+ * 1..256 printable bytes, checked by the parser).  Replies LK_OK,
+ * LK_NOTHELD, LK_LOST or LK_UNAVAILABLE. */
+void locks_proclaim(struct lclient *cl, const char *key, size_t keylen,
+    const char *text, size_t textlen);
 /* OWNER <key> VALUE: the same, with an exclusive holder's value. */
 void locks_owner_value(struct lclient *cl, const char *key, size_t keylen);
 

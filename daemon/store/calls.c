@@ -1127,8 +1127,44 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	    (union call_fn){ .owner = fn }, arg);
 }
 
-/* The value key of an exclusive hold ("<prefix>:value:", in cluster mode
- * the slot's tag, the key) beside its lock key, for owner.lua. */
+/*
+ * The first two keys of value.lua and owner.lua ... VALUE: the lock key
+ * and its value key ("<prefix>:value:", in cluster mode the slot's tag,
+ * the key: in the lock's slot), routed to the key's node.  vk holds the
+ * value key's prefix (256 bytes).
+ */
+static void
+value_keys(struct store *st, const char *key, size_t keylen,
+    struct route *r, struct piece *p, char *vk)
+{
+	route_of(st, key, keylen, r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ vk, side_prefix(st->keys.values, r, vk, 256),
+	    key, keylen };
+}
+
+int
+store_value(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, const char *text,
+    size_t textlen, store_release_fn *fn, void *arg)
+{
+	char vk[256], wk[256], tok[24];
+	struct route r;
+	struct piece p[7];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ wk, side_prefix(st->keys.watched, &r, wk,
+	    sizeof wk), key, keylen };
+	value_piece(&p[3], owner, ownerlen, token, tok, sizeof tok);
+	p[4] = (struct piece){ text, textlen, NULL, 0 };
+	p[5] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	p[6] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_VALUE, 3, p, 7,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/* owner.lua with the value key as KEYS[2]. */
 int
 store_owner_value(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg)
@@ -1137,10 +1173,7 @@ store_owner_value(struct store *st, const char *key, size_t keylen,
 	struct route r;
 	struct piece p[2];
 
-	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	p[1] = (struct piece){ vk, side_prefix(st->keys.values, &r, vk,
-	    sizeof vk), key, keylen };
+	value_keys(st, key, keylen, &r, p, vk);
 	return script_call(st, &r, owner_decode, SCRIPT_OWNER, 2, p, 2,
 	    (union call_fn){ .owner = fn }, arg);
 }

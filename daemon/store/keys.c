@@ -34,6 +34,7 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->sesspfx = keyname(prefix, ":session:", 0);
 	k->writers = keyname(prefix, ":writers:", 0);
 	k->values = keyname(prefix, ":value:", 0);
+	k->watched = keyname(prefix, ":watched:", 0);
 	k->sesspfxlen = strlen(k->sesspfx);
 	k->fence = keyname(prefix, ":fence", cluster);
 	k->channel = keyname(prefix, ":released", cluster);
@@ -58,6 +59,7 @@ keys_free(struct store_keys *k)
 	free(k->sesspfx);
 	free(k->writers);
 	free(k->values);
+	free(k->watched);
 	free(k->fence);
 	free(k->channel);
 	free(k->wanted);

@@ -22,6 +22,8 @@ struct store_keys {
 					 * waiting writers (wmark.lua) */
 	char *values;			/* "<prefix>:value:": exclusive
 					 * holds' values (value.lua) */
+	char *watched;			/* "<prefix>:watched:": watch marks
+					 * (watch.lua) */
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */
