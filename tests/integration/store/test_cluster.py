@@ -588,8 +588,9 @@ class TestSharedCluster(ClusterCase):
             s.sync()
 
     def test_check_and_owner_value_in_the_key_slot(self):
-        """1.2: CHECK and OWNER ... VALUE read the key's slot's master; the
-        value key is <prefix>:value:{<tag>}<name>, in the lock's slot."""
+        """1.2: CHECK, PROCLAIM and OWNER ... VALUE go to the key's slot's
+        master; the value key is <prefix>:value:{<tag>}<name>, in the
+        lock's slot."""
         topo = self.topo
         A = self.cluster_broker(topo)
         B = self.cluster_broker(topo)
@@ -612,6 +613,12 @@ class TestSharedCluster(ClusterCase):
             self.assertRegex(o.req("OWNER %s VALUE" % name),
                              r"\AOK %s [0-9]+ %d at-%s\Z" % (h.cid, tok,
                                                               re.escape(name)))
+            # PROCLAIM: value.lua's keys (lock, value, watch mark) in one
+            # slot, else Redis refuses the script (CROSSSLOT)
+            self.assertEqual(h.req("PROCLAIM %s new-%s" % (name, name)), "OK")
+            self.assertRegex(o.req("OWNER %s VALUE" % name),
+                             r"\AOK %s [0-9]+ %d new-%s\Z" % (h.cid, tok,
+                                                               re.escape(name)))
             self.assertEqual(h.req("RELEASE " + name), "OK 0")
             self.assertEqual(o.req("CHECK %s %d" % (name, tok)),
                              "OK STALE -")
