@@ -8,5 +8,12 @@
 -- then at most 16 of them (store.h's STORE_OWNER_SHOWN), soonest to
 -- expire first, each with the ms it has left.  A set with no live holder
 -- is free: {}.  Read only (expired holders are skipped, not removed).
+-- KEYS[2]  optional (OWNER <key> VALUE): the key's value key (value.lua);
+--          an exclusive holder's answer is then {value, pttl, text}, text
+--          "" when the hold has no value (value_of).
 -- @include holders.lua
-return holders_of(KEYS[1])
+local h = holders_of(KEYS[1])
+if KEYS[2] and #h == 2 and h[1] ~= '?' then
+  h[3] = value_of(KEYS[2], h[1])
+end
+return h

@@ -235,13 +235,17 @@ send_owner(struct session *s, const struct lk_result *r)
 			shown[i].ownerlen = 1;
 		}
 	}
-	if (r->kind == LK_EXCLUSIVE) {
-		/* OWNER ... VALUE (1.2): and the hold's value, "-" for none;
-		 * this broker keeps no values yet (ACQUIRE ... VALUE is
-		 * refused), so no hold has one */
-		send_line(s, "OK %.*s %lld %lld%s", (int)shown[0].ownerlen,
+	if (r->kind == LK_EXCLUSIVE && s->owner_value) {
+		/* 1.2, OWNER <key> VALUE: the value, or "-" */
+		send_line(s, "OK %.*s %lld %lld %.*s", (int)shown[0].ownerlen,
 		    shown[0].owner, shown[0].pttl, shown[0].token,
-		    s->owner_value ? " -" : "");
+		    shown[0].value != NULL ? (int)shown[0].valuelen : 1,
+		    shown[0].value != NULL ? shown[0].value : "-");
+		return;
+	}
+	if (r->kind == LK_EXCLUSIVE) {
+		send_line(s, "OK %.*s %lld %lld", (int)shown[0].ownerlen,
+		    shown[0].owner, shown[0].pttl, shown[0].token);
 		return;
 	}
 	if (r->kind == LK_SHARED)
@@ -298,6 +302,8 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
+	else if (s->cmd == CMD_PROCLAIM)
+		send_line(s, "OK");
 	else if (s->cmd == CMD_CHECK && r->kind == 1)
 		send_line(s, "OK CURRENT");
 	else if (s->cmd == CMD_CHECK && r->n > 0)
@@ -926,9 +932,12 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_OWNER:
 		if (key_denied(s, req))
 			return;
-		s->owner_value = req->with_value ? 1 : 0;
 		s->busy = 1;
-		locks_owner(s->cl, req->key, req->keylen);
+		s->owner_value = req->with_value != 0;
+		if (req->with_value)
+			locks_owner_value(s->cl, req->key, req->keylen);
+		else
+			locks_owner(s->cl, req->key, req->keylen);
 		return;
 	case CMD_CANCEL:
 		if (key_denied(s, req))
@@ -942,6 +951,12 @@ dispatch(struct session *s, const struct proto_req *req)
 		locks_check(s->cl, req->key, req->keylen, req->token);
 		return;
 	case CMD_PROCLAIM:
+		if (key_denied(s, req))
+			return;
+		s->busy = 1;
+		locks_proclaim(s->cl, req->key, req->keylen, req->value,
+		    req->valuelen);
+		return;
 	case CMD_WATCH:
 	case CMD_UNWATCH:
 	case CMD__COUNT:

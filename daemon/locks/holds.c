@@ -138,6 +138,7 @@ hold_end(struct hold *h)
 	cl->nheld--;
 	lk->lt->stats.locks_held--;
 	lk_held_changed(h, 0, 0);
+	free(h->value);
 	free(h);
 }
 

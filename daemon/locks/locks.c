@@ -420,7 +420,8 @@ owner_done(void *arg, int ok, long kind, const struct store_holder *sh,
 	    r.nholders++) {
 		h[r.nholders] = (struct lk_holder){ sh[r.nholders].owner,
 		    sh[r.nholders].ownerlen, sh[r.nholders].token,
-		    sh[r.nholders].pttl };
+		    sh[r.nholders].pttl, sh[r.nholders].value,
+		    sh[r.nholders].valuelen };
 	}
 	cl->ops->reply(cl->arg, &r);
 }
@@ -446,12 +447,26 @@ locks_check(struct lclient *cl, const char *key, size_t keylen,
 		read_unsent(cl, op);
 }
 
-void
-locks_owner(struct lclient *cl, const char *key, size_t keylen)
+static void
+owner_ask(struct lclient *cl, const char *key, size_t keylen,
+    int (*ask)(struct store *, const char *, size_t, store_owner_fn *,
+    void *))
 {
 	struct op *op = lk_op_new(cl->lt, NULL, cl);
 
-	if (cl->lt->st == NULL || store_owner(cl->lt->st, key, keylen,
-	    owner_done, op) != 0)
+	if (cl->lt->st == NULL || ask(cl->lt->st, key, keylen, owner_done,
+	    op) != 0)
 		read_unsent(cl, op);
+}
+
+void
+locks_owner(struct lclient *cl, const char *key, size_t keylen)
+{
+	owner_ask(cl, key, keylen, store_owner);
+}
+
+void
+locks_owner_value(struct lclient *cl, const char *key, size_t keylen)
+{
+	owner_ask(cl, key, keylen, store_owner_value);
 }

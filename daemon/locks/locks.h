@@ -48,6 +48,9 @@ struct lk_holder {
 	size_t ownerlen;
 	long long token;
 	long long pttl;			/* ms left, -1 no expiry */
+	const char *value;		/* locks_owner_value, exclusive: the
+					 * hold's value (NULL: none) */
+	size_t valuelen;
 };
 
 struct lk_result {
@@ -247,6 +250,13 @@ void locks_renew(struct lclient *cl, const char *key, size_t keylen,
 void locks_check(struct lclient *cl, const char *key, size_t keylen,
     long long token);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
+/* PROCLAIM: replace the value of cl's exclusive hold of key (text,
+ * 1..256 printable bytes, checked by the parser).  Replies LK_OK,
+ * LK_NOTHELD, LK_LOST or LK_UNAVAILABLE. */
+void locks_proclaim(struct lclient *cl, const char *key, size_t keylen,
+    const char *text, size_t textlen);
+/* OWNER <key> VALUE: the same, with an exclusive holder's value. */
+void locks_owner_value(struct lclient *cl, const char *key, size_t keylen);
 
 /* Whether cl holds key now (any kind, any count). */
 /* The token of cl's hold of key, 0 when it holds none. */

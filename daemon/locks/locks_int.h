@@ -101,6 +101,9 @@ struct hold {
 	TAILQ_ENTRY(hold) hlink;	/* in cl->held */
 	TAILQ_ENTRY(hold) alink;	/* in lt->held (all holds) */
 	long long token;
+	char *value;			/* 1.2 PROCLAIM: its value (NUL-ended,
+					 * at most STORE_VALUE_MAX bytes), kept
+					 * fresh beside renewals; NULL: none */
 	unsigned count;			/* reentrant holds */
 	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
 	long ttl_ms;

@@ -113,7 +113,7 @@ holder_split(const char *value, size_t len, long long pttl,
 	    memchr(value, '/', (size_t)(colon - value)) : NULL;
 	const char *end = slash != NULL && slash > value ? slash : colon;
 
-	*h = (struct store_holder){ "?", 1, 0, pttl };
+	*h = (struct store_holder){ "?", 1, 0, pttl, NULL, 0 };
 	if (!printable(value, len))
 		return;
 	if (colon == NULL) {
@@ -150,11 +150,22 @@ owner_decode(struct call *c, const redisReply *r, int can_park)
 		c->fn.owner(c->arg, 1, STORE_EXCLUSIVE, NULL, 0, 0);
 		return 0;
 	}
-	if (r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING) {
-		if (!resp_is_int(r->element[1]))
+	if ((r->elements == 2 || r->elements == 3) &&
+	    r->element[0]->type == REDIS_REPLY_STRING) {
+		const redisReply *text = r->elements == 3 ? r->element[2] : NULL;
+
+		if (!resp_is_int(r->element[1]) || (text != NULL &&
+		    text->type != REDIS_REPLY_STRING))
 			return -1;
 		holder_split(r->element[0]->str, (size_t)r->element[0]->len,
 		    r->element[1]->integer, &h[0]);
+		/* a value is shown only as the broker checks it: printable,
+		 * at most STORE_VALUE_MAX bytes */
+		if (text != NULL && text->len <= STORE_VALUE_MAX &&
+		    printable(text->str, (size_t)text->len)) {
+			h[0].value = text->str;
+			h[0].valuelen = (size_t)text->len;
+		}
 		c->fn.owner(c->arg, 1, STORE_EXCLUSIVE, h, 1, 1);
 		return 0;
 	}
@@ -751,13 +762,20 @@ grant_keys(const struct store *st, const char *key, size_t keylen,
  * before the key.
  */
 static size_t
-writers_prefix(const struct store *st, const struct route *r, char *buf,
+side_prefix(const char *base, const struct route *r, char *buf,
     size_t buflen)
 {
-	int n = snprintf(buf, buflen, "%s%s%.*s", st->keys.writers, r->slot >= 0 ?
+	int n = snprintf(buf, buflen, "%s%s%.*s", base, r->slot >= 0 ?
 	    "{" : "", (int)r->taglen, r->tag);
 
 	return n < 0 ? 0 : (size_t)n < buflen ? (size_t)n : buflen - 1;
+}
+
+static size_t
+writers_prefix(const struct store *st, const struct route *r, char *buf,
+    size_t buflen)
+{
+	return side_prefix(st->keys.writers, r, buf, buflen);
 }
 
 /*
@@ -1108,6 +1126,57 @@ store_owner(struct store *st, const char *key, size_t keylen,
 
 	route_of(st, key, keylen, &r);
 	return script_call(st, &r, owner_decode, SCRIPT_OWNER, 1, p, 1,
+	    (union call_fn){ .owner = fn }, arg);
+}
+
+/*
+ * The first two keys of value.lua and owner.lua ... VALUE: the lock key
+ * and its value key ("<prefix>:value:", in cluster mode the slot's tag,
+ * the key: in the lock's slot), routed to the key's node.  vk holds the
+ * value key's prefix (256 bytes).
+ */
+static void
+value_keys(struct store *st, const char *key, size_t keylen,
+    struct route *r, struct piece *p, char *vk)
+{
+	route_of(st, key, keylen, r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ vk, side_prefix(st->keys.values, r, vk, 256),
+	    key, keylen };
+}
+
+int
+store_value(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, const char *text,
+    size_t textlen, store_release_fn *fn, void *arg)
+{
+	char vk[256], wk[256], tok[24];
+	struct route r;
+	struct piece p[7];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ wk, side_prefix(st->keys.watched, &r, wk,
+	    sizeof wk), key, keylen };
+	value_piece(&p[3], owner, ownerlen, token, tok, sizeof tok);
+	p[4] = (struct piece){ text, textlen, NULL, 0 };
+	p[5] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	p[6] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_VALUE, 3, p, 7,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/* owner.lua with the value key as KEYS[2]. */
+int
+store_owner_value(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg)
+{
+	char vk[256];
+	struct route r;
+	struct piece p[2];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	return script_call(st, &r, owner_decode, SCRIPT_OWNER, 2, p, 2,
 	    (union call_fn){ .owner = fn }, arg);
 }
 

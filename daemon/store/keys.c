@@ -33,6 +33,8 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->lockpfxlen = strlen(k->lockpfx);
 	k->sesspfx = keyname(prefix, ":session:", 0);
 	k->writers = keyname(prefix, ":writers:", 0);
+	k->values = keyname(prefix, ":value:", 0);
+	k->watched = keyname(prefix, ":watched:", 0);
 	k->sesspfxlen = strlen(k->sesspfx);
 	k->fence = keyname(prefix, ":fence", cluster);
 	k->channel = keyname(prefix, ":released", cluster);
@@ -56,6 +58,8 @@ keys_free(struct store_keys *k)
 	free(k->lockpfx);
 	free(k->sesspfx);
 	free(k->writers);
+	free(k->values);
+	free(k->watched);
 	free(k->fence);
 	free(k->channel);
 	free(k->wanted);

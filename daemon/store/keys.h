@@ -20,6 +20,10 @@ struct store_keys {
 	size_t sesspfxlen;
 	char *writers;			/* "<prefix>:writers:": the marks of
 					 * waiting writers (wmark.lua) */
+	char *values;			/* "<prefix>:value:": exclusive
+					 * holds' values (value.lua) */
+	char *watched;			/* "<prefix>:watched:": watch marks
+					 * (watch.lua) */
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */

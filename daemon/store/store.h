@@ -124,8 +124,12 @@ struct store_holder {
 	size_t ownerlen;
 	long long token;
 	long long pttl;
+	const char *value;		/* store_owner_value, exclusive: the
+					 * hold's value (NULL: none) */
+	size_t valuelen;
 };
 #define STORE_OWNER_SHOWN 16		/* most holders OWNER lists */
+#define STORE_VALUE_MAX 256		/* longest value of a hold (VALUE) */
 /*
  * kind: STORE_EXCLUSIVE, 0 (shared) or the permits (see above); h: n
  * holders (n 0: free), soonest to expire first, at most STORE_OWNER_SHOWN
@@ -275,6 +279,18 @@ int store_forget(struct store *st, const char *key, size_t keylen,
 int store_renew(struct store *st, const struct store_renew_item *items,
     size_t n, int reassert, store_renew_fn *fn, void *arg);
 int store_owner(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg);
+/*
+ * Write the value of owner's exclusive hold (token) of key (PROCLAIM), or
+ * refresh its TTL to the lock's (renewals): value.lua.  released:
+ * STORE_DONE written, STORE_GONE the key is free, STORE_TAKEN another
+ * holds it (nothing written then).
+ */
+int store_value(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, const char *text,
+    size_t textlen, store_release_fn *fn, void *arg);
+/* The same, and an exclusive holder's value (VALUE, PROCLAIM) in h. */
+int store_owner_value(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
 /* Is token's hold of key alive in Redis now (CHECK)?  Read only. */
 int store_check(struct store *st, const char *key, size_t keylen,

@@ -72,9 +72,10 @@ class TestCheck(BrokerTestCase):
         self.assertEqual(c.req("PING"), "OK PONG")
 
     def test_value_is_refused_until_this_broker_keeps_values(self):
-        """VALUE (1.2) is parsed but not kept by this broker yet: a clear
-        ERR, never an OK that silently drops it; OWNER ... VALUE answers
-        its 1.2 form, with "-" (no hold has a value)."""
+        """ACQUIRE ... VALUE (1.2) is parsed but not kept by this broker
+        yet: a clear ERR, never an OK that silently drops it; OWNER ...
+        VALUE answers its 1.2 form, "-" for a hold with no value (PROCLAIM
+        gives one)."""
         c = self.connect(self.b1)
         self.assertErr(c.req("ACQUIRE v VALUE 10.0.0.7:8080"), "BADARG")
         self.assertEqual(c.req("OWNER v VALUE"), "OK -")

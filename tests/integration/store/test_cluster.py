@@ -635,6 +635,42 @@ class TestSharedCluster(ClusterCase):
             before = after
         s.sync()
 
+    def test_check_and_owner_value_in_the_key_slot(self):
+        """1.2: CHECK, PROCLAIM and OWNER ... VALUE go to the key's slot's
+        master; the value key is <prefix>:value:{<tag>}<name>, in the
+        lock's slot."""
+        topo = self.topo
+        A = self.cluster_broker(topo)
+        B = self.cluster_broker(topo)
+        h = self.session(A, "h")
+        o = self.session(B, "o")
+        names = ["v12-%d" % i for i in range(12)]
+        self.assertEqual(len(set(topo.master_of_slot(self.slot_of(n))
+                                 for n in names)), 3)
+        for name in names:
+            tok = self.grant(h, name)
+            vk = "%s:value:{%s}%s" % (self.prefix,
+                                      slot_tag(self.slot_of(name)), name)
+            self.assertEqual(hash_slot(vk), self.slot_of(name))
+            cli(topo.master_of_key(vk), "SET", vk, "%d at-%s" % (tok, name),
+                "PX", "30000")
+            self.assertEqual(o.req("CHECK %s %d" % (name, tok)),
+                             "OK CURRENT")
+            self.assertEqual(o.req("CHECK %s %d" % (name, tok + 1)),
+                             "OK STALE %d" % tok)
+            self.assertRegex(o.req("OWNER %s VALUE" % name),
+                             r"\AOK %s [0-9]+ %d at-%s\Z" % (h.cid, tok,
+                                                              re.escape(name)))
+            # PROCLAIM: value.lua's keys (lock, value, watch mark) in one
+            # slot, else Redis refuses the script (CROSSSLOT)
+            self.assertEqual(h.req("PROCLAIM %s new-%s" % (name, name)), "OK")
+            self.assertRegex(o.req("OWNER %s VALUE" % name),
+                             r"\AOK %s [0-9]+ %d new-%s\Z" % (h.cid, tok,
+                                                               re.escape(name)))
+            self.assertEqual(h.req("RELEASE " + name), "OK 0")
+            self.assertEqual(o.req("CHECK %s %d" % (name, tok)),
+                             "OK STALE -")
+
     def fence_counters(self, addr):
         """{slot: value} of the <prefix>:fence:* keys on addr."""
         out = {}
