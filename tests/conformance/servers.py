@@ -307,12 +307,13 @@ class Servers:
                                 % (args[0], name, info["version"]))
         return None
 
-    # A probe per word: a request whose ERR BADCMD says the broker lacks it
-    # (any other answer says it has it). Words of protocol 1.2 that came
-    # after its first part.
-    # (A WATCH that works is followed by an EVENT line: the probe's
-    # connection closes after its one reply, which ends the watch.)
-    PROBES = {"VALUE": "PROCLAIM lbprobe:k x",
+    # A probe per word: a request whose ERR BADCMD (or, for an option of a
+    # known word, ERR BADARG) says the broker lacks it; any other answer
+    # says it has it. Words of protocol 1.2 that came after its first part.
+    # (A WATCH that works is followed by an EVENT line, a VALUE probe takes
+    # its key: the probe's connection closes after its one reply, which
+    # ends the watch and frees the key.)
+    PROBES = {"VALUE": "ACQUIRE lbprobe:v VALUE x",
               "WATCH": "WATCH lbprobe:k",
               "CHECK": "CHECK lbprobe:k 1"}
 
@@ -333,7 +334,8 @@ class Servers:
         if not missing:
             return None
         b, info = next(iter(self.brokers.values()))
-        return ("the broker (lockbroker/%s) answers ERR BADCMD to %s"
+        return ("the broker (lockbroker/%s) does not have %s yet (ERR "
+                "BADCMD or BADARG to its probe)"
                 % (info["version"], " and ".join(missing)))
 
     def _probe(self, word):
@@ -342,7 +344,8 @@ class Servers:
         try:
             if b.auth and c.req("AUTH " + b.auth) != "OK":
                 raise StepError("the broker refused its own token")
-            return not c.req(self.PROBES[word]).startswith("ERR BADCMD")
+            return not c.req(self.PROBES[word]).startswith(
+                ("ERR BADCMD", "ERR BADARG"))
         finally:
             c.close()
 
