@@ -249,22 +249,21 @@ class TestBatchedCalls(BatchCase):
             self.assertHeldBy(self.redis, "f%d" % i, c, r)
         calls = mon.stop()
         self.assertTrue(batches(calls), calls)
-        # (the burst may reach the broker in two reads, and a call alone
-        # goes as its own script's EVAL: look for the batch's; the first
-        # EVAL was not always it in a loaded CI run)
-        evals = [a for a in calls if a[0] == "EVAL" and
-                 a[1].startswith("-- batch.lua")]
-        self.assertTrue(evals, calls)
-        self.assertIn("acquire", evals[0])
+        # The burst may reach the broker in two reads (a loaded run, ASan):
+        # a call alone goes as its own script's call, so the first call to
+        # meet the flushed cache or library may be the batch or a lone
+        # one; whichever it was is sent again as EVAL, the others then run
+        # as usual.
+        addr = re.escape(self.redis.addr)
         if not self.functions:
-            self.assertIn("script batch not cached in Redis %s: sent as EVAL"
-                          % self.redis.addr, b.log())
+            self.assertRegex(b.log(), r"script \S+ not cached in Redis "
+                             r"%s: sent as EVAL" % addr)
             return
-        # the library was loaded again, once, before the EVAL was sent
-        loads = [i for i, a in enumerate(calls) if a[:2] == ["FUNCTION",
-                                                             "LOAD"]]
+        self.assertRegex(b.log(), r"function \S+ not in Redis %s: sent as "
+                         r"EVAL" % addr)
+        # the library was loaded again, once
+        loads = [a for a in calls if a[:2] == ["FUNCTION", "LOAD"]]
         self.assertEqual(len(loads), 1, [a[:2] for a in calls])
-        self.assertLess(loads[0], calls.index(evals[0]))
         self.assertIn("function library %s gone from Redis %s: loading it "
                       "again" % (generated()["library.name"],
                                  self.redis.addr), b.log())
