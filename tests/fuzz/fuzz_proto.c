@@ -48,7 +48,8 @@ static int
 takes_key(enum proto_cmd c)
 {
 	return c == CMD_ACQUIRE || c == CMD_RELEASE || c == CMD_RENEW ||
-	    c == CMD_OWNER;
+	    c == CMD_OWNER || c == CMD_CANCEL || c == CMD_PROCLAIM ||
+	    c == CMD_WATCH || c == CMD_UNWATCH || c == CMD_CHECK;
 }
 
 /* p[0..n) lies inside line[0..len). */
@@ -114,6 +115,30 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	if (r->has_ttl)
 		CHECK(r->ttl_ms >= 1 && r->ttl_ms <= PROTO_MS_MAX, line, len);
 	CHECK(r->on == 0 || (r->on == 1 && r->cmd == CMD_EVENTS), line, len);
+	/* 1.2: VALUE (ACQUIRE's option, PROCLAIM's word), ASYNC, OWNER's
+	 * VALUE flag, CHECK's token */
+	CHECK((r->cmd == CMD_PROCLAIM) <= (r->value != NULL), line, len);
+	if (r->value != NULL) {
+		CHECK(r->cmd == CMD_ACQUIRE || r->cmd == CMD_PROCLAIM, line,
+		    len);
+		CHECK(r->valuelen >= 1 && r->valuelen <= PROTO_VALUE_MAX, line,
+		    len);
+		CHECK(inside(r->value, r->valuelen, line, len), line, len);
+		for (size_t i = 0; i < r->valuelen; i++)
+			CHECK(r->value[i] >= 0x21 && r->value[i] <= 0x7e, line,
+			    len);
+		CHECK(!r->shared && r->limit == 0, line, len);
+	} else {
+		CHECK(r->valuelen == 0, line, len);
+	}
+	CHECK(r->async == 0 || (r->async == 1 && r->cmd == CMD_ACQUIRE),
+	    line, len);
+	CHECK(r->with_value == 0 || (r->with_value == 1 &&
+	    r->cmd == CMD_OWNER), line, len);
+	if (r->cmd == CMD_CHECK)
+		CHECK(r->token >= 1 && r->token <= PROTO_TOKEN_MAX, line, len);
+	else
+		CHECK(r->token == 0, line, len);
 }
 
 /*
@@ -123,7 +148,7 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 static void
 check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 {
-	char out[512], *p = out;
+	char out[1024], *p = out;
 	struct proto_req r2;
 	const char *why;
 	int empty;
@@ -149,6 +174,15 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 		p += sprintf(p, " WAIT %ld", r->wait_ms);
 	if (r->has_ttl)
 		p += sprintf(p, " TTL %ld", r->ttl_ms);
+	if (r->value != NULL)
+		p += sprintf(p, r->cmd == CMD_PROCLAIM ? " %.*s" : " VALUE %.*s",
+		    (int)r->valuelen, r->value);
+	if (r->async)
+		p += sprintf(p, " ASYNC");
+	if (r->with_value)
+		p += sprintf(p, " VALUE");
+	if (r->cmd == CMD_CHECK)
+		p += sprintf(p, " %lld", r->token);
 	CHECK(proto_parse(out, (size_t)(p - out), &lim, &r2, &empty, &why) ==
 	    PERR_NONE && !empty, line, len);
 	CHECK(r2.cmd == r->cmd && r2.keylen == r->keylen &&
@@ -166,6 +200,10 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	    line, len);
 	CHECK(!r->has_wait || r2.wait_ms == r->wait_ms, line, len);
 	CHECK(!r->has_ttl || r2.ttl_ms == r->ttl_ms, line, len);
+	CHECK(r2.valuelen == r->valuelen && r2.async == r->async &&
+	    r2.with_value == r->with_value && r2.token == r->token, line, len);
+	CHECK(r->value == NULL || memcmp(r2.value, r->value, r->valuelen) == 0,
+	    line, len);
 }
 
 static void
