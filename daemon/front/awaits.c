@@ -217,14 +217,12 @@ awaits_cancel(struct awaits *aw, const char *key, size_t keylen)
 {
 	struct await *a = find(aw, key, keylen);
 
-	if (a == NULL || a->state != AW_QUEUED) {
-		if (a != NULL && a->state == AW_HELD_BACK) {
-			a->cancel_due = 1;	/* granted: answered once the
-						 * grant is told */
-			return -1;
-		}
-		return 0;
+	if (a != NULL && a->state == AW_HELD_BACK) {
+		a->cancel_due = 1;	/* granted: answered once it is told */
+		return -1;
 	}
+	if (a == NULL || a->state != AW_QUEUED)
+		return 0;
 	keytab_remove(aw->keys, &a->by_key);
 	await_free(a);			/* a grant in flight is given back */
 	return 1;
