@@ -1,5 +1,5 @@
 /*
- * test_lockctl.c - lockctl's pure parsers and builders (client/parse.c):
+ * test_lockctl.c - lockctl's pure parsers and builders (lockctl/parse.c):
  * option values (numbers, host:port, words, a token file's bytes) and the
  * lines it speaks (ACQUIRE built; OK, fencing tokens, EVENT LOST read),
  * one row per case.  The rest of lockctl (the connection, CMD and its
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../client/parse.h"
+#include "../../lockctl/parse.h"
 #include "suites.h"
 
 static const struct {

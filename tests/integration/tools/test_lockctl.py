@@ -690,7 +690,7 @@ class TestUsage(LockctlCase):
 
 
 class TestManPage(unittest.TestCase):
-    MAN = os.path.join(harness.REPO, "client", "lockctl.1")
+    MAN = os.path.join(harness.REPO, "lockctl", "lockctl.1")
 
     def test_man_page_lints_clean(self):
         mandoc = shutil.which("mandoc")
