@@ -3,6 +3,7 @@
  */
 #include "parse.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,22 +97,149 @@ token_trim(char *tok, size_t len)
 	return len;
 }
 
-void
-acquire_line(char *req, size_t len, const char *key, int shared,
-    long long limit, long long wait_ms, long long ttl_ms)
-{
-	int n = snprintf(req, len, "ACQUIRE %s", key);
+/*
+ * The words after the subcommands' names: what each takes, and the usage
+ * message when the words do not fit.  One row per subcommand; a first
+ * word that names none is a KEY.
+ */
+static const struct subcmd {
+	const char *name;
+	enum lc_mode mode;
+	int takes_key;			/* a KEY after the name */
+	int takes_cmd;			/* then -- CMD [ARGS...] */
+	const char *usage;
+} subcmds[] = {
+	{ "elect", MODE_ELECT, 1, 1, "elect takes KEY -- CMD" },
+	{ "watch", MODE_WATCH, 1, 0, "watch takes one KEY" },
+	{ "owner", MODE_OWNER, 1, 0, "owner takes one KEY" },
+	{ "stats", MODE_STATS, 0, 0, "stats takes no arguments" },
+	{ "ping", MODE_PING, 0, 0, "ping takes no arguments" },
+};
 
-	if (shared)
-		n += snprintf(req + n, len - (size_t)n, " SHARED");
-	else if (limit > 0)
-		n += snprintf(req + n, len - (size_t)n, " LIMIT %lld",
-		    limit);
-	if (wait_ms > 0)
-		n += snprintf(req + n, len - (size_t)n, " WAIT %lld",
-		    wait_ms);
-	if (ttl_ms > 0)
-		snprintf(req + n, len - (size_t)n, " TTL %lld", ttl_ms);
+/*
+ * "KEY -- CMD [ARGS...]" from w (n words): the key, and CMD after the
+ * "--" the caller saw at w[1].
+ */
+static int
+key_cmd(int n, char **w, struct lc_args *a, const char **why)
+{
+	if (n < 3) {
+		*why = "missing CMD after --";
+		return -1;
+	}
+	a->key = w[0];
+	a->cmd = w + 2;
+	return 0;
+}
+
+int
+parse_args(int nargs, char **argv, struct lc_args *a, const char **why)
+{
+	const struct subcmd *sc = NULL;
+	size_t i;
+
+	memset(a, 0, sizeof *a);
+	if (nargs < 1) {
+		*why = "missing KEY";
+		return -1;
+	}
+	for (i = 0; i < sizeof subcmds / sizeof subcmds[0]; i++)
+		if (strcmp(argv[0], subcmds[i].name) == 0)
+			sc = &subcmds[i];
+	/* "KEY -- CMD" wins, so a lock may be called "elect" or "stats". */
+	if (nargs >= 2 && strcmp(argv[1], "--") == 0) {
+		a->mode = MODE_RUN;
+		if (key_cmd(nargs, argv, a, why) < 0)
+			return -1;
+	} else if (sc == NULL) {
+		*why = nargs == 1 ? "missing -- CMD after KEY" :
+		    "missing -- between KEY and CMD";
+		return -1;
+	} else if (sc->takes_cmd) {
+		a->mode = sc->mode;
+		if (nargs < 2) {
+			*why = sc->usage;
+			return -1;
+		}
+		if (nargs < 3 || strcmp(argv[2], "--") != 0) {
+			*why = nargs == 2 ? "missing -- CMD after KEY" :
+			    "missing -- between KEY and CMD";
+			return -1;
+		}
+		if (key_cmd(nargs - 1, argv + 1, a, why) < 0)
+			return -1;
+	} else {
+		a->mode = sc->mode;
+		if (nargs != 1 + sc->takes_key) {
+			*why = sc->usage;
+			return -1;
+		}
+		a->key = sc->takes_key ? argv[1] : NULL;
+	}
+	if (a->key != NULL && !is_word(a->key, KEY_MAX_LEN)) {
+		*why = "KEY must be printable ASCII without blanks";
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+args_conflict(const struct lc_args *a, int shared, long long limit,
+    const char *value)
+{
+	if (shared && a->mode != MODE_RUN)
+		return "--shared is for KEY -- CMD only";
+	if (limit > 0 && a->mode != MODE_RUN)
+		return "--limit is for KEY -- CMD only";
+	if (value != NULL && a->mode != MODE_ELECT)
+		return "--value is for elect only";
+	return NULL;
+}
+
+static int line_add(char *req, size_t len, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * Append to the line at req (used: *n bytes of len) what fmt says; -1
+ * once it no longer fits (req then holds a truncated line).
+ */
+static int
+line_add(char *req, size_t len, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	if (*n >= len)
+		return -1;
+	va_start(ap, fmt);
+	r = vsnprintf(req + *n, len - *n, fmt, ap);
+	va_end(ap);
+	if (r < 0 || (size_t)r >= len - *n)
+		return -1;
+	*n += (size_t)r;
+	return 0;
+}
+
+int
+acquire_line(char *req, size_t len, const char *key, int shared,
+    long long limit, long long wait_ms, long long ttl_ms, const char *value)
+{
+	size_t n = 0;
+
+	if (len == 0 || line_add(req, len, &n, "ACQUIRE %s", key) < 0)
+		return -1;
+	if (shared && line_add(req, len, &n, " SHARED") < 0)
+		return -1;
+	if (!shared && limit > 0 &&
+	    line_add(req, len, &n, " LIMIT %lld", limit) < 0)
+		return -1;
+	if (wait_ms > 0 && line_add(req, len, &n, " WAIT %lld", wait_ms) < 0)
+		return -1;
+	if (ttl_ms > 0 && line_add(req, len, &n, " TTL %lld", ttl_ms) < 0)
+		return -1;
+	if (value != NULL && line_add(req, len, &n, " VALUE %s", value) < 0)
+		return -1;
+	return 0;
 }
 
 int
@@ -145,4 +273,10 @@ event_lost(const char *line, const char *key)
 
 	return sscanf(line, "EVENT LOST %4095s %21s", k, token) == 2 &&
 	    strcmp(k, key) == 0;
+}
+
+const char *
+event_text(const char *line)
+{
+	return is_event(line) ? line + 6 : NULL;
 }
