@@ -137,28 +137,30 @@ usage_error(const char *fmt, ...)
 	exit(EX_USAGE);
 }
 
+/* The long options: getopt's table, and the names messages use. */
+static const struct option longopts[] = {
+	{ "hold-at-least", required_argument, NULL, OPT_HOLD },
+	{ "shared", no_argument, NULL, OPT_SHARED },
+	{ "limit", required_argument, NULL, OPT_LIMIT },
+	{ "tls", no_argument, NULL, OPT_TLS },
+	{ "cacert", required_argument, NULL, OPT_CACERT },
+	{ "cert", required_argument, NULL, OPT_CERT },
+	{ "key", required_argument, NULL, OPT_KEY },
+	{ "value", required_argument, NULL, OPT_VALUE },
+	{ NULL, 0, NULL, 0 }
+};
+
 /* An option as the user spelt it, for messages. */
 static const char *
 opt_name(int opt)
 {
-	static char buf[3];
+	static char buf[64];
 
-	if (opt == OPT_HOLD)
-		return "--hold-at-least";
-	if (opt == OPT_SHARED)
-		return "--shared";
-	if (opt == OPT_LIMIT)
-		return "--limit";
-	if (opt == OPT_TLS)
-		return "--tls";
-	if (opt == OPT_CACERT)
-		return "--cacert";
-	if (opt == OPT_CERT)
-		return "--cert";
-	if (opt == OPT_KEY)
-		return "--key";
-	if (opt == OPT_VALUE)
-		return "--value";
+	for (const struct option *lo = longopts; lo->name != NULL; lo++)
+		if (lo->val == opt) {
+			snprintf(buf, sizeof buf, "--%s", lo->name);
+			return buf;
+		}
 	buf[0] = '-';
 	buf[1] = (char)opt;
 	buf[2] = '\0';
@@ -219,17 +221,6 @@ target_init(struct target *t, const char *opt_h, const char *opt_u)
 int
 main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "hold-at-least", required_argument, NULL, OPT_HOLD },
-		{ "shared", no_argument, NULL, OPT_SHARED },
-		{ "limit", required_argument, NULL, OPT_LIMIT },
-		{ "tls", no_argument, NULL, OPT_TLS },
-		{ "cacert", required_argument, NULL, OPT_CACERT },
-		{ "cert", required_argument, NULL, OPT_CERT },
-		{ "key", required_argument, NULL, OPT_KEY },
-		{ "value", required_argument, NULL, OPT_VALUE },
-		{ NULL, 0, NULL, 0 }
-	};
 	static struct conn c;
 	struct opts o;
 	struct ctls_opts tls_opts = { NULL, NULL, NULL };

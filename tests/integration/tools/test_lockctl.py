@@ -158,6 +158,19 @@ class LockctlCase(BrokerTestCase):
         c = self.connect(self.b)
         return c.req("OWNER " + key)
 
+    def assert_lost_when_deleted(self, key, *args):
+        """lockctl ARGS (with -t 600) runs a worker logging to KEY's log
+        under KEY; once the worker runs, KEY's lock is deleted in Redis:
+        the broker's renewal (every TTL/3) finds it gone within ~0.2 s and
+        sends EVENT LOST, and lockctl stops the worker and exits 70."""
+        p = self.spawn(*args, "--", *self.work(key, 30))
+        _, _, tok, _ = self.started(key, proc=p)
+        self.redis.cli("DEL", self.lock_key(key))
+        rc, _, err = self.finish(p, timeout=10)
+        self.assertEqual(rc, 70, err)
+        self.assertIn("EVENT LOST %s %d" % (key, tok), err)
+        self.assertIn("term", self.log(key))
+
     def cmd_dies_with_lockctl(self, pid):
         """On Linux (PR_SET_PDEATHSIG), wait for CMD pid to be gone (or a
         zombie) once its lockctl was killed."""
@@ -324,15 +337,7 @@ class TestLost(LockctlCase):
                    what="the lock to be released")
 
     def test_lock_deleted_in_redis_sends_event_and_exits_70(self):
-        # A short TTL makes the broker's renewal (every TTL/3) find the key
-        # gone within ~0.2 s and send EVENT LOST.
-        p = self.spawn("-t", 600, "k", "--", *self.work("w", 30))
-        _, _, tok, _ = self.started("w")
-        self.redis.cli("DEL", self.lock_key("k"))
-        rc, _, err = self.finish(p, timeout=10)
-        self.assertEqual(rc, 70, err)
-        self.assertIn("EVENT LOST k %d" % tok, err)
-        self.assertIn("term", self.log("w"))
+        self.assert_lost_when_deleted("k", "-t", 600, "k")
 
 
 class TestSignals(LockctlCase):
@@ -516,14 +521,7 @@ class TestSharedAndLimit(LockctlCase):
         # As for a lock: the renewal (every TTL/3) finds the key gone.
         for kind in (("--limit", 2), ("--shared",)):
             key = kind[0].strip("-")
-            p = self.spawn(*kind, "-t", 600, key, "--",
-                           *self.work(key, 30))
-            _, _, tok, _ = self.started(key)
-            self.redis.cli("DEL", self.lock_key(key))
-            rc, _, err = self.finish(p, timeout=10)
-            self.assertEqual(rc, 70, err)
-            self.assertIn("EVENT LOST %s %d" % (key, tok), err)
-            self.assertIn("term", self.log(key))
+            self.assert_lost_when_deleted(key, *kind, "-t", 600, key)
 
     def test_limit_busy_exits_75_without_running_cmd(self):
         for _ in range(2):
@@ -615,16 +613,8 @@ class TestElect(LockctlCase):
         self.assertEqual(self.finish(b)[0], 7)
 
     def test_leadership_lost_stops_cmd_and_exits_70(self):
-        # As for the run mode: the renewal (every TTL/3) finds the key
-        # gone and the broker sends EVENT LOST.
-        p = self.spawn("-t", 600, "-k", 5, "elect", "svc", "--",
-                       *self.work("w", 30))
-        _, _, tok, _ = self.started("w")
-        self.redis.cli("DEL", self.lock_key("svc"))
-        rc, _, err = self.finish(p, timeout=10)
-        self.assertEqual(rc, 70, err)
-        self.assertIn("EVENT LOST svc %d" % tok, err)
-        self.assertIn("term", self.log("w"))
+        # As for the run mode: the broker finds the key gone on renewal.
+        self.assert_lost_when_deleted("svc", "-t", 600, "elect", "svc")
 
     def test_value_is_read_with_owner_value_from_another_session(self):
         p = self.spawn("--value", "10.0.0.1:80", "elect", "svc", "--",
