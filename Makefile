@@ -51,8 +51,8 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace stream tls redial resolve node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
-	      locks/holds locks/grant locks/renew locks/handoff locks/events \
-	      locks/locks
+	      locks/holds locks/grant locks/values locks/renew locks/handoff \
+	      locks/watch locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
 # and lockctl's pure parsers (tests/unit/test_lockctl.c), as a flat
