@@ -87,7 +87,7 @@ class TestValue(ValueCase):
             c = self.connect(self.b1)
             self.assertToken(c.req("ACQUIRE k VALUE gone-by-" + end))
             self.assertEqual(self.redis.cli("EXISTS", self.value_key("k")),
-                             "1")
+                             1)
             if end == "RELEASE":
                 self.assertEqual(c.req("RELEASE k"), "OK 0")
             elif end == "QUIT":
@@ -97,9 +97,9 @@ class TestValue(ValueCase):
             else:
                 c.reset()
             wait_until(lambda: self.redis.cli(
-                "EXISTS", self.lock_key("k")) == "0", 2.0, what="freed")
+                "EXISTS", self.lock_key("k")) == 0, 2.0, what="freed")
             self.assertEqual(self.redis.cli("EXISTS", self.value_key("k")),
-                             "0", end)
+                             0, end)
 
     def test_async_grant_and_handoff_write_the_waiters_value(self):
         a = self.connect(self.b1)
