@@ -71,7 +71,8 @@ usage(FILE *f)
 "Hold lock KEY on lockbrokerd while CMD runs; exit with CMD's status.\n"
 "CMD sees LOCKBROKER_KEY and LOCKBROKER_TOKEN (the fencing token).\n"
 "elect: campaign for leadership of KEY (an exclusive hold, waiting as -w\n"
-"says) and run CMD while leading; stopped as for a lost lock.\n"
+"says; without -w until it leads) and run CMD while leading; stopped as\n"
+"for a lost lock.\n"
 "watch: print KEY's holder at once and at every change (HOLDER KEY ...,\n"
 "FREE KEY), one line each, until SIGINT or SIGTERM.\n"
 "\n"
@@ -226,7 +227,7 @@ main(int argc, char **argv)
 	struct ctls_opts tls_opts = { NULL, NULL, NULL };
 	const char *opt_h = NULL, *opt_u = NULL, *why;
 	struct lc_args a;
-	int tls = 0;
+	int tls = 0, wait_given = 0;
 	char req[REQ_MAX_LEN];
 	int ch, nargs;
 
@@ -256,6 +257,7 @@ main(int argc, char **argv)
 			break;
 		case 'w':
 			o.wait_ms = opt_num(ch, optarg, 0, MS_MAX);
+			wait_given = 1;
 			break;
 		case 't':
 			o.ttl_ms = opt_num(ch, optarg, 1, MS_MAX);
@@ -316,6 +318,10 @@ main(int argc, char **argv)
 		usage_error("--shared and --limit exclude each other");
 	if ((why = args_conflict(&a, o.shared, o.limit, o.value)) != NULL)
 		usage_error("%s", why);
+	/* A candidate campaigns until it leads: elect without -w waits as
+	 * long as the broker lets a WAIT last (max_wait_ms). */
+	if (a.mode == MODE_ELECT && !wait_given)
+		o.wait_ms = MS_MAX;
 	target_init(&o.target, opt_h, opt_u);
 	if (!tls && (tls_opts.cacert || tls_opts.cert || tls_opts.key))
 		usage_error("--cacert, --cert and --key need --tls");

@@ -628,13 +628,23 @@ class TestElect(LockctlCase):
         self.finish(p)
         self.assertEqual(other.req("OWNER svc VALUE"), "OK -")
 
-    def test_busy_without_w_exits_75_as_the_run_mode(self):
+    def test_without_w_campaigns_until_it_leads_and_w0_tries_once(self):
         c = self.connect(self.b)
         self.assertToken(c.req("ACQUIRE svc"))
-        rc, _, err = self.lockctl("elect", "svc", "--", *self.work("w", 0))
+        rc, _, err = self.lockctl("-w", "0", "elect", "svc", "--",
+                                  *self.work("w", 0))
         self.assertEqual(rc, 75, err)
         self.assertEqual(err, "lockctl: lock svc is busy\n")
         self.assertEqual(self.log("w"), [])
+        # no -w: it waits (as long as the broker's max_wait_ms) and
+        # leads once the key is free
+        p = self.spawn("elect", "svc", "--", *self.work("w", 0))
+        time.sleep(1.0)
+        self.assertIsNone(p.poll())
+        self.assertEqual(self.log("w"), [])
+        self.assertEqual(c.req("RELEASE svc"), "OK 0")
+        self.assertEqual(self.finish(p)[0], 0)
+        self.assertEqual(len(self.log("w")), 1)
 
     def test_elect_or_watch_before_dashes_is_a_key(self):
         # "elect -- CMD" is the run mode on the lock named elect (and
