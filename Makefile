@@ -285,7 +285,18 @@ $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 	$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(shell pkg-config --cflags $(BENCH_PKGS)) \
 	  -o $@ $^ $(shell pkg-config --libs $(BENCH_PKGS)) $(LDFLAGS)
 
+# The bench compares this build with the broker of an earlier commit
+# (BENCH_BASE), built from that commit's own tree in the same run (A/B:
+# the same machine and load); BENCH_BASE= (empty) leaves it out.
+BENCH_BASE ?= 27629bd
+BENCH_BASE_BIN := $(if $(BENCH_BASE),build/bench/base-$(BENCH_BASE)/build/lockbrokerd)
+build/bench/base-%/build/lockbrokerd:
+	rm -rf build/bench/base-$* && mkdir -p build/bench/base-$*
+	git archive $* | tar -x -C build/bench/base-$*
+	$(MAKE) --no-print-directory -C build/bench/base-$* build/lockbrokerd
+
 bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/lbbench
+	@$(MAKE) --no-print-directory all $(BUILD)/lbbench $(BENCH_BASE_BIN)
 	$(PY) tests/bench/run.py --broker $(BUILD)/lockbrokerd --tool $(BUILD)/lbbench \
-	  --scripts scripts --out $(BUILD)/bench/results.txt
+	  --scripts scripts --out $(BUILD)/bench/results.txt \
+	  $(if $(BENCH_BASE_BIN),--baseline-broker $(BENCH_BASE_BIN))

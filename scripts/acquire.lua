@@ -15,11 +15,11 @@
 -- KEYS[2] and KEYS[3] are then the slot's counter and lock delay (their
 -- names end in the slot's tag: lib/holders.lua, sharded).
 -- Protocol 1.2, optional after those (lib/holders.lua, grant_extras): the
--- key's value key and watch mark (value.lua, watch.lua), then after the
--- arguments the value text ("" none: ACQUIRE ... VALUE), the release
--- channel and the lock name.  A grant writes the value in this call, so
--- no reader ever sees the new holder without it, and tells the key's
--- watchers ("held <name>") while its mark exists.
+-- key's watch mark (watch.lua), and its value key (value.lua) when the
+-- grant has a value; after the arguments the release channel, the lock
+-- name and the value text (ACQUIRE ... VALUE).  A grant writes the value
+-- in this call, so no reader ever sees the new holder without it, and
+-- tells the key's watchers ("held <name>") while its mark exists.
 -- Returns {1, token, more} when the caller now holds the lock, with a new
 -- token from the counter and more tokens after it set aside for the
 -- caller's broker (ARGV[6]; fewer near 2^53-1): it hands them out in
@@ -51,7 +51,8 @@ local cluster = sharded(KEYS[2])
 if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
-local x = grant_extras(KEYS, ARGV, cluster and 4 or 3, cluster and 10 or 6)
+local mark, vk, chan, name, text = grant_extras(KEYS, ARGV,
+  cluster and 4 or 3, cluster and 10 or 6)
 local function busy()
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
@@ -81,9 +82,8 @@ elseif v == nil then
   return busy()  -- bytes no broker wrote: taken, by no one we know
 end
 -- What a grant reads, in one command: the lock delay (for a free key),
--- the counter, the watch mark and the value key.
-local r = redis.call('MGET', KEYS[3], KEYS[2], x and x.mark or KEYS[3],
-  x and x.vk or KEYS[3])
+-- the counter and the watch mark.
+local r = redis.call('MGET', KEYS[3], KEYS[2], mark or KEYS[3])
 if v == false and r[1] then
   local delay = redis.call('PTTL', KEYS[3])
   if delay > 0 then
@@ -95,5 +95,5 @@ if not token then
   return {-1, 0}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. num(token), 'PX', ARGV[2])
-granted(x, token, ARGV[2], x and r[4], x and r[3])
+granted(vk, text, token, ARGV[2], mark and r[3], chan, name)
 return {1, token, more}

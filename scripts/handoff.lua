@@ -13,11 +13,12 @@
 -- Cluster mode adds KEYS[3] and KEYS[4], the slot's lock delay and tenure,
 -- and ARGV[7..10], the master's replication ids and the lock delay (see
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
--- Protocol 1.2, optional after those, as in acquire.lua: the value key
--- and watch mark, then after the arguments the next owner's value text,
--- the release channel (as ARGV[4]) and the lock name: the next owner's
--- value is written with its grant (the releasing hold's deleted), and
--- watchers are told while the mark exists.
+-- Protocol 1.2, optional after those, as in acquire.lua: the watch mark
+-- and the value key (when the next owner has a value, or the releasing
+-- hold had one), then after the arguments the release channel (as
+-- ARGV[4]), the lock name and the next owner's value text: its value is
+-- written with its grant (the releasing hold's deleted), and watchers are
+-- told while the mark exists.
 -- Returns {1, token, more} when the lock passed to the next owner with a
 -- new token (and more set aside after it, as acquire.lua does), or {0, 0}
 -- when the releasing holder no longer held it (lost: {0, 3} when another
@@ -34,7 +35,8 @@
 -- @include holders.lua
 local k = KEYS[1]
 local cluster = sharded(KEYS[2])
-local x = grant_extras(KEYS, ARGV, cluster and 4 or 2, cluster and 10 or 6)
+local mark, vk, chan, name, text = grant_extras(KEYS, ARGV,
+  cluster and 4 or 2, cluster and 10 or 6)
 local v = get_str(k)
 local zset = false
 local now
@@ -50,19 +52,15 @@ end
 if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
--- the counter, the watch mark and the value key in one read
-local r = redis.call('MGET', KEYS[2], x and x.mark or KEYS[2],
-  x and x.vk or KEYS[2])
+-- the counter and the watch mark in one read
+local r = redis.call('MGET', KEYS[2], mark or KEYS[2])
 local token, more = next_tokens(KEYS[2], zset and 0 or ARGV[6], r[1])
 if not token then
   if zset then
     redis.call('ZREM', k, ARGV[1])
     settle(k)
   else
-    redis.call('DEL', k)
-    if x and r[3] then
-      redis.call('DEL', x.vk)
-    end
+    redis.call('DEL', k, vk or k)
   end
   publish(ARGV[4], ARGV[5])
   return {-1, 0}
@@ -73,6 +71,6 @@ if zset then
   hold(k, nv, now, ARGV[3], kind_of(k))
 else
   redis.call('SET', k, nv, 'PX', ARGV[3])
-  granted(x, token, ARGV[3], x and r[3], x and r[2])
+  granted(vk, text, token, ARGV[3], mark and r[2], chan, name)
 end
 return {1, token, more}

@@ -1058,7 +1058,7 @@ takeover_done(void *arg, int ok, int granted, long long token,
 		    (int)t->keylen, t->key);
 		g->refs++;
 		if (store_release(g->b->store, t->key, t->keylen, g->owner,
-		    strlen(g->owner), token, released_done, g) != 0)
+		    strlen(g->owner), token, 1, released_done, g) != 0)
 			g->refs--;
 	}
 	free(t);

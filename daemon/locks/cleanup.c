@@ -254,7 +254,7 @@ repass_send(struct locks *lt, struct pending *p)
 	p->sent_us = now_us();
 	if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
 	    p->token, p->next_id, strlen(p->next_id), p->next_token,
-	    p->ttl_ms, value, value_len(value), repass_done, p) != 0)
+	    p->ttl_ms, value, value_len(value), 1, repass_done, p) != 0)
 		repass_push(lt, p);
 }
 
@@ -354,10 +354,10 @@ pending_flush(struct locks *lt)
 		else if (p->linger_until > now_ms())
 			rc = store_linger(lt->st, p->key, p->keylen, p->id,
 			    strlen(p->id), p->token, (long)(p->linger_until -
-			    now_ms()), pending_done, p);
-		else
+			    now_ms()), 1, pending_done, p);
+		else	/* (a value of the hold, if it had one, goes too) */
 			rc = store_release(lt->st, p->key, p->keylen, p->id,
-			    strlen(p->id), p->token, pending_done, p);
+			    strlen(p->id), p->token, 1, pending_done, p);
 		if (rc != 0)
 			pending_push(lt, p);
 	}

@@ -83,8 +83,9 @@ release_orphan(struct lock *lk, const char *id, long long token)
 
 	owner_copy(op->id, id);
 	op->token = token;
+	/* (its value too: a grant nobody takes may have written one) */
 	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
-	    lk->te.keylen, op->id, strlen(op->id), token, release_done,
+	    lk->te.keylen, op->id, strlen(op->id), token, 1, release_done,
 	    op) != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
 		pending_add(lk->lt, PEND_RELEASE, lk, id, token);

@@ -833,29 +833,38 @@ struct side_names {
 	char vk[256], wk[256];
 };
 
-/* Add the key's value key and watch mark to p: the keys a grant writes
- * the value to and reads whether watchers wait for news.  Returns 2. */
+/* Add the key's watch mark to p (a grant reads whether watchers wait for
+ * news), and its value key when the grant writes a value or deletes the
+ * replaced hold's (with_value): keys nobody watches and holds without
+ * values cost their scripts as little as before values.  Returns how many
+ * (lib/holders.lua, grant_extras). */
 static int
 watch_keys(const struct store *st, const char *key, size_t keylen,
-    const struct route *r, struct piece *p, struct side_names *b)
+    const struct route *r, struct piece *p, struct side_names *b,
+    int with_value)
 {
-	p[0] = (struct piece){ b->vk, side_prefix(st->keys.values, r, b->vk,
-	    sizeof b->vk), key, keylen };
-	p[1] = (struct piece){ b->wk, side_prefix(st->keys.watched, r, b->wk,
+	p[0] = (struct piece){ b->wk, side_prefix(st->keys.watched, r, b->wk,
 	    sizeof b->wk), key, keylen };
+	if (!with_value)
+		return 1;
+	p[1] = (struct piece){ b->vk, side_prefix(st->keys.values, r, b->vk,
+	    sizeof b->vk), key, keylen };
 	return 2;
 }
 
-/* And the arguments that go with them, after the script's own: the value
- * text ("" none), the release channel and the lock name.  Returns 3. */
+/* And the arguments that go with them, after the script's own: the
+ * release channel, the lock name and the value text (none: left out).
+ * Returns how many. */
 static int
 watch_args(const struct store *st, const char *key, size_t keylen,
     const struct route *r, struct piece *p, const char *text, size_t textlen)
 {
-	p[0] = (struct piece){ textlen > 0 ? text : "", textlen, NULL, 0 };
-	p[1] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	p[0] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
 	    r->tag, r->taglen };
-	p[2] = (struct piece){ key, keylen, NULL, 0 };
+	p[1] = (struct piece){ key, keylen, NULL, 0 };
+	if (textlen == 0)
+		return 2;
+	p[2] = (struct piece){ text, textlen, NULL, 0 };
 	return 3;
 }
 
@@ -903,8 +912,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		    sizeof wk), key, keylen };
 		nk++;
 	}
-	np += watch_keys(st, key, keylen, &r, &p[np], &sides);
-	nk += 2;
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides, textlen > 0);
+	np = nk;
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	p[np++] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
@@ -931,7 +940,8 @@ int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
-    const char *text, size_t textlen, store_acquire_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg)
 {
 	char ttl[24], tok[24], rs[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
@@ -944,8 +954,9 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 		return -1;
 	route_of(st, key, keylen, &r);
 	np = nk = grant_keys(st, key, keylen, &r, 2, p);
-	np += watch_keys(st, key, keylen, &r, &p[np], &sides);
-	nk += 2;
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides,
+	    textlen > 0 || had_value);
+	np = nk;
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
@@ -993,45 +1004,50 @@ store_wmark(struct store *st, const char *key, size_t keylen,
 
 int
 store_release(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long long token,
+    const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg)
 {
 	char tok[24], vk[256];
 	struct route r;
 	struct piece p[5];
+	int nk = had_value ? 2 : 1;
 
 	value_keys(st, key, keylen, &r, p, vk);
-	value_piece(&p[2], owner, ownerlen, token, tok, sizeof tok);
-	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
-	    r.taglen };
-	p[4] = (struct piece){ key, keylen, NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_RELEASE, 2, p, 5,
-	    (union call_fn){ .release = fn }, arg);
+	value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 2] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_RELEASE, nk, p,
+	    nk + 3, (union call_fn){ .release = fn }, arg);
 }
 
 int
 store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
-    const char *text, size_t textlen, store_pass_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg)
 {
 	char prev[24], val[24], ttl[24];
 	struct side_names sides;
 	struct route r;
 	struct piece p[9];
+	int nk, np;
 
 	if (!may_grant(st))
 		return -1;
 	route_of(st, key, keylen, &r);
 	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	(void)watch_keys(st, key, keylen, &r, &p[1], &sides);
-	value_piece(&p[3], prev_owner, prev_ownerlen, prev_token, prev,
+	nk = 1 + watch_keys(st, key, keylen, &r, &p[1], &sides,
+	    textlen > 0 || had_value);
+	value_piece(&p[nk], prev_owner, prev_ownerlen, prev_token, prev,
 	    sizeof prev);
-	value_piece(&p[4], owner, ownerlen, token, val, sizeof val);
-	p[5] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
-	    ttl_ms), NULL, 0 };
-	(void)watch_args(st, key, keylen, &r, &p[6], text, textlen);
-	return script_call(st, &r, release_decode, SCRIPT_PASS, 3, p, 9,
+	value_piece(&p[nk + 1], owner, ownerlen, token, val, sizeof val);
+	p[nk + 2] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl,
+	    "%ld", ttl_ms), NULL, 0 };
+	np = nk + 3 + watch_args(st, key, keylen, &r, &p[nk + 3], text,
+	    textlen);
+	return script_call(st, &r, release_decode, SCRIPT_PASS, nk, p, np,
 	    (union call_fn){ .release = fn }, arg);
 }
 
@@ -1319,21 +1335,22 @@ store_check(struct store *st, const char *key, size_t keylen,
 int
 store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
-    store_release_fn *fn, void *arg)
+    int had_value, store_release_fn *fn, void *arg)
 {
 	char tok[24], ms[24], vk[256];
 	int ml = snprintf(ms, sizeof ms, "%ld", linger_ms);
 	struct route r;
 	struct piece p[6];
+	int nk = had_value ? 2 : 1;
 
 	value_keys(st, key, keylen, &r, p, vk);
-	value_piece(&p[2], owner, ownerlen, token, tok, sizeof tok);
-	p[3] = (struct piece){ ms, (size_t)ml, NULL, 0 };
-	p[4] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
-	    r.taglen };
-	p[5] = (struct piece){ key, keylen, NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_LINGER, 2, p, 6,
-	    (union call_fn){ .release = fn }, arg);
+	value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ ms, (size_t)ml, NULL, 0 };
+	p[nk + 2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 3] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_LINGER, nk, p,
+	    nk + 4, (union call_fn){ .release = fn }, arg);
 }
 
 /* Record arguments per call: 7 + 2 per key, for max_locks_per_session

@@ -253,12 +253,14 @@ int store_wmark(struct store *st, const char *key, size_t keylen,
  * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):
  * the callback gets granted = 1 and the new token, or granted = 0 when the
  * releasing hold was already lost (the key is then left alone).  text:
- * the next owner's value, as store_acquire's.
+ * the next owner's value, as store_acquire's; had_value: the releasing
+ * hold has one, which goes.
  */
 int store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
-    const char *text, size_t textlen, store_acquire_fn *fn, void *arg);
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg);
 /*
  * A local hand-off made already (early hand-off): the key went, without
  * asking Redis, from prev_owner's hold (prev_token) to owner with token (a
@@ -273,12 +275,13 @@ typedef void store_pass_fn(void *arg, int ok, int passed);
 int store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
-    const char *text, size_t textlen, store_pass_fn *fn, void *arg);
-/* Free key if Redis still shows owner's hold with token (and its value,
- * in the same command: release.lua, forget.lua).  Sent whether or not the
- * Sentinel lease is held. */
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg);
+/* Free key if Redis still shows owner's hold with token, and its value
+ * with it when it has one (had_value; forget always looks: release.lua,
+ * forget.lua).  Sent whether or not the Sentinel lease is held. */
 int store_release(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long long token,
+    const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg);
 /* Free key if Redis shows it held by owner (any token): for acquires
  * whose reply was lost with a connection.  released: STORE_DONE when
@@ -321,7 +324,7 @@ int store_check(struct store *st, const char *key, size_t keylen,
  */
 int store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
-    store_release_fn *fn, void *arg);
+    int had_value, store_release_fn *fn, void *arg);
 /*
  * Grace sessions (grace.c).  store_session runs session.lua on the record
  * of client-id cid with args (ARGV); store_takeover gives generation gen

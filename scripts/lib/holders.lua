@@ -183,37 +183,34 @@ local function sharded(counter)
   return string.sub(counter, -1) == '}'
 end
 
--- A grant's value and watchers (protocol 1.2): the optional keys after a
--- script's own, the key's value key and its watch mark (vk, mark: nil
--- when the caller gave none, as brokers and tests of scripts before
--- values did), and the optional arguments after its own: the value text
--- ("" none), the release channel and the lock name (for changed).
--- keys, argv: the script's KEYS and ARGV (a library function sees no
--- script's own: in a batch each call's are parameters of its body).
+-- A grant's watchers and value (protocol 1.2), the optional keys after a
+-- script's own (nk of them) and arguments after its own (na): the key's
+-- watch mark, then its value key when the call writes or deletes a value;
+-- the release channel, the lock name, then the value text ("" or absent:
+-- none, and the value key, if given, is deleted: the value of the hold
+-- this one replaces).  All nil when the caller gave none, as brokers and
+-- tests of scripts before 1.2 did.  Multiple values, no table: this runs
+-- on every grant.  keys, argv: the script's KEYS and ARGV (a library
+-- function sees no script's own: in a batch each call's are parameters).
 local function grant_extras(keys, argv, nk, na)
-  if #keys < nk + 2 then
-    return nil
-  end
-  return {vk = keys[nk + 1], mark = keys[nk + 2], text = argv[na + 1] or '',
-    chan = argv[na + 2], name = argv[na + 3]}
+  return keys[nk + 1], keys[nk + 2], argv[na + 1], argv[na + 2],
+    argv[na + 3]
 end
 
--- After a grant of token (exclusive, TTL ttl ms) with extras x: its value
--- written in the same call, or a value of the hold it replaced deleted
--- (old: that value key was seen; a value of another token is never
--- shown, but it would stay until its TTL); watchers told when marked
--- (seen: the mark was read with the caller's other reads).
-local function granted(x, token, ttl, old, seen)
-  if not x then
-    return
-  end
-  if x.text ~= '' then
-    redis.call('SET', x.vk, num(token) .. ' ' .. x.text, 'PX', ttl)
-  elseif old then
-    redis.call('DEL', x.vk)
+-- After a grant of token (exclusive, TTL ttl ms): its value text written
+-- in the same call, or the value key vk deleted (the replaced hold's);
+-- watchers told when the mark was seen (the caller read it with its other
+-- reads).
+local function granted(vk, text, token, ttl, seen, chan, name)
+  if vk then
+    if text and text ~= '' then
+      redis.call('SET', vk, num(token) .. ' ' .. text, 'PX', ttl)
+    else
+      redis.call('DEL', vk)
+    end
   end
   if seen then
-    publish(x.chan, 'held ' .. x.name)
+    publish(chan, 'held ' .. name)
   end
 end
 

@@ -396,7 +396,8 @@ int
 store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
-    const char *text, size_t textlen, store_pass_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg)
 {
 	struct fake_call *c;
 	size_t valuelen, prevlen;
@@ -408,6 +409,7 @@ store_pass(struct store *st, const char *key, size_t keylen,
 	prev = fs_value(prev_owner, prev_ownerlen, prev_token, &prevlen);
 	c = fs_push(st, FAKE_PASS, key, keylen, value, valuelen, ttl_ms, arg);
 	c->text = textlen > 0 ? fs_copy(text, textlen) : NULL;
+	c->had_value = had_value;
 	free(value);
 	c->fn.pass = fn;
 	c->next_owner = prev;		/* the releasing hold's value */
@@ -430,7 +432,8 @@ int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
-    const char *text, size_t textlen, store_acquire_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg)
 {
 	struct fake_call *c;
 	size_t valuelen;
@@ -442,6 +445,7 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 	c = fs_push(st, FAKE_HANDOFF, key, keylen, value, valuelen, ttl_ms,
 	    arg);
 	c->text = textlen > 0 ? fs_copy(text, textlen) : NULL;
+	c->had_value = had_value;
 	free(value);
 	c->fn.acquire = fn;
 	c->reserve = reserve;
@@ -452,9 +456,10 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 
 int
 store_release(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long long token,
+    const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg)
 {
+	(void)had_value;
 	size_t valuelen;
 	char *value;
 
@@ -471,8 +476,9 @@ store_release(struct store *st, const char *key, size_t keylen,
 int
 store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
-    store_release_fn *fn, void *arg)
+    int had_value, store_release_fn *fn, void *arg)
 {
+	(void)had_value;
 	size_t valuelen;
 	char *value;
 	struct fake_call *c;

@@ -66,6 +66,8 @@ struct fake_call {
 	size_t nargs;
 	unsigned long gen;
 	char *text;
+	int had_value;			/* HANDOFF, PASS: the releasing hold
+					 * had a value (deleted with it) */
 	union {
 		store_acquire_fn *acquire;
 		store_release_fn *release;
