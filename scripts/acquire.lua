@@ -16,10 +16,11 @@
 -- names end in the slot's tag: lib/holders.lua, sharded).
 -- Protocol 1.2, optional after those (lib/holders.lua, grant_extras): the
 -- key's watch mark (watch.lua), and its value key (value.lua) when the
--- grant has a value; after the arguments the release channel, the lock
--- name and the value text (ACQUIRE ... VALUE).  A grant writes the value
--- in this call, so no reader ever sees the new holder without it, and
--- tells the key's watchers ("held <name>") while its mark exists.
+-- grant has a value; after the arguments the value text (ACQUIRE ...
+-- VALUE).  A grant writes the value in this call, so no reader ever sees
+-- the new holder without it, and tells the key's watchers ("held <name>"
+-- on the release channel, lib/holders.lua channel_of) while its mark
+-- exists.
 -- Returns {1, token, more} when the caller now holds the lock, with a new
 -- token from the counter and more tokens after it set aside for the
 -- caller's broker (ARGV[6]; fewer near 2^53-1): it hands them out in
@@ -51,8 +52,8 @@ local cluster = sharded(KEYS[2])
 if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
-local mark, vk, chan, name, text = grant_extras(KEYS, ARGV,
-  cluster and 4 or 3, cluster and 10 or 6)
+local mark, vk, text = grant_extras(KEYS, ARGV, cluster and 4 or 3,
+  cluster and 10 or 6)
 local function busy()
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
@@ -95,5 +96,7 @@ if not token then
   return {-1, 0}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. num(token), 'PX', ARGV[2])
-granted(vk, text, token, ARGV[2], mark and r[3], chan, name)
+if vk or (mark and r[3]) then
+  granted(vk, text, token, ARGV[2], r[3], channel_of(ARGV[3], ARGV[4]))
+end
 return {1, token, more}

@@ -15,10 +15,9 @@
 -- lib/slot_tenure.lua); KEYS[2] is then the slot's counter.
 -- Protocol 1.2, optional after those, as in acquire.lua: the watch mark
 -- and the value key (when the next owner has a value, or the releasing
--- hold had one), then after the arguments the release channel (as
--- ARGV[4]), the lock name and the next owner's value text: its value is
--- written with its grant (the releasing hold's deleted), and watchers are
--- told while the mark exists.
+-- hold had one), then after the arguments the next owner's value text:
+-- its value is written with its grant (the releasing hold's deleted), and
+-- watchers are told (on ARGV[4]) while the mark exists.
 -- Returns {1, token, more} when the lock passed to the next owner with a
 -- new token (and more set aside after it, as acquire.lua does), or {0, 0}
 -- when the releasing holder no longer held it (lost: {0, 3} when another
@@ -35,8 +34,8 @@
 -- @include holders.lua
 local k = KEYS[1]
 local cluster = sharded(KEYS[2])
-local mark, vk, chan, name, text = grant_extras(KEYS, ARGV,
-  cluster and 4 or 2, cluster and 10 or 6)
+local mark, vk, text = grant_extras(KEYS, ARGV, cluster and 4 or 2,
+  cluster and 10 or 6)
 local v = get_str(k)
 local zset = false
 local now
@@ -71,6 +70,8 @@ if zset then
   hold(k, nv, now, ARGV[3], kind_of(k))
 else
   redis.call('SET', k, nv, 'PX', ARGV[3])
-  granted(vk, text, token, ARGV[3], mark and r[2], chan, name)
+  if vk or (mark and r[2]) then
+    granted(vk, text, token, ARGV[3], r[2], ARGV[4], ARGV[5])
+  end
 end
 return {1, token, more}

@@ -22,7 +22,7 @@
 -- hold's deleted), and watchers are told while the mark exists.  Redis
 -- learns of the new holder only now, so watchers elsewhere do too.
 -- @include holders.lua
-local mark, vk, chan, name, text = grant_extras(KEYS, ARGV, 1, 3)
+local mark, vk, text = grant_extras(KEYS, ARGV, 1, 5)
 -- the lock and the watch mark in one read (MGET shows a set of holders
 -- as absent: get_str tells them apart when it matters)
 local r = redis.call('MGET', KEYS[1], mark or KEYS[1])
@@ -33,6 +33,7 @@ if v ~= ARGV[1] and v ~= ARGV[2] then
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 if v == ARGV[1] then
-  granted(vk, text, token_of(ARGV[2]), ARGV[3], mark and r[2], chan, name)
+  granted(vk, text, token_of(ARGV[2]), ARGV[3], mark and r[2], ARGV[4],
+    ARGV[5])
 end
 return 1

@@ -19,10 +19,9 @@
 -- and ARGV[8..11], the master's replication ids and the lock delay (see
 -- lib/slot_tenure.lua); KEYS[2] and KEYS[3] are then the slot's counter
 -- and lock delay.
--- Protocol 1.2, optional after those, as in acquire.lua: the watch mark,
--- then after the arguments the release channel and the lock name: a grant
--- is told to the key's watchers while the mark exists (the count of
--- holders changed).  (A shared hold or a permit has no value.)
+-- Protocol 1.2, optional after those, as in acquire.lua: the watch mark:
+-- a grant is told to the key's watchers while the mark exists (the count
+-- of holders changed).  (A shared hold or a permit has no value.)
 -- Returns, like acquire.lua:
 --   {1, token}  granted: a new token from the counter; the holder
 --               "<client-id>:<token>" joined the set
@@ -63,8 +62,7 @@ local marks = KEYS[cluster and 5 or 4]
 if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[8], ARGV[9], ARGV[10], ARGV[11])
 end
-local mark, _, chan, name = grant_extras(KEYS, ARGV, cluster and 5 or 4,
-  cluster and 11 or 7)
+local mark = grant_extras(KEYS, ARGV, cluster and 5 or 4, cluster and 11 or 7)
 local k = KEYS[1]
 local want = tonumber(ARGV[6])
 local t = redis.call('TIME')
@@ -154,6 +152,7 @@ if not token then
 end
 hold(k, ARGV[1] .. ':' .. num(token), now, ARGV[2], want)
 if mark and r[2] then
+  local chan, name = channel_of(ARGV[3], ARGV[4])
   publish(chan, 'held ' .. name)
 end
 return {1, token}

@@ -852,9 +852,10 @@ watch_keys(const struct store *st, const char *key, size_t keylen,
 	return 2;
 }
 
-/* And the arguments that go with them, after the script's own: the
- * release channel, the lock name and the value text (none: left out).
- * Returns how many. */
+/* pass.lua's arguments after its own: the release channel, the lock name
+ * and the value text (none: left out; acquire.lua and handoff.lua take
+ * the text alone, and find the channel and the name in their own
+ * arguments).  Returns how many. */
 static int
 watch_args(const struct store *st, const char *key, size_t keylen,
     const struct route *r, struct piece *p, const char *text, size_t textlen)
@@ -931,7 +932,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
-	np += watch_args(st, key, keylen, &r, &p[np], text, textlen);
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
 	return grant_call(st, &r, kind == STORE_EXCLUSIVE ? SCRIPT_ACQUIRE :
 	    SCRIPT_SACQUIRE, nk, p, np, 3 + nk, ta, fn, arg);
 }
@@ -968,7 +970,8 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
-	np += watch_args(st, key, keylen, &r, &p[np], text, textlen);
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
 	return grant_call(st, &r, SCRIPT_HANDOFF, nk, p, np, 3 + nk + 1, ta,
 	    fn, arg);
 }

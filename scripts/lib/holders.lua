@@ -184,17 +184,25 @@ local function sharded(counter)
 end
 
 -- A grant's watchers and value (protocol 1.2), the optional keys after a
--- script's own (nk of them) and arguments after its own (na): the key's
--- watch mark, then its value key when the call writes or deletes a value;
--- the release channel, the lock name, then the value text ("" or absent:
--- none, and the value key, if given, is deleted: the value of the hold
--- this one replaces).  All nil when the caller gave none, as brokers and
--- tests of scripts before 1.2 did.  Multiple values, no table: this runs
--- on every grant.  keys, argv: the script's KEYS and ARGV (a library
--- function sees no script's own: in a batch each call's are parameters).
+-- script's own (nk of them) and the optional argument after its own (na):
+-- the key's watch mark, then its value key when the call writes or
+-- deletes a value; the value text (absent: none, and the value key, if
+-- given, is deleted: the value of the hold this one replaces).  All nil
+-- when the caller gave none, as brokers and tests of scripts before 1.2
+-- did.  Multiple values, no table: this runs on every grant.  keys, argv:
+-- the script's KEYS and ARGV (a library function sees no script's own: in
+-- a batch each call's are parameters).
 local function grant_extras(keys, argv, nk, na)
-  return keys[nk + 1], keys[nk + 2], argv[na + 1], argv[na + 2],
-    argv[na + 3]
+  return keys[nk + 1], keys[nk + 2], argv[na + 1]
+end
+
+-- The release channel and the lock name from a grant's announcement on
+-- the wanted channel ("<prefix>:wanted[:{<tag>}]", "<broker-id> <name>" or
+-- "<broker-id>+<name>", 36 bytes of id): what a grant of a watched key
+-- publishes on, and names, without two more arguments on every grant.
+local function channel_of(wanted, announcement)
+  return (string.gsub(wanted, ':wanted(:?{?%w*}?)$', ':released%1')),
+    string.sub(announcement, 38)
 end
 
 -- After a grant of token (exclusive, TTL ttl ms): its value text written

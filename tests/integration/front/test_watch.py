@@ -456,7 +456,9 @@ class TestLoad(WatchCase):
         # most of them in the broker's memory
         changes = 40 * (2 * rounds + 1)
         self.assertLess(lines, changes // 2, lines)
-        self.assertLess(rss - rss0, 4 * 1024 * 1024)
+        if "/asan/" not in harness.BROKER_BIN:
+            # (ASan keeps freed memory in quarantine: RSS says nothing)
+            self.assertLess(rss - rss0, 4 * 1024 * 1024)
         print("\nfigure: %d lines read for %d changes of 40 keys; broker "
               "RSS grew %.1f MB" % (lines, changes, (rss - rss0) / 1e6))
 
