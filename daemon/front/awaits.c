@@ -34,6 +34,7 @@ struct await {
 	enum await_state state;
 	unsigned record_wait:1;		/* its grant waits for the record */
 	unsigned resumed:1;		/* queued again after a RESUME */
+	unsigned full:1;		/* may not queue (await_info.full) */
 	long kind, ttl_ms;
 	int64_t deadline;		/* Unix ms */
 	char *value;			/* its VALUE (NUL-ended), NULL none */
@@ -113,11 +114,24 @@ static void
 w_queued(void *arg)
 {
 	struct await *a = arg;
-
 	struct await_info info;
 
 	if (a->state != AW_ASKING)
 		return;
+	if (a->full) {
+		/* it would queue, and the session has its bound of queued
+		 * waits: withdrawn (its waiter is freed on the next turn,
+		 * giving back a grant in flight), answered LIMIT */
+		struct lk_result r = { .status = LK_LIMIT, .why = "this session "
+		    "has max_waiters_per_session ASYNC waits queued" };
+
+		end_wait(a);
+		if (a->resumed)
+			a->aw->ops->outcome(a->aw->arg, a->key, a->keylen, &r);
+		else
+			a->aw->ops->reply(a->aw->arg, &r);
+		return;
+	}
 	a->state = AW_QUEUED;
 	info.key = a->key;
 	info.keylen = a->keylen;
@@ -207,6 +221,7 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	a->by_key.keylen = a->keylen;
 	a->state = AW_ASKING;
 	a->resumed = info->resumed ? 1 : 0;
+	a->full = info->full ? 1 : 0;
 	a->kind = info->kind;
 	a->ttl_ms = info->ttl_ms;
 	a->deadline = info->deadline;

@@ -30,6 +30,10 @@ struct await_info {
 	int resumed;			/* queued again after a RESUME */
 	const char *value;		/* ACQUIRE ... VALUE (1.2), NULL none */
 	size_t valuelen;
+	int full;			/* the session has its bound of queued
+					 * waits: answered at once (granted,
+					 * BUSY, an error) it goes on, but one
+					 * that would queue is answered LIMIT */
 };
 
 struct await_ops {

@@ -95,6 +95,25 @@ struct grace {
 	struct gwait *waits;		/* RESUMING: the queued waits the
 					 * record lists, for the session */
 	size_t nwaits;
+	struct gfield *fields;		/* field writes Redis has not taken */
+};
+
+/*
+ * A field of the record that must reach Redis: a queued wait (its entry,
+ * or its removal once it was told its outcome) or a watched key.  Kept
+ * until Redis confirms it, and sent again when Redis is back (or at the
+ * next touch), the latest value per field: a wait told FAILED while Redis
+ * was away must not be queued again by a RESUME afterwards.
+ */
+struct gfield {
+	struct gfield *next;
+	struct grace *g;
+	const char *op;			/* session.lua's: "wait", "watch" */
+	char *val;			/* "" deletes the field */
+	unsigned sending:1;		/* a write in flight */
+	unsigned again:1;		/* changed while it was */
+	size_t keylen;
+	char key[];
 };
 
 /* A queued wait (or a watched key: watch) read from the record by a
@@ -190,11 +209,24 @@ waits_free(struct grace *g)
 }
 
 static void
+fields_free(struct grace *g)
+{
+	struct gfield *f;
+
+	while ((f = g->fields) != NULL) {
+		g->fields = f->next;
+		free(f->val);
+		free(f);
+	}
+}
+
+static void
 grace_unref(struct grace *g)
 {
 	if (--g->refs > 0 || !g->dead)
 		return;
 	waits_free(g);
+	fields_free(g);
 	event_free(g->timer);
 	free(g);
 }
@@ -496,37 +528,117 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 	return fresh && rc == 0;
 }
 
-/* One field of the record that nothing waits for: op "wait" or "watch",
- * val "" to delete it. */
+static void field_send(struct gfield *f);
+
+static void
+field_unlink(struct gfield *f)
+{
+	struct gfield **pp;
+
+	for (pp = &f->g->fields; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	free(f->val);
+	free(f);
+}
+
+static void
+field_done(void *arg, int ok, long long status, const struct store_str *rest,
+    size_t n)
+{
+	struct gfield *f = arg;
+	struct grace *g = f->g;
+
+	(void)rest;
+	(void)n;
+	f->sending = 0;
+	if (!g->dead && (!ok || f->again)) {
+		/* not taken (sent again when Redis answers, or at the next
+		 * touch), or changed since: the latest value goes */
+		f->again = 0;
+		if (ok)
+			field_send(f);
+	} else {
+		/* written, or the record is gone or another generation's:
+		 * nothing more to write */
+		(void)status;
+		field_unlink(f);
+	}
+	grace_unref(g);
+}
+
+static void
+field_send(struct gfield *f)
+{
+	struct grace *g = f->g;
+	char num[4][24];
+	struct rargs r = RARGS(num);
+
+	rargs_str(&r, f->op);
+	rargs_num(&r, (long long)g->gen);
+	rargs_add(&r, f->key, f->keylen);
+	rargs_str(&r, f->val);
+	if (record_call_arg(g, &r, field_done, f) == 0)
+		f->sending = 1;
+	free(r.a);
+}
+
+/* Send again the fields Redis has not taken (it is back, or a touch). */
+static void
+fields_flush(struct grace *g)
+{
+	for (struct gfield *f = g->fields; f != NULL; f = f->next)
+		if (!f->sending)
+			field_send(f);
+}
+
+/* One field of the record: op "wait" or "watch", val "" to delete it.
+ * Not waited for, but written for sure while the record is this
+ * connection's (struct gfield). */
 static int
 record_field(struct grace *g, const char *op, const char *key, size_t keylen,
     const char *val)
 {
-	char num[4][24];
-	struct rargs r = RARGS(num);
-	int rc;
+	struct gfield *f;
 
 	if (g == NULL || g->dead || g->opening || g->state == G_RESUMING)
 		return -1;
-	rargs_str(&r, op);
-	rargs_num(&r, (long long)g->gen);
-	rargs_add(&r, key, keylen);
-	rargs_str(&r, val);
-	rc = record_call(g, &r, noop_done);
-	free(r.a);
-	return rc;
+	for (f = g->fields; f != NULL; f = f->next)
+		if (f->op == op && f->keylen == keylen &&
+		    memcmp(f->key, key, keylen) == 0)
+			break;
+	if (f == NULL) {
+		f = xcalloc(1, sizeof *f + keylen);
+		f->g = g;
+		f->op = op;
+		f->keylen = keylen;
+		memcpy(f->key, key, keylen);
+		f->next = g->fields;
+		g->fields = f;
+	}
+	free(f->val);
+	f->val = xstrndup(val, strlen(val));
+	if (f->sending)
+		f->again = 1;
+	else
+		field_send(f);
+	return f->sending ? 0 : -1;
 }
+
+static const char op_wait[] = "wait", op_watch[] = "watch";
 
 int
 grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
 {
-	return record_field(g, "wait", key, keylen, val != NULL ? val : "");
+	return record_field(g, op_wait, key, keylen, val != NULL ? val : "");
 }
 
 int
 grace_watch(struct grace *g, const char *key, size_t keylen, int on)
 {
-	return record_field(g, "watch", key, keylen, on ? "1" : "");
+	return record_field(g, op_watch, key, keylen, on ? "1" : "");
 }
 
 static int
@@ -783,8 +895,10 @@ grace_store_up(struct broker *b)
 
 	if (b->stopping)
 		return;
-	TAILQ_FOREACH(g, &b->graces, link)
+	TAILQ_FOREACH(g, &b->graces, link) {
 		record_reclaim(g);
+		fields_flush(g);
+	}
 }
 
 /* --- detached: the grace runs ------------------------------------------ */
@@ -861,9 +975,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		    check_done) != 0)
 			log_debug("session %s: record not touched (Redis "
 			    "unreachable)", g->cid);
+		fields_flush(g);
 		timer_in(g, touch_period(g));
 		break;
 	case G_DETACHED:
+		fields_flush(g);
 		if (now_ms() < g->end_at) {
 			/* resumed elsewhere meanwhile?  (no other news may
 			 * come: a session without locks has no renewals) */

@@ -345,16 +345,21 @@ session_awaits(struct session *s)
 	return s->aw;
 }
 
-/* A wait the resumed session's record lists ("<kind> <ttl> <deadline>"):
- * queued again here with what is left of its deadline (its place in the
- * key's queue is not kept), or told its outcome. */
+/* A wait the resumed session's record lists ("<kind> <ttl> <deadline>
+ * [<value>]"): queued again here with what is left of its deadline (its
+ * place in the key's queue is not kept), or told its outcome: granted
+ * when the session holds the key (its EVENT was unsent when the
+ * connection dropped), else timed out when its deadline has passed --
+ * nothing is granted after a deadline.  A wait told its outcome before
+ * the RESUME is not in the record (its removal is retried until Redis
+ * takes it, grace_wait), so it gets no line at all. */
 void
 news_grace_wait_found(void *arg, const char *key, size_t keylen,
     const char *val)
 {
 	struct session *s = arg;
-	struct await_info info = { key, keylen, LK_EXCLUSIVE, 0, 0, 1, NULL,
-	    0 };
+	struct await_info info = { .key = key, .keylen = keylen,
+	    .kind = LK_EXCLUSIVE, .resumed = 1 };
 	long long token = locks_token_of(s->cl, key, keylen), deadline = 0;
 	int end = 0;
 
@@ -374,6 +379,14 @@ news_grace_wait_found(void *arg, const char *key, size_t keylen,
 		on_await_outcome(s, key, keylen, &r);
 		return;
 	}
+	if (info.deadline <= wall_ms()) {
+		struct lk_result r = { .status = LK_BUSY };
+
+		on_await_outcome(s, key, keylen, &r);	/* EVENT TIMEOUT */
+		return;
+	}
+	info.full = awaits_count(s->aw) >=
+	    (size_t)s->b->cfg->max_waiters_per_session;
 	awaits_acquire(session_awaits(s), s->cl, &info);
 }
 

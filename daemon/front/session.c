@@ -122,12 +122,6 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 		    "(ASYNC): CANCEL it first");
 		return;
 	}
-	if (req->async && awaits_count(s->aw) >=
-	    (size_t)s->b->cfg->max_waiters_per_session) {
-		send_err(s, PERR_LIMIT, "this session has "
-		    "max_waiters_per_session ASYNC waits queued");
-		return;
-	}
 	s->used = 1;
 	s->busy = 1;
 	if (!req->async) {
@@ -144,6 +138,8 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	info.resumed = 0;
 	info.value = req->value;
 	info.valuelen = req->valuelen;
+	info.full = awaits_count(s->aw) >=
+	    (size_t)s->b->cfg->max_waiters_per_session;
 	awaits_acquire(session_awaits(s), s->cl, &info);
 }
 

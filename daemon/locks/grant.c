@@ -75,6 +75,48 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	return h;
 }
 
+/*
+ * max_locks_per_session binds every path to a new hold, not only the
+ * request: a queued wait (ASYNC, or a blocking ACQUIRE while the session's
+ * ASYNC grants fill its quota) whose turn comes while its session holds
+ * the limit is answered LIMIT, and the key goes to the next waiter.
+ */
+int
+waiter_over_limit(const struct lclient *w)
+{
+	const struct lclient *hc = w->owner != NULL ? w->owner : w;
+
+	return (long)hc->nheld >= w->lt->cfg.max_locks_per_session;
+}
+
+/* w (waiting, no attempt in flight) is over its session's limit: it
+ * leaves the queue with LK_LIMIT. */
+static void
+answer_over_limit(struct lclient *w)
+{
+	waiter_remove(w);
+	w->lt->stats.acquire_errors++;
+	lk_reply(w, LK_LIMIT, 0, WHY_LIMIT);
+}
+
+/* Answer the waiters at the head of lk's queue that their session's limit
+ * keeps from the key now, so the next one may have it (a release's
+ * hand-off looks for its target after this). */
+void
+limit_sweep(struct lock *lk)
+{
+	struct lclient *w, *next;
+
+	for (w = lk->whead; w != NULL; w = next) {
+		next = w->wnext;
+		if (w->op != NULL)
+			continue;
+		if (!waiter_over_limit(w))
+			return;
+		answer_over_limit(w);
+	}
+}
+
 /* Release in Redis a lock nobody local holds any more (session gone). */
 void
 release_orphan(struct lock *lk, const char *id, long long token)
@@ -241,6 +283,10 @@ lock_pump(struct lock *lk)
 			lock_retry_at(lk, lk->yield_until_ms);
 			return;
 		}
+		if (waiter_over_limit(w)) {
+			answer_over_limit(w);
+			continue;
+		}
 		op = lk_op_new(lt, lk, w);
 		op->sent_us = now_us();
 		op->kind = w->wkind;
@@ -345,6 +391,12 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		lock_retry_at(lk, now_ms() + (n < PTTL_RETRY_MAX ? n : 0) + 1);
 	} else if (granted == 2) {
 		/* its session left meanwhile */
+	} else if (granted && w != NULL && waiter_over_limit(w)) {
+		/* another grant filled its session's quota meanwhile: given
+		 * back, and the key goes to the next waiter */
+		lt->stats.orphans++;
+		release_orphan(lk, id, n);
+		answer_over_limit(w);
 	} else if (granted && (w == NULL ||
 	    grant_too_late(sent_us, w->wttl))) {
 		/* Its session left while the attempt was in flight; or the
@@ -488,8 +540,7 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 	if ((long)hc->nheld >= lt->cfg.max_locks_per_session) {
 		limit_hit(lt, "max_locks_per_session");
 		lt->stats.acquire_errors++;
-		lk_reply(cl, LK_LIMIT, 0, "this session holds max_locks_per_session"
-		    " keys");
+		lk_reply(cl, LK_LIMIT, 0, WHY_LIMIT);
 		return;
 	}
 	if (wait_ms < 0 || hc->no_wait)

@@ -77,6 +77,15 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 					lk_reply(w, LK_UNAVAILABLE, 0,
 					    WHY_NOT_ACKED);
 			}
+		} else if (w != NULL && waiter_over_limit(w)) {
+			/* its session's quota filled meanwhile: given back;
+			 * it leaves with LIMIT, the next waiter tries */
+			lt->stats.handoffs++;
+			lt->stats.orphans++;
+			release_orphan(lk, op->next_id, n);
+			waiter_remove(w);
+			lt->stats.acquire_errors++;
+			lk_reply(w, LK_LIMIT, 0, WHY_LIMIT);
 		} else if (w != NULL &&
 		    !grant_too_late(op->sent_us, w->wttl)) {
 			lt->stats.handoffs++;
@@ -299,6 +308,7 @@ locks_release(struct lclient *cl, const char *key, size_t keylen,
 		return;
 	}
 	pass_before_release(lt, h);
+	limit_sweep(lk);
 	w = handoff_target(lk, h);	/* (the FIFO walked once) */
 	if (linger_ms <= 0 && pass_local(lk, h, w)) {
 		lk_reply(cl, LK_OK, 0, NULL);

@@ -141,6 +141,8 @@ locks_client_free(struct lclient *cl)
 
 		lk = h->lk;
 		pass_before_release(lt, h);
+		if (!releasing)
+			limit_sweep(lk);
 		if (!releasing && pass_local(lk, h, handoff_target(lk, h))) {
 			lock_pump(lk);
 			continue;	/* passed on: h has ended */

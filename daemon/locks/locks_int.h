@@ -73,6 +73,7 @@
 	"replicas in time and was undone"
 #define WHY_WAIT_DOWN "Redis was unreachable when the WAIT ran out"
 #define WHY_REFUSED "Redis refused the request (the broker log says why)"
+#define WHY_LIMIT "this session holds max_locks_per_session keys"
 #define PENDING_MAX 10000		/* Redis clean-ups remembered */
 #define PENDING_RETRY_MIN_MS 100	/* clean-ups refused while connected: */
 #define PENDING_RETRY_MAX_MS 2000	/* retried with backoff */
@@ -364,6 +365,8 @@ int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);
 struct hold *grant_local(struct lock *lk, struct lclient *w, long kind,
     long long token, int64_t sent_us, int64_t since_us);
+int waiter_over_limit(const struct lclient *w);
+void limit_sweep(struct lock *lk);
 void release_orphan(struct lock *lk, const char *id, long long token);
 void release_done(void *arg, int ok, int released);
 void lock_refused(struct lock *lk, long kind);
