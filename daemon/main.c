@@ -6,7 +6,7 @@
  * Teardown runs in reverse; on SIGTERM/SIGINT every session is ended first
  * so its locks are released in Redis, and the loop runs on (at most
  * STOP_DRAIN_MS) until those releases are answered -- reconnecting first
- * if the signal came while Redis was away (issue 9, defect 3).
+ * if the signal came while Redis was away (a stop must free what it can).
  */
 #include "acl.h"
 #include "broker.h"
@@ -320,7 +320,8 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	 * A bad acl_file or bad TLS files fail the whole reload, like a bad
 	 * conf line: the old access list, configuration and TLS context stay
 	 * in force together (a new tls_auth_clients must never run with the
-	 * old CA, nor the old one beside a new configuration; issue 15).
+	 * old CA, nor the old one beside a new configuration: TLS and access
+	 * lists change as one).
 	 * Every tls_* option the context is built from is live, so next
 	 * holds what keep_static would leave of them.
 	 */
@@ -338,7 +339,8 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 		config_free(b->cfg);
 		*b->cfg = next;
 		/* A lowered max_key_len binds new keys only: keys taken under
-		 * the old one can still be released (issue 9, defect 10). */
+		 * the old one can still be released (a session can always give
+		 * back what it took). */
 		if (b->cfg->max_key_len > b->held_key_len)
 			b->held_key_len = b->cfg->max_key_len;
 		apply_limits(b);
@@ -515,7 +517,7 @@ main(int argc, char **argv)
 		locks_cfg_from(&cfg, &lc);
 		b.locks = locks_new(b.base, &lc);
 		/* Handlers before listening: a SIGHUP sent as soon as the port
-		 * answers must reload, not kill (issue 9, defect 9). */
+		 * answers must reload, not kill (SIGHUP's default action). */
 		sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
 		sigint = evsignal_new(b.base, SIGINT, stop_cb, &b);
 		sighup = evsignal_new(b.base, SIGHUP, reload_cb, &b);

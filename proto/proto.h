@@ -60,7 +60,7 @@ enum proto_err {
 /*
  * Key limits.  A lowered max_key_len (SIGHUP) applies to new keys only:
  * a session must still be able to RELEASE, RENEW and ask OWNER of a longer
- * key it took before (issue 9, defect 10).
+ * key it took before (it can always give back what it took).
  */
 struct proto_limits {
 	size_t max_key_len;		/* ACQUIRE: longest new key, bytes */

@@ -9,7 +9,8 @@
 --          (sharded: it stays within the slot's shard)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait for the lock, else "0"
--- ARGV[6]  tokens to set aside after the one granted (issue 14; absent: 0)
+-- ARGV[6]  tokens to set aside after the one granted (the early hand-off;
+--          absent: 0)
 -- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
 -- master's replication ids and the lock delay (see lib/slot_tenure.lua);
 -- KEYS[2] and KEYS[3] are then the slot's counter and lock delay (their
@@ -33,16 +34,16 @@
 -- reclaiming it); or {3, n} when the key is a semaphore of n permits (see
 -- below).  The value stored is "<client-id>:<token>".
 -- Tokens are formatted with %d: Lua's default number format (%.14g) writes
--- 1e+14 for 100000000000000 (issue 9, defect 7).
+-- 1e+14 for 100000000000000.
 -- A caller that will wait announces it on the wanted channel, so that the
 -- holder's broker stops handing the lock straight to its own waiters.
 -- A value of the caller's own is taken anew with a new token, never handed
 -- back: the broker asks Redis only for keys it does not know the session
 -- holds, so such a value is a remnant (a release lost with a failed
 -- master's writes, a grant whose reply was lost) and its token may be
--- older than grants made since (issue 10: tokens never go back).
--- A key held shared or as a semaphore is a sorted set of holders (issue
--- 13, lib/holders.lua): expired holders and a remnant of the caller's own
+-- older than grants made since (tokens never go back).
+-- A key held shared or as a semaphore is a sorted set of holders
+-- (lib/holders.lua): expired holders and a remnant of the caller's own
 -- are removed first; with none left the key is free.  Else a shared lock
 -- answers {0, pttl} (the key's PTTL: its last reader's expiry), a
 -- semaphore of n permits {3, n} (another kind; nothing granted).

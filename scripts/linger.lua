@@ -1,5 +1,5 @@
 -- linger.lua - RELEASE ... LINGER: end a hold but keep the key taken for
--- a while, renewed by no one (issue 12; ShedLock's lock-at-least-for).
+-- a while, renewed by no one (ShedLock's lock-at-least-for).
 -- KEYS[1]  the lock key
 -- ARGV[1]  the value the caller set: "<owner>:<token>"
 -- ARGV[2]  the linger in ms (>= 1)

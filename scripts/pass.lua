@@ -1,5 +1,5 @@
 -- pass.lua - bring Redis up to date with a hand-off the broker made on its
--- own (issue 14): the key went from one local holder to the next, who was
+-- own (the early hand-off): the key went from one local holder to the next, who was
 -- told OK before this call was sent.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the releasing hold's value, exactly as the broker wrote it

@@ -1,5 +1,5 @@
 -- sacquire.lua - take a lock shared, or a permit of a semaphore, if one is
--- free (issue 13; acquire.lua takes a lock exclusive).
+-- free (acquire.lua takes a lock exclusive).
 -- KEYS[1]  the lock key (<prefix>:lock:<name>): a sorted set of holders
 --          (lib/holders.lua), or a string when held exclusive
 -- KEYS[2]  the fencing counter (<prefix>:fence), one per prefix
@@ -11,7 +11,7 @@
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
 -- ARGV[5]  "1" when the caller will wait, else "0"
 -- ARGV[6]  the kind asked: "0" shared, "n" (>= 1) a permit of n
--- ARGV[7]  a shared request: the writers it came after (issue 23): "-1"
+-- ARGV[7]  a shared request: the writers it came after (writer marks): "-1"
 --          those marked before this call (it is the reader's arrival),
 --          "0" none, a stamp: those whose marks' stamps are not later
 -- KEYS[4]  the key's writer marks (<prefix>:writers:<name>, wmark.lua)
@@ -48,7 +48,7 @@
 -- it is removed and the caller gets a new token (tokens never go back),
 -- so one session never counts twice.
 -- A writer that waits is not overtaken by readers that came after it,
--- on any broker (issue 23): its broker marks it (wmark.lua) with the time
+-- on any broker (writer marks): its broker marks it (wmark.lua) with the time
 -- it began waiting; a shared request is not granted while the mark of a
 -- writer on another broker that it came after lives (the writer's own
 -- broker keeps its readers and writers in order itself).  A reader's

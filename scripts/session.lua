@@ -1,4 +1,4 @@
--- session.lua - a grace session's record (issue 12): the one place where
+-- session.lua - a grace session's record (RESUME): the one place where
 -- "which connection owns this client-id" is decided, atomically.
 -- KEYS[1]  the record, <prefix>:session:<client-id>, a hash:
 --            secret  SHA1 of the resume secret (hex)
@@ -6,7 +6,7 @@
 --            state   attached | detached | expired
 --            broker  the id of the broker that owns it now
 --            grace   the grace in ms
---            app     the app of its session ("" none; issue 15's access
+--            app     the app of its session ("" none; the access
 --                    lists): only a session of the same app resumes it
 --            k:<key> "<holds> <ttl-ms>" for each key the session holds
 --            w:<key> "<kind> <ttl-ms> <deadline>" for each ACQUIRE ...

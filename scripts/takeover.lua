@@ -1,5 +1,5 @@
 -- takeover.lua - give a resumed session the hold its earlier connection
--- had on a key, with the same token (issue 12).
+-- had on a key, with the same token (grace sessions, RESUME).
 -- KEYS[1]  the lock key
 -- ARGV[1]  the session's client-id
 -- ARGV[2]  the resumed session's generation (>= 2)

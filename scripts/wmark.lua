@@ -1,5 +1,5 @@
 -- wmark.lua - the mark of a writer waiting for a lock, which readers on
--- other brokers respect (issue 23): a waiting exclusive ACQUIRE is not
+-- other brokers respect (writers across brokers): a waiting exclusive ACQUIRE is not
 -- overtaken by SHARED requests that arrived after it (sacquire.lua).
 -- KEYS[1]  the key's writer marks, <prefix>:writers:<name> (in cluster
 --          mode <prefix>:writers:{<tag>}<name>: in the lock's slot), a

@@ -19,7 +19,7 @@
 /*
  * Value types.  Each has one parser in opt_parse; an address type calls the
  * parser of addr.c that the listener or the store uses on the same value,
- * so "-t" cannot pass what start-up refuses (issue 9, defect 8).
+ * so "-t" cannot pass what start-up refuses (one parser per value).
  */
 enum opt_type {
 	T_INT,				/* decimal, within min..max */

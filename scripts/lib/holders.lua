@@ -1,5 +1,5 @@
--- holders.lua - shared locks and semaphores: the holders of one key (issue
--- 13).  Not a script of its own: scripts/embed.sh puts it where a script
+-- holders.lua - shared locks and semaphores: the holders of one key.  Not
+-- a script of its own: scripts/embed.sh puts it where a script
 -- says "-- @include holders.lua".
 -- A shared lock or a semaphore is a sorted set under the lock key's own
 -- name (<prefix>:lock:<name>: cluster mode routes it by that name's slot,
