@@ -49,7 +49,8 @@ LOCKCTL_SRC := $(wildcard lockctl/*.c)
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
-	      vouch httphead grace stream tls redial resolve node cluster shardsub \
+	      vouch httphead grace_record grace grace_resume stream tls redial \
+	      resolve node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
 	      locks/holds locks/grant locks/values locks/renew locks/handoff \
 	      locks/watch locks/events locks/locks

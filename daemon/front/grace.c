@@ -36,13 +36,8 @@
  * writes it again, same generation and secret, as soon as it reconnects
  * (grace_store_up), as it reclaims the session's locks.
  */
-#include "acl.h"
-#include "grace.h"
-#include "broker.h"
-#include "clientid.h"
-#include "locks.h"
+#include "grace_int.h"
 #include "log.h"
-#include "store.h"
 #include "util.h"
 
 #include <event2/event.h>
@@ -52,95 +47,11 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define TOUCH_MIN_MS 1000		/* record touch period bounds */
-#define TOUCH_MAX_MS 10000
-#define DETACHED_SLACK_MS 5000		/* record outlives a detached grace */
-#define RESUME_SLACK_MS (2 * TOUCH_MAX_MS)	/* until the first touch */
-#define END_RETRY_MS 1000		/* "end" unanswered: ask again */
-#define END_TRIES 5			/* then leave the locks to their TTL */
-/* An ended record stays this long: every connection left behind touches
- * it (and learns it is over) within a touch period. */
-#define TOMBSTONE_MS (2 * TOUCH_MAX_MS + TOUCH_MIN_MS)
-#define HOLD_VAL_MAX 48			/* "<holds> <ttl> [<kind>]" */
-
-enum gstate { G_ATTACHED, G_DETACHED, G_RESUMING, G_ENDING };
-
-struct grace {
-	struct broker *b;
-	TAILQ_ENTRY(grace) link;	/* b->graces */
-	enum gstate state;
-	const struct grace_ops *ops;	/* how its session is told */
-	void *arg;			/* ATTACHED / RESUMING: its session
-					 * (NULL: none) */
-	struct lclient *cl;		/* owned here unless ATTACHED */
-	char cid[CLIENTID_LEN + 1];
-	char owner[OWNER_MAX + 1];	/* cid, or cid/gen */
-	unsigned long gen;
-	char secret[GRACE_SECRET_LEN + 1];
-	char app[ACL_NAME_MAX + 1];	/* its session's app ("" none): only
-					 * a session of it may resume it */
-	long grace_ms;
-	long old_grace_ms;		/* HELLO GRACE again: until recorded */
-	int64_t end_at;			/* DETACHED: the grace's end (ms) */
-	struct event *timer;		/* touch, check, grace's end, retry */
-	unsigned refs;			/* Redis calls in flight */
-	unsigned dead:1;		/* settled: free at refs 0 */
-	unsigned quiet:1;		/* adopting: no per-key writes */
-	unsigned opening:1;		/* HELLO GRACE awaits its answer */
-	unsigned fresh:1;		/* made by that HELLO GRACE */
-	unsigned failed:1;		/* RESUMING: a takeover got no answer */
-	unsigned quit:1;		/* ENDING: its session said QUIT */
-	unsigned ends;			/* "end" tries */
-	unsigned pending;		/* RESUMING: takeovers in flight */
-	struct gwait *waits;		/* RESUMING: the queued waits the
-					 * record lists, for the session */
-	size_t nwaits;
-	struct gfield *fields;		/* field writes Redis has not taken */
-};
-
-/*
- * A field of the record that must reach Redis: a queued wait (its entry,
- * or its removal once it was told its outcome) or a watched key.  Kept
- * until Redis confirms it, and sent again when Redis is back (or at the
- * next touch), the latest value per field: a wait told FAILED while Redis
- * was away must not be queued again by a RESUME afterwards.
- */
-struct gfield {
-	struct gfield *next;
-	struct grace *g;
-	const char *op;			/* session.lua's: "wait", "watch" */
-	char *val;			/* "" deletes the field */
-	unsigned sending:1;		/* a write in flight */
-	unsigned again:1;		/* changed while it was */
-	size_t keylen;
-	char key[];
-};
-
-/* A queued wait (or a watched key: watch) read from the record by a
- * RESUME. */
-struct gwait {
-	char *key;
-	size_t keylen;
-	int watch;
-	char val[GRACE_WAIT_VAL_MAX];
-};
-
-/* One key being taken over by a resumed session. */
-struct takeover {
-	struct grace *g;
-	unsigned holds;
-	long ttl_ms;
-	int64_t sent_us;		/* when takeover.lua was sent */
-	long kind;
-	size_t keylen;
-	char key[];
-};
-
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 
 /* Tell g's session how its HELLO GRACE or RESUME ended (not OK). */
-static void
-answer(struct grace *g, enum grace_status st, const char *why)
+void
+grace_answer(struct grace *g, enum grace_status st, const char *why)
 {
 	g->ops->answer(g->arg, st, g->cid, NULL, why);
 }
@@ -176,12 +87,12 @@ ghost_doubt(void *arg)
 	return grace_doubt(arg);
 }
 
-static const struct lk_client_ops ghost_ops = { ghost_reply, ghost_lost,
+const struct lk_client_ops grace_ghost_ops = { ghost_reply, ghost_lost,
     ghost_changed, ghost_doubt, NULL };
 
 /* --- lifetime --------------------------------------------------------- */
 
-static struct grace *
+struct grace *
 grace_new(struct broker *b, const char *cid)
 {
 	struct grace *g = xcalloc(1, sizeof *g);
@@ -198,41 +109,8 @@ grace_new(struct broker *b, const char *cid)
 	return g;
 }
 
-static void
-waits_free(struct grace *g)
-{
-	for (size_t i = 0; i < g->nwaits; i++)
-		free(g->waits[i].key);
-	free(g->waits);
-	g->waits = NULL;
-	g->nwaits = 0;
-}
-
-static void
-fields_free(struct grace *g)
-{
-	struct gfield *f;
-
-	while ((f = g->fields) != NULL) {
-		g->fields = f->next;
-		free(f->val);
-		free(f);
-	}
-}
-
-static void
-grace_unref(struct grace *g)
-{
-	if (--g->refs > 0 || !g->dead)
-		return;
-	waits_free(g);
-	fields_free(g);
-	event_free(g->timer);
-	free(g);
-}
-
 /* g is settled: out of the table, freed once its calls are answered. */
-static void
+void
 grace_settle(struct grace *g)
 {
 	struct broker *b = g->b;
@@ -268,127 +146,10 @@ grace_leave(struct grace *g, int taken)
 	grace_settle(g);
 }
 
-static void
+void
 grace_abandon(struct grace *g)
 {
 	grace_leave(g, 0);
-}
-
-static void
-timer_in(struct grace *g, long ms)
-{
-	timer_add_ms(g->timer, ms);
-}
-
-static long
-touch_period(const struct grace *g)
-{
-	long p = g->grace_ms / 3;
-
-	return p < TOUCH_MIN_MS ? TOUCH_MIN_MS : p > TOUCH_MAX_MS ?
-	    TOUCH_MAX_MS : p;
-}
-
-/* An attached record outlives a broker that stops touching it by the
- * grace. */
-static long
-attached_px(const struct grace *g)
-{
-	return g->grace_ms + 2 * touch_period(g);
-}
-
-/* --- record calls ------------------------------------------------------ */
-
-/* Argument list builder for session.lua. */
-struct rargs {
-	struct store_str *a;
-	size_t n, cap;
-	char (*num)[24];		/* numbers written out, one per slot */
-	size_t nnum, numcap;
-};
-
-#define RARGS(nums) \
-	{ .num = (nums), .numcap = sizeof (nums) / sizeof (nums)[0] }
-
-static void
-rargs_add(struct rargs *r, const char *p, size_t len)
-{
-	if (r->n == r->cap) {
-		r->cap = r->cap ? r->cap * 2 : 16;
-		r->a = realloc(r->a, r->cap * sizeof *r->a);
-		if (r->a == NULL)
-			fatalx("out of memory");
-	}
-	r->a[r->n++] = (struct store_str){ p, len };
-}
-
-static void
-rargs_str(struct rargs *r, const char *p)
-{
-	rargs_add(r, p, strlen(p));
-}
-
-/* Numbers live in one array sized up front (no pointer moves). */
-static void
-rargs_num(struct rargs *r, long long v)
-{
-	int l;
-
-	if (r->nnum == r->numcap)
-		fatalx("grace: more numbers than the call has room for");
-	l = snprintf(r->num[r->nnum], sizeof r->num[0], "%lld", v);
-
-	rargs_add(r, r->num[r->nnum++], (size_t)l);
-}
-
-struct holdvals {
-	struct rargs *r;
-	char (*val)[HOLD_VAL_MAX];
-	size_t n;
-};
-
-/* A hold's value in the record: "<holds> <ttl>" for an exclusive lock
- * (as before shared locks), "<holds> <ttl> <kind>" for a shared hold (0)
- * or a permit (n). */
-static int
-hold_val(char *buf, unsigned holds, long ttl_ms, long kind)
-{
-	return kind == LK_EXCLUSIVE ? snprintf(buf, HOLD_VAL_MAX, "%u %ld",
-	    holds, ttl_ms) : snprintf(buf, HOLD_VAL_MAX, "%u %ld %ld", holds,
-	    ttl_ms, kind);
-}
-
-static void
-add_hold(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, long kind)
-{
-	struct holdvals *h = arg;
-	int l = hold_val(h->val[h->n], holds, ttl_ms, kind);
-
-	rargs_add(h->r, key, keylen);
-	rargs_add(h->r, h->val[h->n++], (size_t)l);
-}
-
-/* A session.lua call for g; the callback gets arg (g itself, or a
- * struct naming g first). */
-static int
-record_call_arg(struct grace *g, struct rargs *r, store_session_fn *fn,
-    void *arg)
-{
-	int rc;
-
-	g->refs++;
-	rc = store_session(g->b->store, g->cid, CLIENTID_LEN, r->a, r->n,
-	    fn, arg);
-	if (rc != 0)
-		g->refs--;
-	return rc;
-}
-
-static int
-record_call(struct grace *g, struct rargs *r, store_session_fn *fn)
-{
-	return record_call_arg(g, r, fn, g);
 }
 
 /* A fresh grant's record write: which key it was for. */
@@ -403,60 +164,6 @@ static void write_done(void *arg, int ok, long long status,
 static void check_done(void *arg, int ok, long long status,
     const struct store_str *rest, size_t n);
 static void detached_timer(struct grace *g);
-static void resumed_done(void *arg, int ok, long long status,
-    const struct store_str *rest, size_t n);
-static void taken_over(struct grace *g);
-
-/*
- * The whole record: session.lua "write" (op) with the state and every
- * hold.  Used by HELLO GRACE (attached), a detach, a resumed session's
- * first write, and to make the record again when Redis lost it ("write",
- * or "reclaim": only if Redis lost it).  The callback gets arg.
- */
-static int
-record_write_op(struct grace *g, const char *op, const char *state, long px,
-    store_session_fn *fn, void *arg)
-{
-	size_t nheld = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
-	char num[8][24];
-	struct rargs r = RARGS(num);
-	struct holdvals h = { &r, NULL, 0 };
-	int rc;
-
-	h.val = xcalloc(nheld + 1, sizeof *h.val);
-	rargs_str(&r, op);
-	rargs_num(&r, (long long)g->gen);
-	rargs_str(&r, g->secret);
-	rargs_num(&r, g->grace_ms);
-	rargs_num(&r, px);
-	rargs_str(&r, g->b->id);
-	rargs_str(&r, state);
-	rargs_str(&r, g->app);
-	if (g->cl != NULL)
-		locks_holds(g->cl, add_hold, &h);
-	rc = record_call_arg(g, &r, fn, arg);
-	free(h.val);
-	free(r.a);
-	return rc;
-}
-
-static int
-record_write(struct grace *g, const char *state, long px,
-    store_session_fn *fn)
-{
-	return record_write_op(g, "write", state, px, fn, g);
-}
-
-static void
-noop_done(void *arg, int ok, long long status, const struct store_str *rest,
-    size_t n)
-{
-	(void)ok;
-	(void)status;
-	(void)rest;
-	(void)n;
-	grace_unref(arg);
-}
 
 /* A fresh grant's record write is in: its session may say OK now. */
 static void
@@ -477,9 +184,9 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 		/* resumed elsewhere: this connection goes, its OK unsaid, and
 		 * the new lock (the old generation's, in no record the RESUME
 		 * read) is released at once (locks_client_taken) */
-		taken_over(g);
+		grace_taken_over(g);
 	} else if (ok && status < 0 && g->state == G_ATTACHED &&
-	    record_write_op(g, "write", "attached", attached_px(g),
+	    grace_record_write_op(g, "write", "attached", grace_attached_px(g),
 	    fresh_done, kw) == 0) {
 		/* the record was gone: the OK waits for it written again */
 		grace_unref(g);
@@ -500,15 +207,15 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 {
 	char num[4][24], val[HOLD_VAL_MAX];
 	struct rargs r = RARGS(num);
-	int l = holds == 0 ? 0 : hold_val(val, holds, ttl_ms, kind), rc;
+	int l = holds == 0 ? 0 : grace_hold_val(val, holds, ttl_ms, kind), rc;
 
 	if (g == NULL || g->dead || g->quiet || g->opening ||
 	    g->state == G_RESUMING)
 		return 0;
-	rargs_str(&r, "key");
-	rargs_num(&r, (long long)g->gen);
-	rargs_add(&r, key, keylen);
-	rargs_add(&r, val, (size_t)l);
+	grace_rargs_str(&r, "key");
+	grace_rargs_num(&r, (long long)g->gen);
+	grace_rargs_add(&r, key, keylen);
+	grace_rargs_add(&r, val, (size_t)l);
 	fresh = fresh && g->arg != NULL;
 	if (fresh) {
 		struct keywrite *kw = xmalloc(sizeof *kw + keylen);
@@ -516,10 +223,10 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 		kw->g = g;
 		kw->keylen = keylen;
 		memcpy(kw->key, key, keylen);
-		if ((rc = record_call_arg(g, &r, fresh_done, kw)) != 0)
+		if ((rc = grace_record_call_arg(g, &r, fresh_done, kw)) != 0)
 			free(kw);
 	} else {
-		rc = record_call(g, &r, noop_done);
+		rc = grace_record_call(g, &r, grace_noop_done);
 	}
 	if (rc != 0)
 		log_debug("session %s: record of '%.*s' not written (Redis "
@@ -528,144 +235,12 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 	return fresh && rc == 0;
 }
 
-static void field_send(struct gfield *f);
-
-static void
-field_unlink(struct gfield *f)
-{
-	struct gfield **pp;
-
-	for (pp = &f->g->fields; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
-	free(f->val);
-	free(f);
-}
-
-static void
-field_done(void *arg, int ok, long long status, const struct store_str *rest,
-    size_t n)
-{
-	struct gfield *f = arg;
-	struct grace *g = f->g;
-
-	(void)rest;
-	(void)n;
-	f->sending = 0;
-	if (!g->dead && (!ok || f->again)) {
-		/* not taken (sent again when Redis answers, or at the next
-		 * touch), or changed since: the latest value goes */
-		f->again = 0;
-		if (ok)
-			field_send(f);
-	} else {
-		/* written, or the record is gone or another generation's:
-		 * nothing more to write */
-		(void)status;
-		field_unlink(f);
-	}
-	grace_unref(g);
-}
-
-static void
-field_send(struct gfield *f)
-{
-	struct grace *g = f->g;
-	char num[4][24];
-	struct rargs r = RARGS(num);
-
-	rargs_str(&r, f->op);
-	rargs_num(&r, (long long)g->gen);
-	rargs_add(&r, f->key, f->keylen);
-	rargs_str(&r, f->val);
-	if (record_call_arg(g, &r, field_done, f) == 0)
-		f->sending = 1;
-	free(r.a);
-}
-
-/* Send again the fields Redis has not taken (it is back, or a touch). */
-static void
-fields_flush(struct grace *g)
-{
-	for (struct gfield *f = g->fields; f != NULL; f = f->next)
-		if (!f->sending)
-			field_send(f);
-}
-
-/* One field of the record: op "wait" or "watch", val "" to delete it.
- * Not waited for, but written for sure while the record is this
- * connection's (struct gfield). */
-static int
-record_field(struct grace *g, const char *op, const char *key, size_t keylen,
-    const char *val)
-{
-	struct gfield *f;
-
-	if (g == NULL || g->dead || g->opening || g->state == G_RESUMING)
-		return -1;
-	for (f = g->fields; f != NULL; f = f->next)
-		if (f->op == op && f->keylen == keylen &&
-		    memcmp(f->key, key, keylen) == 0)
-			break;
-	if (f == NULL) {
-		f = xcalloc(1, sizeof *f + keylen);
-		f->g = g;
-		f->op = op;
-		f->keylen = keylen;
-		memcpy(f->key, key, keylen);
-		f->next = g->fields;
-		g->fields = f;
-	}
-	free(f->val);
-	f->val = xstrndup(val, strlen(val));
-	if (f->sending)
-		f->again = 1;
-	else
-		field_send(f);
-	return f->sending ? 0 : -1;
-}
-
-static const char op_wait[] = "wait", op_watch[] = "watch";
-
-int
-grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
-{
-	return record_field(g, op_wait, key, keylen, val != NULL ? val : "");
-}
-
-int
-grace_watch(struct grace *g, const char *key, size_t keylen, int on)
-{
-	return record_field(g, op_watch, key, keylen, on ? "1" : "");
-}
-
-static int
-record_simple(struct grace *g, const char *op, long long arg,
-    const char *arg2, store_session_fn *fn)
-{
-	char num[4][24];
-	struct rargs r = RARGS(num);
-	int rc;
-
-	rargs_str(&r, op);
-	rargs_num(&r, (long long)g->gen);
-	rargs_num(&r, arg);
-	if (arg2 != NULL)
-		rargs_str(&r, arg2);
-	rc = record_call(g, &r, fn);
-	free(r.a);
-	return rc;
-}
-
 /* --- attached: HELLO GRACE, touches ------------------------------------ */
-
 
 /* Another connection resumed the session: this one must go, and its
  * broker forget the holds (they are the other connection's now). */
-static void
-taken_over(struct grace *g)
+void
+grace_taken_over(struct grace *g)
 {
 	log_info("session %s was resumed on another connection", g->cid);
 	if (g->state == G_ATTACHED && g->arg != NULL) {
@@ -674,7 +249,7 @@ taken_over(struct grace *g)
 		return;
 	}
 	if (g->state == G_RESUMING && g->arg != NULL)
-		answer(g, GRACE_NOSESSION, "another connection resumed the "
+		grace_answer(g, GRACE_NOSESSION, "another connection resumed the "
 		    "session meanwhile");
 	grace_leave(g, 1);
 }
@@ -698,7 +273,7 @@ opening_failed(struct grace *g, const char *why)
 	} else {
 		g->grace_ms = g->old_grace_ms;
 		if (g->state == G_ATTACHED)
-			timer_in(g, touch_period(g));
+			grace_timer_in(g, grace_touch_period(g));
 		snprintf(text, sizeof text, "%s; the session keeps its grace "
 		    "of %ld ms", why, g->grace_ms);
 	}
@@ -722,14 +297,14 @@ write_done(void *arg, int ok, long long status, const struct store_str *rest,
 		} else if (status == 0) {
 			/* resumed elsewhere: like any request of a replaced
 			 * connection, no answer; the connection goes */
-			taken_over(g);
+			grace_taken_over(g);
 		} else {
 			g->fresh = 0;
 			g->ops->answer(g->arg, GRACE_OK, g->cid, g->secret,
 			    NULL);
 		}
 	} else if (!g->dead && ok && status == 0) {
-		taken_over(g);
+		grace_taken_over(g);
 	}
 	grace_unref(g);
 }
@@ -774,12 +349,12 @@ grace_hello(struct broker *b, const struct grace_ops *ops, void *arg,
 	g->old_grace_ms = g->grace_ms;
 	g->grace_ms = grace_ms;
 	g->opening = 1;
-	if (record_write(g, "attached", attached_px(g), write_done) != 0) {
+	if (grace_record_write(g, "attached", grace_attached_px(g), write_done) != 0) {
 		g->opening = 0;
 		opening_failed(g, "Redis is unreachable");
 		return;
 	}
-	timer_in(g, touch_period(g));
+	grace_timer_in(g, grace_touch_period(g));
 }
 
 /* --- checks: resumed elsewhere, or lost? ------------------------------ */
@@ -801,7 +376,7 @@ record_state(const struct grace *g, long *px)
 		*px = grace_left(g) + DETACHED_SLACK_MS;
 		return "detached";
 	}
-	*px = attached_px(g);
+	*px = grace_attached_px(g);
 	return "attached";
 }
 
@@ -814,7 +389,7 @@ reclaim_done(void *arg, int ok, long long status,
 	(void)rest;
 	(void)n;
 	if (!g->dead && ok && status == 0)
-		taken_over(g);
+		grace_taken_over(g);
 	else if (!g->dead && ok && status == 2)
 		log_info("session %s: its record was gone from Redis; written "
 		    "again (generation %lu, %zu lock(s))", g->cid, g->gen,
@@ -835,7 +410,7 @@ record_reclaim(struct grace *g)
 	    g->state != G_DETACHED))
 		return;
 	state = record_state(g, &px);
-	if (record_write_op(g, "reclaim", state, px, reclaim_done, g) != 0)
+	if (grace_record_write_op(g, "reclaim", state, px, reclaim_done, g) != 0)
 		log_debug("session %s: record not reclaimed (Redis "
 		    "unreachable)", g->cid);
 }
@@ -850,7 +425,7 @@ check_done(void *arg, int ok, long long status, const struct store_str *rest,
 	(void)rest;
 	(void)n;
 	if (!g->dead && ok && status == 0)
-		taken_over(g);
+		grace_taken_over(g);
 	else if (!g->dead && ok && status < 0)
 		record_reclaim(g);
 	grace_unref(g);
@@ -868,7 +443,7 @@ doubt_done(void *arg, int ok, long long status, const struct store_str *rest,
 	if (g->dead || g->cl == NULL) {
 		/* settled meanwhile: its lock client is gone */
 	} else if (ok && status == 0) {
-		taken_over(g);
+		grace_taken_over(g);
 	} else {
 		/* still this session's (or Redis cannot say): lost */
 		if (ok && status < 0)
@@ -885,7 +460,7 @@ grace_doubt(struct grace *g)
 		return 0;
 	if (g->state == G_ENDING)
 		return 1;	/* the end decides: freed, or taken over */
-	return record_simple(g, "check", 0, NULL, doubt_done) == 0;
+	return grace_record_simple(g, "check", 0, NULL, doubt_done) == 0;
 }
 
 void
@@ -897,7 +472,7 @@ grace_store_up(struct broker *b)
 		return;
 	TAILQ_FOREACH(g, &b->graces, link) {
 		record_reclaim(g);
-		fields_flush(g);
+		grace_fields_flush(g);
 	}
 }
 
@@ -909,9 +484,9 @@ static void end_send(struct grace *g);
 static void
 detached_timer(struct grace *g)
 {
-	long left = grace_left(g), p = touch_period(g);
+	long left = grace_left(g), p = grace_touch_period(g);
 
-	timer_in(g, left < p ? left : p);
+	grace_timer_in(g, left < p ? left : p);
 }
 
 static void
@@ -940,9 +515,9 @@ end_done(void *arg, int ok, long long status, const struct store_str *rest,
 		locks_client_free(cl);
 		grace_settle(g);
 	} else if (ok) {
-		taken_over(g);
+		grace_taken_over(g);
 	} else if (++g->ends < END_TRIES) {
-		timer_in(g, END_RETRY_MS);
+		grace_timer_in(g, END_RETRY_MS);
 	} else {
 		log_warn("session %s: Redis did not settle its record; its "
 		    "locks are left to expire at their TTL", g->cid);
@@ -955,7 +530,7 @@ static void
 end_send(struct grace *g)
 {
 	g->state = G_ENDING;
-	if (record_simple(g, "end", TOMBSTONE_MS, g->quit ? "ended" :
+	if (grace_record_simple(g, "end", TOMBSTONE_MS, g->quit ? "ended" :
 	    "expired", end_done) != 0) {
 		g->refs++;
 		end_done(g, 0, 0, NULL, 0);
@@ -971,19 +546,19 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	switch (g->state) {
 	case G_ATTACHED:
-		if (record_simple(g, "touch", attached_px(g), NULL,
+		if (grace_record_simple(g, "touch", grace_attached_px(g), NULL,
 		    check_done) != 0)
 			log_debug("session %s: record not touched (Redis "
 			    "unreachable)", g->cid);
-		fields_flush(g);
-		timer_in(g, touch_period(g));
+		grace_fields_flush(g);
+		grace_timer_in(g, grace_touch_period(g));
 		break;
 	case G_DETACHED:
-		fields_flush(g);
+		grace_fields_flush(g);
 		if (now_ms() < g->end_at) {
 			/* resumed elsewhere meanwhile?  (no other news may
 			 * come: a session without locks has no renewals) */
-			if (record_simple(g, "check", 0, NULL, check_done) != 0)
+			if (grace_record_simple(g, "check", 0, NULL, check_done) != 0)
 				log_debug("session %s: record not checked "
 				    "(Redis unreachable)", g->cid);
 			detached_timer(g);
@@ -1014,7 +589,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 	}
 	g->cl = cl;
 	event_del(g->timer);
-	locks_client_handover(cl, &ghost_ops, g, 1);
+	locks_client_handover(cl, &grace_ghost_ops, g, 1);
 	if (g->opening && g->fresh && how == GRACE_LOST) {
 		/* gone before it heard its secret: nobody can resume it */
 		how = GRACE_QUIT;
@@ -1036,7 +611,7 @@ grace_session_end(struct grace *g, struct lclient *cl, enum grace_end how)
 		log_info("session %s: connection ended without QUIT; its %zu "
 		    "lock(s) are kept for its grace of %ld ms", g->cid,
 		    locks_held(cl, NULL, NULL), g->grace_ms);
-	if (record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS,
+	if (grace_record_write(g, "detached", g->grace_ms + DETACHED_SLACK_MS,
 	    write_done) != 0)
 		log_info("session %s: Redis unreachable; the record says it "
 		    "is attached until it expires", g->cid);
@@ -1055,7 +630,7 @@ grace_stop(struct broker *b, int final)
 		next = TAILQ_NEXT(g, link);
 		if (final && g->state != G_DETACHED) {
 			if (g->arg != NULL && g->state == G_RESUMING)
-				answer(g, GRACE_UNAVAILABLE, "the broker is "
+				grace_answer(g, GRACE_UNAVAILABLE, "the broker is "
 				    "stopping");
 			grace_abandon(g);
 			continue;
@@ -1071,301 +646,4 @@ grace_stop(struct broker *b, int final)
 		    "lock(s) left in Redis for RESUME on another broker; "
 		    "unless resumed, the locks expire at their TTL", n, locks);
 	return n;
-}
-
-/* --- resuming ----------------------------------------------------------- */
-
-static void
-resume_finish(struct grace *g)
-{
-	g->quiet = 0;
-	if (g->failed) {
-		/* Some keys are the new generation's in Redis, some maybe
-		 * not: a RESUME again takes them all (any earlier
-		 * generation's value is taken over). */
-		if (g->arg != NULL)
-			answer(g, GRACE_UNAVAILABLE, "Redis did not answer for "
-			    "every key; send RESUME again");
-		grace_abandon(g);
-		return;
-	}
-	/* OK only once the record, checked against this generation, says
-	 * so: a RESUME that raced this one and came later has won. */
-	if (record_write(g, "attached", attached_px(g), resumed_done) != 0) {
-		g->refs++;
-		resumed_done(g, 0, 0, NULL, 0);
-	}
-}
-
-static void
-resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
-    size_t n)
-{
-	struct grace *g = arg;
-
-	(void)rest;
-	(void)n;
-	if (g->dead) {
-		grace_unref(g);
-		return;
-	}
-	if (!ok || status != 1) {
-		if (g->arg != NULL)
-			answer(g, ok ? GRACE_NOSESSION : GRACE_UNAVAILABLE, ok ?
-			    "another connection resumed the session meanwhile" :
-			    "Redis did not confirm the session; send RESUME "
-			    "again");
-		grace_abandon(g);
-		grace_unref(g);
-		return;
-	}
-	g->b->stats.resumes++;
-	log_info("session %s resumed (generation %lu) with %zu lock(s)",
-	    g->cid, g->gen, locks_held(g->cl, NULL, NULL));
-	g->state = G_ATTACHED;
-	if (g->arg == NULL) {
-		/* its new connection is gone already */
-		grace_session_end(g, g->cl, GRACE_LOST);
-	} else {
-		timer_in(g, touch_period(g));
-		g->ops->resumed(g->arg, g, g->cl, g->cid);
-		/* then the waits it had queued, queued again by the session,
-		 * and the keys it watched, watched again */
-		for (size_t i = 0; i < g->nwaits && g->arg != NULL &&
-		    !g->dead; i++) {
-			const struct gwait *w = &g->waits[i];
-
-			if (w->watch && g->ops->watch_found != NULL)
-				g->ops->watch_found(g->arg, w->key, w->keylen);
-			else if (!w->watch && g->ops->wait_found != NULL)
-				g->ops->wait_found(g->arg, w->key, w->keylen,
-				    w->val);
-		}
-	}
-	waits_free(g);
-	grace_unref(g);
-}
-
-static void
-released_done(void *arg, int ok, int released)
-{
-	(void)ok;
-	(void)released;
-	grace_unref(arg);
-}
-
-static void
-takeover_done(void *arg, int ok, int granted, long long token,
-    const char *text, size_t textlen)
-{
-	struct takeover *t = arg;
-	struct grace *g = t->g;
-
-	/* (text: the hold's value, which goes on with it) */
-	if (!ok) {
-		g->failed = 1;
-	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
-	    t->keylen, t->kind, token, t->holds, t->ttl_ms, t->sent_us, text,
-	    textlen) != 0) {
-		/* a stale hold here is being released: rare; free the key
-		 * rather than leave it taken, unlisted, until its TTL */
-		log_warn("session %s: '%.*s' was being released here by "
-		    "another session; not resumed, freed", g->cid,
-		    (int)t->keylen, t->key);
-		g->refs++;
-		if (store_release(g->b->store, t->key, t->keylen, g->owner,
-		    strlen(g->owner), token, 1, released_done, g) != 0)
-			g->refs--;
-	}
-	free(t);
-	if (--g->pending == 0 && !g->dead)
-		resume_finish(g);
-	grace_unref(g);
-}
-
-/* "<holds> <ttl> [<kind>]" as written by hold_val. */
-static void
-hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind)
-{
-	char buf[HOLD_VAL_MAX];
-	size_t l = v->len < sizeof buf - 1 ? v->len : sizeof buf - 1;
-	char *end, *kend;
-
-	memcpy(buf, v->p, l);
-	buf[l] = '\0';
-	*holds = (unsigned)strtoul(buf, &end, 10);
-	*ttl = strtol(end, &end, 10);
-	*kind = strtol(end, &kend, 10);
-	if (kend == end || *kind < 0 || *kind > GRACE_PERMITS_MAX)
-		*kind = LK_EXCLUSIVE;
-	if (*holds == 0)
-		*holds = 1;
-}
-
-/*
- * The connections of this broker that g's RESUME replaced: earlier
- * generations of its client-id, a RESUME in progress included once Redis
- * gave it its (lower) generation.  One still waiting for that is left
- * alone: it comes later, so it wins, and the record tells g so
- * (resumed_done).
- */
-static void
-take_over_local(struct grace *g)
-{
-	struct grace *o, *next;
-
-	for (o = TAILQ_FIRST(&g->b->graces); o != NULL; o = next) {
-		next = TAILQ_NEXT(o, link);
-		if (o != g && o->gen < g->gen && (o->state != G_RESUMING ||
-		    o->gen > 1) && strcmp(o->cid, g->cid) == 0) {
-			/* may free other entries (a session's): restart */
-			taken_over(o);
-			next = TAILQ_FIRST(&g->b->graces);
-		}
-	}
-}
-
-/* The record's queued waits (key, value pairs), then after an empty pair
- * its watched keys, kept for the session until the RESUME is answered. */
-static void
-waits_read(struct grace *g, const struct store_str *w, size_t n)
-{
-	int watches = 0;
-
-	waits_free(g);
-	g->waits = xcalloc(n / 2 + 1, sizeof *g->waits);
-	for (size_t i = 0; i + 1 < n; i += 2) {
-		struct gwait *gw = &g->waits[g->nwaits];
-		size_t l = w[i + 1].len < sizeof gw->val - 1 ? w[i + 1].len :
-		    sizeof gw->val - 1;
-
-		if (w[i].len == 0) {
-			watches = 1;
-			continue;
-		}
-		gw->watch = watches;
-		gw->key = xstrndup(w[i].p, w[i].len);
-		gw->keylen = w[i].len;
-		memcpy(gw->val, w[i + 1].p, l);
-		gw->val[l] = '\0';
-		g->nwaits++;
-	}
-}
-
-static void
-resume_done(void *arg, int ok, long long status, const struct store_str *rest,
-    size_t n)
-{
-	struct grace *g = arg;
-
-	if (g->dead) {
-		grace_unref(g);
-		return;
-	}
-	if (!ok || status != 1 || n < 2) {
-		if (g->arg != NULL && !ok)
-			answer(g, GRACE_UNAVAILABLE, "Redis is unreachable");
-		else if (g->arg != NULL && status == -3)
-			answer(g, GRACE_BADSECRET, "wrong secret");
-		else if (g->arg != NULL && status == -2)
-			answer(g, GRACE_NOSESSION, "the session expired: its "
-			    "grace ran out and its locks were freed");
-		else if (g->arg != NULL && status == -4)
-			answer(g, GRACE_NOSESSION, "the session ended with "
-			    "QUIT");
-		else if (g->arg != NULL && status == -5)
-			answer(g, GRACE_DENIED, "the session is another app's");
-		else if (g->arg != NULL)
-			answer(g, GRACE_NOSESSION, "no such session: it never "
-			    "had a grace, or it ended");
-		if (status == -3)
-			g->b->stats.resume_refused++;
-		grace_settle(g);
-		grace_unref(g);
-		return;
-	}
-	g->gen = strtoul(rest[0].p, NULL, 10);
-	g->grace_ms = strtol(rest[1].p, NULL, 10);
-	snprintf(g->owner, sizeof g->owner, "%s/%lu", g->cid, g->gen);
-	/* the connection it replaces, if it is this broker's */
-	take_over_local(g);
-	g->cl = locks_client_new(g->b->locks, g->owner, &ghost_ops, g);
-	locks_client_resumable(g->cl);
-	g->quiet = 1;
-	g->pending = 1;		/* this loop, until it is over */
-	for (size_t i = 2; i + 1 < n; i += 2) {
-		struct takeover *t;
-
-		if (rest[i].len == 0) {
-			/* the holds end here: the queued waits follow */
-			waits_read(g, rest + i + 2, n - i - 2);
-			break;
-		}
-		t = xmalloc(sizeof *t + rest[i].len);
-
-		t->g = g;
-		t->keylen = rest[i].len;
-		memcpy(t->key, rest[i].p, rest[i].len);
-		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms, &t->kind);
-		t->sent_us = now_us();
-		g->refs++;
-		g->pending++;
-		if (store_takeover(g->b->store, t->key, t->keylen, g->cid,
-		    CLIENTID_LEN, g->gen, t->ttl_ms, takeover_done, t) != 0) {
-			g->refs--;
-			g->pending--;
-			g->failed = 1;
-			free(t);
-		}
-	}
-	if (--g->pending == 0)
-		resume_finish(g);
-	grace_unref(g);
-}
-
-struct grace *
-grace_resume(struct broker *b, const struct grace_ops *ops, void *arg,
-    const char *id, size_t idlen, const char *secret, size_t secretlen,
-    const char *app)
-{
-	char cid[CLIENTID_LEN + 1];
-	struct grace *g;
-	char num[4][24];
-	struct rargs r = RARGS(num);
-
-	for (size_t i = 0; i < idlen; i++)
-		if (strchr("0123456789abcdef-", id[i]) == NULL || id[i] == '\0')
-			idlen = 0;
-	if (idlen != CLIENTID_LEN) {
-		ops->answer(arg, GRACE_BADARG, NULL, NULL, "not a client-id");
-		return NULL;
-	}
-	memcpy(cid, id, CLIENTID_LEN);
-	cid[CLIENTID_LEN] = '\0';
-	if (!store_is_up(b->store)) {
-		/* Redis unreachable, or (Sentinel mode) no lease: nothing
-		 * may be taken over, and the record must not move yet */
-		ops->answer(arg, GRACE_UNAVAILABLE, NULL, NULL, "Redis is "
-		    "unreachable");
-		return NULL;
-	}
-	g = grace_new(b, cid);
-	g->state = G_RESUMING;
-	g->ops = ops;
-	g->arg = arg;
-	snprintf(g->app, sizeof g->app, "%s", app);
-	memcpy(g->secret, secret, secretlen < GRACE_SECRET_LEN ? secretlen :
-	    GRACE_SECRET_LEN);
-	rargs_str(&r, "resume");
-	rargs_add(&r, secret, secretlen);
-	rargs_str(&r, b->id);
-	rargs_num(&r, RESUME_SLACK_MS);
-	rargs_str(&r, g->app);
-	if (record_call(g, &r, resume_done) != 0) {
-		answer(g, GRACE_UNAVAILABLE, "Redis is unreachable");
-		grace_settle(g);
-		g = NULL;
-	}
-	free(r.a);
-	return g;
 }
