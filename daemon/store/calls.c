@@ -1009,6 +1009,7 @@ renew_call(struct store *st, const struct route *r,
 	c->fn.renew = fn;
 	c->arg = arg;
 	c->nrenew = n;
+	c->cmd.ndeps = (int)n;		/* about every lock it renews */
 	c->cmd.tenure_arg = ta;
 	return call_start(c);
 }

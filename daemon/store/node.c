@@ -50,6 +50,7 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	c->born_ms = now_ms();
 	c->argc = argc;
 	c->nkeys = nkeys;
+	c->ndeps = nkeys > 0 ? 1 : 0;
 	c->bytes = bytes + (size_t)argc * 16;	/* and RESP's framing */
 	c->argv = (const char **)(void *)((char *)c + size);
 	c->argvlen = (size_t *)(void *)(c->argv + argc);
@@ -75,10 +76,121 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	return c;
 }
 
+/* --- order ------------------------------------------------------------ */
+
+/*
+ * Redis runs one connection's commands in the order they come, but a
+ * call it refuses before running it (NOSCRIPT: the script cache was
+ * emptied; "Function not found": the library was) is sent again only
+ * once its answer is read: behind every call sent meanwhile, and those
+ * may have run already, since this broker (for an earlier loss) or
+ * another one loaded the library again between them.  An early
+ * hand-off's pass sent again behind its new holder's renewal made that
+ * holder lose the key (Redis still showed the old one), and the pass then
+ * gave the key to a session that had forgotten it.  So a call about a
+ * key (cmd.ndeps) waits in the queue until every earlier call of this
+ * node about that key has its last answer, its resend's included; calls
+ * about other keys go on meanwhile.  Calls of one batch run in order
+ * within it and are sent again with it, so calls about one key may share
+ * a batch, never follow each other in two.  What it costs: a call about a
+ * key with a call in flight waits for that one's round trip (the next
+ * pass of a hand-off chain, a release during its key's renewal).
+ */
+#define DEP_BUCKETS 8192		/* a power of two */
+
+static unsigned
+dep_bucket(const char *p, size_t len)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 16777619u;
+	}
+	return h & (DEP_BUCKETS - 1);
+}
+
+static int
+skipped(const struct node *n, unsigned b)
+{
+	return (n->skip[b / 8] & (1u << (b % 8))) != 0;
+}
+
+/* No call in flight, and none kept back earlier in this queue walk, is
+ * about one of c's keys. */
+static int
+deps_free(const struct node *n, const struct cmd *c)
+{
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		if (n->deps[b] != 0 || skipped(n, b))
+			return 0;
+	}
+	return 1;
+}
+
+/* No call in flight is about one of c's keys. */
+static int
+deps_idle(const struct node *n, const struct cmd *c)
+{
+	for (int i = 0; i < c->ndeps; i++)
+		if (n->deps[dep_bucket(c->argv[3 + i], c->argvlen[3 + i])] != 0)
+			return 0;
+	return 1;
+}
+
+/* For the rest of this queue walk, calls about c's keys wait: c stays
+ * queued, or left in an earlier command than theirs would. */
+static void
+deps_block(struct node *n, const struct cmd *c)
+{
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		n->skip[b / 8] |= (unsigned char)(1u << (b % 8));
+	}
+}
+
+/* c went out for the first time (counted until its last answer), or has
+ * its last answer. */
+static void
+deps_count(struct cmd *c, int sent)
+{
+	struct node *n = c->node;
+
+	if (c->ordered == sent)
+		return;
+	c->ordered = sent;
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		if (sent)
+			n->deps[b]++;
+		else
+			n->deps[b]--;
+	}
+}
+
+/* c has its last answer, or none (its link went, or it could not be
+ * sent): the calls about its keys behind it may go. */
+static void
+cmd_answered(struct cmd *c)
+{
+	struct node *n = c->node;
+
+	if (c->ordered) {
+		deps_count(c, 0);
+		if (n->qhead != NULL)
+			queue_run(n);
+	}
+}
+
 /* No answer for c (its link went, or it could not be sent). */
 static void
 cmd_fail(struct cmd *c)
 {
+	cmd_answered(c);
 	c->reply(c, NULL, 0);
 }
 
@@ -390,6 +502,7 @@ cmd_done(struct cmd *c, const redisReply *r)
 			cmd_fail(c);
 		return;
 	}
+	cmd_answered(c);
 	g = c->group;		/* its reply came: no longer a member */
 	c->group = NULL;
 	if (c->reply(c, r, g != NULL) == CMD_PARK && g != NULL) {
@@ -456,6 +569,7 @@ cmd_sent(struct cmd *c)
 
 	if (n->inflight++ == 0)
 		n->last_progress_ms = now_ms();
+	deps_count(c, 1);
 	c->loads = n->fn_loads;
 	if (c->acked != NULL && n->env->acks > 0)
 		group_join(c);
@@ -501,8 +615,10 @@ cmd_send(struct cmd *c)
  * STORE_BATCH_MAX calls and STORE_BATCH_BYTES; a call alone goes as its
  * own script's call, as before batches.  Since every call leaves through the
  * queue, calls reach Redis in the order they were started, inside a
- * batch and from one batch to the next (a handoff and then a renewal of
- * its new holder depend on it).  A call of a batch counts as one in
+ * batch and from one batch to the next, except that a call about a key
+ * waits for the calls about it still unanswered (order, above) while
+ * others pass it (a handoff and then a renewal of its new holder depend
+ * on their order).  A call of a batch counts as one in
  * flight (STORE_MAX_INFLIGHT, the watchdog, store_inflight): what is
  * bounded is the work Redis has been given, whatever its packing.
  *
@@ -676,60 +792,6 @@ batch_send(struct batch *b)
 	return 0;
 }
 
-/*
- * The end of the loop turn: send n's queued calls that have a place in
- * flight, in order, as batches (one call alone: its own call).  Then
- * write them at once: hiredis would write on the next loop turn, when
- * epoll reports the socket writable, after adding a write event for each
- * command (epoll_ctl) and deleting it once written (epoll_ctl again).
- * Writing here saves that turn and both calls (holding writes, link_send
- * adds no write event; hiredis adds one itself if the socket takes only
- * part).  With one connection and one request at a time, the broker's
- * system calls per request went from 3 epoll_wait and 5 epoll_ctl to 2
- * and 3 (strace -c, lbbench pairs --conns 1).
- */
-static void
-flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct node *n = arg;
-	int sent = 0;
-
-	(void)fd;
-	(void)what;
-	link_hold_writes(&n->link, 1);
-	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-	    node_usable(n)) {
-		struct cmd *head = n->qhead, *last = head, *c;
-		size_t count = 1, bytes = head->bytes;
-		size_t room = STORE_MAX_INFLIGHT - n->inflight;
-
-		while ((c = last->qnext) != NULL && count < STORE_BATCH_MAX &&
-		    count < room && bytes + c->bytes <= STORE_BATCH_BYTES) {
-			last = c;
-			count++;
-			bytes += c->bytes;
-		}
-		n->qhead = last->qnext;
-		if (n->qhead == NULL)
-			n->qtail = NULL;
-		n->queued -= count;
-		last->qnext = NULL;
-		if (count == 1) {
-			if (cmd_send(head) != 0)
-				cmd_fail(head);
-		} else {
-			struct batch *b = batch_new(n, head, count);
-
-			if (batch_send(b) != 0)
-				batch_fail(b);
-		}
-		sent = 1;
-	}
-	link_hold_writes(&n->link, 0);
-	if (sent)
-		link_write_now(&n->link);
-}
-
 /* --- the queue --------------------------------------------------------- */
 
 static void
@@ -744,28 +806,136 @@ queue_push(struct node *n, struct cmd *c)
 	n->queued++;
 }
 
-/* Send queued calls while there is room in flight (batching: at the end
- * of this turn, flush_cb). */
+/* Take c, after prev (NULL: the head), out of n's queue. */
+static void
+queue_unlink(struct node *n, struct cmd *prev, struct cmd *c)
+{
+	if (prev != NULL)
+		prev->qnext = c->qnext;
+	else
+		n->qhead = c->qnext;
+	if (n->qtail == c)
+		n->qtail = prev;
+	n->queued--;
+	c->qnext = NULL;
+}
+
+/* A command's worth of calls taken from the queue: one call, or a
+ * batch's (qnext-linked, in order). */
+struct group {
+	struct cmd *head, *tail;
+	size_t n, bytes;
+};
+
+/*
+ * Take from n's queue, in order, the calls that may go now, as at most
+ * room calls into commands g (returns how many commands): batching, up
+ * to STORE_BATCH_MAX calls and STORE_BATCH_BYTES a command, else one call
+ * a command.  A call about a key that a call in flight is about, or one
+ * kept back or taken into an earlier command of this walk, stays queued,
+ * and the calls behind it about its keys with it (order, above).
+ */
+static size_t
+queue_take(struct node *n, struct group *g, size_t room)
+{
+	size_t ng = 0, taken = 0;
+	struct cmd *c, *prev = NULL, *next;
+
+	memset(n->skip, 0, DEP_BUCKETS / 8);
+	for (c = n->qhead; c != NULL && taken < room; c = next) {
+		struct group *cur = ng > 0 ? &g[ng - 1] : NULL;
+
+		next = c->qnext;
+		if (!deps_free(n, c)) {
+			deps_block(n, c);
+			prev = c;
+			continue;
+		}
+		if (cur == NULL || !n->env->batching ||
+		    cur->n == STORE_BATCH_MAX ||
+		    cur->bytes + c->bytes > STORE_BATCH_BYTES) {
+			/* a new command: the calls of the one before are
+			 * ahead of every later call about their keys */
+			if (cur != NULL) {
+				for (struct cmd *d = cur->head; d != NULL;
+				    d = d->qnext)
+					deps_block(n, d);
+				if (!deps_free(n, c)) {
+					deps_block(n, c);
+					prev = c;
+					continue;
+				}
+			}
+			cur = &g[ng++];
+			*cur = (struct group){ NULL, NULL, 0, 0 };
+		}
+		queue_unlink(n, prev, c);
+		if (cur->tail != NULL)
+			cur->tail->qnext = c;
+		else
+			cur->head = c;
+		cur->tail = c;
+		cur->n++;
+		cur->bytes += c->bytes;
+		taken++;
+	}
+	return ng;
+}
+
+/*
+ * The end of the loop turn: send n's queued calls that may go (each with
+ * a place in flight, and no earlier call about its keys unanswered), in
+ * order, as batches when batching (one call alone: its own call).  Then
+ * write them at once: hiredis would write on the next loop turn, when
+ * epoll reports the socket writable, after adding a write event for each
+ * command (epoll_ctl) and deleting it once written (epoll_ctl again).
+ * Writing here saves that turn and both calls (holding writes, link_send
+ * adds no write event; hiredis adds one itself if the socket takes only
+ * part).  With one connection and one request at a time, the broker's
+ * system calls per request went from 3 epoll_wait and 5 epoll_ctl to 2
+ * and 3 (strace -c, lbbench pairs --conns 1).
+ */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct node *n = arg;
+	struct group g[STORE_MAX_INFLIGHT];
+	size_t ng;
+
+	(void)fd;
+	(void)what;
+	if (n->qhead == NULL || n->inflight >= STORE_MAX_INFLIGHT ||
+	    !node_usable(n))
+		return;
+	/* all taken first, then sent: a failed send's callback may queue */
+	ng = queue_take(n, g, STORE_MAX_INFLIGHT - n->inflight);
+	if (ng == 0)
+		return;
+	link_hold_writes(&n->link, 1);
+	for (size_t i = 0; i < ng; i++) {
+		if (g[i].n == 1) {
+			if (cmd_send(g[i].head) != 0)
+				cmd_fail(g[i].head);
+		} else {
+			struct batch *b = batch_new(n, g[i].head, g[i].n);
+
+			if (batch_send(b) != 0)
+				batch_fail(b);
+		}
+	}
+	link_hold_writes(&n->link, 0);
+	link_write_now(&n->link);
+}
+
+/* Send the queued calls that may go, at the end of this turn (flush_cb):
+ * a place in flight freed up, a call about their keys was answered, or
+ * (batching) a call was made. */
 static void
 queue_run(struct node *n)
 {
-	if (n->env->batching) {
-		if (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-		    node_usable(n))
-			event_active(n->flush_ev, EV_TIMEOUT, 0);
-		return;
-	}
-	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-	    node_usable(n)) {
-		struct cmd *c = n->qhead;
-
-		n->qhead = c->qnext;
-		if (n->qhead == NULL)
-			n->qtail = NULL;
-		n->queued--;
-		if (cmd_send(c) != 0)
-			cmd_fail(c);
-	}
+	if (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
+	    node_usable(n))
+		event_active(n->flush_ev, EV_TIMEOUT, 0);
 }
 
 /* Answer every queued call of n "unavailable" (its link is gone). */
@@ -793,10 +963,16 @@ node_call(struct node *n, struct cmd *c)
 		queue_run(n);
 		return 0;
 	}
-	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT)
+	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT &&
+	    n->qhead == NULL && deps_idle(n, c))
 		return cmd_send(c);
-	if (node_usable(n) || (n->env->wait_link && !n->env->link.closing &&
-	    !n->link.dying && n->link.state != LINK_UP)) {
+	if (node_usable(n)) {
+		queue_push(n, c);
+		queue_run(n);
+		return 0;
+	}
+	if (n->env->wait_link && !n->env->link.closing && !n->link.dying &&
+	    n->link.state != LINK_UP) {
 		queue_push(n, c);
 		link_retry_now(&n->link);	/* one waiting out a backoff */
 		return 0;
@@ -935,6 +1111,8 @@ node_new(struct node_env *env, const char *host, int port, int is_unix,
 	else
 		snprintf(n->link.addrstr, sizeof n->link.addrstr,
 		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+	n->deps = xcalloc(DEP_BUCKETS, sizeof *n->deps);
+	n->skip = xcalloc(DEP_BUCKETS / 8, 1);
 	n->ack_ev = event_new(env->link.base, -1, 0, ack_cb, n);
 	n->flush_ev = event_new(env->link.base, -1, 0, flush_cb, n);
 	if (n->ack_ev == NULL || n->flush_ev == NULL)
@@ -958,6 +1136,8 @@ node_free(struct node *n)
 		event_free(n->ack_ev);
 	if (n->flush_ev)
 		event_free(n->flush_ev);
+	free(n->deps);
+	free(n->skip);
 	free(n->host);
 	free(n);
 }

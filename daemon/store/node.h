@@ -12,6 +12,11 @@
  * never decodes one.  Who owns the node (a topology: single.c,
  * cluster.c) gives the ops of its link, whose up and down end in node_up
  * and node_down.
+ *
+ * Calls about one key keep their order (node.c, "order"): a call is not
+ * sent while an earlier call of the node about one of its keys is
+ * unanswered, so a call Redis must be sent again (NOSCRIPT, "Function not
+ * found") never runs after one that came behind it.
  */
 #ifndef LOCKBROKER_NODE_H
 #define LOCKBROKER_NODE_H
@@ -96,6 +101,12 @@ struct cmd {
 					 * was sent (node.fn_loads) */
 	int argc;
 	int nkeys;			/* argv[3..3+nkeys): its KEYS */
+	int ndeps;			/* the first ndeps of them name what it
+					 * is about (a lock, a session record):
+					 * its order with other calls about
+					 * them is kept; 1 unless set */
+	int ordered;			/* counted in its node's deps, from
+					 * its first send to its last answer */
 	size_t bytes;			/* about its size on the wire */
 	const char **argv;
 	size_t *argvlen;
@@ -138,6 +149,13 @@ struct node {
 	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
 					 * for the link (cluster) */
 	size_t queued;
+	/* Calls sent and unanswered per bucket of the keys they are about
+	 * (cmd.ndeps; a bucket a hash of a key's name): a call whose bucket
+	 * counts any waits, behind them, in the queue.  Buckets shared by
+	 * two keys only make a call wait longer. */
+	uint32_t *deps;
+	unsigned char *skip;		/* a queue walk's buckets of calls held
+					 * back before (bits) */
 	/* Batching, the queue is also this turn's batch: calls are sent
 	 * only by flush_ev, made active when one is queued (or a place in
 	 * flight frees up), which runs at the end of the loop turn and
@@ -175,9 +193,10 @@ int node_usable(const struct node *n);
 /*
  * Send c to n (c->node = n), or queue it there: batching, always (sent
  * at the end of the turn, if it has a place in flight by then); else when
- * STORE_MAX_INFLIGHT are in flight, or (wait_link: a redirection to a
- * master not connected yet) until its link is up.  -1 when it can go
- * nowhere (c is the caller's again).
+ * STORE_MAX_INFLIGHT are in flight, when an earlier call about one of its
+ * keys is queued or unanswered, or (wait_link: a redirection to a master
+ * not connected yet) until its link is up.  -1 when it can go nowhere (c
+ * is the caller's again).
  */
 int node_call(struct node *n, struct cmd *c);
 /* Tear n's link down (a reply says it is no master now). */
