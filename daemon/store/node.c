@@ -110,22 +110,44 @@ dep_bucket(const char *p, size_t len)
 	return h & (DEP_BUCKETS - 1);
 }
 
+/* A queue walk's marks on buckets (node.marks, a row of bits each):
+ * MARK_BLOCKED, the calls about them wait (a call about them was kept
+ * back, or left in an earlier command of this walk); MARK_OPEN + kind, a
+ * call about them is in the walk's batch of that kind, still open. */
+enum { MARK_BLOCKED, MARK_OPEN, MARK_ROWS = MARK_OPEN + SCRIPT__KINDS };
+#define MARK_BYTES (DEP_BUCKETS / 8)
+
 static int
-skipped(const struct node *n, unsigned b)
+marked(const struct node *n, int row, unsigned b)
 {
-	return (n->skip[b / 8] & (1u << (b % 8))) != 0;
+	return (n->marks[row * MARK_BYTES + b / 8] & (1u << (b % 8))) != 0;
 }
 
-/* No call in flight, and none kept back earlier in this queue walk, is
- * about one of c's keys. */
-static int
-deps_free(const struct node *n, const struct cmd *c)
+static void
+deps_mark(struct node *n, const struct cmd *c, int row)
 {
 	for (int i = 0; i < c->ndeps; i++) {
 		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
 
-		if (n->deps[b] != 0 || skipped(n, b))
+		n->marks[row * MARK_BYTES + b / 8] |=
+		    (unsigned char)(1u << (b % 8));
+	}
+}
+
+/* c (going in a batch of kind) may go in this walk: no call in flight is
+ * about one of its keys, none kept back or sent before it in this walk,
+ * none in the open batch of another kind (which may leave first). */
+static int
+deps_free(const struct node *n, const struct cmd *c, int kind)
+{
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		if (n->deps[b] != 0 || marked(n, MARK_BLOCKED, b))
 			return 0;
+		for (int k = 0; k < SCRIPT__KINDS; k++)
+			if (k != kind && marked(n, MARK_OPEN + k, b))
+				return 0;
 	}
 	return 1;
 }
@@ -138,18 +160,6 @@ deps_idle(const struct node *n, const struct cmd *c)
 		if (n->deps[dep_bucket(c->argv[3 + i], c->argvlen[3 + i])] != 0)
 			return 0;
 	return 1;
-}
-
-/* For the rest of this queue walk, calls about c's keys wait: c stays
- * queued, or left in an earlier command than theirs would. */
-static void
-deps_block(struct node *n, const struct cmd *c)
-{
-	for (int i = 0; i < c->ndeps; i++) {
-		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
-
-		n->skip[b / 8] |= (unsigned char)(1u << (b % 8));
-	}
 }
 
 /* c went out for the first time (counted until its last answer), or has
@@ -634,6 +644,8 @@ struct batch {
 	size_t n;
 	int retried;			/* sent again as EVAL (NOSCRIPT, or
 					 * "Function not found") */
+	int kind;			/* its calls' (script_kind): which
+					 * batch function runs them */
 	unsigned loads;			/* node.fn_loads when it was sent */
 	int64_t sent_us;		/* the round trip's start */
 	int argc;
@@ -687,7 +699,7 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		if (is_nofunction(r)) {
 			library_reload(n, b->loads);
 			log_debug("function %s not in Redis %s: sent as EVAL",
-			    scripts[SCRIPT_BATCH].fname, n->link.addrstr);
+			    script_batch_fname[b->kind], n->link.addrstr);
 		} else {
 			log_info("script batch not cached in Redis %s: sent "
 			    "as EVAL", n->link.addrstr);
@@ -740,6 +752,7 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 	b->node = n;
 	b->head = head;
 	b->n = count;
+	b->kind = script_kind[head->script];
 	b->retried = 0;
 	b->loads = 0;
 	b->argc = (int)argc;
@@ -782,6 +795,12 @@ batch_send(struct batch *b)
 	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
 	call_words(n, SCRIPT_BATCH, b->retried, b->argv, b->argvlen);
+	if (n->fn && !b->retried) {
+		/* the function of its calls' kind (flags, scripts/embed.sh);
+		 * as a script (EVALSHA, EVAL) the batch has no flags */
+		b->argv[1] = script_batch_fname[b->kind];
+		b->argvlen[1] = strlen(b->argv[1]);
+	}
 	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
 	    b->argvlen) != 0)
 		return -1;
@@ -830,54 +849,62 @@ struct group {
 /*
  * Take from n's queue, in order, the calls that may go now, as at most
  * room calls into commands g (returns how many commands): batching, up
- * to STORE_BATCH_MAX calls and STORE_BATCH_BYTES a command, else one call
- * a command.  A call about a key that a call in flight is about, or one
- * kept back or taken into an earlier command of this walk, stays queued,
- * and the calls behind it about its keys with it (order, above).
+ * to STORE_BATCH_MAX calls and STORE_BATCH_BYTES a batch, each batch of
+ * calls of one kind (script_kind: a batch of releases runs under
+ * maxmemory, one of reads too), else one call a command.  A call about a
+ * key that a call in flight is about, or one kept back or taken into
+ * another command of this walk, stays queued, and the calls behind it
+ * about its keys with it (order, above); so commands of this walk share
+ * no key and may leave in any order.
  */
 static size_t
 queue_take(struct node *n, struct group *g, size_t room)
 {
 	size_t ng = 0, taken = 0;
+	long open[SCRIPT__KINDS];
 	struct cmd *c, *prev = NULL, *next;
+	int batching = n->env->batching;
 
-	memset(n->skip, 0, DEP_BUCKETS / 8);
+	for (int k = 0; k < SCRIPT__KINDS; k++)
+		open[k] = -1;
+	memset(n->marks, 0, MARK_ROWS * MARK_BYTES);
 	for (c = n->qhead; c != NULL && taken < room; c = next) {
-		struct group *cur = ng > 0 ? &g[ng - 1] : NULL;
+		int kind = batching ? script_kind[c->script] : SCRIPT_WRITES;
+		struct group *cur = open[kind] >= 0 ? &g[open[kind]] : NULL;
 
 		next = c->qnext;
-		if (!deps_free(n, c)) {
-			deps_block(n, c);
+		if (cur != NULL && (cur->n == STORE_BATCH_MAX ||
+		    cur->bytes + c->bytes > STORE_BATCH_BYTES)) {
+			/* full: its calls are ahead of every later call
+			 * about their keys */
+			for (struct cmd *d = cur->head; d != NULL; d = d->qnext)
+				deps_mark(n, d, MARK_BLOCKED);
+			cur = NULL;
+			open[kind] = -1;
+		}
+		if (!deps_free(n, c, kind)) {
+			deps_mark(n, c, MARK_BLOCKED);
 			prev = c;
 			continue;
 		}
-		if (cur == NULL || !n->env->batching ||
-		    cur->n == STORE_BATCH_MAX ||
-		    cur->bytes + c->bytes > STORE_BATCH_BYTES) {
-			/* a new command: the calls of the one before are
-			 * ahead of every later call about their keys */
-			if (cur != NULL) {
-				for (struct cmd *d = cur->head; d != NULL;
-				    d = d->qnext)
-					deps_block(n, d);
-				if (!deps_free(n, c)) {
-					deps_block(n, c);
-					prev = c;
-					continue;
-				}
-			}
-			cur = &g[ng++];
-			*cur = (struct group){ NULL, NULL, 0, 0 };
-		}
 		queue_unlink(n, prev, c);
-		if (cur->tail != NULL)
+		if (cur == NULL) {
+			open[kind] = (long)ng;
+			cur = &g[ng++];
+			*cur = (struct group){ c, NULL, 0, 0 };
+		} else {
 			cur->tail->qnext = c;
-		else
-			cur->head = c;
+		}
 		cur->tail = c;
 		cur->n++;
 		cur->bytes += c->bytes;
 		taken++;
+		if (batching) {
+			deps_mark(n, c, MARK_OPEN + kind);
+		} else {
+			deps_mark(n, c, MARK_BLOCKED);	/* alone */
+			open[kind] = -1;
+		}
 	}
 	return ng;
 }
@@ -1112,7 +1139,7 @@ node_new(struct node_env *env, const char *host, int port, int is_unix,
 		snprintf(n->link.addrstr, sizeof n->link.addrstr,
 		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 	n->deps = xcalloc(DEP_BUCKETS, sizeof *n->deps);
-	n->skip = xcalloc(DEP_BUCKETS / 8, 1);
+	n->marks = xcalloc(MARK_ROWS, MARK_BYTES);
 	n->ack_ev = event_new(env->link.base, -1, 0, ack_cb, n);
 	n->flush_ev = event_new(env->link.base, -1, 0, flush_cb, n);
 	if (n->ack_ev == NULL || n->flush_ev == NULL)
@@ -1137,7 +1164,7 @@ node_free(struct node *n)
 	if (n->flush_ev)
 		event_free(n->flush_ev);
 	free(n->deps);
-	free(n->skip);
+	free(n->marks);
 	free(n->host);
 	free(n);
 }

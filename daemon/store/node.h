@@ -154,8 +154,8 @@ struct node {
 	 * counts any waits, behind them, in the queue.  Buckets shared by
 	 * two keys only make a call wait longer. */
 	uint32_t *deps;
-	unsigned char *skip;		/* a queue walk's buckets of calls held
-					 * back before (bits) */
+	unsigned char *marks;		/* a queue walk's marks on buckets
+					 * (node.c, queue_take) */
 	/* Batching, the queue is also this turn's batch: calls are sent
 	 * only by flush_ev, made active when one is queued (or a place in
 	 * flight frees up), which runs at the end of the loop turn and

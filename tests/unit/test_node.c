@@ -574,8 +574,8 @@ START_TEST(test_library_loaded_calls_as_fcall)
 		fake_reply(s, r);
 		reply_free(r);
 		env.batching = 1;
-		node_call(n, &t_call(2, SCRIPT_OWNER, "x")->cmd);
-		node_call(n, &t_call(3, SCRIPT_OWNER, "y")->cmd);
+		node_call(n, &t_call(2, SCRIPT_RENEW, "x")->cmd);
+		node_call(n, &t_call(3, SCRIPT_RENEW, "y")->cmd);
 		turn();
 		s = fake_sent_pop();
 		ck_assert_str_eq(s->argv[0], "FCALL");
@@ -791,7 +791,7 @@ START_TEST(test_batch_about_one_key)
 	redisReply *r;
 	struct fake_sent *s;
 
-	node_call(n, &t_call_on(1, SCRIPT_RELEASE, "k", "a")->cmd);
+	node_call(n, &t_call_on(1, SCRIPT_HANDOFF, "k", "a")->cmd);
 	node_call(n, &t_call_on(2, SCRIPT_ACQUIRE, "k", "b")->cmd);
 	node_call(n, &t_call_on(3, SCRIPT_ACQUIRE, "j", "c")->cmd);
 	turn();
@@ -905,6 +905,64 @@ START_TEST(test_call_about_many_keys)
 }
 END_TEST
 
+/* --- kinds of calls ---------------------------------------------------- */
+
+/*
+ * Under maxmemory Redis refuses a function that may write before it runs:
+ * releases (release, forget) go in a batch of their own, whose function
+ * runs under maxmemory (allow-oom), and reads (owner, check) in one of
+ * theirs (no-writes); the rest in the plain batch.  Calls of two kinds
+ * about one key are never in two batches of one turn: the later waits
+ * for the earlier's answer.
+ */
+START_TEST(test_batches_by_kind)
+{
+	struct node *n = up_node(1, 0);
+	const char *fns[3] = { "fn-batch", "fn-batch-free", "fn-batch-read" };
+	const int calls[3] = { 2, 2, 2 };
+	struct fake_sent *s;
+	redisReply *r;
+
+	n->fn = 1;
+	node_call(n, &t_call_on(1, SCRIPT_ACQUIRE, "a", "x")->cmd);
+	node_call(n, &t_call_on(2, SCRIPT_RELEASE, "b", "x")->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_OWNER, "c", "x")->cmd);
+	node_call(n, &t_call_on(4, SCRIPT_RENEW, "d", "x")->cmd);
+	node_call(n, &t_call_on(5, SCRIPT_FORGET, "e", "x")->cmd);
+	node_call(n, &t_call_on(6, SCRIPT_CHECK, "f", "x")->cmd);
+	node_call(n, &t_call_on(7, SCRIPT_RELEASE, "a", "x")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	ck_assert_uint_eq(n->queued, 1);	/* 7: after 1's answer */
+	for (int i = 0; i < 3; i++) {
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->argv[0], "FCALL");
+		ck_assert_str_eq(s->argv[1], fns[i]);
+		ck_assert_int_eq(atoi(s->argv[2]), calls[i]);
+		r = reply_ints((size_t)calls[i]);
+		fake_reply(s, r);
+		reply_free(r);
+	}
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-release 1 lbt:lock:a x");
+	answer_int(s, 1);
+	ck_assert_uint_eq(nheard, 7);
+	/* without functions: one batch script for every kind */
+	n->fn = 0;
+	node_call(n, &t_call_on(8, SCRIPT_RELEASE, "a", "x")->cmd);
+	node_call(n, &t_call_on(9, SCRIPT_RELEASE, "b", "x")->cmd);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[0], "EVALSHA");
+	ck_assert_str_eq(s->argv[1], "sha-batch");
+	r = reply_ints(2);
+	fake_reply(s, r);
+	reply_free(r);
+	done(n);
+}
+END_TEST
+
 /* The link goes: in flight and queued calls hear "no answer". */
 START_TEST(test_link_lost_fails_calls)
 {
@@ -957,6 +1015,7 @@ node_suite(void)
 	tcase_add_test(tc, test_batch_about_one_key);
 	tcase_add_test(tc, test_batch_bound_keeps_order);
 	tcase_add_test(tc, test_call_about_many_keys);
+	tcase_add_test(tc, test_batches_by_kind);
 	tcase_add_test(tc, test_rtt_one_sample_per_round_trip);
 	tcase_add_test(tc, test_rtt_unbatched_calls);
 	suite_add_tcase(s, tc);

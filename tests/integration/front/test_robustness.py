@@ -491,6 +491,70 @@ class TestErrorReplyIsFinal(RobustCase):
         self.assertToken(w.readline(timeout=5.0))
 
 
+class TestReleasesUnderMaxmemory(RobustCase):
+    """A Redis at maxmemory with noeviction refuses a function that may
+    write before it runs, whatever it would do: as FCALLs, releases were
+    refused too (as EVAL, their DEL and PUBLISH went through), so a full
+    Redis kept every lock until its TTL.  Releases (a RELEASE, a session
+    end's, alone or many in one batch) run in functions flagged
+    allow-oom, reads (OWNER, CHECK) in no-writes ones; an ACQUIRE is still
+    refused as a write.  The same on a Redis without functions (EVAL)."""
+
+    EXTRA = ()
+
+    def full_redis(self):
+        own = self.start_redis(*self.EXTRA)
+        self.addCleanup(lambda: own.cli("CONFIG", "SET", "maxmemory", "0"))
+        return own
+
+    def fill(self, own):
+        own.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        own.cli("CONFIG", "SET", "maxmemory", "1")
+
+    def test_releases_and_reads_answer_when_redis_is_full(self):
+        own = self.full_redis()
+        b = self.start_broker(redis=own)
+        c, ender = self.connect(b), self.connect(b)
+        many = [self.connect(b) for _ in range(8)]
+        toks = {k: self.assertToken(c.req("ACQUIRE %s" % k))
+                for k in ("f1", "f2")}
+        for k in ("e1", "e2"):
+            self.assertToken(ender.req("ACQUIRE %s" % k))
+        for i, m in enumerate(many):
+            self.assertToken(m.req("ACQUIRE m%d" % i))
+        self.fill(own)
+        self.assertErr(c.req("ACQUIRE f3"), "UNAVAILABLE")   # a write
+        self.assertEqual(c.req("RELEASE f1"), "OK 0")
+        self.assertEqual(self.exists("f1", own), 0)
+        self.assertRegex(c.req("OWNER f2"),
+                         r"\AOK [0-9a-f-]{36} [0-9]+ %d\Z" % toks["f2"])
+        self.assertEqual(c.req("CHECK f2 %d" % toks["f2"]), "OK CURRENT")
+        self.assertEqual(c.req("CHECK f1 %d" % toks["f1"]), "OK STALE -")
+        # many in one loop turn: one batch of releases
+        b.pause()
+        try:
+            for i, m in enumerate(many):
+                m.send("RELEASE m%d" % i)
+            time.sleep(0.05)
+        finally:
+            b.resume()
+        self.assertEqual([m.readline() for m in many], ["OK 0"] * len(many))
+        for i in range(len(many)):
+            self.assertEqual(self.exists("m%d" % i, own), 0)
+        # a session's end frees its keys
+        ender.close()
+        wait_until(lambda: self.exists("e1", own) + self.exists("e2", own)
+                   == 0, 3.0, what="the ended session's keys freed")
+        self.assertEqual(c.req("RELEASE f2"), "OK 0")
+        self.assertEqual(self.exists("f2", own), 0)
+
+
+class TestReleasesUnderMaxmemoryEvalsha(TestReleasesUnderMaxmemory):
+    """The same on a Redis without functions (as before Redis 7)."""
+
+    EXTRA = ("--rename-command", "FUNCTION", "")
+
+
 class TestBrokerStopped(RobustCase):
     """Issue 11's chaos test: a broker stopped (SIGSTOP) longer than
     redis_timeout_ms while a command was in flight dropped its Redis

@@ -88,6 +88,31 @@ class TestLibrary(FunctionCase):
         self.assertNotIn("evalsha", stats)
         self.assertNotIn("eval", stats)
 
+    def test_flags_let_releases_and_reads_run_when_redis_is_full(self):
+        """Releases are flagged allow-oom (they only delete and publish),
+        reads no-writes; the rest none, so Redis refuses them under
+        maxmemory.  Each batch function runs calls of its kind only."""
+        self.own.cli("FUNCTION", "LOAD", generated()["library"])
+        h = self.ours.rsplit("_", 1)[1]
+        flags = {f[1]: sorted(f[5]) for lib in
+                 self.own.cli("FUNCTION", "LIST") for f in lib[5]}
+        want = {"release": ["allow-oom"], "forget": ["allow-oom"],
+                "batch_free": ["allow-oom"], "owner": ["no-writes"],
+                "check": ["no-writes"], "batch_read": ["no-writes"]}
+        for name, fl in sorted(flags.items()):
+            self.assertEqual(fl, want.get(name[:-len(h) - 1], []), name)
+        # every script's function, the batch's, and the two batches of
+        # one kind
+        self.assertEqual(len(flags), sum(
+            1 for k in generated() if k.endswith(".fn")) + 2, flags)
+        # a batch of one kind refuses a call of another
+        r = self.own.cli("FCALL", "batch_free_" + h, 1, "lbt:lock:x",
+                         "owner", 1, 0)
+        self.assertRegex(str(r[0]), "owner may not run in this batch")
+        r = self.own.cli("FCALL", "batch_read_" + h, 1, "lbt:lock:x",
+                         "owner", 1, 0)
+        self.assertEqual(r, [[]])
+
     def test_library_already_there_is_used(self):
         # a broker of this build loaded it before (or Redis kept it)
         self.own.cli("FUNCTION", "LOAD", generated()["library"])
