@@ -237,6 +237,12 @@ lock_pump(struct lock *lk)
 			lock_retry_at(lk, lk->yield_until_ms);
 			return;
 		}
+		if (w->conn_wait) {
+			/* its connection is made: one try, as asked */
+			w->conn_wait = 0;
+			w->deadline = now_ms();
+			event_del(w->deadline_ev);
+		}
 		op = lk_op_new(lt, lk, w);
 		op->sent_us = now_us();
 		op->kind = w->wkind;
@@ -402,7 +408,8 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (!lk_key_up(lk)) {
 		/* BUSY would claim the key is held: we cannot know */
 		cl->lt->stats.acquire_errors++;
-		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(cl, LK_UNAVAILABLE, 0, cl->conn_wait ?
+		    WHY_UNREACHABLE : WHY_WAIT_DOWN);
 	} else if (lk->in_delay) {
 		cl->lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
@@ -450,6 +457,7 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	struct lock *lk = lock_find(lt, key, keylen);
 	struct hold *h = lk != NULL ? hold_of(lk, hc) : NULL;
 	long here = lock_kind_here(lk);
+	long coming = 0;
 
 	if (here >= 0 && here != (kind > 0 ? kind : 0)) {
 		/* a semaphore's limit is fixed while anyone here holds or
@@ -484,10 +492,14 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
 	/* Redis unreachable (or no Sentinel lease): a one-try request
-	 * answers at once; one with WAIT queues as during any outage, and
-	 * is tried when Redis answers again, or answered ERR UNAVAILABLE
-	 * when its WAIT runs out (deadline_cb). */
-	if (lt->st == NULL || (wait_ms == 0 &&
+	 * answers at once, unless the connection is being made (the broker
+	 * starts, or reconnects): it waits for that, redis_timeout_ms at
+	 * most (coming), and is tried once then; one with WAIT queues as
+	 * during any outage, and is tried when Redis answers again, or
+	 * answered ERR UNAVAILABLE when its WAIT runs out (deadline_cb). */
+	if (lt->st != NULL && wait_ms == 0 && !store_key_up(lt->st, key, keylen))
+		coming = store_key_coming(lt->st, key, keylen);
+	if (lt->st == NULL || (wait_ms == 0 && coming == 0 &&
 	    !store_key_up(lt->st, key, keylen))) {
 		lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
@@ -510,9 +522,11 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 		return;
 	}
 	lk = lock_get(lt, key, keylen);
-	waiter_push(lk, cl, kind, wait_ms, lk_clamp_ttl(lt, ttl_ms));
+	waiter_push(lk, cl, kind, coming > 0 ? coming : wait_ms,
+	    lk_clamp_ttl(lt, ttl_ms));
+	cl->conn_wait = coming > 0;
 	lock_pump(lk);
-	if (cl->wlock == lk && cl->op == NULL) {
+	if (cl->wlock == lk && cl->op == NULL && !cl->conn_wait) {
 		/* not tried at once: it waits behind others here.  A reader
 		 * came after the writers elsewhere heard of so far; a writer
 		 * is marked if readers are involved */

@@ -230,6 +230,10 @@ struct lclient {
 	 * it is granted. */
 	struct lclient *owner;
 	unsigned told_queued:1;		/* ops->queued said for this ACQUIRE */
+	unsigned conn_wait:1;		/* a one-try ACQUIRE that came while
+					 * Redis's connection was being made:
+					 * it waits for that, then is tried
+					 * once (lock_pump) */
 };
 
 /* Who holds what cl is granted: its owner for a waiter, else itself. */
@@ -284,6 +288,7 @@ struct locks {
 
 /* table.c */
 int lk_key_up(const struct lock *lk);
+long lk_key_coming(const struct lock *lk);
 void lk_queued(struct lclient *w);
 void lk_reply(struct lclient *cl, enum lk_status status, long long n,
     const char *why);

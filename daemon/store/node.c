@@ -210,6 +210,12 @@ node_usable(const struct node *n)
 	return n != NULL && link_usable(&n->link);
 }
 
+int
+node_coming(const struct node *n)
+{
+	return n != NULL && link_coming(&n->link);
+}
+
 void
 node_kill(struct node *n, const char *why)
 {
@@ -1004,6 +1010,10 @@ node_call(struct node *n, struct cmd *c)
 		link_retry_now(&n->link);	/* one waiting out a backoff */
 		return 0;
 	}
+	if (node_coming(n)) {
+		queue_push(n, c);	/* sent by node_up, failed by node_down */
+		return 0;
+	}
 	return -1;
 }
 
@@ -1105,10 +1115,13 @@ node_watch(struct node *n, long timeout_ms)
 	if (n->link.state == LINK_UP && n->inflight > 0 &&
 	    now_ms() - n->last_progress_ms > timeout_ms)
 		link_kill(&n->link, "Redis stopped answering");
-	/* cluster mode: calls redirected to a master that does not come up
-	 * are failed by its connect timeout; this is the net under that */
+	/* calls waiting for a link being made are failed by its connect
+	 * timeout (cluster mode: also calls redirected to a master that
+	 * does not come up); this is the net under that, at the request's
+	 * redis_timeout_ms (a redirection's: twice) */
 	if (n->link.state != LINK_UP && n->qhead != NULL &&
-	    now_ms() - n->qhead->born_ms > 2 * timeout_ms)
+	    now_ms() - n->qhead->born_ms > (n->env->wait_link ? 2 : 1) *
+	    timeout_ms)
 		queue_fail(n);
 }
 

@@ -189,14 +189,18 @@ struct node *node_new(struct node_env *env, const char *host, int port,
 void node_free(struct node *n);
 /* n's link takes commands. */
 int node_usable(const struct node *n);
+/* n's link is being made (link_coming): calls may wait for it. */
+int node_coming(const struct node *n);
 
 /*
  * Send c to n (c->node = n), or queue it there: batching, always (sent
  * at the end of the turn, if it has a place in flight by then); else when
  * STORE_MAX_INFLIGHT are in flight, when an earlier call about one of its
- * keys is queued or unanswered, or (wait_link: a redirection to a master
- * not connected yet) until its link is up.  -1 when it can go nowhere (c
- * is the caller's again).
+ * keys is queued or unanswered, or until its link is up while it is being
+ * made (node_coming; and wait_link: a redirection to a master not
+ * connected yet); failed if that attempt fails, or (node_watch) once it
+ * waited redis_timeout_ms.  -1 when it can go nowhere (c is the caller's
+ * again).
  */
 int node_call(struct node *n, struct cmd *c);
 /* Tear n's link down (a reply says it is no master now). */

@@ -368,6 +368,12 @@ link_usable(const struct link *l)
 }
 
 int
+link_coming(const struct link *l)
+{
+	return l->state == LINK_CONNECTING || l->state == LINK_HANDSHAKE;
+}
+
+int
 link_current(const struct link *l, const redisAsyncContext *ac)
 {
 	return l->ac == ac;
