@@ -189,7 +189,7 @@ may_try(const struct lock *lk, long kind)
 	if (lk->excl_attempt || hold_excl(lk) != NULL)
 		return 0;
 	if (kind == LK_SHARED)
-		return !(lk->writer_wanted && lk->nholds > 0);
+		return !(writer_elsewhere(lk) && lk->nholds > 0);
 	return lk->nholds + lk->attempts < (unsigned long)kind;
 }
 
@@ -229,9 +229,16 @@ lock_pump(struct lock *lk)
 			continue;
 		if (lk->releasing || !may_try(lk, w->wkind) ||
 		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
-		    w->wkind == LK_SHARED)))
-			break;	/* (a writer's "held elsewhere" may be readers
-				 * there, which a reader may join) */
+		    w->wkind == LK_SHARED))) {
+			/* (a writer's "held elsewhere" may be readers there,
+			 * which a reader may join); a reader held back by a
+			 * writer's announcement asks Redis when it ends */
+			if (w->wkind == LK_SHARED && writer_elsewhere(lk) &&
+			    (lk->retry_ev == NULL ||
+			    !evtimer_pending(lk->retry_ev, NULL)))
+				lock_retry_at(lk, lk->writer_until_ms);
+			break;
+		}
 		if (lk->yield_until_ms > now_ms()) {
 			/* a remote waiter's turn: try after it had its go */
 			lock_retry_at(lk, lk->yield_until_ms);
