@@ -1020,10 +1020,13 @@ node_call(struct node *n, struct cmd *c)
 void
 node_up(struct node *n)
 {
-	if (strcmp(n->rtt_addr, n->link.addrstr) != 0) {
-		/* another Redis now: its round trips are not the last one's */
+	if (strcmp(n->rtt_addr, n->link.addrstr) != 0 ||
+	    strcmp(n->rtt_ip, n->link.ip) != 0) {
+		/* another Redis now (at another address, or its name now
+		 * names another): its round trips are not the last one's */
 		histo_reset(&n->rtt);
 		memcpy(n->rtt_addr, n->link.addrstr, sizeof n->rtt_addr);
+		memcpy(n->rtt_ip, n->link.ip, sizeof n->rtt_ip);
 	}
 	n->last_progress_ms = now_ms();
 	queue_run(n);		/* redirected here meanwhile */

@@ -166,10 +166,14 @@ struct node {
 	struct event *ack_ev;
 	uint64_t redirects;		/* MOVED / ASK replies it sent */
 	/* Script calls' round trips (a batch is one), from the write to the
-	 * answer; counted for the address rtt_addr, from 0 again when the
-	 * link comes up elsewhere (Sentinel: a new master). */
+	 * answer; counted for the address rtt_addr (as the broker was given
+	 * it: a host name stays a name) and, for a name, the address it gave
+	 * (rtt_ip), from 0 again when the link comes up elsewhere (Sentinel:
+	 * a new master; a name that moved). */
 	struct histo rtt;
 	char rtt_addr[sizeof ((struct link *)0)->addrstr];
+	char rtt_ip[sizeof ((struct link *)0)->ip];	/* and the address
+					 * its name gave ("" none) */
 };
 
 /*
