@@ -719,11 +719,20 @@ END_TEST
 
 /* --- order ---------------------------------------------------------------- */
 
-/* Answer s with the integer v. */
+/* Answer s with the integer v; a batch s with the integers 0..n-1. */
 static void
 answer_int(struct fake_sent *s, long long v)
 {
 	redisReply *r = reply_int(v);
+
+	fake_reply(s, r);
+	reply_free(r);
+}
+
+static void
+answer_ints(struct fake_sent *s, size_t n)
+{
+	redisReply *r = reply_ints(n);
 
 	fake_reply(s, r);
 	reply_free(r);
@@ -788,7 +797,6 @@ START_TEST(test_batch_about_one_key)
 {
 	struct node *n = up_node(1, 0);
 	redisReply *e = reply_err("NOSCRIPT No matching script. Please use EVAL.");
-	redisReply *r;
 	struct fake_sent *s;
 
 	node_call(n, &t_call_on(1, SCRIPT_HANDOFF, "k", "a")->cmd);
@@ -812,9 +820,7 @@ START_TEST(test_batch_about_one_key)
 	s = fake_sent_pop();
 	ck_assert_str_eq(s->argv[0], "EVAL");
 	ck_assert_str_eq(s->argv[1], "-- batch");
-	r = reply_ints(3);
-	fake_reply(s, r);
-	reply_free(r);
+	answer_ints(s, 3);
 	ck_assert_uint_eq(nheard, 4);
 	turn();
 	ck_assert_uint_eq(n->queued, 0);	/* now 4 and 6, in order */
@@ -822,9 +828,7 @@ START_TEST(test_batch_about_one_key)
 	ck_assert_int_eq(atoi(s->argv[2]), 2);
 	ck_assert_str_eq(s->argv[3], "lbt:lock:k");
 	ck_assert_str_eq(s->argv[4], "lbt:lock:j");
-	r = reply_ints(2);
-	fake_reply(s, r);
-	reply_free(r);
+	answer_ints(s, 2);
 	ck_assert_uint_eq(nheard, 6);
 	{
 		const int order[] = { 5, 1, 2, 3, 4, 6 };
@@ -842,7 +846,6 @@ END_TEST
 START_TEST(test_batch_bound_keeps_order)
 {
 	struct node *n = up_node(1, 0);
-	redisReply *r;
 
 	for (int i = 0; i < STORE_BATCH_MAX + 2; i++)
 		node_call(n, &t_call_on(i, SCRIPT_RELEASE, "k", "a")->cmd);
@@ -853,9 +856,7 @@ START_TEST(test_batch_bound_keeps_order)
 	ck_assert_str_eq(fake_sent_peek(1)->text,
 	    "EVALSHA sha-release 1 lbt:lock:j a");
 	ck_assert_uint_eq(n->queued, 2);
-	r = reply_ints(STORE_BATCH_MAX);
-	fake_reply(fake_sent_pop(), r);
-	reply_free(r);
+	answer_ints(fake_sent_pop(), STORE_BATCH_MAX);
 	turn();
 	ck_assert_uint_eq(n->queued, 0);
 	ck_assert_int_eq(atoi(fake_sent_peek(1)->argv[2]), 2);
@@ -921,7 +922,6 @@ START_TEST(test_batches_by_kind)
 	const char *fns[3] = { "fn-batch", "fn-batch-free", "fn-batch-read" };
 	const int calls[3] = { 2, 2, 2 };
 	struct fake_sent *s;
-	redisReply *r;
 
 	n->fn = 1;
 	node_call(n, &t_call_on(1, SCRIPT_ACQUIRE, "a", "x")->cmd);
@@ -939,9 +939,7 @@ START_TEST(test_batches_by_kind)
 		ck_assert_str_eq(s->argv[0], "FCALL");
 		ck_assert_str_eq(s->argv[1], fns[i]);
 		ck_assert_int_eq(atoi(s->argv[2]), calls[i]);
-		r = reply_ints((size_t)calls[i]);
-		fake_reply(s, r);
-		reply_free(r);
+		answer_ints(s, (size_t)calls[i]);
 	}
 	turn();
 	s = fake_sent_pop();
@@ -956,9 +954,7 @@ START_TEST(test_batches_by_kind)
 	s = fake_sent_pop();
 	ck_assert_str_eq(s->argv[0], "EVALSHA");
 	ck_assert_str_eq(s->argv[1], "sha-batch");
-	r = reply_ints(2);
-	fake_reply(s, r);
-	reply_free(r);
+	answer_ints(s, 2);
 	done(n);
 }
 END_TEST
