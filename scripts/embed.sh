@@ -41,6 +41,23 @@
 # ever calls its own code and never needs FUNCTION LOAD REPLACE.  Brokers
 # of one build share one library.  Old ones stay until an operator
 # deletes them (docs/DEPLOYMENT.md).
+#
+# Flags.  Under maxmemory with noeviction, Redis refuses a function that
+# may write before it runs (OOM), whatever it would have done; a script
+# run by EVAL is refused only at its first write that may grow memory,
+# so a release's DEL and PUBLISH went through.  A full Redis must still
+# let locks go, so the scripts named in FREES, which only delete (keys,
+# set members, expiries) and publish, are registered "allow-oom" (Redis
+# then runs any command they call: keep them to deletes), and those in
+# READS, which only read, "no-writes" (which Redis lets run under OOM
+# and refuses any write).  Every other function is refused under OOM, as
+# a refused write.  A batch carries calls of one of these kinds only
+# (node.c): "batch_<hash>" any kind, "batch_free_<hash>" (allow-oom)
+# FREES only, "batch_read_<hash>" (no-writes) READS only; each refuses a
+# call of another kind.  Without functions (EVALSHA, EVAL) there are no
+# flags: the batch script runs any call, as before.
+FREES="release forget"
+READS="owner check"
 set -eu
 out=$1; shift
 lib=$(dirname "$0")/lib
@@ -95,11 +112,21 @@ shared() {
     body "$f"
     echo "end"
   done
+  echo "local FREES, READS = {}, {}"
+  for n in $FREES; do echo "FREES['$n'] = S['$n']"; done
+  for n in $READS; do echo "READS['$n'] = S['$n']"; done
   cat <<'LUA'
-local function run(KEYS, ARGV)
+-- only: the scripts this batch may run (FREES, READS), nil any
+local function run(KEYS, ARGV, only)
   local out, i, k, a, last = {}, 0, 0, 1, #ARGV
   while a <= last do
-    local f = S[ARGV[a]]
+    local f = (only or S)[ARGV[a]]
+    if not f then
+      local name = tostring(ARGV[a])
+      f = function()
+        error({err = 'ERR ' .. name .. ' may not run in this batch'})
+      end
+    end
     local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local keys, args = {}, {}
     for j = 1, nk do
@@ -150,9 +177,20 @@ LUA
   shared "$@"
   for f in "$@"; do
     n=$(basename "$f" .lua)
-    echo "redis.register_function('${n}_@HASH@', S['$n'])"
+    case " $FREES " in
+    *" $n "*) fl="'allow-oom'" ;;
+    *) case " $READS " in *" $n "*) fl="'no-writes'" ;; *) fl="" ;; esac ;;
+    esac
+    echo "redis.register_function{function_name = '${n}_@HASH@',"
+    echo "  callback = S['$n'], flags = {$fl}}"
   done
   echo "redis.register_function('batch_@HASH@', run)"
+  echo "redis.register_function{function_name = 'batch_free_@HASH@',"
+  echo "  callback = function(KEYS, ARGV) return run(KEYS, ARGV, FREES) end,"
+  echo "  flags = {'allow-oom'}}"
+  echo "redis.register_function{function_name = 'batch_read_@HASH@',"
+  echo "  callback = function(KEYS, ARGV) return run(KEYS, ARGV, READS) end,"
+  echo "  flags = {'no-writes'}}"
 } > "$l.body"
 hash=$(sha1sum "$l.body" | cut -c1-16)
 {
@@ -181,6 +219,13 @@ rm -f "$l.body"
   echo "	SCRIPT__COUNT"
   echo "};"
   echo "extern const struct script scripts[SCRIPT__COUNT];"
+  echo "/* What a script does, as its function's flags say (embed.sh): it may"
+  echo " * write (refused under maxmemory before it runs), it only deletes and"
+  echo " * publishes (allow-oom: releases), it only reads (no-writes).  A batch"
+  echo " * carries calls of one kind: script_batch_fname[kind] is its function. */"
+  echo "enum script_kind { SCRIPT_WRITES, SCRIPT_FREES, SCRIPT_READS, SCRIPT__KINDS };"
+  echo "extern const unsigned char script_kind[SCRIPT__COUNT];"
+  echo "extern const char *const script_batch_fname[SCRIPT__KINDS];"
   echo "/* The function library (FUNCTION LOAD) and its name, lockbroker_<hash>. */"
   echo "extern const char script_library[];"
   echo "extern const char script_library_name[];"
@@ -195,6 +240,17 @@ rm -f "$l.body"
     entry "$(basename "$f" .lua)" "$t"
   done
   entry batch "$b"
+  echo "};"
+  echo "const unsigned char script_kind[SCRIPT__COUNT] = {"
+  for n in $FREES; do
+    echo "	[SCRIPT_$(echo "$n" | tr 'a-z-' 'A-Z_')] = SCRIPT_FREES,"
+  done
+  for n in $READS; do
+    echo "	[SCRIPT_$(echo "$n" | tr 'a-z-' 'A-Z_')] = SCRIPT_READS,"
+  done
+  echo "};"
+  echo "const char *const script_batch_fname[SCRIPT__KINDS] = {"
+  echo "	\"batch_$hash\", \"batch_free_$hash\", \"batch_read_$hash\""
   echo "};"
   echo "const char script_library_name[] = \"lockbroker_$hash\";"
   echo "const char script_library[] ="

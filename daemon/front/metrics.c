@@ -94,7 +94,7 @@ label(char *buf, size_t size, const char *name, const char *value)
 }
 
 /* One family with a sample (or a histogram) per Redis master
- * (node="ip:port"). */
+ * (node="host:port", the address as the broker was given it). */
 struct node_family {
 	struct evbuffer *out;
 	int which;			/* 0 up, 1 in flight, 2 redirections,

@@ -514,7 +514,7 @@ const struct stat_def stats_table[] = {
 	    "lockbroker_redis_map_changes_total", NULL, NULL,
 	    g_redis_map_changes, NULL },
 	{ "redis_node_stats", STAT_TEXT, "Each master as "
-	    "ip:port/up|down/in-flight/redirections, comma-separated.",
+	    "host:port/up|down/in-flight/redirections, comma-separated.",
 	    NULL, NULL, NULL, NULL, t_redis_node_stats },
 	/* access lists (per-app samples: metrics.c) */
 	{ "denials", C, "Requests answered ERR DENIED (a key outside the "

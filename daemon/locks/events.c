@@ -159,7 +159,7 @@ locks_store_wanted(void *arg, const char *key, size_t keylen, int writer,
 	} else if (lk != NULL) {
 		lk->wanted = 1;
 		if (writer)
-			lk->writer_wanted = 1;
+			writer_heard(lk);
 		else
 			shared_seen(lk);
 	}
@@ -169,9 +169,17 @@ void
 locks_store_released(void *arg, const char *key, size_t keylen)
 {
 	struct lock *lk = lock_find(arg, key, keylen);
+	int hinted;
 
-	if (lk != NULL)
-		lock_wake(lk);
+	if (lk != NULL) {
+		/* a writer elsewhere that gave up says so here too (its mark
+		 * removed): the readers here ask Redis, whose marks decide */
+		hinted = writer_elsewhere(lk) && !lk->remote_busy;
+		lk->writer_wanted = 0;
+		lock_wake(lk);		/* frees lk only if remote_busy */
+		if (hinted)
+			lock_pump(lk);	/* readers held back for the writer */
+	}
 	watch_poke(arg, key, keylen);
 }
 

@@ -235,7 +235,7 @@ may_try(const struct lock *lk, long kind)
 	if (lk->excl_attempt || hold_excl(lk) != NULL)
 		return 0;
 	if (kind == LK_SHARED)
-		return !(lk->writer_wanted && lk->nholds > 0);
+		return !(writer_elsewhere(lk) && lk->nholds > 0);
 	return lk->nholds + lk->attempts < (unsigned long)kind;
 }
 
@@ -275,9 +275,16 @@ lock_pump(struct lock *lk)
 			continue;
 		if (lk->releasing || !may_try(lk, w->wkind) ||
 		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
-		    w->wkind == LK_SHARED)))
-			break;	/* (a writer's "held elsewhere" may be readers
-				 * there, which a reader may join) */
+		    w->wkind == LK_SHARED))) {
+			/* (a writer's "held elsewhere" may be readers there,
+			 * which a reader may join); a reader held back by a
+			 * writer's announcement asks Redis when it ends */
+			if (w->wkind == LK_SHARED && writer_elsewhere(lk) &&
+			    (lk->retry_ev == NULL ||
+			    !evtimer_pending(lk->retry_ev, NULL)))
+				lock_retry_at(lk, lk->writer_until_ms);
+			break;
+		}
 		if (lk->yield_until_ms > now_ms()) {
 			/* a remote waiter's turn: try after it had its go */
 			lock_retry_at(lk, lk->yield_until_ms);
@@ -286,6 +293,12 @@ lock_pump(struct lock *lk)
 		if (waiter_over_limit(w)) {
 			answer_over_limit(w);
 			continue;
+		}
+		if (w->conn_wait) {
+			/* its connection is made: one try, as asked */
+			w->conn_wait = 0;
+			w->deadline = now_ms();
+			event_del(w->deadline_ev);
 		}
 		op = lk_op_new(lt, lk, w);
 		op->sent_us = now_us();
@@ -458,7 +471,8 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (!lk_key_up(lk)) {
 		/* BUSY would claim the key is held: we cannot know */
 		cl->lt->stats.acquire_errors++;
-		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(cl, LK_UNAVAILABLE, 0, cl->conn_wait ?
+		    WHY_UNREACHABLE : WHY_WAIT_DOWN);
 	} else if (lk->in_delay) {
 		cl->lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
@@ -515,6 +529,7 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 	struct lock *lk = lock_find(lt, key, keylen);
 	struct hold *h = lk != NULL ? hold_of(lk, hc) : NULL;
 	long here = lock_kind_here(lk);
+	long coming = 0;
 
 	if (here >= 0 && here != (kind > 0 ? kind : 0)) {
 		/* a semaphore's limit is fixed while anyone here holds or
@@ -548,10 +563,14 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 	if (wait_ms > lt->cfg.max_wait_ms)
 		wait_ms = lt->cfg.max_wait_ms;
 	/* Redis unreachable (or no Sentinel lease): a one-try request
-	 * answers at once; one with WAIT queues as during any outage, and
-	 * is tried when Redis answers again, or answered ERR UNAVAILABLE
-	 * when its WAIT runs out (deadline_cb). */
-	if (lt->st == NULL || (wait_ms == 0 &&
+	 * answers at once, unless the connection is being made (the broker
+	 * starts, or reconnects): it waits for that, redis_timeout_ms at
+	 * most (coming), and is tried once then; one with WAIT queues as
+	 * during any outage, and is tried when Redis answers again, or
+	 * answered ERR UNAVAILABLE when its WAIT runs out (deadline_cb). */
+	if (lt->st != NULL && wait_ms == 0 && !store_key_up(lt->st, key, keylen))
+		coming = store_key_coming(lt->st, key, keylen);
+	if (lt->st == NULL || (wait_ms == 0 && coming == 0 &&
 	    !store_key_up(lt->st, key, keylen))) {
 		lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
@@ -574,11 +593,13 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 		return;
 	}
 	lk = lock_get(lt, key, keylen);
-	waiter_push(lk, cl, kind, wait_ms, lk_clamp_ttl(lt, ttl_ms));
+	waiter_push(lk, cl, kind, coming > 0 ? coming : wait_ms,
+	    lk_clamp_ttl(lt, ttl_ms));
+	cl->conn_wait = coming > 0;
 	if (kind == LK_EXCLUSIVE)
 		cl->wvalue = value_copy(value, valuelen);
 	lock_pump(lk);
-	if (cl->wlock == lk && cl->op == NULL) {
+	if (cl->wlock == lk && cl->op == NULL && !cl->conn_wait) {
 		/* not tried at once: it waits behind others here.  A reader
 		 * came after the writers elsewhere heard of so far; a writer
 		 * is marked if readers are involved */

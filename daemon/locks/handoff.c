@@ -256,7 +256,7 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 		 * still waits for them, and the readers here still hold back
 		 * for it */
 	} else if (w == NULL && h->kind == LK_SHARED) {
-		if (lk->writer_wanted && lk->whead != NULL) {
+		if (writer_elsewhere(lk) && lk->whead != NULL) {
 			/* the last read here, and a writer waits elsewhere:
 			 * the readers here let it go first */
 			lk->yield_until_ms = now + YIELD_MS;

@@ -163,7 +163,10 @@ struct lock {
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
 	unsigned wanted:1;		/* a remote waiter announced itself */
-	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive */
+	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive:
+					 * readers here hold back until
+					 * writer_until_ms (marks.c) */
+	int64_t writer_until_ms;
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
 	long refused_ms;		/* Redis refused an attempt (OOM, BUSY):
@@ -237,6 +240,10 @@ struct lclient {
 	 * it is granted. */
 	struct lclient *owner;
 	unsigned told_queued:1;		/* ops->queued said for this ACQUIRE */
+	unsigned conn_wait:1;		/* a one-try ACQUIRE that came while
+					 * Redis's connection was being made:
+					 * it waits for that, then is tried
+					 * once (lock_pump) */
 };
 
 /* Who holds what cl is granted: its owner for a waiter, else itself. */
@@ -292,6 +299,7 @@ struct locks {
 
 /* table.c */
 int lk_key_up(const struct lock *lk);
+long lk_key_coming(const struct lock *lk);
 void lk_queued(struct lclient *w);
 void lk_reply(struct lclient *cl, enum lk_status status, long long n,
     const char *why);
@@ -324,6 +332,8 @@ void mark_wait(struct lclient *w);
 void mark_leave(struct lclient *w, int op);
 void mark_cb(evutil_socket_t fd, short what, void *arg);
 void shared_seen(struct lock *lk);
+void writer_heard(struct lock *lk);
+int writer_elsewhere(const struct lock *lk);
 
 /* waiters.c */
 void waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,

@@ -13,6 +13,18 @@
  * mark is refreshed every MARK_REFRESH_MS while the writer waits, and
  * removed when it is granted or gives up; that of a broker that died ends
  * within MARK_TTL_MS.
+ *
+ * The marks in Redis decide.  A writer's announcement (the "wanted"
+ * message of its attempt that found the key held) also holds back the
+ * readers of the broker that hears it, without asking Redis, for
+ * WRITER_HINT_MS: the writer is marked a round trip after it announced
+ * itself, and readers in between would overtake it.  Past that, or at a
+ * release message for the key (a writer that gives up, however, has its
+ * mark removed and the others told on the release channel), readers ask
+ * Redis, which holds them back only while a mark lives.  A hint kept
+ * until the key was released here made a broker refuse every new reader
+ * for as long as its readers held the key, long after the writer had
+ * gone.
  */
 #include "locks_int.h"
 #include "util.h"
@@ -22,6 +34,7 @@
 
 #define MARK_TTL_MS 3000
 #define MARK_REFRESH_MS 1000
+#define WRITER_HINT_MS 1000		/* an announcement holds readers back */
 
 static void
 mark_done(void *arg, int ok, int released)
@@ -79,6 +92,21 @@ mark_cb(evutil_socket_t fd, short what, void *arg)
 		    mark_done, NULL);
 	if (!TAILQ_EMPTY(&lt->marked))
 		timer_add_ms(lt->mark_ev, MARK_REFRESH_MS);
+}
+
+/* A writer of another broker announced itself for lk (see above). */
+void
+writer_heard(struct lock *lk)
+{
+	lk->writer_wanted = 1;
+	lk->writer_until_ms = now_ms() + WRITER_HINT_MS;
+}
+
+/* A writer elsewhere holds back the readers here (its hint runs). */
+int
+writer_elsewhere(const struct lock *lk)
+{
+	return lk->writer_wanted && now_ms() < lk->writer_until_ms;
 }
 
 /* Readers hold, wait for or were announced for lk: its writers waiting

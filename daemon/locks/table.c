@@ -21,6 +21,14 @@ lk_key_up(const struct lock *lk)
 	    lk->te.keylen);
 }
 
+/* lk's connection is being made: ms a request may wait for it, else 0. */
+long
+lk_key_coming(const struct lock *lk)
+{
+	return lk->lt->st != NULL ? store_key_coming(lk->lt->st, lk->name,
+	    lk->te.keylen) : 0;
+}
+
 void
 lk_reply(struct lclient *cl, enum lk_status status, long long n, const char *why)
 {

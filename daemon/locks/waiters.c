@@ -17,6 +17,7 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 	cl->wlock = lk;
 	cl->wnext = NULL;
 	cl->told_queued = 0;
+	cl->conn_wait = 0;
 	cl->wkind = kind;
 	lk->limit = kind > 0 ? kind : 0;
 	cl->wttl = ttl_ms;
@@ -67,19 +68,23 @@ waiter_remove(struct lclient *cl)
 	}
 }
 
-/* Redis is away: answer the waiters whose wait is over. */
+/* Redis is away: answer the waiters whose wait is over, and the one-try
+ * requests that waited for a connection no longer being made. */
 void
 waiters_expire(struct lock *lk)
 {
 	struct lclient *w, *next;
 	int64_t now = now_ms();
+	int coming = lk_key_coming(lk) > 0;
 
 	for (w = lk->whead; w != NULL; w = next) {
 		next = w->wnext;
-		if (w->op != NULL || now < w->deadline)
+		if (w->op != NULL ||
+		    (now < w->deadline && (!w->conn_wait || coming)))
 			continue;
 		waiter_remove(w);
 		w->lt->stats.acquire_errors++;
-		lk_reply(w, LK_UNAVAILABLE, 0, WHY_WAIT_DOWN);
+		lk_reply(w, LK_UNAVAILABLE, 0, w->conn_wait ? WHY_UNREACHABLE :
+		    WHY_WAIT_DOWN);
 	}
 }

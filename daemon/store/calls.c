@@ -609,14 +609,16 @@ call_reply(struct cmd *cmd, const redisReply *r, int can_park)
 	return CMD_DONE;
 }
 
-/* One script call routed by r; NULL when its master is not up. */
+/* One script call routed by r; NULL when its master is not up (a read:
+ * nor being connected to, store_key_coming). */
 static struct call *
 call_new(struct store *st, const struct route *r, call_decode_fn *decode,
     enum script_id script, int nkeys, const struct piece *p, int np)
 {
 	struct call *c;
 
-	if (!node_usable(r->node))
+	if (!node_usable(r->node) && !(script_kind[script] == SCRIPT_READS &&
+	    node_coming(r->node)))
 		return NULL;
 	c = (struct call *)cmd_new(sizeof *c, script, nkeys, p, np);
 	c->cmd.reply = call_reply;
@@ -1121,6 +1123,7 @@ renew_call(struct store *st, const struct route *r,
 	c->fn.renew = fn;
 	c->arg = arg;
 	c->nrenew = n;
+	c->cmd.ndeps = (int)n;		/* about every lock it renews */
 	c->cmd.tenure_arg = ta;
 	return call_start(c);
 }

@@ -161,8 +161,12 @@ master_down(void *owner, struct link *l, int was_up)
 	node_down(n);
 	if (!cl->env->link.closing)
 		cluster_refresh(cl);	/* a failover, perhaps */
-	if (!was_up)
+	if (!was_up) {
+		/* an attempt failed: what waited for it hears so now */
+		if (h->down)
+			h->down(h->arg);
 		return;
+	}
 	cl->env->reconnects++;
 	shardsub_drop(m->ss);
 	if (h->down)
@@ -529,6 +533,16 @@ cluster_node_of(void *t, int slot)
 	    cl->slot[slot]->node : NULL;
 }
 
+static int
+cluster_coming(void *t, int slot)
+{
+	struct cluster *cl = t;
+	struct node *n = cluster_node_of(t, slot);
+
+	return n != NULL ? node_coming(n) : !cl->known &&
+	    link_coming(&cl->map);
+}
+
 /* MOVED: slot lives at host:port now (the map is refreshed soon). */
 static struct node *
 cluster_moved(void *t, int slot, const char *host, int port)
@@ -640,6 +654,7 @@ static const struct topo_ops cluster_ops = {
 	.node_of = cluster_node_of, .moved = cluster_moved,
 	.asked = cluster_asked, .refresh = cluster_refresh,
 	.may_grant = cluster_may_grant, .up = cluster_up,
+	.coming = cluster_coming,
 	.each = cluster_each, .kick = cluster_kick,
 	.lease_ms = cluster_lease_ms, .map_changes = cluster_map_changes,
 };

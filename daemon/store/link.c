@@ -445,6 +445,14 @@ link_usable(const struct link *l)
 }
 
 int
+link_coming(const struct link *l)
+{
+	return (l->state == LINK_CONNECTING || l->state == LINK_HANDSHAKE) &&
+	    !l->dying && !l->refused && !l->env->closing &&
+	    !event_pending(l->kill_ev, EV_TIMEOUT, NULL);
+}
+
+int
 link_current(const struct link *l, const redisAsyncContext *ac)
 {
 	return l->ac == ac;

@@ -139,6 +139,10 @@ void link_confirm(struct link *l);
 
 /* Up, and not tearing down: it takes commands. */
 int link_usable(const struct link *l);
+/* An attempt is under way (its address being found, connecting, or its
+ * handshake), not given up: within env->timeout_ms of its connect it is
+ * up or down. */
+int link_coming(const struct link *l);
 /* ac is l's context now (a reply for an older one is stale). */
 int link_current(const struct link *l, const redisAsyncContext *ac);
 /* A reply callback saw NULL: hiredis is failing this context's callbacks,

@@ -50,6 +50,7 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	c->born_ms = now_ms();
 	c->argc = argc;
 	c->nkeys = nkeys;
+	c->ndeps = nkeys > 0 ? 1 : 0;
 	c->bytes = bytes + (size_t)argc * 16;	/* and RESP's framing */
 	c->argv = (const char **)(void *)((char *)c + size);
 	c->argvlen = (size_t *)(void *)(c->argv + argc);
@@ -75,10 +76,131 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	return c;
 }
 
+/* --- order ------------------------------------------------------------ */
+
+/*
+ * Redis runs one connection's commands in the order they come, but a
+ * call it refuses before running it (NOSCRIPT: the script cache was
+ * emptied; "Function not found": the library was) is sent again only
+ * once its answer is read: behind every call sent meanwhile, and those
+ * may have run already, since this broker (for an earlier loss) or
+ * another one loaded the library again between them.  An early
+ * hand-off's pass sent again behind its new holder's renewal made that
+ * holder lose the key (Redis still showed the old one), and the pass then
+ * gave the key to a session that had forgotten it.  So a call about a
+ * key (cmd.ndeps) waits in the queue until every earlier call of this
+ * node about that key has its last answer, its resend's included; calls
+ * about other keys go on meanwhile.  Calls of one batch run in order
+ * within it and are sent again with it, so calls about one key may share
+ * a batch, never follow each other in two.  What it costs: a call about a
+ * key with a call in flight waits for that one's round trip (the next
+ * pass of a hand-off chain, a release during its key's renewal).
+ */
+#define DEP_BUCKETS 8192		/* a power of two */
+
+static unsigned
+dep_bucket(const char *p, size_t len)
+{
+	uint32_t h = 2166136261u;	/* FNV-1a */
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 16777619u;
+	}
+	return h & (DEP_BUCKETS - 1);
+}
+
+/* A queue walk's marks on buckets (node.marks, a row of bits each):
+ * MARK_BLOCKED, the calls about them wait (a call about them was kept
+ * back, or left in an earlier command of this walk); MARK_OPEN + kind, a
+ * call about them is in the walk's batch of that kind, still open. */
+enum { MARK_BLOCKED, MARK_OPEN, MARK_ROWS = MARK_OPEN + SCRIPT__KINDS };
+#define MARK_BYTES (DEP_BUCKETS / 8)
+
+static int
+marked(const struct node *n, int row, unsigned b)
+{
+	return (n->marks[row * MARK_BYTES + b / 8] & (1u << (b % 8))) != 0;
+}
+
+static void
+deps_mark(struct node *n, const struct cmd *c, int row)
+{
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		n->marks[row * MARK_BYTES + b / 8] |=
+		    (unsigned char)(1u << (b % 8));
+	}
+}
+
+/* c (going in a batch of kind) may go in this walk: no call in flight is
+ * about one of its keys, none kept back or sent before it in this walk,
+ * none in the open batch of another kind (which may leave first). */
+static int
+deps_free(const struct node *n, const struct cmd *c, int kind)
+{
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		if (n->deps[b] != 0 || marked(n, MARK_BLOCKED, b))
+			return 0;
+		for (int k = 0; k < SCRIPT__KINDS; k++)
+			if (k != kind && marked(n, MARK_OPEN + k, b))
+				return 0;
+	}
+	return 1;
+}
+
+/* No call in flight is about one of c's keys. */
+static int
+deps_idle(const struct node *n, const struct cmd *c)
+{
+	for (int i = 0; i < c->ndeps; i++)
+		if (n->deps[dep_bucket(c->argv[3 + i], c->argvlen[3 + i])] != 0)
+			return 0;
+	return 1;
+}
+
+/* c went out for the first time (counted until its last answer), or has
+ * its last answer. */
+static void
+deps_count(struct cmd *c, int sent)
+{
+	struct node *n = c->node;
+
+	if (c->ordered == sent)
+		return;
+	c->ordered = sent;
+	for (int i = 0; i < c->ndeps; i++) {
+		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
+
+		if (sent)
+			n->deps[b]++;
+		else
+			n->deps[b]--;
+	}
+}
+
+/* c has its last answer, or none (its link went, or it could not be
+ * sent): the calls about its keys behind it may go. */
+static void
+cmd_answered(struct cmd *c)
+{
+	struct node *n = c->node;
+
+	if (c->ordered) {
+		deps_count(c, 0);
+		if (n->qhead != NULL)
+			queue_run(n);
+	}
+}
+
 /* No answer for c (its link went, or it could not be sent). */
 static void
 cmd_fail(struct cmd *c)
 {
+	cmd_answered(c);
 	c->reply(c, NULL, 0);
 }
 
@@ -86,6 +208,12 @@ int
 node_usable(const struct node *n)
 {
 	return n != NULL && link_usable(&n->link);
+}
+
+int
+node_coming(const struct node *n)
+{
+	return n != NULL && link_coming(&n->link);
 }
 
 void
@@ -390,6 +518,7 @@ cmd_done(struct cmd *c, const redisReply *r)
 			cmd_fail(c);
 		return;
 	}
+	cmd_answered(c);
 	g = c->group;		/* its reply came: no longer a member */
 	c->group = NULL;
 	if (c->reply(c, r, g != NULL) == CMD_PARK && g != NULL) {
@@ -456,6 +585,7 @@ cmd_sent(struct cmd *c)
 
 	if (n->inflight++ == 0)
 		n->last_progress_ms = now_ms();
+	deps_count(c, 1);
 	c->loads = n->fn_loads;
 	if (c->acked != NULL && n->env->acks > 0)
 		group_join(c);
@@ -501,8 +631,10 @@ cmd_send(struct cmd *c)
  * STORE_BATCH_MAX calls and STORE_BATCH_BYTES; a call alone goes as its
  * own script's call, as before batches.  Since every call leaves through the
  * queue, calls reach Redis in the order they were started, inside a
- * batch and from one batch to the next (a handoff and then a renewal of
- * its new holder depend on it).  A call of a batch counts as one in
+ * batch and from one batch to the next, except that a call about a key
+ * waits for the calls about it still unanswered (order, above) while
+ * others pass it (a handoff and then a renewal of its new holder depend
+ * on their order).  A call of a batch counts as one in
  * flight (STORE_MAX_INFLIGHT, the watchdog, store_inflight): what is
  * bounded is the work Redis has been given, whatever its packing.
  *
@@ -518,6 +650,8 @@ struct batch {
 	size_t n;
 	int retried;			/* sent again as EVAL (NOSCRIPT, or
 					 * "Function not found") */
+	int kind;			/* its calls' (script_kind): which
+					 * batch function runs them */
 	unsigned loads;			/* node.fn_loads when it was sent */
 	int64_t sent_us;		/* the round trip's start */
 	int argc;
@@ -571,7 +705,7 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		if (is_nofunction(r)) {
 			library_reload(n, b->loads);
 			log_debug("function %s not in Redis %s: sent as EVAL",
-			    scripts[SCRIPT_BATCH].fname, n->link.addrstr);
+			    script_batch_fname[b->kind], n->link.addrstr);
 		} else {
 			log_info("script batch not cached in Redis %s: sent "
 			    "as EVAL", n->link.addrstr);
@@ -624,6 +758,7 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 	b->node = n;
 	b->head = head;
 	b->n = count;
+	b->kind = script_kind[head->script];
 	b->retried = 0;
 	b->loads = 0;
 	b->argc = (int)argc;
@@ -666,6 +801,12 @@ batch_send(struct batch *b)
 	if (!node_usable(n) || n->link.ac == NULL)
 		return -1;
 	call_words(n, SCRIPT_BATCH, b->retried, b->argv, b->argvlen);
+	if (n->fn && !b->retried) {
+		/* the function of its calls' kind (flags, scripts/embed.sh);
+		 * as a script (EVALSHA, EVAL) the batch has no flags */
+		b->argv[1] = script_batch_fname[b->kind];
+		b->argvlen[1] = strlen(b->argv[1]);
+	}
 	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
 	    b->argvlen) != 0)
 		return -1;
@@ -674,60 +815,6 @@ batch_send(struct batch *b)
 	for (struct cmd *c = b->head; c != NULL; c = c->qnext)
 		cmd_sent(c);
 	return 0;
-}
-
-/*
- * The end of the loop turn: send n's queued calls that have a place in
- * flight, in order, as batches (one call alone: its own call).  Then
- * write them at once: hiredis would write on the next loop turn, when
- * epoll reports the socket writable, after adding a write event for each
- * command (epoll_ctl) and deleting it once written (epoll_ctl again).
- * Writing here saves that turn and both calls (holding writes, link_send
- * adds no write event; hiredis adds one itself if the socket takes only
- * part).  With one connection and one request at a time, the broker's
- * system calls per request went from 3 epoll_wait and 5 epoll_ctl to 2
- * and 3 (strace -c, lbbench pairs --conns 1).
- */
-static void
-flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct node *n = arg;
-	int sent = 0;
-
-	(void)fd;
-	(void)what;
-	link_hold_writes(&n->link, 1);
-	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-	    node_usable(n)) {
-		struct cmd *head = n->qhead, *last = head, *c;
-		size_t count = 1, bytes = head->bytes;
-		size_t room = STORE_MAX_INFLIGHT - n->inflight;
-
-		while ((c = last->qnext) != NULL && count < STORE_BATCH_MAX &&
-		    count < room && bytes + c->bytes <= STORE_BATCH_BYTES) {
-			last = c;
-			count++;
-			bytes += c->bytes;
-		}
-		n->qhead = last->qnext;
-		if (n->qhead == NULL)
-			n->qtail = NULL;
-		n->queued -= count;
-		last->qnext = NULL;
-		if (count == 1) {
-			if (cmd_send(head) != 0)
-				cmd_fail(head);
-		} else {
-			struct batch *b = batch_new(n, head, count);
-
-			if (batch_send(b) != 0)
-				batch_fail(b);
-		}
-		sent = 1;
-	}
-	link_hold_writes(&n->link, 0);
-	if (sent)
-		link_write_now(&n->link);
 }
 
 /* --- the queue --------------------------------------------------------- */
@@ -744,28 +831,144 @@ queue_push(struct node *n, struct cmd *c)
 	n->queued++;
 }
 
-/* Send queued calls while there is room in flight (batching: at the end
- * of this turn, flush_cb). */
+/* Take c, after prev (NULL: the head), out of n's queue. */
+static void
+queue_unlink(struct node *n, struct cmd *prev, struct cmd *c)
+{
+	if (prev != NULL)
+		prev->qnext = c->qnext;
+	else
+		n->qhead = c->qnext;
+	if (n->qtail == c)
+		n->qtail = prev;
+	n->queued--;
+	c->qnext = NULL;
+}
+
+/* A command's worth of calls taken from the queue: one call, or a
+ * batch's (qnext-linked, in order). */
+struct group {
+	struct cmd *head, *tail;
+	size_t n, bytes;
+};
+
+/*
+ * Take from n's queue, in order, the calls that may go now, as at most
+ * room calls into commands g (returns how many commands): batching, up
+ * to STORE_BATCH_MAX calls and STORE_BATCH_BYTES a batch, each batch of
+ * calls of one kind (script_kind: a batch of releases runs under
+ * maxmemory, one of reads too), else one call a command.  A call about a
+ * key that a call in flight is about, or one kept back or taken into
+ * another command of this walk, stays queued, and the calls behind it
+ * about its keys with it (order, above); so commands of this walk share
+ * no key and may leave in any order.
+ */
+static size_t
+queue_take(struct node *n, struct group *g, size_t room)
+{
+	size_t ng = 0, taken = 0;
+	long open[SCRIPT__KINDS];
+	struct cmd *c, *prev = NULL, *next;
+	int batching = n->env->batching;
+
+	for (int k = 0; k < SCRIPT__KINDS; k++)
+		open[k] = -1;
+	memset(n->marks, 0, MARK_ROWS * MARK_BYTES);
+	for (c = n->qhead; c != NULL && taken < room; c = next) {
+		int kind = batching ? script_kind[c->script] : SCRIPT_WRITES;
+		struct group *cur = open[kind] >= 0 ? &g[open[kind]] : NULL;
+
+		next = c->qnext;
+		if (cur != NULL && (cur->n == STORE_BATCH_MAX ||
+		    cur->bytes + c->bytes > STORE_BATCH_BYTES)) {
+			/* full: its calls are ahead of every later call
+			 * about their keys */
+			for (struct cmd *d = cur->head; d != NULL; d = d->qnext)
+				deps_mark(n, d, MARK_BLOCKED);
+			cur = NULL;
+			open[kind] = -1;
+		}
+		if (!deps_free(n, c, kind)) {
+			deps_mark(n, c, MARK_BLOCKED);
+			prev = c;
+			continue;
+		}
+		queue_unlink(n, prev, c);
+		if (cur == NULL) {
+			open[kind] = (long)ng;
+			cur = &g[ng++];
+			*cur = (struct group){ c, NULL, 0, 0 };
+		} else {
+			cur->tail->qnext = c;
+		}
+		cur->tail = c;
+		cur->n++;
+		cur->bytes += c->bytes;
+		taken++;
+		if (batching) {
+			deps_mark(n, c, MARK_OPEN + kind);
+		} else {
+			deps_mark(n, c, MARK_BLOCKED);	/* alone */
+			open[kind] = -1;
+		}
+	}
+	return ng;
+}
+
+/*
+ * The end of the loop turn: send n's queued calls that may go (each with
+ * a place in flight, and no earlier call about its keys unanswered), in
+ * order, as batches when batching (one call alone: its own call).  Then
+ * write them at once: hiredis would write on the next loop turn, when
+ * epoll reports the socket writable, after adding a write event for each
+ * command (epoll_ctl) and deleting it once written (epoll_ctl again).
+ * Writing here saves that turn and both calls (holding writes, link_send
+ * adds no write event; hiredis adds one itself if the socket takes only
+ * part).  With one connection and one request at a time, the broker's
+ * system calls per request went from 3 epoll_wait and 5 epoll_ctl to 2
+ * and 3 (strace -c, lbbench pairs --conns 1).
+ */
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct node *n = arg;
+	struct group g[STORE_MAX_INFLIGHT];
+	size_t ng;
+
+	(void)fd;
+	(void)what;
+	if (n->qhead == NULL || n->inflight >= STORE_MAX_INFLIGHT ||
+	    !node_usable(n))
+		return;
+	/* all taken first, then sent: a failed send's callback may queue */
+	ng = queue_take(n, g, STORE_MAX_INFLIGHT - n->inflight);
+	if (ng == 0)
+		return;
+	link_hold_writes(&n->link, 1);
+	for (size_t i = 0; i < ng; i++) {
+		if (g[i].n == 1) {
+			if (cmd_send(g[i].head) != 0)
+				cmd_fail(g[i].head);
+		} else {
+			struct batch *b = batch_new(n, g[i].head, g[i].n);
+
+			if (batch_send(b) != 0)
+				batch_fail(b);
+		}
+	}
+	link_hold_writes(&n->link, 0);
+	link_write_now(&n->link);
+}
+
+/* Send the queued calls that may go, at the end of this turn (flush_cb):
+ * a place in flight freed up, a call about their keys was answered, or
+ * (batching) a call was made. */
 static void
 queue_run(struct node *n)
 {
-	if (n->env->batching) {
-		if (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-		    node_usable(n))
-			event_active(n->flush_ev, EV_TIMEOUT, 0);
-		return;
-	}
-	while (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
-	    node_usable(n)) {
-		struct cmd *c = n->qhead;
-
-		n->qhead = c->qnext;
-		if (n->qhead == NULL)
-			n->qtail = NULL;
-		n->queued--;
-		if (cmd_send(c) != 0)
-			cmd_fail(c);
-	}
+	if (n->qhead != NULL && n->inflight < STORE_MAX_INFLIGHT &&
+	    node_usable(n))
+		event_active(n->flush_ev, EV_TIMEOUT, 0);
 }
 
 /* Answer every queued call of n "unavailable" (its link is gone). */
@@ -793,12 +996,22 @@ node_call(struct node *n, struct cmd *c)
 		queue_run(n);
 		return 0;
 	}
-	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT)
+	if (node_usable(n) && n->inflight < STORE_MAX_INFLIGHT &&
+	    n->qhead == NULL && deps_idle(n, c))
 		return cmd_send(c);
-	if (node_usable(n) || (n->env->wait_link && !n->env->link.closing &&
-	    !n->link.dying && n->link.state != LINK_UP)) {
+	if (node_usable(n)) {
+		queue_push(n, c);
+		queue_run(n);
+		return 0;
+	}
+	if (n->env->wait_link && !n->env->link.closing && !n->link.dying &&
+	    n->link.state != LINK_UP) {
 		queue_push(n, c);
 		link_retry_now(&n->link);	/* one waiting out a backoff */
+		return 0;
+	}
+	if (node_coming(n)) {
+		queue_push(n, c);	/* sent by node_up, failed by node_down */
 		return 0;
 	}
 	return -1;
@@ -807,10 +1020,13 @@ node_call(struct node *n, struct cmd *c)
 void
 node_up(struct node *n)
 {
-	if (strcmp(n->rtt_addr, n->link.addrstr) != 0) {
-		/* another Redis now: its round trips are not the last one's */
+	if (strcmp(n->rtt_addr, n->link.addrstr) != 0 ||
+	    strcmp(n->rtt_ip, n->link.ip) != 0) {
+		/* another Redis now (at another address, or its name now
+		 * names another): its round trips are not the last one's */
 		histo_reset(&n->rtt);
 		memcpy(n->rtt_addr, n->link.addrstr, sizeof n->rtt_addr);
+		memcpy(n->rtt_ip, n->link.ip, sizeof n->rtt_ip);
 	}
 	n->last_progress_ms = now_ms();
 	queue_run(n);		/* redirected here meanwhile */
@@ -902,10 +1118,13 @@ node_watch(struct node *n, long timeout_ms)
 	if (n->link.state == LINK_UP && n->inflight > 0 &&
 	    now_ms() - n->last_progress_ms > timeout_ms)
 		link_kill(&n->link, "Redis stopped answering");
-	/* cluster mode: calls redirected to a master that does not come up
-	 * are failed by its connect timeout; this is the net under that */
+	/* calls waiting for a link being made are failed by its connect
+	 * timeout (cluster mode: also calls redirected to a master that
+	 * does not come up); this is the net under that, at the request's
+	 * redis_timeout_ms (a redirection's: twice) */
 	if (n->link.state != LINK_UP && n->qhead != NULL &&
-	    now_ms() - n->qhead->born_ms > 2 * timeout_ms)
+	    now_ms() - n->qhead->born_ms > (n->env->wait_link ? 2 : 1) *
+	    timeout_ms)
 		queue_fail(n);
 }
 
@@ -935,6 +1154,8 @@ node_new(struct node_env *env, const char *host, int port, int is_unix,
 	else
 		snprintf(n->link.addrstr, sizeof n->link.addrstr,
 		    strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+	n->deps = xcalloc(DEP_BUCKETS, sizeof *n->deps);
+	n->marks = xcalloc(MARK_ROWS, MARK_BYTES);
 	n->ack_ev = event_new(env->link.base, -1, 0, ack_cb, n);
 	n->flush_ev = event_new(env->link.base, -1, 0, flush_cb, n);
 	if (n->ack_ev == NULL || n->flush_ev == NULL)
@@ -958,6 +1179,8 @@ node_free(struct node *n)
 		event_free(n->ack_ev);
 	if (n->flush_ev)
 		event_free(n->flush_ev);
+	free(n->deps);
+	free(n->marks);
 	free(n->host);
 	free(n);
 }

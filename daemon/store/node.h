@@ -12,6 +12,11 @@
  * never decodes one.  Who owns the node (a topology: single.c,
  * cluster.c) gives the ops of its link, whose up and down end in node_up
  * and node_down.
+ *
+ * Calls about one key keep their order (node.c, "order"): a call is not
+ * sent while an earlier call of the node about one of its keys is
+ * unanswered, so a call Redis must be sent again (NOSCRIPT, "Function not
+ * found") never runs after one that came behind it.
  */
 #ifndef LOCKBROKER_NODE_H
 #define LOCKBROKER_NODE_H
@@ -96,6 +101,12 @@ struct cmd {
 					 * was sent (node.fn_loads) */
 	int argc;
 	int nkeys;			/* argv[3..3+nkeys): its KEYS */
+	int ndeps;			/* the first ndeps of them name what it
+					 * is about (a lock, a session record):
+					 * its order with other calls about
+					 * them is kept; 1 unless set */
+	int ordered;			/* counted in its node's deps, from
+					 * its first send to its last answer */
 	size_t bytes;			/* about its size on the wire */
 	const char **argv;
 	size_t *argvlen;
@@ -138,6 +149,13 @@ struct node {
 	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
 					 * for the link (cluster) */
 	size_t queued;
+	/* Calls sent and unanswered per bucket of the keys they are about
+	 * (cmd.ndeps; a bucket a hash of a key's name): a call whose bucket
+	 * counts any waits, behind them, in the queue.  Buckets shared by
+	 * two keys only make a call wait longer. */
+	uint32_t *deps;
+	unsigned char *marks;		/* a queue walk's marks on buckets
+					 * (node.c, queue_take) */
 	/* Batching, the queue is also this turn's batch: calls are sent
 	 * only by flush_ev, made active when one is queued (or a place in
 	 * flight frees up), which runs at the end of the loop turn and
@@ -148,10 +166,14 @@ struct node {
 	struct event *ack_ev;
 	uint64_t redirects;		/* MOVED / ASK replies it sent */
 	/* Script calls' round trips (a batch is one), from the write to the
-	 * answer; counted for the address rtt_addr, from 0 again when the
-	 * link comes up elsewhere (Sentinel: a new master). */
+	 * answer; counted for the address rtt_addr (as the broker was given
+	 * it: a host name stays a name) and, for a name, the address it gave
+	 * (rtt_ip), from 0 again when the link comes up elsewhere (Sentinel:
+	 * a new master; a name that moved). */
 	struct histo rtt;
 	char rtt_addr[sizeof ((struct link *)0)->addrstr];
+	char rtt_ip[sizeof ((struct link *)0)->ip];	/* and the address
+					 * its name gave ("" none) */
 };
 
 /*
@@ -171,13 +193,18 @@ struct node *node_new(struct node_env *env, const char *host, int port,
 void node_free(struct node *n);
 /* n's link takes commands. */
 int node_usable(const struct node *n);
+/* n's link is being made (link_coming): calls may wait for it. */
+int node_coming(const struct node *n);
 
 /*
  * Send c to n (c->node = n), or queue it there: batching, always (sent
  * at the end of the turn, if it has a place in flight by then); else when
- * STORE_MAX_INFLIGHT are in flight, or (wait_link: a redirection to a
- * master not connected yet) until its link is up.  -1 when it can go
- * nowhere (c is the caller's again).
+ * STORE_MAX_INFLIGHT are in flight, when an earlier call about one of its
+ * keys is queued or unanswered, or until its link is up while it is being
+ * made (node_coming; and wait_link: a redirection to a master not
+ * connected yet); failed if that attempt fails, or (node_watch) once it
+ * waited redis_timeout_ms.  -1 when it can go nowhere (c is the caller's
+ * again).
  */
 int node_call(struct node *n, struct cmd *c);
 /* Tear n's link down (a reply says it is no master now). */

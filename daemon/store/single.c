@@ -321,8 +321,12 @@ one_down(void *owner, struct link *l, int was_up)
 
 	(void)l;
 	node_down(n);
-	if (!was_up)
+	if (!was_up) {
+		/* an attempt failed: what waited for it hears so now */
+		if (h->down)
+			h->down(h->arg);
 		return;
+	}
 	s->env->reconnects++;
 	if (s->lease != NULL) {
 		lease_follow(s->lease, NULL);
@@ -416,6 +420,16 @@ single_up(void *t)
 	return node_usable(s->one);
 }
 
+static int
+single_coming(void *t, int slot)
+{
+	struct single *s = t;
+
+	(void)slot;
+	return node_coming(s->one) || (s->lease != NULL &&
+	    node_usable(s->one) && !s->tenure_joined);
+}
+
 static void
 single_each(void *t, int all, void (*fn)(void *arg, struct node *n),
     void *arg)
@@ -453,7 +467,8 @@ static const struct topo_ops single_ops = {
 	.start = single_start, .free = single_free,
 	.node_of = single_node_of, .moved = single_moved,
 	.asked = single_asked, .refresh = single_refresh,
-	.may_grant = single_may_grant, .up = single_up, .each = single_each,
+	.may_grant = single_may_grant, .up = single_up,
+	.coming = single_coming, .each = single_each,
 	.kick = single_kick, .lease_ms = single_lease_ms,
 	.map_changes = single_map_changes,
 };

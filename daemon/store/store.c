@@ -191,6 +191,15 @@ store_key_up(const struct store *st, const char *key, size_t keylen)
 	    calls_key_slot(st, key, keylen)));
 }
 
+long
+store_key_coming(const struct store *st, const char *key, size_t keylen)
+{
+	const struct topo *tp = &st->topo;
+
+	return !store_key_up(st, key, keylen) && tp->ops->coming(tp->t,
+	    calls_key_slot(st, key, keylen)) ? st->cfg.timeout_ms : 0;
+}
+
 long long
 store_lease_ms(const struct store *st)
 {

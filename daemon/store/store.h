@@ -54,7 +54,8 @@ struct store_cfg {
 
 struct store_hooks {
 	void (*up)(void *arg);		/* a command connection ready */
-	void (*down)(void *arg);	/* a command connection lost */
+	void (*down)(void *arg);	/* a command connection lost, or an
+					 * attempt to make one failed */
 	/* A lock was released somewhere (pub/sub). */
 	void (*released)(void *arg, const char *key, size_t keylen);
 	/* The holders or the value of a watched key changed somewhere
@@ -193,6 +194,15 @@ int store_link_up(const struct store *st);
 /* The command connection key's script would go to is up (and, Sentinel
  * mode, the lease is held). */
 int store_key_up(const struct store *st, const char *key, size_t keylen);
+/*
+ * key's connection is not up but being made (the broker starts, or
+ * reconnects; topo.h's coming): the ms a request may wait for it
+ * (redis_timeout_ms), else 0.  store_owner and store_check then wait for
+ * it (failed if the attempt fails, or after that long); other calls
+ * return -1 as while it is down.
+ */
+long store_key_coming(const struct store *st, const char *key,
+    size_t keylen);
 /* Sentinel mode: ms the lease has left (0: none); -1 in other modes. */
 long long store_lease_ms(const struct store *st);
 /* Shutting down: if the command connection waits out a backoff, try to

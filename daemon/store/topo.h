@@ -32,6 +32,11 @@ struct topo_ops {
 	int (*may_grant)(void *t);
 	/* Some master that serves keys is up (cluster: the map is known). */
 	int (*up)(void *t);
+	/* slot's master is not up for grants but on its way: its command
+	 * link is being made (cluster mode: or the slot map, which says
+	 * where it is, is being read; Sentinel mode: or the link is up and
+	 * waits to join the master's tenure under the lease). */
+	int (*coming)(void *t, int slot);
 	/* Visit the masters that serve keys (all: every node made). */
 	void (*each)(void *t, int all, void (*fn)(void *arg, struct node *n),
 	    void *arg);

@@ -15,6 +15,8 @@
 const struct script scripts[SCRIPT__COUNT] = {
 	[SCRIPT_ACQUIRE] = { "acquire", "-- acquire", "sha-acquire",
 	    "fn-acquire" },
+	[SCRIPT_CHECK] = { "check", "-- check", "sha-check",
+	    "fn-check" },
 	[SCRIPT_FORGET] = { "forget", "-- forget", "sha-forget",
 	    "fn-forget" },
 	[SCRIPT_HANDOFF] = { "handoff", "-- handoff", "sha-handoff",
@@ -43,6 +45,17 @@ const struct script scripts[SCRIPT__COUNT] = {
 	    "fn-wmark" },
 	[SCRIPT_BATCH] = { "batch", "-- batch", "sha-batch",
 	    "fn-batch" },
+};
+
+/* As embed.sh's FREES and READS. */
+const unsigned char script_kind[SCRIPT__COUNT] = {
+	[SCRIPT_RELEASE] = SCRIPT_FREES,
+	[SCRIPT_FORGET] = SCRIPT_FREES,
+	[SCRIPT_OWNER] = SCRIPT_READS,
+	[SCRIPT_CHECK] = SCRIPT_READS,
+};
+const char *const script_batch_fname[SCRIPT__KINDS] = {
+	"fn-batch", "fn-batch-free", "fn-batch-read"
 };
 
 const char script_library[] = "#!lua name=lockbroker_fake\n-- fake";
@@ -352,6 +365,12 @@ int
 link_usable(const struct link *l)
 {
 	return l->state == LINK_UP && !l->dying;
+}
+
+int
+link_coming(const struct link *l)
+{
+	return l->state == LINK_CONNECTING || l->state == LINK_HANDSHAKE;
 }
 
 int

@@ -16,6 +16,7 @@ struct store {
 	struct fake_call *head, *tail;
 	int up;
 	int fail;
+	long coming;			/* store_key_coming while not up */
 	uint64_t tenures;
 	size_t calls[FAKE__COUNT];
 };
@@ -83,6 +84,12 @@ void
 fake_store_set_up(struct store *st, int up)
 {
 	st->up = up;
+}
+
+void
+fake_store_set_coming(struct store *st, long ms)
+{
+	st->coming = ms;
 }
 
 void
@@ -336,6 +343,14 @@ store_key_up(const struct store *st, const char *key, size_t keylen)
 	(void)key;
 	(void)keylen;
 	return store_is_up(st);
+}
+
+long
+store_key_coming(const struct store *st, const char *key, size_t keylen)
+{
+	(void)key;
+	(void)keylen;
+	return store_is_up(st) ? 0 : st->coming;
 }
 
 size_t

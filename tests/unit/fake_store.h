@@ -83,6 +83,9 @@ struct fake_call {
 struct store *fake_store_new(void);
 /* up = 0: store_is_up() says 0 and every request returns -1. */
 void fake_store_set_up(struct store *st, int up);
+/* While not up, store_key_coming answers ms (0: the link is down, not
+ * being made). */
+void fake_store_set_coming(struct store *st, long ms);
 /* fail = 1: requests return -1 although store_is_up() says 1. */
 void fake_store_set_fail(struct store *st, int fail);
 /* A new master tenure (store_tenures one more): the next reconnect's

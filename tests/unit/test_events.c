@@ -225,6 +225,61 @@ START_TEST(test_store_not_up_wait_runs_out)
 }
 END_TEST
 
+/*
+ * A one-try ACQUIRE that comes while Redis's connection is being made
+ * (store_key_coming) waits for it: tried once when it is up (no wait
+ * announced, BUSY at once if held), answered ERR UNAVAILABLE as soon as
+ * the attempt fails, or when redis_timeout_ms (what coming says) ran out.
+ */
+START_TEST(test_one_try_waits_for_the_connection_being_made)
+{
+	struct env e;
+	struct fake_call *fc;
+	int64_t t0;
+
+	env_start(&e, NULL);
+	fake_store_set_up(e.st, 0);
+	fake_store_set_coming(e.st, 1000);
+	acquire(&e, 0, "k", 0, 5000);
+	acquire(&e, 1, "j", 0, 5000);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);		/* it waits */
+	ck_assert_int_eq(e.rec[1].nreplies, 0);
+	ck_assert_uint_eq(calls(&e, FAKE_ANY), 0);
+	fake_store_set_up(e.st, 1);
+	locks_store_up(e.lt);
+	fc = take(&e, FAKE_ACQUIRE);
+	ck_assert_str_eq(fc->key, "k");
+	ck_assert_int_eq(fc->will_wait, 0);		/* one try */
+	fake_acquire_done(fc, 1, 0, 20000);		/* held elsewhere */
+	ck_assert_int_eq(e.rec[0].status, LK_BUSY);	/* at once */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 9);
+	ck_assert_int_eq(e.rec[1].status, LK_OK);
+	/* the attempt fails: answered then, not at its deadline */
+	fake_store_set_up(e.st, 0);
+	acquire(&e, 2, "m", 0, 5000);
+	ck_assert_int_eq(e.rec[2].nreplies, 0);
+	fake_store_set_coming(e.st, 0);
+	locks_store_down(e.lt);
+	ck_assert_int_eq(e.rec[2].nreplies, 1);
+	ck_assert_int_eq(e.rec[2].status, LK_UNAVAILABLE);
+	/* no answer within what coming allows: ERR UNAVAILABLE then */
+	fake_store_set_coming(e.st, 80);
+	t0 = now_ms();
+	acquire(&e, 3, "m", 0, 5000);
+	run_ms(&e, 300);
+	ck_assert_int_eq(e.rec[3].nreplies, 1);
+	ck_assert_int_eq(e.rec[3].status, LK_UNAVAILABLE);
+	ck_assert_int_ge(e.rec[3].at_ms - t0, 75);
+	ck_assert_int_lt(e.rec[3].at_ms - t0, 290);
+	/* down, not being made: refused at once, as before */
+	fake_store_set_coming(e.st, 0);
+	acquire(&e, 4, "m", 0, 5000);
+	ck_assert_int_eq(e.rec[4].nreplies, 1);
+	ck_assert_int_eq(e.rec[4].status, LK_UNAVAILABLE);
+	env_end(&e);
+}
+END_TEST
+
 /* store_is_up says yes but the request is refused: answered at once too. */
 START_TEST(test_store_refuses_request)
 {
@@ -258,6 +313,7 @@ locks_events_suite(void)
 	tcase_add_test(tc, test_store_not_up);
 	tcase_add_test(tc, test_store_not_up_wait_runs_out);
 	tcase_add_test(tc, test_store_refuses_request);
+	tcase_add_test(tc, test_one_try_waits_for_the_connection_being_made);
 	suite_add_tcase(s, tc);
 	return s;
 }

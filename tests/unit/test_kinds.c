@@ -91,6 +91,40 @@ START_TEST(test_remote_writer_holds_back_readers)
 }
 END_TEST
 
+/* ... but only for a while, and not past the writer giving up: the
+ * announcement holds the readers here back WRITER_HINT_MS (1 s), and a
+ * release message for the key (the writer's broker removed its mark and
+ * told the others) ends it at once.  Then readers ask Redis, whose marks
+ * decide. */
+START_TEST(test_remote_writer_forgotten)
+{
+	struct env e;
+
+	env_start(&e, NULL);
+	acquire_k(&e, 0, "k", LK_SHARED, 1000);
+	grant(&e, 0, LK_SHARED, 10);
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
+	acquire_k(&e, 1, "k", LK_SHARED, 5000);
+	acquire_k(&e, 2, "k", LK_SHARED, 0);	/* one try: held back */
+	ck_assert_int_eq(e.rec[2].status, LK_BUSY);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
+	locks_store_released(e.lt, "k", 1);	/* the writer gave up */
+	grant(&e, 1, LK_SHARED, 11);
+	/* heard again, then nothing: the waiting reader asks Redis when the
+	 * hint runs out, not when the reads here end */
+	locks_store_wanted(e.lt, "k", 1, 1, 0);
+	acquire_k(&e, 3, "k", LK_SHARED, 5000);
+	ck_assert_uint_eq(pending(&e, FAKE_ANY), 0);
+	run_ms(&e, 700);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
+	run_ms(&e, 500);
+	grant(&e, 3, LK_SHARED, 12);
+	acquire_k(&e, 4, "k", LK_SHARED, 0);	/* one try: asks Redis */
+	grant(&e, 4, LK_SHARED, 13);
+	env_end(&e);
+}
+END_TEST
+
 /* A semaphore of 2: two permits tried at once, the third waits here
  * without asking Redis, and a release hands a permit over in one call. */
 START_TEST(test_semaphore_limit_and_handoff)
@@ -297,6 +331,7 @@ locks_kinds_suite(void)
 	tcase_add_test(tc, test_shared_tried_together);
 	tcase_add_test(tc, test_writer_not_overtaken);
 	tcase_add_test(tc, test_remote_writer_holds_back_readers);
+	tcase_add_test(tc, test_remote_writer_forgotten);
 	tcase_add_test(tc, test_semaphore_limit_and_handoff);
 	tcase_add_test(tc, test_kind_mismatch);
 	tcase_add_test(tc, test_reentrant_kinds);

@@ -78,11 +78,12 @@ t_acked(struct cmd *c, int ok)
 	return ok == 0;
 }
 
+/* A call of script about key lbt:lock:<key>, with one argument. */
 static struct tcall *
-t_call(int id, enum script_id script, const char *arg)
+t_call_on(int id, enum script_id script, const char *key, const char *arg)
 {
 	struct piece p[2] = {
-		{ "lbt:lock:", 9, "k", 1 },
+		{ "lbt:lock:", 9, key, strlen(key) },
 		{ arg, strlen(arg), NULL, 0 },
 	};
 	struct tcall *t = (struct tcall *)cmd_new(sizeof *t, script, 1, p, 2);
@@ -90,6 +91,16 @@ t_call(int id, enum script_id script, const char *arg)
 	t->cmd.reply = t_reply;
 	t->id = id;
 	return t;
+}
+
+/* The same about a key of its own, k<id>. */
+static struct tcall *
+t_call(int id, enum script_id script, const char *arg)
+{
+	char key[24];
+
+	snprintf(key, sizeof key, "k%d", id);
+	return t_call_on(id, script, key, arg);
 }
 
 static void
@@ -165,6 +176,7 @@ START_TEST(test_batches_of_a_turn)
 	struct node *n = up_node(1, 0);
 	size_t want[] = { STORE_BATCH_MAX, STORE_BATCH_MAX, 22 };
 	size_t total = 2 * STORE_BATCH_MAX + 22, id = 0;
+	char key[32];
 
 	for (size_t i = 0; i < total; i++)
 		ck_assert_int_eq(node_call(n, &t_call((int)i, SCRIPT_RELEASE,
@@ -186,7 +198,8 @@ START_TEST(test_batches_of_a_turn)
 		ck_assert_str_eq(s->argv[1], "sha-batch");
 		ck_assert_int_eq(atoi(s->argv[2]), (int)want[b]);
 		ck_assert_int_eq(s->argc, 3 + (int)want[b] * 5);
-		ck_assert_str_eq(s->argv[3], "lbt:lock:k");
+		snprintf(key, sizeof key, "lbt:lock:k%zu", id);
+		ck_assert_str_eq(s->argv[3], key);
 		ck_assert_str_eq(s->argv[3 + want[b]], "release");
 		r = reply_ints(want[b]);
 		fake_reply(s, r);
@@ -213,7 +226,7 @@ START_TEST(test_alone_goes_as_itself)
 	turn();
 	ck_assert_uint_eq(fake_sent_count(), 1);
 	s = fake_sent_pop();
-	ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k x");
+	ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k7 x");
 	r = reply_int(42);
 	fake_reply(s, r);
 	reply_free(r);
@@ -328,6 +341,7 @@ START_TEST(test_inflight_cap)
 	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT);
 	ck_assert_uint_eq(n->queued, extra);
 	fake_reply(fake_sent_pop(), r);
+	turn();			/* the queue runs at the end of the turn */
 	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT);
 	ck_assert_uint_eq(n->queued, extra - 1);
 	ck_assert_uint_eq(fake_sent_count(), STORE_MAX_INFLIGHT);
@@ -336,6 +350,7 @@ START_TEST(test_inflight_cap)
 	while ((s = fake_sent_pop()) != NULL) {
 		ck_assert_uint_le(n->inflight, STORE_MAX_INFLIGHT);
 		fake_reply(s, r);
+		turn();
 	}
 	reply_free(r);
 	ck_assert_uint_eq(nheard, total);
@@ -359,7 +374,7 @@ START_TEST(test_inflight_cap_batching)
 	ck_assert_uint_eq(n->inflight, STORE_MAX_INFLIGHT - 6);
 	before = fake_sent_count();	/* in flight, unanswered */
 	for (size_t i = 0; i < 20; i++)
-		node_call(n, &t_call((int)i, SCRIPT_RELEASE, "a")->cmd);
+		node_call(n, &t_call(1000 + (int)i, SCRIPT_RELEASE, "a")->cmd);
 	turn();
 	ck_assert_uint_eq(fake_sent_count(), before + 1);
 	s = fake_sent_peek(before);
@@ -482,7 +497,7 @@ START_TEST(test_noscript_resends_as_eval)
 	ck_assert_uint_eq(nheard, 0);
 	s = fake_sent_pop();
 	ck_assert_ptr_nonnull(s);
-	ck_assert_str_eq(s->text, "EVAL -- renew 1 lbt:lock:k a");
+	ck_assert_str_eq(s->text, "EVAL -- renew 1 lbt:lock:k5 a");
 	fake_reply(s, e);
 	ck_assert_uint_eq(nheard, 1);
 	ck_assert_int_eq(heard[0].type, REDIS_REPLY_ERROR);
@@ -554,13 +569,13 @@ START_TEST(test_library_loaded_calls_as_fcall)
 		ck_assert_str_eq(name, "fn-tenure");
 		node_call(n, &t_call(1, SCRIPT_OWNER, "x")->cmd);
 		s = fake_sent_pop();
-		ck_assert_str_eq(s->text, "FCALL fn-owner 1 lbt:lock:k x");
+		ck_assert_str_eq(s->text, "FCALL fn-owner 1 lbt:lock:k1 x");
 		r = reply_int(1);
 		fake_reply(s, r);
 		reply_free(r);
 		env.batching = 1;
-		node_call(n, &t_call(2, SCRIPT_OWNER, "x")->cmd);
-		node_call(n, &t_call(3, SCRIPT_OWNER, "y")->cmd);
+		node_call(n, &t_call(2, SCRIPT_RENEW, "x")->cmd);
+		node_call(n, &t_call(3, SCRIPT_RENEW, "y")->cmd);
 		turn();
 		s = fake_sent_pop();
 		ck_assert_str_eq(s->argv[0], "FCALL");
@@ -616,7 +631,7 @@ START_TEST(test_no_functions_scripts_by_evalsha)
 		fake_link_up(&n->link);
 		node_call(n, &t_call(1, SCRIPT_OWNER, "x")->cmd);
 		s = fake_sent_pop();
-		ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k x");
+		ck_assert_str_eq(s->text, "EVALSHA sha-owner 1 lbt:lock:k1 x");
 		r = reply_int(1);
 		fake_reply(s, r);
 		reply_free(r);
@@ -644,7 +659,7 @@ START_TEST(test_function_not_found_reloads_once)
 	ck_assert_str_eq(fake_sent_peek(2)->text,
 	    "FUNCTION LOAD #!lua name=lockbroker_fake\n-- fake");
 	ck_assert_str_eq(fake_sent_peek(3)->text,
-	    "EVAL -- renew 1 lbt:lock:k a");
+	    "EVAL -- renew 1 lbt:lock:k0 a");
 	fake_reply(fake_sent_pop(), e);		/* sent before it: no reload */
 	fake_reply(fake_sent_pop(), e);
 	ck_assert_uint_eq(fake_sent_count(), 4);   /* LOAD, 3 EVALs */
@@ -657,8 +672,11 @@ START_TEST(test_function_not_found_reloads_once)
 	}
 	ck_assert_int_eq(n->fn, 1);
 	for (int i = 0; i < 3; i++) {
+		char want[64];
+
+		snprintf(want, sizeof want, "EVAL -- renew 1 lbt:lock:k%d a", i);
 		s = fake_sent_pop();
-		ck_assert_str_eq(s->text, "EVAL -- renew 1 lbt:lock:k a");
+		ck_assert_str_eq(s->text, want);
 		fake_reply(s, e);	/* a second miss is the answer */
 	}
 	ck_assert_uint_eq(nheard, 3);
@@ -695,6 +713,248 @@ START_TEST(test_function_not_found_reloads_once)
 	}
 	ck_assert_uint_eq(nheard, 6);
 	reply_free(e);
+	done(n);
+}
+END_TEST
+
+/* --- order ---------------------------------------------------------------- */
+
+/* Answer s with the integer v; a batch s with the integers 0..n-1. */
+static void
+answer_int(struct fake_sent *s, long long v)
+{
+	redisReply *r = reply_int(v);
+
+	fake_reply(s, r);
+	reply_free(r);
+}
+
+static void
+answer_ints(struct fake_sent *s, size_t n)
+{
+	redisReply *r = reply_ints(n);
+
+	fake_reply(s, r);
+	reply_free(r);
+}
+
+/* A call about a key waits for the calls about it sent before: for the
+ * last answer of one Redis refused at first ("Function not found") and
+ * got again, not only for its first; calls about other keys go on. */
+START_TEST(test_one_key_waits_for_a_resend)
+{
+	struct node *n = up_node(0, 0);
+	redisReply *e = reply_err("ERR Function not found");
+	struct fake_sent *s;
+
+	n->fn = 1;
+	node_call(n, &t_call_on(1, SCRIPT_PASS, "k", "a")->cmd);
+	node_call(n, &t_call_on(2, SCRIPT_RENEW, "j", "b")->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_RENEW, "k", "c")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);	/* 1 and 2 */
+	ck_assert_uint_eq(n->queued, 1);
+	ck_assert_str_eq(fake_sent_peek(0)->text, "FCALL fn-pass 1 lbt:lock:k a");
+	ck_assert_str_eq(fake_sent_peek(1)->text,
+	    "FCALL fn-renew 1 lbt:lock:j b");
+	fake_reply(fake_sent_pop(), e);		/* 1: not found */
+	turn();
+	/* 2, then the reload and 1 again; 3 still waits */
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	ck_assert_str_eq(fake_sent_peek(2)->text, "EVAL -- pass 1 lbt:lock:k a");
+	ck_assert_uint_eq(n->queued, 1);
+	answer_int(fake_sent_pop(), 1);		/* 2 */
+	turn();
+	ck_assert_uint_eq(n->queued, 1);
+	s = fake_sent_pop();			/* the reload */
+	{
+		redisReply *ok = reply_str("lockbroker_fake");
+
+		fake_reply(s, ok);
+		reply_free(ok);
+	}
+	answer_int(fake_sent_pop(), 1);		/* 1, as EVAL */
+	ck_assert_uint_eq(nheard, 2);
+	ck_assert_int_eq(heard[0].id, 2);
+	ck_assert_int_eq(heard[1].id, 1);
+	ck_assert_uint_eq(fake_sent_count(), 0);
+	turn();
+	ck_assert_uint_eq(n->queued, 0);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-renew 1 lbt:lock:k c");
+	answer_int(s, 1);
+	ck_assert_int_eq(heard[2].id, 3);
+	reply_free(e);
+	done(n);
+}
+END_TEST
+
+/* Batching: calls about one key may share a batch (it runs them in
+ * order and is sent again whole), never follow each other in two: a
+ * batch's successor about one of its keys waits for its last answer,
+ * and the calls about other keys of that turn go meanwhile. */
+START_TEST(test_batch_about_one_key)
+{
+	struct node *n = up_node(1, 0);
+	redisReply *e = reply_err("NOSCRIPT No matching script. Please use EVAL.");
+	struct fake_sent *s;
+
+	node_call(n, &t_call_on(1, SCRIPT_HANDOFF, "k", "a")->cmd);
+	node_call(n, &t_call_on(2, SCRIPT_ACQUIRE, "k", "b")->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_ACQUIRE, "j", "c")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	ck_assert_int_eq(atoi(fake_sent_peek(0)->argv[2]), 3);	/* one */
+	node_call(n, &t_call_on(4, SCRIPT_RENEW, "k", "d")->cmd);
+	node_call(n, &t_call_on(5, SCRIPT_RENEW, "m", "e")->cmd);
+	node_call(n, &t_call_on(6, SCRIPT_RENEW, "j", "f")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);	/* 5 alone */
+	ck_assert_str_eq(fake_sent_peek(1)->text,
+	    "EVALSHA sha-renew 1 lbt:lock:m e");
+	ck_assert_uint_eq(n->queued, 2);
+	fake_reply(fake_sent_pop(), e);		/* the batch: NOSCRIPT */
+	turn();
+	ck_assert_uint_eq(n->queued, 2);	/* 4 and 6 still wait */
+	answer_int(fake_sent_pop(), 1);		/* 5 */
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[0], "EVAL");
+	ck_assert_str_eq(s->argv[1], "-- batch");
+	answer_ints(s, 3);
+	ck_assert_uint_eq(nheard, 4);
+	turn();
+	ck_assert_uint_eq(n->queued, 0);	/* now 4 and 6, in order */
+	s = fake_sent_pop();
+	ck_assert_int_eq(atoi(s->argv[2]), 2);
+	ck_assert_str_eq(s->argv[3], "lbt:lock:k");
+	ck_assert_str_eq(s->argv[4], "lbt:lock:j");
+	answer_ints(s, 2);
+	ck_assert_uint_eq(nheard, 6);
+	{
+		const int order[] = { 5, 1, 2, 3, 4, 6 };
+
+		for (int i = 0; i < 6; i++)
+			ck_assert_int_eq(heard[i].id, order[i]);
+	}
+	reply_free(e);
+	done(n);
+}
+END_TEST
+
+/* A turn's calls about one key past a batch's bound: the rest wait for
+ * the first batch's answer; a call about another key behind them goes. */
+START_TEST(test_batch_bound_keeps_order)
+{
+	struct node *n = up_node(1, 0);
+
+	for (int i = 0; i < STORE_BATCH_MAX + 2; i++)
+		node_call(n, &t_call_on(i, SCRIPT_RELEASE, "k", "a")->cmd);
+	node_call(n, &t_call_on(99, SCRIPT_RELEASE, "j", "a")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	ck_assert_int_eq(atoi(fake_sent_peek(0)->argv[2]), STORE_BATCH_MAX);
+	ck_assert_str_eq(fake_sent_peek(1)->text,
+	    "EVALSHA sha-release 1 lbt:lock:j a");
+	ck_assert_uint_eq(n->queued, 2);
+	answer_ints(fake_sent_pop(), STORE_BATCH_MAX);
+	turn();
+	ck_assert_uint_eq(n->queued, 0);
+	ck_assert_int_eq(atoi(fake_sent_peek(1)->argv[2]), 2);
+	done(n);
+}
+END_TEST
+
+/* A call about several keys (a renewal of many holds: cmd.ndeps) waits
+ * for the calls about any of them, and the calls behind it about any of
+ * them wait for it. */
+START_TEST(test_call_about_many_keys)
+{
+	struct node *n = up_node(0, 0);
+	struct piece p[3] = {
+		{ "lbt:lock:", 9, "a", 1 },
+		{ "lbt:lock:", 9, "b", 1 },
+		{ "x", 1, NULL, 0 },
+	};
+	struct tcall *t;
+
+	node_call(n, &t_call_on(1, SCRIPT_RELEASE, "b", "x")->cmd);
+	t = (struct tcall *)cmd_new(sizeof *t, SCRIPT_RENEW, 2, p, 3);
+	t->cmd.reply = t_reply;
+	t->cmd.ndeps = 2;
+	t->id = 2;
+	node_call(n, &t->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_RELEASE, "a", "x")->cmd);
+	node_call(n, &t_call_on(4, SCRIPT_RELEASE, "c", "x")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);	/* 1 and 4 */
+	ck_assert_str_eq(fake_sent_peek(1)->text,
+	    "EVALSHA sha-release 1 lbt:lock:c x");
+	answer_int(fake_sent_pop(), 1);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);	/* 4, then 2 */
+	ck_assert_str_eq(fake_sent_peek(1)->text,
+	    "EVALSHA sha-renew 2 lbt:lock:a lbt:lock:b x");
+	ck_assert_uint_eq(n->queued, 1);		/* 3 after 2 */
+	answer_int(fake_sent_pop(), 1);
+	answer_int(fake_sent_pop(), 1);
+	turn();
+	ck_assert_uint_eq(n->queued, 0);
+	answer_int(fake_sent_pop(), 1);
+	ck_assert_uint_eq(nheard, 4);
+	ck_assert_int_eq(heard[3].id, 3);
+	done(n);
+}
+END_TEST
+
+/* --- kinds of calls ---------------------------------------------------- */
+
+/*
+ * Under maxmemory Redis refuses a function that may write before it runs:
+ * releases (release, forget) go in a batch of their own, whose function
+ * runs under maxmemory (allow-oom), and reads (owner, check) in one of
+ * theirs (no-writes); the rest in the plain batch.  Calls of two kinds
+ * about one key are never in two batches of one turn: the later waits
+ * for the earlier's answer.
+ */
+START_TEST(test_batches_by_kind)
+{
+	struct node *n = up_node(1, 0);
+	const char *fns[3] = { "fn-batch", "fn-batch-free", "fn-batch-read" };
+	const int calls[3] = { 2, 2, 2 };
+	struct fake_sent *s;
+
+	n->fn = 1;
+	node_call(n, &t_call_on(1, SCRIPT_ACQUIRE, "a", "x")->cmd);
+	node_call(n, &t_call_on(2, SCRIPT_RELEASE, "b", "x")->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_OWNER, "c", "x")->cmd);
+	node_call(n, &t_call_on(4, SCRIPT_RENEW, "d", "x")->cmd);
+	node_call(n, &t_call_on(5, SCRIPT_FORGET, "e", "x")->cmd);
+	node_call(n, &t_call_on(6, SCRIPT_CHECK, "f", "x")->cmd);
+	node_call(n, &t_call_on(7, SCRIPT_RELEASE, "a", "x")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 3);
+	ck_assert_uint_eq(n->queued, 1);	/* 7: after 1's answer */
+	for (int i = 0; i < 3; i++) {
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->argv[0], "FCALL");
+		ck_assert_str_eq(s->argv[1], fns[i]);
+		ck_assert_int_eq(atoi(s->argv[2]), calls[i]);
+		answer_ints(s, (size_t)calls[i]);
+	}
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-release 1 lbt:lock:a x");
+	answer_int(s, 1);
+	ck_assert_uint_eq(nheard, 7);
+	/* without functions: one batch script for every kind */
+	n->fn = 0;
+	node_call(n, &t_call_on(8, SCRIPT_RELEASE, "a", "x")->cmd);
+	node_call(n, &t_call_on(9, SCRIPT_RELEASE, "b", "x")->cmd);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[0], "EVALSHA");
+	ck_assert_str_eq(s->argv[1], "sha-batch");
+	answer_ints(s, 2);
 	done(n);
 }
 END_TEST
@@ -747,6 +1007,11 @@ node_suite(void)
 	tcase_add_test(tc, test_no_functions_scripts_by_evalsha);
 	tcase_add_test(tc, test_function_not_found_reloads_once);
 	tcase_add_test(tc, test_link_lost_fails_calls);
+	tcase_add_test(tc, test_one_key_waits_for_a_resend);
+	tcase_add_test(tc, test_batch_about_one_key);
+	tcase_add_test(tc, test_batch_bound_keeps_order);
+	tcase_add_test(tc, test_call_about_many_keys);
+	tcase_add_test(tc, test_batches_by_kind);
 	tcase_add_test(tc, test_rtt_one_sample_per_round_trip);
 	tcase_add_test(tc, test_rtt_unbatched_calls);
 	suite_add_tcase(s, tc);

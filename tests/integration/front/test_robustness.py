@@ -491,6 +491,162 @@ class TestErrorReplyIsFinal(RobustCase):
         self.assertToken(w.readline(timeout=5.0))
 
 
+class TestReleasesUnderMaxmemory(RobustCase):
+    """A Redis at maxmemory with noeviction refuses a function that may
+    write before it runs, whatever it would do: as FCALLs, releases were
+    refused too (as EVAL, their DEL and PUBLISH went through), so a full
+    Redis kept every lock until its TTL.  Releases (a RELEASE, a session
+    end's, alone or many in one batch) run in functions flagged
+    allow-oom, reads (OWNER, CHECK) in no-writes ones; an ACQUIRE is still
+    refused as a write.  The same on a Redis without functions (EVAL)."""
+
+    EXTRA = ()
+
+    def full_redis(self):
+        own = self.start_redis(*self.EXTRA)
+        self.addCleanup(lambda: own.cli("CONFIG", "SET", "maxmemory", "0"))
+        return own
+
+    def fill(self, own):
+        own.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        own.cli("CONFIG", "SET", "maxmemory", "1")
+
+    def test_releases_and_reads_answer_when_redis_is_full(self):
+        own = self.full_redis()
+        b = self.start_broker(redis=own)
+        c, ender = self.connect(b), self.connect(b)
+        many = [self.connect(b) for _ in range(8)]
+        toks = {k: self.assertToken(c.req("ACQUIRE %s" % k))
+                for k in ("f1", "f2")}
+        for k in ("e1", "e2"):
+            self.assertToken(ender.req("ACQUIRE %s" % k))
+        for i, m in enumerate(many):
+            self.assertToken(m.req("ACQUIRE m%d" % i))
+        self.fill(own)
+        self.assertErr(c.req("ACQUIRE f3"), "UNAVAILABLE")   # a write
+        self.assertEqual(c.req("RELEASE f1"), "OK 0")
+        self.assertEqual(self.exists("f1", own), 0)
+        self.assertRegex(c.req("OWNER f2"),
+                         r"\AOK [0-9a-f-]{36} [0-9]+ %d\Z" % toks["f2"])
+        self.assertEqual(c.req("CHECK f2 %d" % toks["f2"]), "OK CURRENT")
+        self.assertEqual(c.req("CHECK f1 %d" % toks["f1"]), "OK STALE -")
+        # many in one loop turn: one batch of releases
+        b.pause()
+        try:
+            for i, m in enumerate(many):
+                m.send("RELEASE m%d" % i)
+            time.sleep(0.05)
+        finally:
+            b.resume()
+        self.assertEqual([m.readline() for m in many], ["OK 0"] * len(many))
+        for i in range(len(many)):
+            self.assertEqual(self.exists("m%d" % i, own), 0)
+        # a session's end frees its keys
+        ender.close()
+        wait_until(lambda: self.exists("e1", own) + self.exists("e2", own)
+                   == 0, 3.0, what="the ended session's keys freed")
+        self.assertEqual(c.req("RELEASE f2"), "OK 0")
+        self.assertEqual(self.exists("f2", own), 0)
+
+
+class TestReleasesUnderMaxmemoryEvalsha(TestReleasesUnderMaxmemory):
+    """The same on a Redis without functions (as before Redis 7)."""
+
+    EXTRA = ("--rename-command", "FUNCTION", "")
+
+
+class TestNoRefusalsWhileConnecting(RobustCase):
+    """A one-try ACQUIRE sent as soon as a (re)started broker listens,
+    while its first Redis connection was still being made, answered ERR
+    UNAVAILABLE at once (19-23 of 25 tries under load).  A request that
+    comes while the connection is being made waits for that attempt, at
+    most redis_timeout_ms: here Redis is stopped (SIGSTOP) while the
+    broker starts, so the attempt hangs in its handshake until Redis goes
+    on, 0.4 s later.  An attempt that fails answers at once."""
+
+    CLIENTS = 100
+
+    def start_clients(self, port, lines, replies):
+        """A thread per line: connect as soon as port listens, send the
+        line, keep the reply (or the error)."""
+        def one(i, line):
+            deadline = time.monotonic() + 5.0
+            while True:
+                try:
+                    c = harness.Client(port, timeout=5.0)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        replies[i] = "never connected"
+                        return
+                    time.sleep(0.002)
+            try:
+                replies[i] = c.req(line, timeout=5.0)
+            except (OSError, EOFError, AssertionError) as e:
+                replies[i] = "no reply: %r" % e
+            finally:
+                c.close()
+        threads = [threading.Thread(target=one, args=(i, line))
+                   for i, line in enumerate(lines)]
+        for t in threads:
+            t.start()
+        return threads
+
+    def test_clients_of_a_restart_wait_for_the_first_connection(self):
+        own = self.start_redis()
+        self.addCleanup(own.resume)
+        b = self.start_broker(redis=own)
+        tok = self.assertToken(self.connect(b).req("ACQUIRE held"))
+        b.kill()            # a crash: "held" stays in Redis
+        own.pause()
+        b2 = self.start_broker("--redis_timeout_ms", "2000", redis=own,
+                               wait_ready=False)
+        lines = ["ACQUIRE k%d" % i for i in range(self.CLIENTS)]
+        lines += ["OWNER k0", "CHECK k0 1", "OWNER held", "RELEASE k0"]
+        replies = [None] * len(lines)
+        threads = self.start_clients(b2.port, lines, replies)
+        time.sleep(0.4)
+        own.resume()
+        for t in threads:
+            t.join(10.0)
+        refused = [r for r in replies if not r or not r.startswith(
+            ("OK", "ERR NOTHELD"))]
+        self.assertEqual(refused, [], replies)
+        for r in replies[:self.CLIENTS]:
+            self.assertToken(r)
+        self.assertRegex(replies[-4], r"\AOK( -|( [^ ]+){3})\Z")
+        self.assertRegex(replies[-3], r"\AOK STALE ([0-9]+|-)\Z")
+        self.assertRegex(replies[-2], r"\AOK [0-9a-f-]{36} [0-9]+ %d\Z"
+                         % tok)
+        self.assertErr(replies[-1], "NOTHELD")
+        self.assertEqual(own.cli("EXISTS", self.lock_key("k1")), 0,
+                         "the sessions ended: their keys freed")
+
+    def test_an_attempt_that_fails_answers_at_once(self):
+        own = self.start_redis()
+        port = own.port
+        own.stop()          # nothing listens: every attempt fails at once
+        b = self.start_broker("--redis_timeout_ms", "2000", redis=own,
+                              wait_ready=False)
+        conns = []
+
+        def listening():
+            try:
+                conns.append(b.client(timeout=5.0))
+                return True
+            except OSError:
+                return False
+        wait_until(listening, 5.0, what="the broker listens")
+        c = conns[0]
+        self.addCleanup(c.close)
+        for line in ("ACQUIRE x", "OWNER x", "CHECK x 1"):
+            r, ms = c.timed_req(line, timeout=5.0)
+            self.assertErr(r, "UNAVAILABLE")
+            self.assertLess(ms, 500, "%s waited for a Redis that was "
+                            "refusing connections" % line)
+        self.assertEqual(port, own.port)
+
+
 class TestBrokerStopped(RobustCase):
     """Issue 11's chaos test: a broker stopped (SIGSTOP) longer than
     redis_timeout_ms while a command was in flight dropped its Redis

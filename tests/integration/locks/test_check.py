@@ -62,6 +62,29 @@ class TestCheck(BrokerTestCase):
         self.assertEqual(asker.req("CHECK quota %d" % pa),
                          "OK STALE %d" % pb)
 
+    def test_a_lingering_release_is_not_current(self):
+        """RELEASE ... LINGER ends the hold (the session no longer holds
+        the key; nobody can take it for the linger): its token is not
+        current, and no hold is alive (STALE -).  A write carrying it
+        after the release is refused."""
+        holder = self.connect(self.b1)
+        asker = self.connect(self.b2)
+        t = self.assertToken(holder.req("ACQUIRE job"))
+        self.assertEqual(holder.req("RELEASE job LINGER 2000"), "OK 0")
+        self.assertErr(holder.req("RENEW job"), "NOTHELD")
+        self.assertRegex(asker.req("OWNER job"),
+                         r"\AOK %s [0-9]+ %d\Z" % (harness.UUID_RE, t))
+        self.assertEqual(asker.req("CHECK job %d" % t), "OK STALE -")
+        self.assertEqual(holder.req("CHECK job %d" % t), "OK STALE -")
+        # shared: the lingering read is no live holder either
+        a, b = self.connect(self.b1), self.connect(self.b2)
+        ta = self.assertToken(a.req("ACQUIRE cat SHARED"))
+        tb = self.assertToken(b.req("ACQUIRE cat SHARED"))
+        self.assertEqual(b.req("RELEASE cat LINGER 2000"), "OK 0")
+        self.assertEqual(asker.req("CHECK cat %d" % tb), "OK STALE %d" % ta)
+        self.assertEqual(a.req("RELEASE cat LINGER 2000"), "OK 0")
+        self.assertEqual(asker.req("CHECK cat %d" % ta), "OK STALE -")
+
     def test_bad_input_answers_err_and_the_session_goes_on(self):
         c = self.connect(self.b1)
         for line in ("CHECK", "CHECK k", "CHECK k 0", "CHECK k -3",

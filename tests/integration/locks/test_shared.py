@@ -469,6 +469,74 @@ class TestWriterAcrossBrokers(SharedCase):
         self.assertLess(ms, 4500)
 
 
+class TestWriterGivesUpAcrossBrokers(SharedCase):
+    """A writer waiting on Y for a key X's readers hold made X answer BUSY
+    to every new SHARED request for as long as X's readers held the key
+    (minutes), after the writer had given up and Redis held no writer
+    mark: X kept the writer it had heard of.  However the writer gives up
+    (its WAIT answered BUSY, an ASYNC wait timed out or cancelled, its
+    session ended), new readers on both brokers are granted within the
+    mark's 3 s (here: at once, as the writer's broker tells the others)."""
+
+    def writer_waits(self, line):
+        """A reader holds doc on X; a writer on Y queues with line; X has
+        heard of it (a new reader there is refused)."""
+        holder = self.connect(self.x)
+        self.assertToken(holder.req("ACQUIRE doc SHARED"))
+        w = self.connect(self.y)
+        wanted = self.subscribe_wanted()
+        w.send(line)
+        self.announced(wanted, "doc")
+        time.sleep(0.2)             # its mark is made
+        probe = self.connect(self.x)
+        self.assertEqual(probe.req("ACQUIRE doc SHARED"), "BUSY",
+                         "X did not hold a reader back for the writer")
+        return holder, w, probe
+
+    def readers_granted(self, t0):
+        """A new reader on X, then on Y, asked once every 50 ms, is
+        granted within 3 s of t0 (the writer gave up); returns the ms."""
+        for broker in (self.x, self.y):
+            c = self.connect(broker)
+            while True:
+                r = c.req("ACQUIRE doc SHARED")
+                if r != "BUSY":
+                    break
+                self.assertLess(ms_since(t0), 3000, "readers still held "
+                                "back by a writer that gave up")
+                time.sleep(0.05)
+            self.assertToken(r)
+        return ms_since(t0)
+
+    def test_writer_busy(self):
+        holder, w, probe = self.writer_waits("ACQUIRE doc WAIT 500")
+        self.assertEqual(w.readline(3.0), "BUSY")
+        ms = self.readers_granted(time.monotonic())
+        figure("writer BUSY -> readers on both brokers: %.0f ms" % ms)
+
+    def test_writer_async_timeout(self):
+        holder, w, probe = self.writer_waits(
+            "ACQUIRE doc WAIT 500 ASYNC")
+        self.assertEqual(w.readline(3.0), "OK QUEUED")
+        self.assertEqual(w.readline(3.0), "EVENT TIMEOUT doc")
+        ms = self.readers_granted(time.monotonic())
+        figure("writer ASYNC TIMEOUT -> readers: %.0f ms" % ms)
+
+    def test_writer_cancel(self):
+        holder, w, probe = self.writer_waits(
+            "ACQUIRE doc WAIT 20000 ASYNC")
+        self.assertEqual(w.readline(3.0), "OK QUEUED")
+        self.assertEqual(w.req("CANCEL doc"), "OK 1")
+        ms = self.readers_granted(time.monotonic())
+        figure("writer CANCEL -> readers: %.0f ms" % ms)
+
+    def test_writer_session_end(self):
+        holder, w, probe = self.writer_waits("ACQUIRE doc WAIT 20000")
+        w.close()
+        ms = self.readers_granted(time.monotonic())
+        figure("writer's session ended -> readers: %.0f ms" % ms)
+
+
 # ------------------------------------------------------- session end, -9 --
 
 class TestSessionEnd(SharedCase):

@@ -13,10 +13,12 @@ while the responder holds its answers back for 2 s; AAAA answers and the
 """
 
 import os
+import re
 import socket
 import subprocess
 import time
 import unittest
+import urllib.request
 
 import harness
 import topology
@@ -86,6 +88,16 @@ class DnsCase(BrokerTestCase):
         self.addCleanup(b.close)
         return b
 
+    def sample(self, mport, prefix):
+        """The value of the /metrics line that starts with prefix."""
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport,
+                                    timeout=5.0) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix):])
+        self.fail("no %r on /metrics" % prefix)
+
     def redis_at(self, host, port):
         r = RedisAt(host, port)
         self.addCleanup(r.close)
@@ -106,6 +118,10 @@ class TestByName(DnsCase):
         self.assertIn("at 127.0.0.1", b.log())
         self.assertEqual(self.stats(c)["redis_master"],
                          "%s:%d" % (NAME, self.redis.port))
+        # the master's label (STATS, /metrics node=) is the address as
+        # given, the name, as PROTOCOL.md says
+        self.assertRegex(self.stats(c)["redis_node_stats"],
+                         r"\A%s:%d/up/" % (re.escape(NAME), self.redis.port))
 
     def test_follows_a_moved_redis_after_a_loss(self):
         """Redis dies; a new one starts on the same port at another
@@ -114,10 +130,18 @@ class TestByName(DnsCase):
         old = self.redis_at("127.0.0.1", port)
         self.dns.set(NAME, "127.0.0.1")
         # interval 0: only the reconnect's lookup can find the new address
+        mport = harness.free_port()
         b = self.start_named(port, "--failover_lock_delay_ms", "0",
-                             "--redis_resolve_interval_ms", "0")
+                             "--redis_resolve_interval_ms", "0",
+                             "--metrics_port", mport)
         c = self.connect(b)
         self.assertToken(c.req("ACQUIRE before"))
+        for i in range(20):
+            self.assertToken(c.req("ACQUIRE r%d" % i))
+            self.assertEqual(c.req("RELEASE r%d" % i), "OK 0")
+        rtt = 'lockbroker_redis_rtt_seconds_count{node="%s:%d"} ' % (NAME,
+                                                                     port)
+        self.assertGreaterEqual(self.sample(mport, rtt), 40)
         old.stop()
         new = self.redis_at("127.0.0.2", port)
         self.dns.set(NAME, "127.0.0.2")
@@ -128,6 +152,8 @@ class TestByName(DnsCase):
         wait_until(granted, 10, interval=0.1, what="grant on the new Redis")
         self.assertIsNotNone(self.holder(new, "after"))
         self.assertIn("now resolves to 127.0.0.2 (was 127.0.0.1)", b.log())
+        # same label (the name), another Redis: round trips from 0 again
+        self.assertLess(self.sample(mport, rtt), 20)
 
     def test_interval_moves_a_live_connection(self):
         """The old Redis still answers, but the name now names another:
@@ -222,7 +248,7 @@ class TestNameFails(DnsCase):
 
     def test_loop_answers_while_the_resolver_waits(self):
         """Every answer held back 2 s: the lookup is in flight, the loop
-        is not waiting for it."""
+        is not waiting for it; a request waits for it (being made)."""
         self.dns.set(NAME, "127.0.0.1")
         self.dns.delay = 2.0
         b = self.start_named(self.redis.port, wait_ready=False)
@@ -237,7 +263,12 @@ class TestNameFails(DnsCase):
             worst = max(worst, ms)
             time.sleep(0.05)
         self.assertLess(worst, 200, "PING took %.0f ms" % worst)
-        self.assertErr(c.req("ACQUIRE k"), "UNAVAILABLE")
+        # a one-try ACQUIRE sent while the lookup is in flight (its answer
+        # 0.5 s away) waits for the connection being made, at most
+        # redis_timeout_ms, instead of being refused
+        r, ms = c.timed_req("ACQUIRE k", timeout=5)
+        self.assertToken(r)
+        self.assertGreater(ms, 100, "granted before the lookup answered?")
         b.wait_ready(timeout=15)
         self.assertToken(c.req("ACQUIRE k"))
 

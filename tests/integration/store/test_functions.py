@@ -11,6 +11,8 @@ renamed away, as before Redis 7) gets the scripts by EVALSHA.
 Calls are counted with INFO commandstats of a Redis of the test's own.
 """
 
+import re
+import sys
 import threading
 import time
 import unittest
@@ -86,6 +88,31 @@ class TestLibrary(FunctionCase):
         self.assertGreaterEqual(stats.get("fcall", 0), 4, stats)
         self.assertNotIn("evalsha", stats)
         self.assertNotIn("eval", stats)
+
+    def test_flags_let_releases_and_reads_run_when_redis_is_full(self):
+        """Releases are flagged allow-oom (they only delete and publish),
+        reads no-writes; the rest none, so Redis refuses them under
+        maxmemory.  Each batch function runs calls of its kind only."""
+        self.own.cli("FUNCTION", "LOAD", generated()["library"])
+        h = self.ours.rsplit("_", 1)[1]
+        flags = {f[1]: sorted(f[5]) for lib in
+                 self.own.cli("FUNCTION", "LIST") for f in lib[5]}
+        want = {"release": ["allow-oom"], "forget": ["allow-oom"],
+                "batch_free": ["allow-oom"], "owner": ["no-writes"],
+                "check": ["no-writes"], "batch_read": ["no-writes"]}
+        for name, fl in sorted(flags.items()):
+            self.assertEqual(fl, want.get(name[:-len(h) - 1], []), name)
+        # every script's function, the batch's, and the two batches of
+        # one kind
+        self.assertEqual(len(flags), sum(
+            1 for k in generated() if k.endswith(".fn")) + 2, flags)
+        # a batch of one kind refuses a call of another
+        r = self.own.cli("FCALL", "batch_free_" + h, 1, "lbt:lock:x",
+                         "owner", 1, 0)
+        self.assertRegex(str(r[0]), "owner may not run in this batch")
+        r = self.own.cli("FCALL", "batch_read_" + h, 1, "lbt:lock:x",
+                         "owner", 1, 0)
+        self.assertEqual(r, [[]])
 
     def test_library_already_there_is_used(self):
         # a broker of this build loaded it before (or Redis kept it)
@@ -219,6 +246,109 @@ class TestFlushUnderLoad(FunctionCase):
                 "own%d" % i)), 0)
         self.assertIn("gone from Redis %s: loading it again" % self.own.addr,
                       b.log())
+
+
+class TestOrderThroughReloads(FunctionCase):
+    """Calls on one Redis connection keep their order when one of them
+    must be sent again (the library flushed or deleted under it): the
+    calls after it on its key wait for it.  Three sessions per key take
+    turns (so most turns are early hand-offs, whose pass.lua is not
+    awaited) and ask RENEW, PROCLAIM and CHECK of the hold just granted;
+    a second broker works on keys of its own, so its library loads land
+    between this broker's calls.  FUNCTION FLUSH or DELETE every 50 ms."""
+
+    KEYS = 6
+    PER_KEY = 3
+    SECONDS = 3.0
+
+    def test_holds_just_granted_are_never_lost(self):
+        b = self.start_broker(redis=self.own)
+        other = self.start_broker(redis=self.own)
+        errors, lost, stop = [], [], threading.Event()
+        counts = {"acquire": 0, "acquire_err": 0, "turns": 0}
+        lock = threading.Lock()
+
+        def turn(c, key):
+            r = c.req("ACQUIRE %s WAIT 5000" % key, timeout=8.0)
+            with lock:
+                counts["acquire"] += 1
+            if r.startswith("ERR "):
+                self.assertErr(r, "UNAVAILABLE")
+                with lock:
+                    counts["acquire_err"] += 1
+                return
+            if r == "BUSY":     # 5 s: a key held by nobody
+                lost.append("%s: BUSY after WAIT 5000" % key)
+                return
+            tok = self.assertToken(r)
+            c.send("RENEW %s" % key)
+            c.send("PROCLAIM %s v%d" % (key, tok))
+            c.send("CHECK %s %d" % (key, tok))
+            got = [c.readline(timeout=8.0) for _ in range(3)]
+            for want, r in zip(("OK [0-9]+", "OK", "OK CURRENT"), got):
+                if r.startswith("ERR LOST") or not (
+                        re.fullmatch(want, r) or
+                        r.startswith("ERR UNAVAILABLE ")):
+                    lost.append("%s %d: %r" % (key, tok, got))
+                    return
+            r = c.req("RELEASE %s" % key, timeout=8.0)
+            if r != "OK 0" and not r.startswith("ERR UNAVAILABLE "):
+                lost.append("%s %d release: %r" % (key, tok, r))
+            with lock:
+                counts["turns"] += 1
+
+        def loop(c, key):
+            try:
+                while not stop.is_set():
+                    turn(c, key)
+            except Exception as e:      # the thread's failure, reported
+                errors.append("%s: %r" % (key, e))
+
+        def elsewhere(c, i):
+            try:
+                while not stop.is_set():
+                    r = c.req("ACQUIRE far%d" % i, timeout=8.0)
+                    if r.startswith("OK "):
+                        c.req("RELEASE far%d" % i, timeout=8.0)
+            except Exception as e:
+                errors.append("other broker: %r" % e)
+
+        threads = [threading.Thread(target=loop, args=(
+            self.session(b), "k%d" % k)) for k in range(self.KEYS)
+            for _ in range(self.PER_KEY)]
+        threads += [threading.Thread(target=elsewhere, args=(
+            self.session(other), i)) for i in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            end = time.monotonic() + self.SECONDS
+            n = 0
+            while time.monotonic() < end:
+                time.sleep(0.05)
+                n += 1
+                try:
+                    if n % 4 == 0:
+                        self.own.cli("FUNCTION", "DELETE", self.ours)
+                    else:
+                        self.own.cli("FUNCTION", "FLUSH")
+                except RedisError:
+                    pass        # deleted a moment ago, not back yet
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30.0)
+        sys.stderr.write("\nfigure: %d flushes/deletes in %.1f s: %d "
+                         "ACQUIREs, %d ERR, %d turns (RENEW, PROCLAIM, "
+                         "CHECK of the hold just granted)\n"
+                         % (n, self.SECONDS, counts["acquire"],
+                            counts["acquire_err"], counts["turns"]))
+        self.assertEqual((errors, lost), ([], []), counts)
+        self.assertFalse(any(t.is_alive() for t in threads))
+        self.assertGreater(counts["turns"], 20, counts)
+        self.assertLess(counts["acquire_err"] * 10, counts["acquire"],
+                        counts)
+        stats = self.stats(self.session(b))
+        self.assertGreater(int(stats["early_handoffs"]), 0, stats)
 
 
 class TestWithoutFunctions(FunctionCase):

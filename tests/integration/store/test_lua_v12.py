@@ -94,6 +94,18 @@ class TestLuaV12(unittest.TestCase):
         self.assertGreater(t2, t1)
         self.assertEqual(self.check("k", t1), [0, t2])
 
+    def test_check_lingering_release_is_no_hold(self):
+        t1 = self.acq("g", "c1")
+        self.assertEqual(self.ev("linger", [lk("g")], ["c1:%d" % t1, 5000,
+                                                       RELEASED, "g"]), 1)
+        self.assertEqual(self.check("g", t1), [0, -1])
+        a = self.sacq("h", "c1", 0)
+        b = self.sacq("h", "c2", 0)
+        self.assertEqual(self.ev("linger", [lk("h")], ["c2:%d" % b, 5000,
+                                                       RELEASED, "h"]), 1)
+        self.assertEqual(self.check("h", b), [0, a])
+        self.assertEqual(self.check("h", a), [1])
+
     def test_check_shared_and_permits(self):
         a = self.sacq("s", "c1", 0)
         b = self.sacq("s", "c2", 0)
