@@ -94,13 +94,10 @@ class TestCheck(BrokerTestCase):
         self.assertEqual(c.req("CHECK k 9007199254740991"), "OK STALE -")
         self.assertEqual(c.req("PING"), "OK PONG")
 
-    def test_value_is_refused_until_this_broker_keeps_values(self):
-        """ACQUIRE ... VALUE (1.2) is parsed but not kept by this broker
-        yet: a clear ERR, never an OK that silently drops it; OWNER ...
-        VALUE answers its 1.2 form, "-" for a hold with no value (PROCLAIM
-        gives one)."""
+    def test_owner_value_of_a_hold_without_one(self):
+        """OWNER ... VALUE answers its 1.2 form, "-" for a hold with no
+        value; plain OWNER keeps its v1 reply."""
         c = self.connect(self.b1)
-        self.assertErr(c.req("ACQUIRE v VALUE 10.0.0.7:8080"), "BADARG")
         self.assertEqual(c.req("OWNER v VALUE"), "OK -")
         t = self.assertToken(c.req("ACQUIRE v"))
         m = re.fullmatch(r"OK (\S+) ([0-9]+) ([0-9]+) -",
