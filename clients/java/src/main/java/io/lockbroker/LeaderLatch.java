@@ -138,7 +138,7 @@ public final class LeaderLatch implements AutoCloseable {
                 lock.lockInterruptibly();
             } catch (InterruptedException e) {
                 continue;
-            } catch (IllegalStateException e) {
+            } catch (ClosedException e) {
                 return;
             } catch (LockBrokerException e) {
                 lastError = e;

@@ -527,6 +527,9 @@ public final class Conformance {
     }
 
     private static List<String> error(RuntimeException e) {
+        if (e instanceof ClosedException) {
+            return List.of("error", "USAGE");
+        }
         if (e instanceof LockBrokerException) {
             return List.of("error", ((LockBrokerException) e).code());
         }

@@ -79,7 +79,7 @@ class SessionTest {
         });
         LockClient c = client(LockClient.builder().addresses(f.address()));
         assertEquals(f.clientId, c.clientId());
-        assertEquals("HELLO GRACE 30000", f.awaitLine("HELLO"));
+        assertEquals("HELLO GRACE 5000", f.awaitLine("HELLO"), "the default grace");
         assertEquals("HELLO", f.awaitLine("HELLO"));
     }
 
@@ -223,6 +223,18 @@ class SessionTest {
     }
 
     @Test
+    void cancelOfLockAsyncGivesBackAGrantThatRacedIt() throws Exception {
+        FakeBroker f = fake(queueing(Map.of("r", "EVENT GRANTED r 5|OK 0")));
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        java.util.concurrent.CompletableFuture<Hold> h = c.lockAsync("r", Duration.ofSeconds(30));
+        assertTrue(f.awaitLine("ACQUIRE r").matches("ACQUIRE r WAIT \\d+ ASYNC"));
+        assertTrue(h.cancel(true));
+        assertEquals("CANCEL r", f.awaitLine("CANCEL"));
+        assertEquals("RELEASE r", f.awaitLine("RELEASE"), "the grant that raced the cancel is given back");
+        assertFalse(c.lock("r").isHeld());
+    }
+
+    @Test
     void aWaitWithoutDeadlineAsksAgainOnTimeout() throws Exception {
         AtomicInteger asks = new AtomicInteger();
         FakeBroker f = fake((c, line) -> {
@@ -253,7 +265,7 @@ class SessionTest {
         });
         LockClient c = client(LockClient.builder().addresses(f.address()));
         assertThrows(UnavailableException.class, () -> c.lock("u").tryLock(5, TimeUnit.SECONDS));
-        assertThrows(LimitException.class, () -> c.lock("l").lock());
+        assertThrows(LimitExceededException.class, () -> c.lock("l").lock());
         assertFalse(c.lock("u").isHeld());
     }
 
@@ -499,10 +511,7 @@ class SessionTest {
             }
             return false;
         });
-        // a short reply timeout: once the fake's port is free another process may take it and
-        // accept without answering, and a HELLO there would wait the whole default timeout (10 s)
         LockClient c = client(LockClient.builder().addresses(f.address()).resumeBudget(Duration.ofMillis(300))
-                .replyTimeout(Duration.ofMillis(1000)).connectTimeout(Duration.ofMillis(1000))
                 .sessionListener(new SessionListener() {
                     @Override
                     public void down(Throwable cause) {
@@ -519,10 +528,12 @@ class SessionTest {
         });
         t.start();
         f.awaitLine("ACQUIRE w");
-        f.close();                           // the broker is gone for good
+        // the broker is gone for good; its port stays the fake's (issue 33: with f.close(), a broker
+        // of another run on this machine took the free port and served the new session, so lock()
+        // was granted there, or a process that accepted without answering held it up)
+        f.refuse();
         t.join(10_000);
         if (t.isAlive() || got.get() == null) {
-            // seen once in ~9 full runs, not reproduced alone: say where the caller was
             fail("lock() " + (t.isAlive() ? "still blocked after 10 s at " + java.util.Arrays.toString(t.getStackTrace())
                     : "returned normally: isHeld=" + c.lock("w").isHeld()));
         }
