@@ -1,6 +1,7 @@
 package io.lockbroker;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,7 +26,7 @@ final class Exits {
         synchronized (Exits.class) {
             if (!hooked) {
                 try {
-                    Runtime.getRuntime().addShutdownHook(new Thread(Exits::run, "lockbroker-exit"));
+                    Runtime.getRuntime().addShutdownHook(new Thread(() -> run(OPEN), "lockbroker-exit"));
                     hooked = true;
                 } catch (IllegalStateException e) {
                     return;         // the JVM is exiting already
@@ -39,10 +40,13 @@ final class Exits {
         OPEN.remove(c);
     }
 
-    /** The hook: every open client closes at once, on a thread each. */
-    private static void run() {
+    /**
+     * The hook's work for these clients (at exit: every open one): each closes at once, on a thread
+     * of its own, and the hook waits for their QUITs' answers, at most WAIT_MS in all.
+     */
+    static void run(Collection<Core> cores) {
         List<Thread> ts = new ArrayList<>();
-        for (Core c : OPEN) {
+        for (Core c : cores) {
             Thread t = new Thread(c::close, "lockbroker-exit-quit");
             t.setDaemon(true);
             t.start();

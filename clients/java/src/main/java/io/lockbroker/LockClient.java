@@ -180,6 +180,11 @@ public final class LockClient implements AutoCloseable {
         cleanable.clean();
     }
 
+    /** The client's inside (for the conformance runner's exit step: what the exit hook does). */
+    Core core() {
+        return core;
+    }
+
     /** Settings for a client; {@link #connect()} makes it. */
     public static final class Builder {
         private List<String> addresses = List.of(DEFAULT_ADDRESS);

@@ -65,11 +65,11 @@ final class Tally {
         return Math.max(0, System.nanoTime() - nanos) / 1e9;
     }
 
-    private void tell(String counter, String key, double seconds) {
+    private void tell(String name, String key, double seconds) {
         if (hook == null) {
             return;
         }
-        CounterEvent e = new CounterEvent(counter, key, seconds);
+        CounterEvent e = new CounterEvent(name, key, seconds);
         try {
             callbacks.execute(() -> {
                 try {

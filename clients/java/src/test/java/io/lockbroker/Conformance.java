@@ -502,6 +502,12 @@ public final class Conformance {
                     c.lib.close();
                     return List.of("ok");
                 });
+            case "exit":
+                // the app ends without close(): what the JVM's shutdown hook does, for this client only
+                return timed(() -> {
+                    Exits.run(List.of(c.lib.core()));
+                    return List.of("ok");
+                });
             default:
                 throw new Failure("unknown action " + verb);
         }

@@ -110,11 +110,11 @@ class CountersTest {
         assertEquals(1, n.reconnects());
         assertTrue(n.waitSecondsTotal() >= 0.3 && n.waitSecondsTotal() < 5, "wait s " + n.waitSecondsTotal());
         assertTrue(n.holdSecondsTotal() >= 0.2 && n.holdSecondsTotal() < 30, "hold s " + n.holdSecondsTotal());
-        String seen = run.events().stream().map(e -> e.counter() + (e.key() == null ? "" : " " + e.key()))
+        String seen = run.events().stream().map(e -> e.name() + (e.key() == null ? "" : " " + e.key()))
                 .collect(Collectors.joining(", "));
         assertEquals("waits a, holds a, waits b, waits l, losses l, holds l, waits r, reconnects, resumes, holds r",
                 seen);
-        double waits = run.events().stream().filter(e -> e.counter().equals("waits"))
+        double waits = run.events().stream().filter(e -> e.name().equals("waits"))
                 .mapToDouble(CounterEvent::seconds).sum();
         assertEquals(n.waitSecondsTotal(), waits, 1e-9, "the hook's seconds add up to the total");
     }
