@@ -29,7 +29,7 @@ type Election struct {
 func (c *Client) Election(key string) *Election { return &Election{c: c, key: key} }
 
 // Campaign runs for leader with value (e.g. this node's address) and
-// returns once this client leads, or when ctx ends (ErrTimeout,
+// returns once this client leads, or when ctx ends (ErrLockTimeout,
 // ErrCancelled). The hold's Context is cancelled, and its Lost closed,
 // if leadership is lost; Resign ends it.
 func (e *Election) Campaign(ctx context.Context, value string) (*Hold, error) {
@@ -59,7 +59,7 @@ func (e *Election) Resign(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
-	if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrLost) {
+	if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrLockLost) {
 		return err
 	}
 	return nil

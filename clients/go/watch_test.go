@@ -73,7 +73,7 @@ func TestWatchersShareOneWatch(t *testing.T) {
 	}()
 	fc.expect("WATCH z")
 	fc.send("ERR LIMIT max_watches_per_session")
-	if r := <-first; !errors.Is(r.err, ErrLimit) {
+	if r := <-first; !errors.Is(r.err, ErrLimitExceeded) {
 		t.Fatal(r.err)
 	}
 }
@@ -165,10 +165,10 @@ func TestHoldRequests(t *testing.T) {
 	}()
 	fc.expect("RENEW a")
 	fc.send("ERR LOST the lock expired")
-	if r := <-got; !errors.Is(r.err, ErrLost) || !isClosed(h.Lost()) {
+	if r := <-got; !errors.Is(r.err, ErrLockLost) || !isClosed(h.Lost()) {
 		t.Fatal(r.err)
 	}
-	if err := h.Proclaim(context.Background(), "v3"); !errors.Is(err, ErrLost) {
+	if err := h.Proclaim(context.Background(), "v3"); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("proclaim of a lost hold: %v", err)
 	}
 	b := lockNow(t, c, fc, "b", "2")

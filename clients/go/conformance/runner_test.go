@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
-	"lockbroker/internal/servers"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
+	"github.com/lockbroker/lockbroker/clients/go/internal/servers"
 )
 
 const stepBound = 10 * time.Second // any step without its own within=
@@ -558,6 +558,12 @@ func (r *run) action(cl *client, pos []string, opts map[string]string, flags map
 		return func(ctx context.Context) outcome {
 			return outcome{words: words(c.Close())}
 		}, nil
+	case "exit":
+		// the program ends without an explicit close: Go has no exit
+		// hook, so what ends the session is the README's defer c.Close()
+		return func(ctx context.Context) outcome {
+			return outcome{words: words(c.Close())}
+		}, nil
 	}
 	return nil, fmt.Errorf("unknown action %q", verb)
 }
@@ -720,20 +726,20 @@ func words(err error) []string {
 	if err == nil {
 		return []string{"ok"}
 	}
-	var be *lockbroker.BrokerError
+	var be *lockbroker.Error
 	switch {
-	case errors.Is(err, lockbroker.ErrTimeout):
+	case errors.Is(err, lockbroker.ErrLockTimeout):
 		return []string{"timeout"}
 	case errors.Is(err, lockbroker.ErrBusy):
 		return []string{"busy"}
 	case errors.Is(err, lockbroker.ErrCancelled):
 		return []string{"cancelled"}
+	case errors.Is(err, lockbroker.ErrLockLost):
+		return []string{"error", "LOST"}
 	case errors.Is(err, lockbroker.ErrSessionLost):
 		return []string{"error", "SESSION"}
-	case errors.As(err, &be):
+	case errors.As(err, &be) && be.Code != "":
 		return []string{"error", be.Code}
-	case errors.Is(err, lockbroker.ErrLost):
-		return []string{"error", "LOST"}
 	case errors.Is(err, lockbroker.ErrBadArgument):
 		return []string{"error", "BADARG"}
 	case errors.Is(err, lockbroker.ErrUsage):
@@ -742,7 +748,7 @@ func words(err error) []string {
 		return []string{"error", "CONNECT"}
 	case errors.Is(err, lockbroker.ErrVersion):
 		return []string{"error", "VERSION"}
-	case errors.Is(err, lockbroker.ErrProtocol):
+	case errors.Is(err, lockbroker.ErrProtocolError):
 		return []string{"error", "PROTOCOL"}
 	}
 	return []string{"error", "(" + err.Error() + ")"}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
-	"lockbroker/internal/servers"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
+	"github.com/lockbroker/lockbroker/clients/go/internal/servers"
 )
 
 var helper *servers.Helper

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
 )
 
 // 100 waits on different keys at once over one client; one is cancelled
