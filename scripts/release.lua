@@ -15,11 +15,14 @@
 -- waiters elsewhere): 1.  An expired holder is removed: 0.
 -- It works by value alone, whatever the key's kind: it is also the undo of
 -- a grant WAIT did not confirm (store.c, group_undo).
+-- KEYS[2]  optional (protocol 1.2): the key's value key (value.lua),
+--          deleted with an exclusive hold in the same command: a value
+--          lives exactly as long as its hold.
 -- @include holders.lua
 local k = KEYS[1]
 local v = get_str(k)
 if v == ARGV[1] then
-  redis.call('DEL', k)
+  redis.call('DEL', k, KEYS[2] or k)
   publish(ARGV[2], ARGV[3])
   return 1
 end

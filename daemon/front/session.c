@@ -39,6 +39,7 @@
 #include "tls.h"
 #include "tokenhash.h"
 #include "util.h"
+#include "watches.h"
 
 #include <event2/buffer.h>
 
@@ -58,6 +59,7 @@ struct session {
 	struct lclient *cl;
 	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
 	struct awaits *aw;		/* ASYNC waits, made at the first */
+	struct watches *wa;		/* WATCHed keys, made at the first */
 	TAILQ_ENTRY(session) link;
 	struct keytab_entry by_id;	/* in b->by_id while indexed */
 	const struct acl_app *app;	/* NULL: no app (every key) */
@@ -380,6 +382,15 @@ grace_err(enum grace_status st)
 	return PERR_UNAVAILABLE;
 }
 
+/* A key watched before HELLO GRACE made the record: in it now. */
+static void
+record_watch(void *arg, const char *key, size_t keylen)
+{
+	struct session *s = arg;
+
+	(void)grace_watch(s->grace, key, keylen, 1);
+}
+
 /* HELLO GRACE or RESUME answered. */
 static void
 on_grace_answer(void *arg, enum grace_status st, const char *cid,
@@ -390,6 +401,8 @@ on_grace_answer(void *arg, enum grace_status st, const char *cid,
 	if (st == GRACE_OK) {
 		send_line(s, "OK %s lockbroker/%s %s", cid, LOCKBROKER_VERSION,
 		    secret);
+		if (s->grace != NULL)
+			watches_each(s->wa, record_watch, s);
 	} else {
 		send_err(s, grace_err(st), why);
 		if (s->cmd == CMD_RESUME)
@@ -460,12 +473,13 @@ on_grace_taken(void *arg)
 	session_free(s);
 }
 
+static void on_grace_watch_found(void *arg, const char *key, size_t keylen);
 static void on_grace_wait_found(void *arg, const char *key, size_t keylen,
     const char *val);
 
 static const struct grace_ops session_grace_ops = { on_grace_answer,
     on_grace_resumed, on_grace_recorded, on_grace_dropped, on_grace_taken,
-    on_grace_wait_found };
+    on_grace_wait_found, on_grace_watch_found };
 
 /* --- ASYNC waits (awaits.c): their answers in wire words ------------ */
 
@@ -478,8 +492,10 @@ record_wait(struct session *s, const struct await_info *info)
 
 	if (s->grace == NULL)
 		return;
-	snprintf(val, sizeof val, "%ld %ld %lld", info->kind, info->ttl_ms,
-	    (long long)info->deadline);
+	snprintf(val, sizeof val, "%ld %ld %lld%s%.*s", info->kind,
+	    info->ttl_ms, (long long)info->deadline, info->valuelen > 0 ?
+	    " " : "", (int)info->valuelen, info->valuelen > 0 ? info->value :
+	    "");
 	(void)grace_wait(s->grace, info->key, info->keylen, val);
 }
 
@@ -552,13 +568,20 @@ on_grace_wait_found(void *arg, const char *key, size_t keylen,
     const char *val)
 {
 	struct session *s = arg;
-	struct await_info info = { key, keylen, LK_EXCLUSIVE, 0, 0, 1 };
+	struct await_info info = { key, keylen, LK_EXCLUSIVE, 0, 0, 1, NULL,
+	    0 };
 	long long token = locks_token_of(s->cl, key, keylen), deadline = 0;
+	int end = 0;
 
-	if (sscanf(val, "%ld %ld %lld", &info.kind, &info.ttl_ms,
-	    &deadline) != 3 || awaits_has(s->aw, key, keylen))
+	if (sscanf(val, "%ld %ld %lld%n", &info.kind, &info.ttl_ms,
+	    &deadline, &end) != 3 || awaits_has(s->aw, key, keylen))
 		return;
 	info.deadline = deadline;
+	if (val[end] == ' ' && val[end + 1] != '\0') {
+		/* its VALUE (1.2) */
+		info.value = val + end + 1;
+		info.valuelen = strlen(info.value);
+	}
 	if (token > 0) {
 		/* granted, its EVENT unsent when the connection dropped */
 		struct lk_result r = { .status = LK_OK, .n = token };
@@ -843,8 +866,8 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	s->used = 1;
 	s->busy = 1;
 	if (!req->async) {
-		locks_acquire(s->cl, req->key, req->keylen, kind, wait_ms,
-		    ttl_ms);
+		locks_acquire_value(s->cl, req->key, req->keylen, kind,
+		    wait_ms, ttl_ms, req->value, req->valuelen);
 		return;
 	}
 	info.key = req->key;
@@ -854,7 +877,111 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	info.deadline = wall_ms() + (wait_ms > s->b->cfg->max_wait_ms ?
 	    s->b->cfg->max_wait_ms : wait_ms > 0 ? wait_ms : 0);
 	info.resumed = 0;
+	info.value = req->value;
+	info.valuelen = req->valuelen;
 	awaits_acquire(session_awaits(s), s->cl, &info);
+}
+
+/* --- WATCH (1.2): key states in wire words ---------------------------- */
+
+/*
+ * EVENT HOLDER <key> <client-id> <token> <value|->, EVENT HOLDER <key>
+ * SHARED <n>, EVENT HOLDER <key> SEMAPHORE <n> <limit>, EVENT FREE <key>:
+ * sent whether or not EVENTS ON was said (the client asked with WATCH),
+ * between replies.  A client not reading its output (past
+ * STREAM_OUT_HIGH) gets the key's latest state once it has read it.
+ */
+static int
+on_watch_state(void *arg, const char *key, size_t keylen,
+    const struct lk_key_state *st)
+{
+	struct session *s = arg;
+	const char *owner = st->owner;
+	size_t ownerlen = st->ownerlen;
+
+	if (stream_out_full(s->st))
+		return 0;
+	switch (st->kind) {
+	case LK_KEY_FREE:
+		send_line(s, "EVENT FREE %.*s", (int)keylen, key);
+		break;
+	case LK_KEY_EXCLUSIVE:
+		if (!owner_visible(s, owner, ownerlen)) {
+			owner = "?";
+			ownerlen = 1;
+		}
+		send_line(s, "EVENT HOLDER %.*s %.*s %lld %.*s", (int)keylen,
+		    key, (int)ownerlen, owner, st->token,
+		    st->value != NULL ? (int)st->valuelen : 1,
+		    st->value != NULL ? st->value : "-");
+		break;
+	case LK_KEY_SHARED:
+		send_line(s, "EVENT HOLDER %.*s SHARED %zu", (int)keylen, key,
+		    st->holders);
+		break;
+	case LK_KEY_SEMAPHORE:
+		send_line(s, "EVENT HOLDER %.*s SEMAPHORE %zu %ld",
+		    (int)keylen, key, st->holders, st->limit);
+		break;
+	}
+	if (!s->dispatching)
+		stream_more(s->st);
+	return 1;
+}
+
+static const struct watches_ops session_watch_ops = { on_watch_state };
+
+static struct watches *
+session_watches(struct session *s)
+{
+	if (s->wa == NULL)
+		s->wa = watches_new(s->b->locks, &session_watch_ops, s);
+	return s->wa;
+}
+
+/* Watch key (WATCH, or a RESUME's record); returns as watches_add. */
+static int
+watch_key(struct session *s, const char *key, size_t keylen)
+{
+	int n = watches_add(session_watches(s), key, keylen,
+	    (size_t)s->b->cfg->max_watches_per_session);
+
+	if (n == 1 && s->grace != NULL)
+		(void)grace_watch(s->grace, key, keylen, 1);
+	return n;
+}
+
+/* A key the resumed session's record lists as watched: watched again,
+ * its current state told. */
+static void
+on_grace_watch_found(void *arg, const char *key, size_t keylen)
+{
+	struct session *s = arg;
+
+	(void)watches_add(session_watches(s), key, keylen,
+	    (size_t)s->b->cfg->max_watches_per_session);
+}
+
+static void
+cmd_watch(struct session *s, const struct proto_req *req)
+{
+	if (watch_key(s, req->key, req->keylen) < 0) {
+		send_err(s, PERR_LIMIT, "this session watches "
+		    "max_watches_per_session keys");
+		return;
+	}
+	s->used = 1;
+	send_line(s, "OK");
+}
+
+static void
+cmd_unwatch(struct session *s, const struct proto_req *req)
+{
+	int n = watches_remove(s->wa, req->key, req->keylen);
+
+	if (n > 0 && s->grace != NULL)
+		(void)grace_watch(s->grace, req->key, req->keylen, 0);
+	send_line(s, "OK %d", n);
 }
 
 static void
@@ -906,11 +1033,6 @@ dispatch(struct session *s, const struct proto_req *req)
 		cmd_auth(s, req);
 		return;
 	case CMD_ACQUIRE:
-		if (req->valuelen > 0) {	/* 1.2, not in this broker yet */
-			send_err(s, PERR_BADARG, "VALUE is not supported by "
-			    "this broker yet");
-			return;
-		}
 		if (key_denied(s, req))
 			return;
 		cmd_acquire(s, req);
@@ -958,7 +1080,13 @@ dispatch(struct session *s, const struct proto_req *req)
 		    req->valuelen);
 		return;
 	case CMD_WATCH:
+		if (key_denied(s, req))
+			return;
+		cmd_watch(s, req);
+		return;
 	case CMD_UNWATCH:
+		cmd_unwatch(s, req);
+		return;
 	case CMD__COUNT:
 		break;
 	}
@@ -977,6 +1105,9 @@ on_lines(void *arg)
 	    (size_t)b->held_key_len };
 
 	s->dispatching = 1;
+	/* states of watched keys the client was not reading when they came
+	 * (its output has drained, or it sent more) */
+	watches_flush(s->wa);
 	while (!s->busy) {
 		struct proto_req req;
 		enum proto_err err;
@@ -1091,6 +1222,7 @@ session_free(struct session *s)
 	if (s->tls)
 		b->stats.tls_sessions--;
 	awaits_free(s->aw);	/* queued waits go silently, before s->cl */
+	watches_free(s->wa);	/* (a grace record keeps them for a RESUME) */
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);

@@ -245,10 +245,16 @@ repass_done(void *arg, int ok, int passed)
 static void
 repass_send(struct locks *lt, struct pending *p)
 {
+	struct lock *lk = lock_find(lt, p->key, p->keylen);
+	/* the new holder's value goes with it (none if it has gone) */
+	const struct hold *h = lk != NULL ? hold_by_token(lk, p->next_token) :
+	    NULL;
+	const char *value = h != NULL ? h->value : NULL;
+
 	p->sent_us = now_us();
 	if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
 	    p->token, p->next_id, strlen(p->next_id), p->next_token,
-	    p->ttl_ms, repass_done, p) != 0)
+	    p->ttl_ms, value, value_len(value), repass_done, p) != 0)
 		repass_push(lt, p);
 }
 

@@ -206,7 +206,8 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	nh->confirmed_ms = confirmed;
 	if (store_pass(lt->st, lk->name, lk->te.keylen, op->prev_id,
 	    strlen(op->prev_id), op->prev_token, w->id, strlen(w->id),
-	    op->token, w->wttl, pass_done, op) != 0) {
+	    op->token, w->wttl, nh->value, value_len(nh->value), pass_done,
+	    op) != 0) {
 		/* (not while key_up) as a pass without an answer, but lk
 		 * stays for the caller, which pumps it */
 		lk_op_done(op);
@@ -265,8 +266,8 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 	op->sent_us = now_us();
 	if (store_handoff(lt->st, lk->name, lk->te.keylen, op->id,
 	    strlen(op->id), op->token, w->id, strlen(w->id), w->wttl,
-	    h->kind == LK_EXCLUSIVE ? chain_want(w) : 0, handoff_done,
-	    op) != 0) {
+	    h->kind == LK_EXCLUSIVE ? chain_want(w) : 0, w->wvalue,
+	    value_len(w->wvalue), handoff_done, op) != 0) {
 		op->next = NULL;
 		return -1;
 	}

@@ -131,8 +131,16 @@ end
 -- still rise in real time, to within the Redis hosts' clock skew; the
 -- counter itself only ever rises.  TIME before the write: Redis 7
 -- replicates a script's effects, not the script.
-local function next_tokens(counter, extra)
-  local last = tonumber(redis.call('GET', counter) or '0') or 0
+-- known: the counter's value when the caller read it already (one MGET
+-- with the other keys it reads), nil to read it here.  MGET shows a key
+-- of another type as absent: an absent counter (the very first grant) is
+-- read again with GET, which refuses one no broker wrote (WRONGTYPE)
+-- rather than grant from a counter it cannot read.
+local function next_tokens(counter, extra, known)
+  if not known then
+    known = redis.call('GET', counter)
+  end
+  local last = tonumber(known or '0') or 0
   local t = redis.call('TIME')
   local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local base = math.max(last, clock - 1)
@@ -161,10 +169,51 @@ end
 -- the watch mark exists (watch.lua), "held <name>" on the release channel
 -- (a lock name has no blank, so no broker takes it for a release of
 -- one; brokers with watchers read the key again: the message says only
--- that something changed).
+-- that something changed).  A release needs no such message: its own
+-- "<name>" on that channel is news for watchers too.
 local function changed(mark, chan, name)
   if mark and redis.call('EXISTS', mark) == 1 then
     publish(chan, 'held ' .. name)
+  end
+end
+
+-- Cluster mode's grant scripts name the slot's keys, whose names end in
+-- the slot's tag ("...{<tag>}"): the fencing counter is KEYS[2] in each.
+local function sharded(counter)
+  return string.sub(counter, -1) == '}'
+end
+
+-- A grant's value and watchers (protocol 1.2): the optional keys after a
+-- script's own, the key's value key and its watch mark (vk, mark: nil
+-- when the caller gave none, as brokers and tests of scripts before
+-- values did), and the optional arguments after its own: the value text
+-- ("" none), the release channel and the lock name (for changed).
+-- keys, argv: the script's KEYS and ARGV (a library function sees no
+-- script's own: in a batch each call's are parameters of its body).
+local function grant_extras(keys, argv, nk, na)
+  if #keys < nk + 2 then
+    return nil
+  end
+  return {vk = keys[nk + 1], mark = keys[nk + 2], text = argv[na + 1] or '',
+    chan = argv[na + 2], name = argv[na + 3]}
+end
+
+-- After a grant of token (exclusive, TTL ttl ms) with extras x: its value
+-- written in the same call, or a value of the hold it replaced deleted
+-- (old: that value key was seen; a value of another token is never
+-- shown, but it would stay until its TTL); watchers told when marked
+-- (seen: the mark was read with the caller's other reads).
+local function granted(x, token, ttl, old, seen)
+  if not x then
+    return
+  end
+  if x.text ~= '' then
+    redis.call('SET', x.vk, num(token) .. ' ' .. x.text, 'PX', ttl)
+  elseif old then
+    redis.call('DEL', x.vk)
+  end
+  if seen then
+    publish(x.chan, 'held ' .. x.name)
   end
 end
 
