@@ -81,7 +81,7 @@ class CountersTest {
                 a.unlock();                                   // hold 1, of 200 ms or more
                 other.lock("b").lock();
                 assertFalse(c.lock("b").tryLock(300, TimeUnit.MILLISECONDS)); // wait 2, of 300 ms or more
-                BrokerLock l = c.lock("l");
+                BrokerLock l = c.lock("l", LockSpec.exclusive().ttl(Duration.ofMillis(900))); // renewed every 300 ms
                 l.lock();                                     // wait 3
                 s.redisDel("l");
                 assertEquals("lost l", told.poll(10, TimeUnit.SECONDS)); // loss 1, hold 2
