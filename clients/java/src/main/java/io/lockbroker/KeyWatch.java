@@ -31,10 +31,20 @@ public final class KeyWatch implements AutoCloseable {
 
     /**
      * Waits until the latest state satisfies p (checked now and at each change); returns it, or null
-     * if timeout passed first (or the watch ended).
+     * if timeout passed first (or the watch was closed). Throws the broker's error if the broker ended
+     * the watch ({@link #failure()}).
      */
     public KeyState await(Predicate<KeyState> p, Duration timeout) throws InterruptedException {
         return feed.await(p, timeout);
+    }
+
+    /**
+     * Why the broker ended this watch, or null: a new session (after a session was lost) watches every
+     * key again, and a broker may refuse one (one without {@code WATCH}: BadCommandException;
+     * {@code ERR LIMIT}, {@code ERR DENIED}). The watch is over then; it is not asked again.
+     */
+    public LockBrokerException failure() {
+        return feed.failure();
     }
 
     /** Stops the watch (UNWATCH once no watch of this client is left on the key). */

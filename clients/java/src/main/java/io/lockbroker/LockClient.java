@@ -146,7 +146,16 @@ public final class LockClient implements AutoCloseable {
      * callback thread. Protocol 1.2 {@code WATCH}.
      */
     public KeyWatch watch(String key, Consumer<KeyState> listener) {
-        return new KeyWatch(this, core.watches.watch(key, listener));
+        return watch(key, listener, null);
+    }
+
+    /**
+     * {@link #watch(String, Consumer)}, and onFailure (may be null) hears it if the broker ends the
+     * watch later (it refuses WATCH on a new session: {@link KeyWatch#failure()}). A broker that
+     * refuses it now makes this throw (BadCommandException from a broker without WATCH).
+     */
+    public KeyWatch watch(String key, Consumer<KeyState> listener, Consumer<LockBrokerException> onFailure) {
+        return new KeyWatch(this, core.watches.watch(key, listener, onFailure));
     }
 
     /** A candidate for leader of key, with value (its address) for the others to read; call start(). */
@@ -156,7 +165,13 @@ public final class LockClient implements AutoCloseable {
 
     /** Watches who leads key: listener gets the leader (empty: nobody) now and at every change. */
     public KeyWatch watchLeader(String key, Consumer<Optional<Leader>> listener) {
-        return watch(key, listener == null ? null : s -> listener.accept(Leader.of(s)));
+        return watchLeader(key, listener, null);
+    }
+
+    /** {@link #watchLeader(String, Consumer)}, and onFailure as for {@link #watch(String, Consumer, Consumer)}. */
+    public KeyWatch watchLeader(String key, Consumer<Optional<Leader>> listener,
+            Consumer<LockBrokerException> onFailure) {
+        return watch(key, listener == null ? null : s -> listener.accept(Leader.of(s)), onFailure);
     }
 
     // ------------------------------------------------------------------ the session

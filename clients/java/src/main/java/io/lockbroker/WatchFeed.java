@@ -14,13 +14,16 @@ final class WatchFeed {
     private final Watches owner;
     private final String key;
     private final Consumer<KeyState> listener;
+    private final Consumer<LockBrokerException> onFailure;
     private KeyState latest;
     private boolean closed;
+    private LockBrokerException failure;
 
-    WatchFeed(Watches owner, String key, Consumer<KeyState> listener) {
+    WatchFeed(Watches owner, String key, Consumer<KeyState> listener, Consumer<LockBrokerException> onFailure) {
         this.owner = owner;
         this.key = key;
         this.listener = listener;
+        this.onFailure = onFailure;
     }
 
     String key() {
@@ -32,14 +35,22 @@ final class WatchFeed {
         return latest;
     }
 
+    /** Why the broker ended the watch (it refused WATCH on a new session), or null. */
+    synchronized LockBrokerException failure() {
+        return failure;
+    }
+
     /**
      * Waits until the latest state satisfies p (checked now and at each change); returns it, or null
-     * if timeout passed first.
+     * if timeout passed first (or the watch was closed). Throws the failure if the broker ended it.
      */
     KeyState await(Predicate<KeyState> p, Duration timeout) throws InterruptedException {
         Deadline d = Deadline.in(timeout.toNanos(), TimeUnit.NANOSECONDS);
         synchronized (this) {
             while (latest == null || !p.test(latest)) {
+                if (failure != null) {
+                    throw failure;
+                }
                 if (d.passed() || closed) {
                     return null;
                 }
@@ -85,6 +96,27 @@ final class WatchFeed {
         synchronized (this) {
             closed = true;
             notifyAll();
+        }
+    }
+
+    /** The broker ended the watch with why: awaits throw it, onFailure hears it (once). */
+    void fail(LockBrokerException why, Executor callbacks) {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            failure = why;
+            notifyAll();
+        }
+        if (onFailure != null) {
+            callbacks.execute(() -> {
+                try {
+                    onFailure.accept(why);
+                } catch (RuntimeException e) {
+                    // the listener's failure is its own
+                }
+            });
         }
     }
 }

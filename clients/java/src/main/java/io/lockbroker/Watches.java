@@ -26,9 +26,9 @@ final class Watches {
         this.callbacks = callbacks;
     }
 
-    WatchFeed watch(String key, Consumer<KeyState> listener) {
+    WatchFeed watch(String key, Consumer<KeyState> listener, Consumer<LockBrokerException> onFailure) {
         Wire.checkKey(key);
-        WatchFeed w = new WatchFeed(this, key, listener);
+        WatchFeed w = new WatchFeed(this, key, listener, onFailure);
         synchronized (mu) {
             Group g = groups.get(key);
             if (g != null) {
@@ -95,10 +95,23 @@ final class Watches {
         }
     }
 
-    /** A new session: watch every key again on c. */
+    /**
+     * A new session: watch every key again on c. A key the broker refuses now (a broker without
+     * WATCH, ERR LIMIT, ERR DENIED) ends its watches with that error: awaits throw it, failure
+     * listeners hear it; it is not asked again.
+     */
     void rewatch(Connection c) {
         for (String key : groups.keySet()) {
-            c.call(Wire.watch(key));
+            Reply r = c.call(Wire.watch(key));
+            if (!r.is()) {
+                LockBrokerException why = r.failure();
+                Group g = groups.remove(key);
+                if (g != null) {
+                    for (WatchFeed w : g.members) {
+                        w.fail(why, callbacks);
+                    }
+                }
+            }
         }
     }
 }

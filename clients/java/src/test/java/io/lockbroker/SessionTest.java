@@ -309,6 +309,88 @@ class SessionTest {
         assertEquals(200, token.get() - 100, "one ACQUIRE per outer lock: reentrancy stays local");
     }
 
+    // ------------------------------------------------------------------ a broker that refuses a word
+
+    @Test
+    void aLeaderLatchStopsAtARefusedValueAndSaysSo() throws Exception {
+        FakeBroker f = fake((c, line) -> {
+            if (line.startsWith("ACQUIRE ")) {
+                c.send("ERR BADARG VALUE is not supported by this broker yet");
+                return true;
+            }
+            return false;
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        BlockingQueue<LockBrokerException> failed = new ArrayBlockingQueue<>(2);
+        LeaderLatch latch = c.leaderLatch("lead", "10.0.0.1:80").addListener(new LeaderListener() {
+            @Override
+            public void isLeader(long token) {
+            }
+
+            @Override
+            public void notLeader() {
+            }
+
+            @Override
+            public void failed(LockBrokerException cause) {
+                failed.add(cause);
+            }
+        }).start();
+        BadArgumentException e = assertThrows(BadArgumentException.class, () -> latch.await(5, TimeUnit.SECONDS));
+        assertEquals("lead: VALUE is not supported by this broker yet", e.getMessage());
+        assertEquals(e, failed.poll(5, TimeUnit.SECONDS), "its listeners hear it too");
+        assertEquals(e, latch.failure());
+        assertFalse(latch.hasLeadership());
+        Thread.sleep(500);
+        assertEquals(1, f.received.stream().filter(l -> l.contains("ACQUIRE lead")).count(), "never asked again");
+        assertTrue(failed.isEmpty());
+    }
+
+    @Test
+    void aLeaderLatchRunsAgainAfterAnErrorThatMayPass() throws Exception {
+        AtomicInteger asks = new AtomicInteger();
+        FakeBroker f = fake((c, line) -> {
+            if (line.startsWith("ACQUIRE ")) {
+                c.send(asks.incrementAndGet() == 1 ? "ERR UNAVAILABLE Redis is unreachable" : "OK 7");
+                return true;
+            }
+            return false;
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        LeaderLatch latch = c.leaderLatch("lead", "10.0.0.1:80").start();
+        assertTrue(latch.await(5, TimeUnit.SECONDS));
+        assertEquals(7, latch.token());
+        assertInstanceOf(UnavailableException.class, latch.lastError());
+        assertEquals(null, latch.failure());
+        latch.close();
+    }
+
+    @Test
+    void aWatchTheBrokerRefusesFailsAndSoDoesOneRefusedOnANewSession() throws Exception {
+        FakeBroker f = fake((c, line) -> {
+            if (line.equals("WATCH w") && c.index == 0) {
+                c.send("OK", "EVENT FREE w");
+                return true;
+            }
+            if (line.startsWith("RESUME ")) {
+                c.send("ERR NOSESSION the session expired");
+                return true;
+            }
+            return false;                    // WATCH elsewhere: ERR BADCMD unknown command
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        BlockingQueue<LockBrokerException> failed = new ArrayBlockingQueue<>(2);
+        KeyWatch w = c.watch("w", null, failed::add);
+        assertNotNull(w.await(s -> s instanceof KeyState.Free, Duration.ofSeconds(5)));
+        BadCommandException now = assertThrows(BadCommandException.class, () -> c.watch("x", null));
+        assertTrue(now.getMessage().startsWith("the broker does not know WATCH"), now.getMessage());
+        f.conns.get(0).drop();               // the session cannot be resumed: a new one watches again
+        LockBrokerException later = failed.poll(5, TimeUnit.SECONDS);
+        assertInstanceOf(BadCommandException.class, later);
+        assertEquals(later, w.failure());
+        assertThrows(BadCommandException.class, () -> w.await(s -> false, Duration.ofSeconds(1)));
+    }
+
     // ------------------------------------------------------------------ liveness
 
     @Test
