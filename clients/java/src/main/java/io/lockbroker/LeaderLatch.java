@@ -191,13 +191,7 @@ public final class LeaderLatch implements AutoCloseable {
             token = tok;
             mu.notifyAll();
         }
-        for (LeaderListener l : listeners) {
-            try {
-                l.isLeader(tok);
-            } catch (RuntimeException e) {
-                // the listener's failure is its own
-            }
-        }
+        tell(l -> l.isLeader(tok));
         synchronized (mu) {
             while (!closed && !lost) {
                 try {
@@ -209,9 +203,14 @@ public final class LeaderLatch implements AutoCloseable {
             leader = false;
             mu.notifyAll();
         }
+        tell(LeaderListener::notLeader);
+    }
+
+    /** Tells every listener, in order; a listener's failure is its own. */
+    private void tell(java.util.function.Consumer<LeaderListener> call) {
         for (LeaderListener l : listeners) {
             try {
-                l.notLeader();
+                call.accept(l);
             } catch (RuntimeException e) {
                 // the listener's failure is its own
             }
@@ -238,13 +237,7 @@ public final class LeaderLatch implements AutoCloseable {
             failure = e;
             mu.notifyAll();
         }
-        for (LeaderListener l : listeners) {
-            try {
-                l.failed(e);
-            } catch (RuntimeException x) {
-                // the listener's failure is its own
-            }
-        }
+        tell(l -> l.failed(e));
     }
 
     private boolean sleep(long ms) {

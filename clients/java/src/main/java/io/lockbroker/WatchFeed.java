@@ -80,10 +80,15 @@ final class WatchFeed {
             latest = s;
             notifyAll();
         }
-        if (listener != null) {
+        post(callbacks, listener, s);
+    }
+
+    /** Calls l with x on the client's callback thread, if there is an l; l's failure is its own. */
+    private static <T> void post(Executor callbacks, Consumer<T> l, T x) {
+        if (l != null) {
             callbacks.execute(() -> {
                 try {
-                    listener.accept(s);
+                    l.accept(x);
                 } catch (RuntimeException e) {
                     // the listener's failure is its own
                 }
@@ -109,14 +114,6 @@ final class WatchFeed {
             failure = why;
             notifyAll();
         }
-        if (onFailure != null) {
-            callbacks.execute(() -> {
-                try {
-                    onFailure.accept(why);
-                } catch (RuntimeException e) {
-                    // the listener's failure is its own
-                }
-            });
-        }
+        post(callbacks, onFailure, why);
     }
 }
