@@ -11,6 +11,7 @@ package lockbroker
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,8 @@ type acquire struct {
 	mutex    *Mutex // the Mutex asking, if any
 
 	state     acqState
-	hasLocal  bool  // holds the key's local lock
+	line      string // the ACQUIRE as last sent
+	hasLocal  bool   // holds the key's local lock
 	blocking  bool  // sent as a 1.1 blocking wait
 	cancelErr error // the caller gave up with this
 
@@ -75,14 +77,15 @@ func (a *acquire) text(c *Client) (string, bool) {
 	default:
 		left := time.Until(a.deadline)
 		if left <= 0 {
-			a.finish(c, keyError(a.key, ErrTimeout))
+			a.finish(c, timeoutError(a.key))
 			return "", false
 		}
 		waitMS = toMS(left)
 	}
 	a.blocking = !c.async && waitMS > 0
 	a.state = aSent
-	return acquireLine(a.key, a.spec, waitMS, c.async), true
+	a.line = acquireLine(a.key, a.spec, waitMS, c.async)
+	return a.line, true
 }
 
 func (a *acquire) reply(c *Client, line string) {
@@ -105,9 +108,9 @@ func (a *acquire) reply(c *Client, line string) {
 		if tok, ok := okToken(line); ok {
 			a.granted(c, tok)
 		} else if len(line) > 3 && line[:3] == "OK " {
-			a.finish(c, protoError("unexpected answer %q to ACQUIRE %s", line, a.key))
+			a.finish(c, errorFromReply(line, a.line))
 		} else {
-			a.finish(c, errorFromReply(line, "ACQUIRE "+a.key))
+			a.finish(c, errorFromReply(line, a.line))
 		}
 	}
 }
@@ -136,7 +139,12 @@ func (a *acquire) event(c *Client, ev event) {
 		if len(ev.args) > 0 {
 			code = ev.args[0]
 		}
-		a.finish(c, &BrokerError{Code: code, Text: "the wait failed", Request: "ACQUIRE " + a.key})
+		kind := codeErrors[code]
+		if kind == nil {
+			kind = ErrProtocolError
+		}
+		a.finish(c, &Error{Kind: kind, Code: code, Key: a.key, Text: "the wait failed: " +
+			strings.TrimPrefix(kind.Error(), "lockbroker: "), Reply: ev.line, Request: a.line})
 	}
 }
 
@@ -156,12 +164,12 @@ func (a *acquire) notGranted(c *Client) {
 	case a.cancelErr != nil:
 		a.finish(c, a.cancelErr)
 	case a.try:
-		a.finish(c, keyError(a.key, ErrBusy))
+		a.finish(c, busyError(a.key))
 	case a.deadline.IsZero() || time.Until(a.deadline) > time.Millisecond:
 		a.state = aNew // the broker clamped the wait: ask again
 		c.submit(a)
 	default:
-		a.finish(c, keyError(a.key, ErrTimeout))
+		a.finish(c, timeoutError(a.key))
 	}
 }
 
@@ -217,6 +225,16 @@ func (a *acquire) dropped(c *Client, rs *resumeInfo) bool {
 }
 
 func (a *acquire) fail(c *Client, err error) { a.finish(c, err) }
+
+// busyError: a one-try take found key held.
+func busyError(key string) error {
+	return keyError(key, ErrBusy, "held by another session (or another task of this client)")
+}
+
+// timeoutError: a wait for key ran out.
+func timeoutError(key string) error {
+	return keyError(key, ErrLockTimeout, "not granted in time: another session held it all along")
+}
 
 // okToken reads OK <token>.
 func okToken(line string) (uint64, bool) {

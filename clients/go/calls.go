@@ -105,7 +105,7 @@ func (r *call) reply(c *Client, line string) {
 		}
 	case opHold:
 		if strings.HasPrefix(line, "ERR LOST") {
-			c.lose(r.hold, "ERR LOST in answer to "+requestName(r.line), false)
+			c.lose(r.hold, "", line, nil)
 			r.settle("", r.hold.err)
 			return
 		}
@@ -123,12 +123,12 @@ func (r *call) reply(c *Client, line string) {
 			if strings.HasPrefix(line, "OK") {
 				e.answered(nil)
 			} else {
-				c.watchFailed(e, errorFromReply(line, requestName(r.line)))
+				c.watchFailed(e, errorFromReply(line, r.line))
 			}
 		}
 	}
 	if strings.HasPrefix(line, "ERR ") {
-		r.settle(line, errorFromReply(line, requestName(r.line)))
+		r.settle(line, errorFromReply(line, shownRequest(r.line)))
 	} else {
 		r.settle(line, nil)
 	}
@@ -152,7 +152,7 @@ func (r *call) dropped(c *Client, rs *resumeInfo) bool {
 		if rs.resumed && rs.listed[r.key] && r.hold.err == nil {
 			return true
 		}
-		c.lose(r.hold, "not kept across the reconnect", !rs.resumed)
+		c.lose(r.hold, "not kept across the reconnect", "", nil)
 		r.settle("", r.hold.err)
 		return false
 	case opCancel:

@@ -50,21 +50,23 @@ type Client struct {
 	downErr  error           // why requests fail (stDown)
 
 	clientID string
-	secret   string // the resume secret ("" without a grace session)
+	secret   string   // the resume secret ("" without a grace session)
+	sess     *Session // the session now (nil before the first connection)
+	counts   Counters
 	version  [3]int
 	async    bool // the broker speaks 1.2: ASYNC waits
 }
 
 // Dial connects to the broker at addr ("host:port") with the defaults of
-// Config: a 30 s grace session, idle PING every 5 s.
+// Config: a 5 s grace session, idle PING every 5 s.
 func Dial(ctx context.Context, addr string) (*Client, error) {
 	return Connect(ctx, Config{Brokers: []string{addr}})
 }
 
 // Connect connects to the first of cfg.Brokers that answers and starts a
-// session. It fails with the broker's error (ErrNoAuth: a wrong token),
-// ErrVersion (a broker older than protocol 1.2), or a *ConnectError when
-// no broker could be reached.
+// session. It fails with the broker's error (ErrNotAuthenticated: a wrong
+// token), ErrVersion (a broker older than protocol 1.2), or ErrConnect
+// when no broker could be reached.
 func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -74,7 +76,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, closed: make(chan struct{}), state: stReconnecting,
 		holds: map[string]*Hold{}, waits: map[string]*acquire{},
 		watches: map[string]*watchEntry{}, requeued: map[string]bool{}}
-	if cfg.OnEvent != nil {
+	if cfg.OnEvent != nil || cfg.OnCounter != nil || cfg.Logger != nil {
 		c.notify = newNotifier()
 	}
 	var answered, last error
@@ -103,7 +105,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if answered != nil {
 		return nil, answered
 	}
-	return nil, &ConnectError{Addrs: cfg.Brokers, Err: last}
+	return nil, connectError(cfg.Brokers, last)
 }
 
 // ClientID is the session's client-id (the owner the broker records).
@@ -111,6 +113,65 @@ func (c *Client) ClientID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.clientID
+}
+
+// Session is the client's broker session now. It ends when the client is
+// closed or the session is lost (see Session); a new connection after a
+// loss starts a new one.
+func (c *Client) Session() *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess
+}
+
+// Done is closed when the client's session now ends: Close, or it was lost
+// (its connection broke without a grace, a RESUME was refused, no broker
+// answered within the reconnect budget). Every hold of it is lost then.
+// As etcd's Session.Done. It is Session().Done().
+func (c *Client) Done() <-chan struct{} { return c.Session().Done() }
+
+// Err is Session().Err(): nil while the session lives, then why it ended
+// (ErrClosed, or an *Error of ErrSessionLost). To read why the session
+// whose Done you waited on ended, keep that Session: c.Err() is the next
+// one's once a new session has begun.
+func (c *Client) Err() error { return c.Session().Err() }
+
+// Counters are the client's counters now (see Counters).
+func (c *Client) Counters() Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts
+}
+
+// count: one event that moves the counters (name: waits, holds, losses,
+// resumes, reconnects), told to the hook. Called with c.mu held.
+func (c *Client) count(name, key string, seconds float64) {
+	n := &c.counts
+	switch name {
+	case "waits":
+		n.Waits++
+		n.WaitSecondsTotal += seconds
+	case "holds":
+		n.Holds++
+		n.HoldSecondsTotal += seconds
+	case "losses":
+		n.Losses++
+	case "resumes":
+		n.Resumes++
+	case "reconnects":
+		n.Reconnects++
+	}
+	if fn := c.cfg.OnCounter; fn != nil {
+		ev := CounterEvent{Name: name, Key: key, Seconds: seconds}
+		c.notify.post(func() { fn(ev) })
+	}
+}
+
+// logf writes to Config.Logger, if any, off c.mu (on the hook's goroutine).
+func (c *Client) logf(format string, a ...interface{}) {
+	if l := c.cfg.Logger; l != nil {
+		c.notify.post(func() { l.Printf("lockbroker: "+format, a...) })
+	}
 }
 
 // Version is the protocol version the broker in use speaks (1.2.0).
@@ -255,7 +316,7 @@ func (c *Client) handleEvent(ev event) {
 	case "LOST":
 		// EVENT LOST <key> <token>: that hold, not an earlier one's news
 		if h := c.holds[ev.key]; h != nil && len(ev.args) > 0 && ev.args[0] == formatToken(h.token) {
-			c.lose(h, "EVENT LOST", false)
+			c.lose(h, "", ev.line, nil)
 		}
 	case "GRANTED", "TIMEOUT", "FAILED":
 		if a := c.findWait(ev.key); a != nil {
@@ -318,7 +379,7 @@ func (c *Client) startAcquire(a *acquire) {
 	}
 	if a.try {
 		a.state = aDone
-		a.settle(nil, keyError(a.key, ErrBusy))
+		a.settle(nil, busyError(a.key))
 		return
 	}
 	a.state = aLocal
@@ -454,6 +515,9 @@ func (c *Client) shutdown() {
 	for _, h := range c.holds {
 		c.endHold(h, ErrClosed)
 	}
+	if c.sess != nil {
+		c.sess.end(ErrClosed)
+	}
 	for _, e := range c.watches {
 		e.end(ErrClosed)
 	}
@@ -462,7 +526,7 @@ func (c *Client) shutdown() {
 
 // emit posts a connection event to the hook (in order, off c.mu).
 func (c *Client) emit(kind EventKind, addr string, err error) {
-	if c.notify == nil {
+	if c.cfg.OnEvent == nil {
 		return
 	}
 	fn, ev := c.cfg.OnEvent, ConnEvent{Kind: kind, Broker: addr, Err: err}
@@ -486,6 +550,6 @@ func formatToken(t uint64) string {
 // isConnectFailure: the attempt reached no broker that answered (as
 // opposed to one that said no: a wrong token, too old a version).
 func isConnectFailure(err error) bool {
-	var be *BrokerError
-	return !errors.As(err, &be) && !errors.Is(err, ErrVersion)
+	var e *Error
+	return !(errors.As(err, &e) && e.Code != "") && !errors.Is(err, ErrVersion)
 }

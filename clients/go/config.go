@@ -14,6 +14,11 @@ import (
 // DefaultAddr is the broker's default address.
 const DefaultAddr = "127.0.0.1:7711"
 
+// DefaultGrace is Config.Grace's default: how long the broker keeps a
+// session's holds after its connection breaks, for a RESUME, and so how
+// long a crashed program's holds stay taken.
+const DefaultGrace = 5 * time.Second
+
 // NoGrace as Config.Grace asks for no grace session: a broken connection
 // ends the session, and every hold with it.
 const NoGrace time.Duration = -1
@@ -28,8 +33,11 @@ type Config struct {
 	// Name labels the session (HELLO <name>): 1..64 printable characters.
 	Name string
 	// Grace is how long the broker keeps the session's holds after its
-	// connection breaks, for a RESUME (HELLO ... GRACE). Default 30 s;
-	// NoGrace for none. The broker clamps it to its max_grace_ms.
+	// connection breaks, for a RESUME (HELLO ... GRACE): also how long the
+	// holds of a program that died without Close (killed, crashed) stay
+	// taken. Default 5 s (DefaultGrace); a longer one rides out a longer
+	// outage, such as a lone broker's restart. NoGrace for none. The
+	// broker clamps it to its max_grace_ms.
 	Grace time.Duration
 	// Auth is the broker's auth_token, or an app's token (AUTH).
 	Auth string
@@ -55,6 +63,13 @@ type Config struct {
 	// disconnected, resumed, new session, reconnect failed), in order, on
 	// a goroutine of the client's: it must not block for long.
 	OnEvent func(ConnEvent)
+	// OnCounter, when set, hears each event that moves the client's
+	// Counters, in order, on the same goroutine as OnEvent.
+	OnCounter func(CounterEvent)
+	// Logger, when set, is told of connects, dropped connections, resumes,
+	// new sessions, lost holds and a spent reconnect budget, one line each
+	// (on the same goroutine as OnEvent). A *log.Logger is one.
+	Logger Logger
 	// AllowOldBroker accepts a broker older than protocol 1.2 (waits then
 	// block the session: no CANCEL, no VALUE, WATCH or CHECK). For tests of
 	// this library against a 1.1 broker only; LOCKBROKER_ALLOW_OLD=1 in the
@@ -84,7 +99,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.Grace == 0:
-		cfg.Grace = 30 * time.Second
+		cfg.Grace = DefaultGrace
 	case cfg.Grace < 0:
 		cfg.Grace = 0
 	}
@@ -130,6 +145,44 @@ func brokerAddr(a string) (string, error) {
 		return "", argError("a broker address is host[:port], not %q", a)
 	}
 	return net.JoinHostPort(a, "7711"), nil
+}
+
+// Logger is what Config.Logger takes: a *log.Logger has this method (the
+// module targets Go 1.19, which has no log/slog).
+type Logger interface {
+	Printf(format string, v ...interface{})
+}
+
+// Counters are what a client counts of its own life (Client.Counters),
+// the same names in every lockbroker library. Each only goes up, from 0
+// when the client was made.
+type Counters struct {
+	// Waits: takes of a key that ended, whatever their outcome (Lock,
+	// TryLock, Mutex, Campaign); WaitSecondsTotal: the time they lasted,
+	// from the call to the outcome.
+	Waits            uint64
+	WaitSecondsTotal float64
+	// Holds: holds that ended (released, lost, or ended with the client);
+	// HoldSecondsTotal: how long they were held, from the grant to the end.
+	Holds            uint64
+	HoldSecondsTotal float64
+	// Losses: holds lost (ErrLockLost).
+	Losses uint64
+	// Resumes: sessions resumed after a broken connection.
+	Resumes uint64
+	// Reconnects: connections made again after one broke (the resumes, and
+	// new sessions that took a lost one's place).
+	Reconnects uint64
+}
+
+// CounterEvent is what Config.OnCounter hears: Name is the counter that
+// moved by one (waits, holds, losses, resumes, reconnects), Key the key it
+// was about ("" for resumes and reconnects), Seconds what WaitSecondsTotal
+// or HoldSecondsTotal grew by (else 0).
+type CounterEvent struct {
+	Name    string
+	Key     string
+	Seconds float64
 }
 
 // LockOption changes what Lock asks for.

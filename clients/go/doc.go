@@ -8,6 +8,7 @@
 // takes a context.Context.
 //
 //	client, err := lockbroker.Dial(ctx, "127.0.0.1:7711")
+//	defer client.Close()
 //	hold, err := client.Lock(ctx, "orders:42") // waits as long as ctx allows
 //	defer hold.Unlock(ctx)
 //	write(hold.Context(), hold.Token())        // cancelled if the hold is lost
@@ -29,9 +30,20 @@
 //
 // # Connections
 //
-// With a grace session (Config.Grace, default 30 s) a broken connection is
+// With a grace session (Config.Grace, default 5 s) a broken connection is
 // resumed on the same or another broker of Config.Brokers (RESUME), holds
 // and tokens unchanged; a dead connection is noticed by TCP keepalive,
 // TCP_USER_TIMEOUT and an idle PING with a reply deadline. Config.OnEvent
-// hears each reconnect and resume.
+// hears each reconnect and resume; Client.Session (Done, Err) ends when
+// the session does. The grace is also how long a program that ended
+// without Close (Go has no exit hook: defer c.Close()) or crashed keeps its
+// locks.
+//
+// # Errors
+//
+// Every error about a key, a request or a session is an *Error whose
+// message says what happened to which key; its Kind is one of the
+// sentinels (ErrLockLost, ErrLockTimeout, ErrNotHeld, ErrUnavailable,
+// ErrLimitExceeded, ErrDenied, ErrBadArgument, ErrNotAuthenticated,
+// ErrSessionLost, ErrProtocolError, ErrClosed, ...), tested with errors.Is.
 package lockbroker

@@ -2,10 +2,11 @@ package lockbroker
 
 // Leader election over VALUE and WATCH: a candidate waits for the key
 // with its address as the hold's value (ACQUIRE <key> WAIT ... ASYNC VALUE
-// <addr>, asked again each time the broker's wait runs out); whoever holds
-// it leads, and everyone who watches the key sees the leader's value.
-// The shape is etcd's concurrency.Election: Campaign, Resign, Leader,
-// Observe.
+// <addr>, asked again each time the broker's wait runs out; the broker
+// writes the value with the grant, so nobody sees the new leader without
+// it); whoever holds it leads, and everyone who watches the key sees each
+// leader, its value and token. The shape is etcd's concurrency.Election:
+// Campaign, Resign, Leader, Observe.
 
 import (
 	"context"
@@ -25,13 +26,28 @@ type Election struct {
 	hold *Hold
 }
 
+// Leader is who leads an election's key: the leader's Value (its address,
+// as it campaigned), its fencing Token and ClientID ("?" when the broker
+// may not show it); the zero Leader (Token 0) while nobody leads. On
+// Observe's channel, a Leader with Err set is the last one: the watch
+// ended because of Err (the client closed, or a new session's broker
+// refused to watch the key: ErrBadCommand from a broker without WATCH).
+type Leader struct {
+	Value    string
+	Token    uint64
+	ClientID string
+	Err      error
+}
+
 // Election returns the election on key.
 func (c *Client) Election(key string) *Election { return &Election{c: c, key: key} }
 
 // Campaign runs for leader with value (e.g. this node's address) and
-// returns once this client leads, or when ctx ends (ErrTimeout,
+// returns once this client leads, or when ctx ends (ErrLockTimeout,
 // ErrCancelled). The hold's Context is cancelled, and its Lost closed,
-// if leadership is lost; Resign ends it.
+// if leadership is lost; Resign ends it. A broker that refuses the
+// campaign (one without ACQUIRE ... VALUE: ErrBadArgument; ErrDenied, ...)
+// is an error returned at once, never asked again.
 func (e *Election) Campaign(ctx context.Context, value string) (*Hold, error) {
 	e.mu.Lock()
 	if e.hold != nil && e.hold.Err() == nil {
@@ -59,52 +75,57 @@ func (e *Election) Resign(ctx context.Context) error {
 	if h == nil {
 		return nil
 	}
-	if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrLost) {
+	if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrLockLost) {
 		return err
 	}
 	return nil
 }
 
-// Leader is the value of the leader now (OWNER ... VALUE), ErrNoLeader
-// when nobody leads.
-func (e *Election) Leader(ctx context.Context) (string, error) {
+// Leader is who leads now (OWNER ... VALUE); ErrNoLeader when nobody does.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	s, err := e.c.Owner(ctx, e.key)
 	if err != nil {
-		return "", err
+		return Leader{}, err
 	}
 	if s.Kind != Exclusive {
-		return "", ErrNoLeader
+		return Leader{}, ErrNoLeader
 	}
-	return s.Value, nil
+	return LeaderOf(s), nil
 }
 
-// Observe delivers the leader's value ("" while nobody leads) at once and
-// at each change, latest only, until ctx ends or the client closes (the
-// channel is closed then).
-func (e *Election) Observe(ctx context.Context) (<-chan string, error) {
+// Observe delivers who leads at once and at each change (WATCH), latest
+// only, until ctx ends or the watch ends (the channel is closed then; a
+// last Leader with Err says why the watch ended when it was not ctx).
+func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	w, err := e.c.Watch(ctx, e.key)
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan string, 1)
+	out := make(chan Leader, 1)
 	go func() {
 		defer close(out)
-		for s := range w.Changes() {
+		put := func(l Leader) {
 			select {
 			case <-out:
 			default:
 			}
-			out <- LeaderOf(s)
+			out <- l
+		}
+		for s := range w.Changes() {
+			put(LeaderOf(s))
+		}
+		if err := w.Err(); err != nil {
+			put(Leader{Err: err})
 		}
 	}()
 	return out, nil
 }
 
-// LeaderOf is the leader's value a key's state names: the exclusive
-// holder's value, "" when nobody holds the key.
-func LeaderOf(s KeyState) string {
+// LeaderOf is the leader a key's state names: its exclusive holder; the
+// zero Leader when nobody holds the key exclusive.
+func LeaderOf(s KeyState) Leader {
 	if s.Kind == Exclusive {
-		return s.Value
+		return Leader{Value: s.Value, Token: s.Token, ClientID: s.ClientID}
 	}
-	return ""
+	return Leader{}
 }

@@ -144,10 +144,10 @@ func (fc *fakeConn) send(lines ...string) {
 	}
 }
 
-// hello plays a fresh session's handshake: HELLO GRACE 30000, EVENTS ON.
+// hello plays a fresh session's handshake: HELLO GRACE 5000, EVENTS ON.
 func (fc *fakeConn) hello(version, cid, secret string) {
 	fc.t.Helper()
-	fc.expect("HELLO GRACE 30000")
+	fc.expect("HELLO GRACE 5000")
 	fc.expect("EVENTS ON")
 	fc.send("OK "+cid+" lockbroker/"+version+" "+secret, "OK")
 }

@@ -1,3 +1,3 @@
-module lockbroker
+module github.com/lockbroker/lockbroker/clients/go
 
 go 1.19

@@ -23,14 +23,15 @@ type Hold struct {
 	token  uint64
 	kind   Kind
 	limit  int
-	gen    uint64 // the connection it was granted on
+	gen    uint64    // the connection it was granted on
+	since  time.Time // when it was granted
 	ctx    context.Context
 	cancel context.CancelFunc
 	lostCh chan struct{}
 
 	// guarded by c.mu
 	value     string
-	err       error // nil while held; *LostError, ErrReleased, ErrClosed
+	err       error // nil while held; an *Error of ErrLockLost, ErrReleased, ErrClosed
 	unlocking bool
 	hasLocal  bool // holds the key's local lock
 }
@@ -45,7 +46,7 @@ type holdMarker struct {
 // deadline: until granted) while another session, or another goroutine
 // of this client, holds the key; the wait is the broker's (ACQUIRE ...
 // WAIT <what is left of ctx's deadline> ASYNC), and when ctx ends first the
-// broker is told CANCEL and Lock returns ErrTimeout (deadline) or
+// broker is told CANCEL and Lock returns ErrLockTimeout (deadline) or
 // ErrCancelled. Options: WithShared, WithLimit, WithTTL, WithValue.
 //
 // The hold's Context carries ctx's values. Lock from a context under this
@@ -82,6 +83,12 @@ func (c *Client) lock(ctx context.Context, key string, try bool, m *Mutex, opts 
 	if dl, ok := ctx.Deadline(); ok && !try {
 		a.deadline = dl
 	}
+	start := time.Now()
+	defer func() {
+		c.mu.Lock()
+		c.count("waits", key, time.Since(start).Seconds())
+		c.mu.Unlock()
+	}()
 	c.mu.Lock()
 	if err := c.usable(); err != nil {
 		c.mu.Unlock()
@@ -102,15 +109,15 @@ func (c *Client) lock(ctx context.Context, key string, try bool, m *Mutex, opts 
 
 func ctxError(key string, err error) error {
 	if err == context.DeadlineExceeded {
-		return keyError(key, ErrTimeout)
+		return timeoutError(key)
 	}
-	return keyError(key, ErrCancelled)
+	return keyError(key, ErrCancelled, "the wait was cancelled (its context ended)")
 }
 
 // newHold: a granted. Called with c.mu held.
 func (c *Client) newHold(a *acquire, tok uint64) *Hold {
 	h := &Hold{c: c, key: a.key, token: tok, kind: a.spec.kind, limit: a.spec.limit,
-		value: a.spec.value, gen: c.connGen, lostCh: make(chan struct{})}
+		value: a.spec.value, gen: c.connGen, since: time.Now(), lostCh: make(chan struct{})}
 	parent := a.parent
 	if parent == nil {
 		parent = context.Background()
@@ -122,17 +129,22 @@ func (c *Client) newHold(a *acquire, tok uint64) *Hold {
 	return h
 }
 
-// lose: the hold is gone (EVENT LOST, ERR LOST, not kept across a
-// reconnect). Its context is cancelled, Lost closed, and the key is free
-// for this client's other goroutines: the broker holds nothing for it any
-// more. Called with c.mu held.
-func (c *Client) lose(h *Hold, reason string, session bool) {
+// lose: the hold is gone: why says how the library learnt it ("" for the
+// broker's word, whose line is reply), cause is the session's end if that
+// was it. Its context is cancelled, Lost closed, and the key is free for
+// this client's other goroutines: the broker holds nothing for it any
+// more. Counted and logged. Called with c.mu held.
+func (c *Client) lose(h *Hold, why, reply string, cause error) {
 	if h.err != nil {
 		return
 	}
-	h.err = &LostError{Key: h.key, Token: h.token, Reason: reason, Session: session}
+	err := lostError(h.key, h.token, why, reply, cause)
+	h.err = err
 	close(h.lostCh)
 	h.cancel()
+	c.count("losses", h.key, 0)
+	c.holdEnded(h)
+	c.logf("%v", err)
 	c.forget(h)
 }
 
@@ -141,8 +153,14 @@ func (c *Client) endHold(h *Hold, why error) {
 	if h.err == nil {
 		h.err = why
 		h.cancel()
+		c.holdEnded(h)
 	}
 	c.forget(h)
+}
+
+// holdEnded counts a hold that ended (released, lost, closed), once.
+func (c *Client) holdEnded(h *Hold) {
+	c.count("holds", h.key, time.Since(h.since).Seconds())
 }
 
 func (c *Client) forget(h *Hold) {
@@ -171,12 +189,12 @@ func (c *Client) releaseAnswered(r *call, line string) {
 			c.strayRelease(h.key)
 		}
 	} else {
-		err = errorFromReply(line, requestName(r.line))
+		err = errorFromReply(line, shownRequest(r.line))
 		switch {
-		case h.lostErr() != nil && (errors.Is(err, ErrLost) || errors.Is(err, ErrNotHeld)):
+		case h.lostErr() != nil && (errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotHeld)):
 			err = h.err
-		case errors.Is(err, ErrLost):
-			c.lose(h, "ERR LOST in answer to RELEASE", false)
+		case errors.Is(err, ErrLockLost):
+			c.lose(h, "", line, nil)
 			err = h.err
 		case errors.Is(err, ErrUnavailable):
 			// the broker frees the key once Redis answers: released
@@ -187,9 +205,10 @@ func (c *Client) releaseAnswered(r *call, line string) {
 	r.settle(line, err)
 }
 
+// lostErr is the hold's loss, or nil.
 func (h *Hold) lostErr() error {
-	if le, ok := h.err.(*LostError); ok {
-		return le
+	if errors.Is(h.err, ErrLockLost) {
+		return h.err
 	}
 	return nil
 }
@@ -220,10 +239,9 @@ func (h *Hold) Context() context.Context { return h.ctx }
 // Lost is closed when the hold is lost (not when it is unlocked).
 func (h *Hold) Lost() <-chan struct{} { return h.lostCh }
 
-// Err says why the hold ended: nil while it is held; a *LostError
-// (errors.Is ErrLost; ErrSessionLost too when the session could not be
-// resumed) once lost; ErrReleased after Unlock; ErrClosed after the
-// client's Close.
+// Err says why the hold ended: nil while it is held; an *Error of
+// ErrLockLost once lost (ErrSessionLost too when the session that held it
+// ended); ErrReleased after Unlock; ErrClosed after the client's Close.
 func (h *Hold) Err() error {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
@@ -231,7 +249,7 @@ func (h *Hold) Err() error {
 }
 
 // Unlock releases the hold (RELEASE; WithLinger: RELEASE ... LINGER). A
-// lost hold's Unlock sends nothing and returns its *LostError (a RELEASE
+// lost hold's Unlock sends nothing and returns its loss (a RELEASE
 // could end a later hold of the key); a second Unlock is ErrUsage.
 func (h *Hold) Unlock(ctx context.Context, opts ...UnlockOption) error {
 	var linger time.Duration

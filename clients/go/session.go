@@ -12,6 +12,11 @@ package lockbroker
 // are sent again where that is safe. A session that cannot be resumed is
 // replaced by a new one: every hold is reported lost, waits and watches
 // are asked again.
+//
+// A Session is one broker session of the client (a client-id and the holds
+// it took). It ends the moment the client knows it is gone: Close, a
+// connection that broke without a grace, a RESUME refused, the reconnect
+// budget spent. A new connection after that starts a new Session.
 
 import (
 	"context"
@@ -21,6 +26,46 @@ import (
 	"sort"
 	"time"
 )
+
+// Session is one broker session of a client: its client-id, and a Done
+// channel closed when it ends (Close, or the session was lost: every hold
+// it had is lost then). Like etcd's concurrency.Session. A client that
+// lost its session starts a new one on its next connection: call
+// Client.Session (or Done) again for that one.
+type Session struct {
+	id   string
+	done chan struct{}
+	err  error // set once, before done is closed
+}
+
+func newSession(id string) *Session { return &Session{id: id, done: make(chan struct{})} }
+
+// ClientID is the session's client-id (the owner the broker records).
+func (s *Session) ClientID() string { return s.id }
+
+// Done is closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the session lives; once Done is closed, why it ended:
+// ErrClosed, or an *Error of ErrSessionLost saying how it was lost.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// end ends the session with err, once. Called with c.mu held.
+func (s *Session) end(err error) {
+	select {
+	case <-s.done:
+	default:
+		s.err = err
+		close(s.done)
+	}
+}
 
 // attempt connects to addr and runs the handshake (resume: RESUME the
 // session if it has a grace). The connection is not the session's yet.
@@ -118,7 +163,7 @@ func (c *Client) handshake(cn *conn, resume bool) (*resumeInfo, error) {
 			return rs, nil
 		}
 		rerr := errorFromReply(line, "RESUME")
-		if errors.Is(rerr, ErrUnavailable) || errors.Is(rerr, ErrProtocol) {
+		if errors.Is(rerr, ErrUnavailable) || errors.Is(rerr, ErrProtocolError) {
 			return nil, rerr // worth another try
 		}
 		// NOSESSION (the grace ran out, or never was), a wrong secret, ...:
@@ -196,9 +241,12 @@ func (c *Client) handshakeReply(cn *conn) (string, error) {
 // install makes cn the session's connection, after settling what the
 // last one left. Called with c.mu held.
 func (c *Client) install(cn *conn, rs *resumeInfo) {
-	first := c.connGen == 1
+	first := c.sess == nil
 	wasDown := c.state == stDown
 	front := c.reconcile(rs)
+	if !rs.resumed {
+		c.sess = newSession(c.clientID)
+	}
 	c.conn, c.state, c.downErr = cn, stUp, nil
 	for _, r := range front {
 		cn.send(r)
@@ -209,24 +257,49 @@ func (c *Client) install(cn *conn, rs *resumeInfo) {
 		cn.send(r)
 	}
 	cn.start()
+	if !first {
+		c.count("reconnects", "", 0)
+	}
 	switch {
 	case first:
+		c.logf("connected to %s: session %s (lockbroker/%s, grace %v)", cn.addr, c.clientID,
+			versionString(c.version), c.graceNow())
 		c.emit(Connected, cn.addr, nil)
 	case rs.resumed:
+		c.count("resumes", "", 0)
+		c.logf("session %s resumed on %s, holding %d keys", c.clientID, cn.addr, len(rs.listed))
 		c.emit(Resumed, cn.addr, nil)
 	default:
 		why := rs.reason
 		if why == nil && wasDown {
 			why = errors.New("the session was given up after the reconnect budget")
 		}
+		c.logf("new session %s on %s (the last one was lost: %v)", c.clientID, cn.addr, why)
 		c.emit(NewSession, cn.addr, why)
 	}
+}
+
+// graceNow is the grace the session has (0: none).
+func (c *Client) graceNow() time.Duration {
+	if c.secret == "" {
+		return 0
+	}
+	return c.cfg.Grace
 }
 
 // reconcile settles what the last connection left (see the file comment)
 // and returns the requests to send first on the new one.
 func (c *Client) reconcile(rs *resumeInfo) []req {
 	var front []req
+	if !rs.resumed {
+		// before the requests the old connection left are settled: a
+		// RELEASE on its way is then the loss it is, not a release
+		if rs.reason != nil {
+			c.endSession("the session could not be resumed", rs.reason)
+		} else {
+			c.endSession("the connection was lost, and the session with it", nil)
+		}
+	}
 	if rs.resumed {
 		releasing := map[string]bool{}
 		for _, r := range c.dropped {
@@ -238,7 +311,7 @@ func (c *Client) reconcile(rs *resumeInfo) []req {
 			// a hold granted on this connection (a wait's EVENT GRANTED
 			// after the RESUME) is not in its list
 			if h.gen < c.connGen && !rs.listed[key] && !releasing[key] {
-				c.lose(h, "not kept by the RESUME", false)
+				c.lose(h, "the resumed session no longer held it", "", nil)
 			}
 		}
 		keys := make([]string, 0, len(rs.listed))
@@ -277,11 +350,6 @@ func (c *Client) reconcile(rs *resumeInfo) []req {
 			}
 		}
 	} else {
-		reason := "the connection was lost, and the session with it"
-		if rs.reason != nil {
-			reason = "the session could not be resumed: " + rs.reason.Error()
-		}
-		c.endSession(reason)
 		for key, e := range c.watches {
 			if !rewatch[key] {
 				front = append(front, &call{op: opWatch, line: "WATCH " + key, key: key, entry: e, internal: true})
@@ -292,11 +360,18 @@ func (c *Client) reconcile(rs *resumeInfo) []req {
 	return front
 }
 
-// endSession: the session is gone; every hold is lost.
-func (c *Client) endSession(reason string) {
-	for _, h := range c.holds {
-		c.lose(h, reason, true)
+// endSession: the session is gone (how: text; why: cause); every hold of
+// it is lost, and its Done is closed. Once per session: a session ended
+// already (its connection had no grace) is not told again.
+func (c *Client) endSession(text string, cause error) {
+	if c.sess == nil || c.sess.Err() != nil {
+		return
 	}
+	err := &Error{Kind: ErrSessionLost, Text: text, Err: cause}
+	for _, h := range c.holds {
+		c.lose(h, text, "", err)
+	}
+	c.sess.end(err)
 }
 
 // connLost: cn broke (read or write error, no answer to PING, a line
@@ -323,6 +398,13 @@ func (c *Client) connLost(cn *conn, err error) {
 	case stUp:
 		c.state = stReconnecting
 		c.emit(Disconnected, cn.addr, err)
+		if c.secret == "" {
+			// no grace: the broker ended the session with the connection
+			c.logf("connection to %s lost (%v); the session had no grace: its holds are lost", cn.addr, err)
+			c.endSession("the connection dropped and the session had no grace", err)
+		} else {
+			c.logf("connection to %s lost (%v); resuming the session", cn.addr, err)
+		}
 		go c.reconnect()
 	}
 }
@@ -366,7 +448,7 @@ func (c *Client) reconnect() {
 			given = true
 			maxPause = 5 * time.Second
 			c.mu.Lock()
-			c.giveUp(&ConnectError{Addrs: cfg.Brokers, Err: err})
+			c.giveUp(connectError(cfg.Brokers, err))
 			c.mu.Unlock()
 		}
 		if i%n != 0 {
@@ -394,14 +476,18 @@ func (c *Client) giveUp(err error) {
 		return
 	}
 	c.state, c.downErr = stDown, err
+	c.logf("no broker could be reached within %v (%v): the session and its holds are lost; trying on",
+		c.cfg.ReconnectBudget, err)
+	c.endSession("no broker could be reached within the reconnect budget", err)
+	// what was waiting fails with the session's end (it matches err too)
+	gone := c.sess.Err()
 	reqs := append(c.dropped, c.queued...)
 	c.dropped, c.queued = nil, nil
 	for _, a := range c.waits {
-		a.finish(c, err)
+		a.finish(c, gone)
 	}
 	for _, r := range reqs {
-		r.fail(c, err)
+		r.fail(c, gone)
 	}
-	c.endSession("no broker could be reached: " + err.Error())
 	c.emit(ReconnectFailed, "", err)
 }

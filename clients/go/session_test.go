@@ -96,14 +96,14 @@ func TestEventLostGoesToItsHold(t *testing.T) {
 	case <-time.After(fakeWait):
 		t.Fatal("a was not reported lost")
 	}
-	if !errors.Is(a.Err(), ErrLost) || errors.Is(a.Err(), ErrSessionLost) || a.Context().Err() == nil {
+	if !errors.Is(a.Err(), ErrLockLost) || errors.Is(a.Err(), ErrSessionLost) || a.Context().Err() == nil {
 		t.Fatalf("a: %v, ctx %v", a.Err(), a.Context().Err())
 	}
 	if b.Err() != nil || isClosed(b.Lost()) || b.Context().Err() != nil {
 		t.Fatalf("b was touched: %v", b.Err())
 	}
 	// a lost hold's unlock sends nothing: the next line is b's release
-	if err := a.Unlock(context.Background()); !errors.Is(err, ErrLost) {
+	if err := a.Unlock(context.Background()); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("unlock of a lost hold: %v", err)
 	}
 	go b.Unlock(context.Background())
@@ -193,7 +193,7 @@ func TestWaitDeadlineAndOutcomes(t *testing.T) {
 	ch = goLock(context.Background(), c, "k")
 	fc.expect("ACQUIRE k *")
 	fc.send("OK QUEUED", "EVENT FAILED k LIMIT")
-	if r := waitLock(t, ch); !errors.Is(r.err, ErrLimit) {
+	if r := waitLock(t, ch); !errors.Is(r.err, ErrLimitExceeded) {
 		t.Fatal(r.err)
 	}
 	ch = goLock(context.Background(), c, "k")
@@ -226,7 +226,7 @@ func TestLocalExclusion(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	start := time.Now()
-	if _, err := c.Lock(ctx, "k"); !errors.Is(err, ErrTimeout) || time.Since(start) < 90*time.Millisecond {
+	if _, err := c.Lock(ctx, "k"); !errors.Is(err, ErrLockTimeout) || time.Since(start) < 90*time.Millisecond {
 		t.Fatalf("a deadline while another task holds: %v after %v", err, time.Since(start))
 	}
 	cancel()
@@ -321,7 +321,7 @@ func TestResumeSettlesHolds(t *testing.T) {
 	if a.Err() != nil {
 		t.Fatalf("a: %v", a.Err())
 	}
-	if err := b.Err(); !errors.Is(err, ErrLost) || errors.Is(err, ErrSessionLost) {
+	if err := b.Err(); !errors.Is(err, ErrLockLost) || errors.Is(err, ErrSessionLost) {
 		t.Fatalf("b: %v", err)
 	}
 	if c.ClientID() != "cid-1" {
@@ -372,7 +372,7 @@ func TestNewSessionWhenResumeRefused(t *testing.T) {
 	fc2 := fb.accept()
 	fc2.resume("cid-1", "s1")
 	fc2.send("ERR NOSESSION the session expired")
-	fc2.expect("HELLO GRACE 30000")
+	fc2.expect("HELLO GRACE 5000")
 	fc2.send("OK cid-2 lockbroker/1.2.0 s2")
 	got := map[string]bool{}
 	got[strings.Fields(fc2.next())[0]] = true
@@ -458,7 +458,7 @@ func TestEventDuringFirstHandshake(t *testing.T) {
 		done <- c
 	}()
 	fc := fb.accept()
-	fc.expect("HELLO GRACE 30000")
+	fc.expect("HELLO GRACE 5000")
 	fc.expect("EVENTS ON")
 	fc.send("EVENT GRANTED stray 4", "OK cid lockbroker/1.2.0 s", "OK")
 	c := <-done

@@ -36,12 +36,14 @@ func (e *watchEntry) changed(s KeyState) {
 func (e *watchEntry) end(err error) {
 	e.answered(err)
 	for _, w := range e.watchers {
-		w.end()
+		w.end(err)
 	}
 	e.watchers = nil
 }
 
-// watchFailed: WATCH was refused (ERR LIMIT, ERR DENIED, ...).
+// watchFailed: WATCH was refused (ERR LIMIT, ERR DENIED, ERR BADCMD from a
+// broker without WATCH, ...): at Watch, or by a new session's broker when
+// the client watches its keys again. Its Watchers end with that error.
 func (c *Client) watchFailed(e *watchEntry, err error) {
 	if c.watches[e.key] == e {
 		delete(c.watches, e.key)
@@ -62,6 +64,7 @@ type Watcher struct {
 	state  KeyState
 	have   bool
 	closed bool
+	err    error // why it ended, when it was not Close or its context
 }
 
 // push replaces the unread state, if any, with s (c.mu held: the only
@@ -78,9 +81,10 @@ func (w *Watcher) push(s KeyState) {
 	w.ch <- s
 }
 
-func (w *Watcher) end() {
+func (w *Watcher) end(err error) {
 	if !w.closed {
 		w.closed = true
+		w.err = err
 		close(w.ch)
 		close(w.stop)
 	}
@@ -143,8 +147,19 @@ func (w *Watcher) Key() string { return w.key }
 
 // Changes delivers the key's states: the latest one not read yet. It is
 // closed when the watch ends (Close, ctx, the client closed, WATCH
-// refused).
+// refused by a new session's broker): Err says why.
 func (w *Watcher) Changes() <-chan KeyState { return w.ch }
+
+// Err is nil while the watch runs, and after Close or its context ended
+// it; ErrClosed once the client closed; the broker's error if it refused
+// to watch the key again on a new session (ErrBadCommand from a broker
+// without WATCH, ErrLimitExceeded, ErrDenied). The watch is not asked
+// again then.
+func (w *Watcher) Err() error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.err
+}
 
 // State is the latest state seen (false: none yet).
 func (w *Watcher) State() (KeyState, bool) {
@@ -162,7 +177,7 @@ func (w *Watcher) Close() error {
 	if w.closed {
 		return nil
 	}
-	w.end()
+	w.end(nil)
 	e := w.e
 	for i, x := range e.watchers {
 		if x == w {

@@ -73,15 +73,16 @@ func TestWatchersShareOneWatch(t *testing.T) {
 	}()
 	fc.expect("WATCH z")
 	fc.send("ERR LIMIT max_watches_per_session")
-	if r := <-first; !errors.Is(r.err, ErrLimit) {
+	if r := <-first; !errors.Is(r.err, ErrLimitExceeded) {
 		t.Fatal(r.err)
 	}
 }
 
-func TestElectionObserveAndCampaign(t *testing.T) {
-	c, fc := connectFake(t, newFakeBroker(t), Config{})
-	e := c.Election("svc")
-	obs := make(chan (<-chan string), 1)
+// observeFree starts e.Observe against fc, whose key is free; its channel,
+// with the first (nobody leads) read.
+func observeFree(t *testing.T, e *Election, fc *fakeConn) <-chan Leader {
+	t.Helper()
+	obs := make(chan (<-chan Leader), 1)
 	go func() {
 		ch, err := e.Observe(context.Background())
 		if err != nil {
@@ -89,12 +90,19 @@ func TestElectionObserveAndCampaign(t *testing.T) {
 		}
 		obs <- ch
 	}()
-	fc.expect("WATCH svc")
-	fc.send("OK", "EVENT FREE svc")
+	fc.expect("WATCH " + e.key)
+	fc.send("OK", "EVENT FREE "+e.key)
 	ch := <-obs
-	if v := <-ch; v != "" {
-		t.Fatalf("leader %q while free", v)
+	if l := <-ch; l != (Leader{}) {
+		t.Fatalf("leader %+v while free", l)
 	}
+	return ch
+}
+
+func TestElectionObserveAndCampaign(t *testing.T) {
+	c, fc := connectFake(t, newFakeBroker(t), Config{})
+	e := c.Election("svc")
+	ch := observeFree(t, e, fc)
 	got := make(chan lockResult, 1)
 	go func() {
 		h, err := e.Campaign(context.Background(), "10.0.0.1:80")
@@ -106,8 +114,8 @@ func TestElectionObserveAndCampaign(t *testing.T) {
 	if r.err != nil || r.h.Value() != "10.0.0.1:80" {
 		t.Fatal(r.err)
 	}
-	if v := <-ch; v != "10.0.0.1:80" {
-		t.Fatalf("leader %q", v)
+	if l := <-ch; l != (Leader{Value: "10.0.0.1:80", Token: 9, ClientID: "cid-1"}) {
+		t.Fatalf("leader %+v", l)
 	}
 	if _, err := e.Campaign(context.Background(), "x"); !errors.Is(err, ErrUsage) {
 		t.Fatal(err)
@@ -119,13 +127,13 @@ func TestElectionObserveAndCampaign(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if v := <-ch; v != "" {
-		t.Fatalf("leader %q after resigning", v)
+	if l := <-ch; l != (Leader{}) {
+		t.Fatalf("leader %+v after resigning", l)
 	}
 	go func() {
-		v, err := e.Leader(context.Background())
-		if v != "" || !errors.Is(err, ErrNoLeader) {
-			t.Errorf("Leader: %q %v", v, err)
+		l, err := e.Leader(context.Background())
+		if l != (Leader{}) || !errors.Is(err, ErrNoLeader) {
+			t.Errorf("Leader: %+v %v", l, err)
 		}
 		done <- nil
 	}()
@@ -165,10 +173,10 @@ func TestHoldRequests(t *testing.T) {
 	}()
 	fc.expect("RENEW a")
 	fc.send("ERR LOST the lock expired")
-	if r := <-got; !errors.Is(r.err, ErrLost) || !isClosed(h.Lost()) {
+	if r := <-got; !errors.Is(r.err, ErrLockLost) || !isClosed(h.Lost()) {
 		t.Fatal(r.err)
 	}
-	if err := h.Proclaim(context.Background(), "v3"); !errors.Is(err, ErrLost) {
+	if err := h.Proclaim(context.Background(), "v3"); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("proclaim of a lost hold: %v", err)
 	}
 	b := lockNow(t, c, fc, "b", "2")
@@ -178,5 +186,56 @@ func TestHoldRequests(t *testing.T) {
 	fc.send("ERR UNAVAILABLE redis unreachable")
 	if err := <-done; err != nil || b.Err() != ErrReleased {
 		t.Fatal(err, b.Err())
+	}
+}
+
+// A broker that refuses a word the election needs fails loudly: Campaign
+// returns the broker's error at once (one ACQUIRE, never asked again); a
+// WATCH refused now is Watch's error; one refused by a new session's
+// broker ends the watch with that error (Watcher.Err, and a last Leader
+// with Err on Observe's channel).
+func TestRefusedWordsFailLoudly(t *testing.T) {
+	fb := newFakeBroker(t)
+	c, fc := connectFake(t, fb, Config{})
+	e := c.Election("lead")
+	got := make(chan lockResult, 1)
+	go func() {
+		h, err := e.Campaign(context.Background(), "10.0.0.1:80")
+		got <- lockResult{h, err}
+	}()
+	fc.expect("ACQUIRE lead VALUE 10.0.0.1:80 WAIT 2147483647 ASYNC")
+	fc.send("ERR BADARG VALUE is not supported by this broker yet")
+	r := waitLock(t, got)
+	if !errors.Is(r.err, ErrBadArgument) || r.err.Error() != "lead: VALUE is not supported by this broker yet" {
+		t.Fatalf("Campaign: %v", r.err)
+	}
+	fc.quiet(300 * time.Millisecond) // not asked again
+
+	wch := make(chan error, 1)
+	go func() {
+		_, err := c.Watch(context.Background(), "x")
+		wch <- err
+	}()
+	fc.expect("WATCH x")
+	fc.send("ERR BADCMD unknown command")
+	if err := <-wch; !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("Watch: %v", err)
+	}
+
+	leaders := observeFree(t, e, fc)
+	fc.nc.Close() // the session cannot be resumed: the new one watches again
+	fc2 := fb.accept()
+	fc2.resume("cid-1", "s1")
+	fc2.send("ERR NOSESSION the session expired")
+	fc2.expect("HELLO GRACE 5000")
+	fc2.send("OK cid-2 lockbroker/1.2.0 s2")
+	fc2.expect("WATCH lead")
+	fc2.send("ERR BADCMD unknown command")
+	var last Leader
+	for l := range leaders {
+		last = l
+	}
+	if !errors.Is(last.Err, ErrBadCommand) {
+		t.Fatalf("the last leader: %+v", last)
 	}
 }

@@ -393,6 +393,7 @@ type event struct {
 	kind string
 	key  string
 	args []string
+	line string // the whole line, as errors show it
 }
 
 func isEvent(line string) bool { return strings.HasPrefix(line, "EVENT ") }
@@ -402,7 +403,7 @@ func parseEvent(line string) (event, error) {
 	if len(w) < 3 || w[0] != "EVENT" {
 		return event{}, protoError("not an event: %q", line)
 	}
-	return event{kind: w[1], key: w[2], args: w[3:]}, nil
+	return event{kind: w[1], key: w[2], args: w[3:], line: line}, nil
 }
 
 // watchState is the key state an EVENT HOLDER or EVENT FREE line tells.

@@ -86,7 +86,7 @@ func TestParseHello(t *testing.T) {
 		t.Fatalf("got %+v, %v", h, err)
 	}
 	for _, bad := range []string{"OK id", "OK id redis/7.0", "OK id lockbroker/x.y", "OK id lockbroker/1", "ERR NOAUTH x"} {
-		if _, err := parseHello(bad); !errors.Is(err, ErrProtocol) {
+		if _, err := parseHello(bad); !errors.Is(err, ErrProtocolError) {
 			t.Errorf("parseHello(%q) = %v", bad, err)
 		}
 	}
@@ -202,31 +202,45 @@ func TestParseListAndStats(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	err := errorFromReply("ERR DENIED app billing may not use this key", "ACQUIRE reports:x")
-	var be *BrokerError
-	if !errors.As(err, &be) || be.Code != "DENIED" || !errors.Is(err, ErrDenied) || errors.Is(err, ErrLost) {
+	err := errorFromReply("ERR DENIED app billing may not use this key", "ACQUIRE reports:x WAIT 5000 ASYNC")
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "DENIED" || !errors.Is(err, ErrDenied) || errors.Is(err, ErrLockLost) {
 		t.Fatalf("%#v", err)
+	}
+	// issue 34: what happened to which key, for people; the broker's line and the request beside it
+	if err.Error() != "reports:x: app billing may not use this key" || e.Key != "reports:x" ||
+		e.Reply != "ERR DENIED app billing may not use this key" || e.Request != "ACQUIRE reports:x WAIT 5000 ASYNC" {
+		t.Errorf("%q %#v", err, e)
 	}
 	for code, sentinel := range codeErrors {
 		if !errors.Is(errorFromReply("ERR "+code+" x", "R"), sentinel) {
 			t.Errorf("ERR %s does not match its sentinel", code)
 		}
 	}
-	if !errors.Is(keyError("k", ErrTimeout), ErrTimeout) || !errors.Is(keyError("k", ErrTimeout), context.DeadlineExceeded) {
-		t.Error("ErrTimeout does not match context.DeadlineExceeded")
+	if err := errorFromReply("ERR BADCMD unknown command", "WATCH k"); !strings.HasPrefix(err.Error(),
+		"k: the broker does not know WATCH (unknown command)") {
+		t.Error(err)
+	}
+	if !errors.Is(timeoutError("k"), ErrLockTimeout) || !errors.Is(timeoutError("k"), context.DeadlineExceeded) {
+		t.Error("ErrLockTimeout does not match context.DeadlineExceeded")
 	}
 	if !errors.Is(ErrClosed, ErrUsage) {
 		t.Error("ErrClosed is not an ErrUsage")
 	}
-	le := &LostError{Key: "k", Token: 1, Reason: "r", Session: true}
-	if !errors.Is(le, ErrLost) || !errors.Is(le, ErrSessionLost) {
-		t.Error("LostError matches")
+	lost := lostError("lost:py", 1795805345549156, "", "EVENT LOST lost:py 1795805345549156", nil)
+	if lost.Error() != "lost:py: the lock was lost (token 1795805345549156)" || !errors.Is(lost, ErrLockLost) ||
+		errors.Is(lost, ErrSessionLost) {
+		t.Errorf("%q", lost)
 	}
-	if errors.Is(&LostError{}, ErrSessionLost) {
-		t.Error("a hold's loss is not the session's")
+	gone := lostError("k", 7, "the session could not be resumed", "",
+		&Error{Kind: ErrSessionLost, Text: "the session could not be resumed"})
+	if gone.Error() != "k: the lock was lost (token 7): the session could not be resumed" ||
+		!errors.Is(gone, ErrLockLost) || !errors.Is(gone, ErrSessionLost) {
+		t.Errorf("%q", gone)
 	}
-	if requestName("AUTH s3cret") != "AUTH" || requestName("RESUME id secret") != "RESUME" || requestName("ACQUIRE k WAIT 5") != "ACQUIRE k" {
-		t.Error("requestName shows a secret or drops the key")
+	if shownRequest("AUTH s3cret") != "AUTH ..." || shownRequest("RESUME id secret") != "RESUME id ..." ||
+		shownRequest("ACQUIRE k WAIT 5") != "ACQUIRE k WAIT 5" {
+		t.Error("shownRequest shows a secret or drops the request")
 	}
 	if _, err := brokerAddr("host"); err != nil {
 		t.Error(err)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
 )
 
 func benchPairs(b *testing.B, goroutines int, try bool) {

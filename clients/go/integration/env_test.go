@@ -8,15 +8,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"lockbroker"
-	"lockbroker/internal/servers"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
+	"github.com/lockbroker/lockbroker/clients/go/internal/servers"
 )
 
 var helper *servers.Helper
@@ -52,12 +51,7 @@ func setup(t *testing.T, steps ...string) *env {
 
 func (e *env) step(line string) {
 	e.t.Helper()
-	err := helper.Step(line)
-	var skip *servers.Skip
-	if errors.As(err, &skip) {
-		e.t.Skip(skip.Reason)
-	}
-	if err != nil {
+	if err := helper.Step(line); err != nil {
 		e.t.Fatalf("%s: %v\n%s", line, err, helper.Log())
 	}
 }
@@ -82,8 +76,9 @@ func (e *env) requires12(names ...string) {
 	}
 }
 
-// needs skips the test, saying why, while the broker answers ERR BADCMD to
-// one of these words (VALUE, WATCH, CHECK).
+// needs fails the test, saying why, if the broker lacks one of these words
+// (VALUE, WATCH, CHECK): a broker under test without a word is a failure,
+// not a skip.
 func (e *env) needs(words ...string) {
 	e.t.Helper()
 	e.step("needs " + strings.Join(words, " "))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
 )
 
 // Take a key, keep it past its TTL (the broker renews it), renew it by
@@ -135,7 +135,7 @@ func TestWaitAndDeadline(t *testing.T) {
 	short, cancel := context.WithTimeout(cx, 400*time.Millisecond)
 	_, err = c2.Lock(short, "jobs:nightly")
 	cancel()
-	if d := time.Since(start); !errors.Is(err, lockbroker.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || d < 350*time.Millisecond || d > 3*time.Second {
+	if d := time.Since(start); !errors.Is(err, lockbroker.ErrLockTimeout) || !errors.Is(err, context.DeadlineExceeded) || d < 350*time.Millisecond || d > 3*time.Second {
 		t.Fatalf("%v after %v", err, d)
 	}
 	got := make(chan error, 1)
@@ -265,7 +265,7 @@ func TestLostGoesToItsHoldWhileInFlight(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	e.step("redis del a")
 	waitClosed(t, a.Lost(), 5*time.Second, "a reported lost")
-	if !errors.Is(a.Err(), lockbroker.ErrLost) || a.Context().Err() == nil {
+	if !errors.Is(a.Err(), lockbroker.ErrLockLost) || a.Context().Err() == nil {
 		t.Fatalf("a: %v", a.Err())
 	}
 	time.Sleep(time.Second)
@@ -283,7 +283,7 @@ func TestLostGoesToItsHoldWhileInFlight(t *testing.T) {
 	if err := <-inflight; err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Unlock(cx); !errors.Is(err, lockbroker.ErrLost) {
+	if err := a.Unlock(cx); !errors.Is(err, lockbroker.ErrLockLost) {
 		t.Fatalf("unlock of a lost hold: %v", err)
 	}
 	if err := b.Unlock(cx); err != nil {
@@ -364,10 +364,10 @@ func TestTLS(t *testing.T) {
 func TestAuthAndDenied(t *testing.T) {
 	e := setup(t, "broker b1 auth=s3cret-token",
 		"broker b2 app=billing:billing-token:billing:*,invoices:*")
-	if _, err := e.dial(lockbroker.Config{Auth: "wrong"}, "b1"); !errors.Is(err, lockbroker.ErrNoAuth) {
+	if _, err := e.dial(lockbroker.Config{Auth: "wrong"}, "b1"); !errors.Is(err, lockbroker.ErrNotAuthenticated) {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if _, err := e.dial(lockbroker.Config{}, "b1"); !errors.Is(err, lockbroker.ErrNoAuth) {
+	if _, err := e.dial(lockbroker.Config{}, "b1"); !errors.Is(err, lockbroker.ErrNotAuthenticated) {
 		t.Fatalf("no token: %v", err)
 	}
 	cx := ctx(t, 20*time.Second)
@@ -383,7 +383,7 @@ func TestAuthAndDenied(t *testing.T) {
 	wcx, cancel := context.WithTimeout(cx, 3*time.Second)
 	defer cancel()
 	_, err := c2.Lock(wcx, "reports:daily")
-	var be *lockbroker.BrokerError
+	var be *lockbroker.Error
 	if !errors.Is(err, lockbroker.ErrDenied) || !errors.As(err, &be) || be.Code != "DENIED" || time.Since(start) > time.Second {
 		t.Fatalf("%v after %v", err, time.Since(start))
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
 )
 
 // 100 waits on different keys at once over one client; one is cancelled
@@ -205,10 +205,14 @@ func TestElection(t *testing.T) {
 	}
 	var mu sync.Mutex
 	leader := "?"
+	var tokens []uint64 // each leader's, as the observer saw them
 	go func() {
-		for v := range obs {
+		for l := range obs {
 			mu.Lock()
-			leader = v
+			leader = l.Value
+			if l.Token != 0 {
+				tokens = append(tokens, l.Token)
+			}
 			mu.Unlock()
 		}
 	}()
@@ -231,8 +235,8 @@ func TestElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("10.0.0.1:80")
-	if v, err := c2.Election("svc:leader").Leader(cx); err != nil || v != "10.0.0.1:80" {
-		t.Fatal(v, err)
+	if l, err := c2.Election("svc:leader").Leader(cx); err != nil || l.Value != "10.0.0.1:80" || l.Token != h1.Token() {
+		t.Fatal(l, err)
 	}
 	second := make(chan *lockbroker.Hold, 1)
 	go func() {
@@ -253,4 +257,9 @@ func TestElection(t *testing.T) {
 	expect("10.0.0.2:80")
 	c2.Close()
 	expect("")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) != 2 || tokens[0] != h1.Token() || tokens[1] != h2.Token() {
+		t.Fatalf("the observer saw the leaders' tokens %v, want %d then %d", tokens, h1.Token(), h2.Token())
+	}
 }

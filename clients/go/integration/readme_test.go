@@ -1,14 +1,18 @@
 package integration
 
-// The README's promise: installed the documented way (a module with a
-// replace of lockbroker), the README's first code block runs as written
-// against a broker on 127.0.0.1:7711. The broker is a real one on a free
+// The README's promises: installed the documented way (the module's
+// requirement, with the README's replace standing in for the download:
+// the tests are offline), the README's first code block runs as written
+// against a broker on 127.0.0.1:7711; the install section names this
+// module and its release tags; the paragraph before the example says when
+// a crashed program's locks come back. The broker is a real one on a free
 // port; a relay on 127.0.0.1:7711 forwards to it (when 7711 is taken on
 // this machine, the example runs with the broker's address put in its
 // place instead).
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -20,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"lockbroker"
+	lockbroker "github.com/lockbroker/lockbroker/clients/go"
 )
 
 const defaultAddr = "127.0.0.1:7711"
@@ -31,6 +35,19 @@ func TestREADMEExample(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	mod := modulePath(t)
+	install := string(readme[strings.Index(string(readme), "## Install"):])
+	for _, want := range []string{"```sh\ngo get " + mod + "@v", "```text\nrequire " + mod + " v",
+		"tagged `clients/go/vX.Y.Z`"} {
+		if !strings.Contains(install, want) {
+			t.Errorf("the install section lacks %q", want)
+		}
+	}
+	before := string(readme[:strings.Index(string(readme), "```")])
+	if !strings.Contains(before, fmt.Sprintf("**%d seconds**", int(lockbroker.DefaultGrace.Seconds()))) ||
+		!strings.Contains(before, "Grace: time.Minute") || !strings.Contains(before, "defer c.Close()") {
+		t.Errorf("the paragraph before the example does not say the grace, how to raise it, and Close: %s", before)
 	}
 	m := regexp.MustCompile("(?s)```(\\w*)\n(.*?)```").FindSubmatch(readme)
 	if m == nil || string(m[1]) != "go" {
@@ -66,9 +83,9 @@ func TestREADMEExample(t *testing.T) {
 		}
 		return string(out)
 	}
-	// the README's install steps
+	// the README's install, offline: the requirement, and the replace
 	run("mod", "init", "example")
-	run("mod", "edit", "-require", "lockbroker@v0.0.0", "-replace", "lockbroker="+lib)
+	run("mod", "edit", "-require", mod+"@v0.0.0", "-replace", mod+"="+lib)
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(example), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +97,19 @@ func TestREADMEExample(t *testing.T) {
 	if st, err := c.Owner(ctx(t, 5*time.Second), "orders:42"); err != nil || st.Kind != lockbroker.Free {
 		t.Fatalf("after the example: %v %v", st, err)
 	}
+}
+
+// modulePath is the module's path, as go.mod says.
+func modulePath(t *testing.T) string {
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^module (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("go.mod names no module")
+	}
+	return string(m[1])
 }
 
 // relay forwards each connection of ln to target.

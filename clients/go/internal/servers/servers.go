@@ -153,26 +153,13 @@ func (h *Helper) Request(req map[string]interface{}) (map[string]interface{}, er
 }
 
 // Step performs a server step of the transcript grammar ("broker b1 tls",
-// "kill b1", "redis del k", "sleep 200", "requires 1.2").
-//
-// A needs step ("needs WATCH VALUE") the broker does not meet returns a
-// *Skip: the caller skips the test or transcript with its reason.
+// "kill b1", "redis del k", "sleep 200", "requires 1.2", "needs WATCH"):
+// an error if the helper says it failed (a needs step fails when the
+// broker lacks the word).
 func (h *Helper) Step(line string) error {
-	m, err := h.Request(map[string]interface{}{"op": "step", "line": line})
-	if err != nil {
-		return err
-	}
-	if why, _ := m["skip"].(string); why != "" {
-		return &Skip{Reason: why}
-	}
-	return nil
+	_, err := h.Request(map[string]interface{}{"op": "step", "line": line})
+	return err
 }
-
-// Skip is the helper's word to skip: the broker answers ERR BADCMD to a
-// word the test needs (VALUE, WATCH, CHECK: probed once per helper run).
-type Skip struct{ Reason string }
-
-func (s *Skip) Error() string { return "skip: " + s.Reason }
 
 // Reset stops every server of the last test; the next broker step starts
 // a fresh Redis and prefix.

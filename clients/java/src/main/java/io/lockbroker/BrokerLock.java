@@ -1,7 +1,6 @@
 package io.lockbroker;
 
 import java.time.Duration;
-import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -21,15 +20,19 @@ import java.util.concurrent.locks.Lock;
  * {@link #unlock()} throws {@link LockLostException}.
  *
  * <p>Errors are unchecked {@link LockBrokerException}s ({@link DeniedException},
- * {@link UnavailableException}, ...); {@link #newCondition()} is not supported.
+ * {@link UnavailableException}, ...); {@link #newCondition()} is not supported. A lock object keeps
+ * its client from being closed by the client's cleaner while you refer to it.
  */
 public final class BrokerLock implements Lock {
+    @SuppressWarnings("unused") // keeps the client reachable while the lock object is
+    private final LockClient client;
     private final Locks locks;
     private final String key;
     private final LockSpec spec;
     private final CopyOnWriteArrayList<LostListener> listeners = new CopyOnWriteArrayList<>();
 
-    BrokerLock(Locks locks, String key, LockSpec spec) {
+    BrokerLock(LockClient client, Locks locks, String key, LockSpec spec) {
+        this.client = client;
         this.locks = locks;
         this.key = Wire.checkKey(key);
         this.spec = spec;
@@ -47,7 +50,7 @@ public final class BrokerLock implements Lock {
     @Override
     public void lock() {
         try {
-            locks.lock(this, Deadline.NEVER, false, false);
+            take(Deadline.NEVER, false, false);
         } catch (InterruptedException e) {
             throw new AssertionError("an uninterruptible lock was interrupted", e);
         }
@@ -58,14 +61,14 @@ public final class BrokerLock implements Lock {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        locks.lock(this, Deadline.NEVER, false, true);
+        take(Deadline.NEVER, false, true);
     }
 
     /** One try, no waiting: false if another session (or another thread of this client) has it. */
     @Override
     public boolean tryLock() {
         try {
-            return locks.lock(this, Deadline.inMs(0), true, false);
+            return take(Deadline.inMs(0), true, false);
         } catch (InterruptedException e) {
             throw new AssertionError("an uninterruptible lock was interrupted", e);
         }
@@ -76,7 +79,12 @@ public final class BrokerLock implements Lock {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        return locks.lock(this, Deadline.in(time, unit), false, true);
+        return take(Deadline.in(time, unit), false, true);
+    }
+
+    /** The current thread takes the key: see Locks.lock. */
+    private boolean take(Deadline d, boolean once, boolean interruptible) throws InterruptedException {
+        return locks.lock(key, spec, listeners, Thread.currentThread(), d, once, interruptible) != null;
     }
 
     /**
@@ -86,7 +94,7 @@ public final class BrokerLock implements Lock {
      */
     @Override
     public void unlock() {
-        locks.unlock(key, 0);
+        locks.unlock(key, 0, Thread.currentThread());
     }
 
     /**
@@ -95,7 +103,7 @@ public final class BrokerLock implements Lock {
      * that time. Protocol 1.1 {@code RELEASE ... LINGER}.
      */
     public void unlock(Duration linger) {
-        locks.unlock(key, Wire.checkMs("linger", linger.toMillis()));
+        locks.unlock(key, Wire.checkMs("linger", linger.toMillis()), Thread.currentThread());
     }
 
     /** Not supported: a broker lock has no condition variables. */
@@ -104,24 +112,25 @@ public final class BrokerLock implements Lock {
         throw new UnsupportedOperationException("a broker lock has no conditions");
     }
 
-    /** The fencing token of this client's hold; IllegalStateException if it does not hold the key. */
+    /** The fencing token of this client's hold; NotHeldException if it does not hold the key. */
     public long token() {
-        Hold h = locks.hold(key);
+        Grant h = locks.hold(key);
         if (h == null) {
-            throw new IllegalStateException("this client does not hold " + key);
+            throw BrokerErrorException.of("NOTHELD", "this client does not hold the key",
+                    LockBrokerException.Origin.key(key));
         }
         return h.token;
     }
 
     /** Whether this client holds the key now (some thread of it), and the hold was not lost. */
     public boolean isHeld() {
-        Hold h = locks.hold(key);
+        Grant h = locks.hold(key);
         return h != null && !h.lost();
     }
 
     /** Whether the current thread holds the key, and the hold was not lost. */
     public boolean isHeldByCurrentThread() {
-        return locks.heldByCurrentThread(key) && isHeld();
+        return locks.heldBy(key, Thread.currentThread()) && isHeld();
     }
 
     /** Sets the key's TTL in Redis now (and for later renewals); returns the TTL the broker set. */
@@ -143,10 +152,6 @@ public final class BrokerLock implements Lock {
     public BrokerLock onLost(LostListener l) {
         listeners.add(l);
         return this;
-    }
-
-    List<LostListener> listeners() {
-        return listeners;
     }
 
     @Override

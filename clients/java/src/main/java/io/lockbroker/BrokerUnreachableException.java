@@ -1,14 +1,13 @@
 package io.lockbroker;
 
-/** No broker of the client's list could be reached (connect, TLS handshake or {@code HELLO} failed); {@link #getCause()} says why for the last one tried. */
+/**
+ * No broker of the client's list could be reached (connect, TLS handshake or {@code HELLO} failed);
+ * {@link #getCause()} says why for the last one tried. {@link #code()} is {@code CONNECT}.
+ */
 public class BrokerUnreachableException extends LockBrokerException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public BrokerUnreachableException(String message) {
-        super("CONNECT", message, null);
-    }
-
-    public BrokerUnreachableException(String message, Throwable cause) {
-        super("CONNECT", message, cause);
+    BrokerUnreachableException(String message, Throwable cause) {
+        super("CONNECT", message, Origin.cause(cause));
     }
 }

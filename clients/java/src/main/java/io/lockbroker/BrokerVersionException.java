@@ -1,14 +1,13 @@
 package io.lockbroker;
 
-/** The broker speaks a protocol older than 1.2, which this library needs ({@code HELLO} told its version). */
+/**
+ * The broker speaks a protocol older than 1.2, which this library needs ({@code HELLO} told its
+ * version). {@link #code()} is {@code VERSION}.
+ */
 public class BrokerVersionException extends LockBrokerException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public BrokerVersionException(String message) {
-        super("VERSION", message, null);
-    }
-
-    public BrokerVersionException(String message, Throwable cause) {
-        super("VERSION", message, cause);
+    BrokerVersionException(String message) {
+        super("VERSION", message, Origin.NONE);
     }
 }

@@ -65,6 +65,8 @@ final class Connection {
     volatile String version = "";
     /** A broker older than 1.2, allowed for tests: waits are blocking ACQUIREs. */
     volatile boolean legacy;
+    /** The number of the session it carries ({@link Session#epoch()}), set when it becomes current. */
+    volatile long epoch;
 
     private final Socket socket;
     private final Socket base;
@@ -147,7 +149,7 @@ final class Connection {
             }
         }
         if (failure == NOT_SENT) {
-            h.failed(new ConnectionLostException("connection to " + address + " ended before " + line, closeCause,
+            h.failed(new ConnectionLostException("connection to " + address + " ended before " + Wire.shown(line), closeCause,
                     false));
         } else if (failure != null) {
             close(failure);
@@ -219,7 +221,7 @@ final class Connection {
         if (head != null) {
             if (now - head.deadline > 0) {
                 close(new IOException("no reply from " + address + " within "
-                        + TimeUnit.NANOSECONDS.toMillis(replyTimeoutNanos) + " ms to " + head.line));
+                        + TimeUnit.NANOSECONDS.toMillis(replyTimeoutNanos) + " ms to " + Wire.shown(head.line)));
             }
         } else if (now - lastActivity >= pingIntervalNanos) {
             send("PING", IGNORE, 0);
@@ -285,7 +287,7 @@ final class Connection {
         while ((p = pending.poll()) != null) {
             try {
                 p.handler.failed(new ConnectionLostException("connection to " + address + " ended before the reply to "
-                        + p.line, closeCause, true));
+                        + Wire.shown(p.line), closeCause, true));
             } catch (RuntimeException e) {
                 // a handler's bug must not stop the others
             }
@@ -312,10 +314,17 @@ final class Connection {
                     }
                     continue;
                 }
-                Reply r = Wire.reply(line);
                 Pending p = pending.poll();
                 if (p == null) {
-                    throw new BrokerProtocolException("reply with no request outstanding: " + line);
+                    throw new ProtocolErrorException("a reply with no request outstanding: " + line);
+                }
+                Reply r;
+                try {
+                    r = Wire.reply(line, Wire.shown(p.line));
+                } catch (ProtocolErrorException e) {
+                    p.handler.failed(new ConnectionLostException("connection to " + address + " ended: " + e.getMessage(),
+                            e, true));
+                    throw e;
                 }
                 try {
                     p.handler.reply(r);
@@ -351,7 +360,7 @@ final class Connection {
                 return new String(buf, 0, n, StandardCharsets.US_ASCII);
             }
             if (n == buf.length) {
-                throw new BrokerProtocolException("a line from " + address + " longer than " + MAX_LINE + " bytes");
+                throw new ProtocolErrorException("a line from " + address + " longer than " + MAX_LINE + " bytes");
             }
             buf[n++] = (byte) b;
         }

@@ -6,13 +6,13 @@ package io.lockbroker;
  * cannot be retried safely.
  */
 final class ConnectionLostException extends LockBrokerException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
     /** Whether the request was written before the connection ended (the broker may have run it). */
     final boolean sent;
 
     ConnectionLostException(String message, Throwable cause, boolean sent) {
-        super("CONNECTION", message, cause);
+        super("CONNECTION", message, Origin.cause(cause));
         this.sent = sent;
     }
 }

@@ -1,10 +1,10 @@
 package io.lockbroker;
 
-/** {@code ERR DENIED}: the key is outside the patterns of the app this client authenticated as. */
+/** {@code ERR DENIED}: the key is outside the patterns of the app this client authenticated as; nothing changed. */
 public class DeniedException extends BrokerErrorException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public DeniedException(String text) {
-        super("DENIED", text);
+    DeniedException(String message, String text, Origin o) {
+        super("DENIED", message, text, o);
     }
 }

@@ -5,10 +5,12 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * A key's local lock in one client, in front of the broker: threads of the process take turns on the
- * key (first come, first served), because the broker's session is reentrant and would let a second
- * thread in; the owning thread re-enters without asking the broker. It also keeps the broker hold
- * while one is held.
+ * A key's local lock in one client, in front of the broker: its owners take turns on the key (first
+ * come, first served), because the broker's session is reentrant and would let a second one in; the
+ * owner re-enters without asking the broker. It also keeps the broker's grant while one is held. An
+ * owner is a thread (a {@link BrokerLock} is taken and unlocked by one thread) or the caller of
+ * {@link LockClient#lockAsync} or {@link LockClient#acquire} (a {@link Hold} may be closed by any
+ * thread); a waiting owner waits on a thread of its own either way.
  *
  * <p>A hold reported lost stops keeping the key from the client's other threads at once (the
  * broker holds nothing for it any more): the owner becomes an orphan, whose next unlocks throw the
@@ -16,7 +18,7 @@ import java.util.Map;
  * its orphan ({@code refs}, changed only inside the client's map operations).
  */
 final class KeyEntry {
-    /** What an unlock by the current thread must do. */
+    /** What an unlock by an owner must do. */
     enum Unlock { NOT_OWNER, INNER, LAST, ORPHAN }
 
     /** An unlock's verdict; cause: the loss an ORPHAN unlock throws. */
@@ -25,23 +27,23 @@ final class KeyEntry {
 
     final String key;
     int refs;
-    private Thread owner;
+    private Object owner;
     private int count;
-    private Hold hold;
-    private final ArrayDeque<Thread> queue = new ArrayDeque<>();
-    private final Map<Thread, Integer> orphans = new HashMap<>();
-    private final Map<Thread, LockLostException> orphanCauses = new HashMap<>();
+    private Grant hold;
+    private final ArrayDeque<Object> queue = new ArrayDeque<>();
+    private final Map<Object, Integer> orphans = new HashMap<>();
+    private final Map<Object, LockLostException> orphanCauses = new HashMap<>();
 
     KeyEntry(String key) {
         this.key = key;
     }
 
     /**
-     * Takes the key locally for the current thread (again, if it owns it): once (only if free and
+     * Takes the key locally for owner me (again, if it owns it): once (only if free and
      * nobody queues), or waiting in line until d. False: not taken.
      */
-    synchronized boolean acquire(Deadline d, boolean once, boolean interruptible) throws InterruptedException {
-        Thread me = Thread.currentThread();
+    synchronized boolean acquire(Object me, Deadline d, boolean once, boolean interruptible)
+            throws InterruptedException {
         if (owner == me) {
             count++;
             return true;
@@ -77,26 +79,26 @@ final class KeyEntry {
             queue.remove(me);
             notifyAll();
             if (interrupted) {
-                me.interrupt();
+                Thread.currentThread().interrupt();
             }
         }
     }
 
-    /** How many times the current thread holds it (0: not the owner). */
-    synchronized int count() {
-        return owner == Thread.currentThread() ? count : 0;
+    /** How many times owner me holds it (0: not the owner). */
+    synchronized int count(Object me) {
+        return owner == me ? count : 0;
     }
 
-    synchronized Hold hold() {
+    synchronized Grant hold() {
         return hold;
     }
 
-    synchronized boolean ownedByCurrentThread() {
-        return owner == Thread.currentThread();
+    synchronized boolean ownedBy(Object me) {
+        return owner == me;
     }
 
     /** The broker granted the owner its hold; a hold lost already frees the key at once. */
-    void setHold(Hold h) {
+    void setHold(Grant h) {
         synchronized (this) {
             hold = h;
         }
@@ -105,20 +107,19 @@ final class KeyEntry {
         }
     }
 
-    /** Undoes the current thread's last acquire when the broker did not grant it. */
-    synchronized void undo() {
-        if (owner == Thread.currentThread() && --count == 0) {
+    /** Undoes me's last acquire when the broker did not grant it. */
+    synchronized void undo(Object me) {
+        if (owner == me && --count == 0) {
             free();
         }
     }
 
     /**
-     * Unlock by the current thread: INNER (a reentrant level, counted down), LAST (the caller
+     * Unlock by owner me: INNER (a reentrant level, counted down), LAST (the caller
      * releases the hold, then calls {@link #released()}), ORPHAN (its hold was lost: throw the
      * verdict's cause), NOT_OWNER.
      */
-    synchronized Verdict unlock() {
-        Thread me = Thread.currentThread();
+    synchronized Verdict unlock(Object me) {
         if (owner == me) {
             if (count > 1) {
                 count--;
@@ -152,7 +153,7 @@ final class KeyEntry {
     }
 
     /** The hold was lost: its owner becomes an orphan, and the key is free for the others. */
-    synchronized void lost(Hold h) {
+    synchronized void lost(Grant h) {
         if (hold != h) {
             return;
         }

@@ -10,6 +10,12 @@ import java.util.concurrent.TimeUnit;
  * exclusive with its value (e.g. its address) while it leads; it waits for the key with
  * {@code ACQUIRE <key> WAIT 60000 ASYNC VALUE <value>}, asking again on each TIMEOUT, and runs again
  * when it loses the key. Everyone else learns the leader with {@link LockClient#watchLeader}.
+ *
+ * <p>Errors: one that trying again may mend (the broker cannot reach Redis, a limit, no broker
+ * reachable, the hold lost) is kept in {@link #lastError()} and the candidate runs again, with
+ * backoff up to 2 s. Any other (a broker that refuses {@code VALUE}, a key this app may not use, a
+ * wrong token) stops the latch: its listeners hear {@link LeaderListener#failed}, {@link #await}
+ * throws it, {@link #failure()} keeps it. A latch never asks again what the broker refused.
  */
 public final class LeaderLatch implements AutoCloseable {
     private final String key;
@@ -22,6 +28,7 @@ public final class LeaderLatch implements AutoCloseable {
     private boolean leader;
     private boolean lost;
     private long token;
+    private LockBrokerException failure;
     private volatile RuntimeException lastError;
 
     LeaderLatch(LockClient client, String key, String value) {
@@ -61,11 +68,17 @@ public final class LeaderLatch implements AutoCloseable {
         return this;
     }
 
-    /** Waits until this candidate leads; false if the time ran out (or the latch closed) first. */
+    /**
+     * Waits until this candidate leads; false if the time ran out (or the latch closed) first. Throws
+     * the error that stopped the latch, if one did ({@link #failure()}).
+     */
     public boolean await(long time, TimeUnit unit) throws InterruptedException {
         Deadline d = Deadline.in(time, unit);
         synchronized (mu) {
             while (!leader) {
+                if (failure != null) {
+                    throw failure;
+                }
                 if (closed || d.passed()) {
                     return false;
                 }
@@ -98,9 +111,16 @@ public final class LeaderLatch implements AutoCloseable {
         }
     }
 
-    /** The last error the candidate met while running (it keeps running), or null. */
+    /** The last error the candidate met while running, or null. */
     public RuntimeException lastError() {
         return lastError;
+    }
+
+    /** The error that stopped the latch (one trying again cannot mend), or null. */
+    public LockBrokerException failure() {
+        synchronized (mu) {
+            return failure;
+        }
     }
 
     /** Resigns: stops running, and releases the key if it leads. Waits for that (up to 5 s). */
@@ -138,10 +158,14 @@ public final class LeaderLatch implements AutoCloseable {
                 lock.lockInterruptibly();
             } catch (InterruptedException e) {
                 continue;
-            } catch (IllegalStateException e) {
+            } catch (ClosedException e) {
                 return;
             } catch (LockBrokerException e) {
                 lastError = e;
+                if (!retryable(e)) {
+                    fail(e);
+                    return;
+                }
                 if (!sleep(backoff)) {
                     continue;
                 }
@@ -167,13 +191,7 @@ public final class LeaderLatch implements AutoCloseable {
             token = tok;
             mu.notifyAll();
         }
-        for (LeaderListener l : listeners) {
-            try {
-                l.isLeader(tok);
-            } catch (RuntimeException e) {
-                // the listener's failure is its own
-            }
-        }
+        tell(l -> l.isLeader(tok));
         synchronized (mu) {
             while (!closed && !lost) {
                 try {
@@ -185,13 +203,41 @@ public final class LeaderLatch implements AutoCloseable {
             leader = false;
             mu.notifyAll();
         }
+        tell(LeaderListener::notLeader);
+    }
+
+    /** Tells every listener, in order; a listener's failure is its own. */
+    private void tell(java.util.function.Consumer<LeaderListener> call) {
         for (LeaderListener l : listeners) {
             try {
-                l.notLeader();
+                call.accept(l);
             } catch (RuntimeException e) {
                 // the listener's failure is its own
             }
         }
+    }
+
+    /** Whether asking again later may work: what the broker says of its codes (PROTOCOL.md). */
+    private static boolean retryable(LockBrokerException e) {
+        switch (e.code()) {
+            case "UNAVAILABLE":     // Redis unreachable: retry later, with backoff
+            case "LIMIT":           // release something, or retry later
+            case "LOST":            // the hold went: run again
+            case "SESSION":         // the session could not be resumed: a new one takes over
+            case "CONNECT":         // no broker now: the client keeps trying
+                return true;
+            default:                // BADCMD, BADARG, DENIED, NOAUTH, VERSION, PROTOCOL, ...
+                return false;
+        }
+    }
+
+    /** Stops the latch for a refusal that asking again cannot mend, and says so. */
+    private void fail(LockBrokerException e) {
+        synchronized (mu) {
+            failure = e;
+            mu.notifyAll();
+        }
+        tell(l -> l.failed(e));
     }
 
     private boolean sleep(long ms) {

@@ -1,16 +1,14 @@
 package io.lockbroker;
 
+import java.lang.ref.Cleaner;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import javax.net.ssl.SSLContext;
 
@@ -20,47 +18,36 @@ import javax.net.ssl.SSLContext;
  * not hold the session up (protocol 1.2 {@code ASYNC}), so any number of threads wait at once.
  *
  * <pre>{@code
- * try (LockClient client = LockClient.connect("127.0.0.1:7711")) {
- *     Lock lock = client.lock("orders:42");
- *     if (lock.tryLock(5, TimeUnit.SECONDS)) {
- *         try { ... } finally { lock.unlock(); }
- *     }
+ * try (LockClient client = LockClient.connect("127.0.0.1:7711");
+ *      Hold hold = client.acquire("orders:42", Duration.ofSeconds(5))) {
+ *     write(hold.token());
  * }
  * }</pre>
  *
- * <p>The session is a grace session (30 s by default): when the connection drops, the client resumes
- * it with {@code RESUME} on the same broker or another of its list, and the holds carry on with the
- * same tokens; a hold the resumed session lacks is reported lost. Brokers older than protocol 1.2
- * are refused at connect ({@link BrokerVersionException}).
+ * <p>How a session ends, and what happens to its holds: {@link #close()} ends it at once
+ * ({@code QUIT}: the broker frees every hold); so does a normal end of the JVM (a shutdown hook), and
+ * the client object becoming unreachable (a {@link Cleaner}: keep a reference to the client, or to a
+ * lock, hold or watch of it, while you use it). A process that dies without either (SIGKILL, a crash)
+ * leaves its holds to the grace: the session is a grace session (5 s by default), which the broker
+ * keeps for that long after the connection drops so that the client can resume it with
+ * {@code RESUME} on the same broker or another of its list, holds and tokens unchanged. Brokers older
+ * than protocol 1.2 are refused at connect ({@link BrokerVersionException}).
  */
 public final class LockClient implements AutoCloseable {
     /** The broker's default address. */
     public static final String DEFAULT_ADDRESS = "127.0.0.1:7711";
+    /** The default grace: how long a crashed app's holds stay taken (and a dropped connection may resume). */
+    public static final Duration DEFAULT_GRACE = Duration.ofSeconds(5);
 
-    private final Options o;
-    private final ExecutorService callbacks;
-    private final ExecutorService chores;
-    private final ScheduledExecutorService timer;
-    private final Session session;
-    private final Locks locks;
-    private final Watches watches;
+    private static final Cleaner CLEANER = Cleaner.create();
+
+    private final Core core;
+    private final Cleaner.Cleanable cleanable;
 
     private LockClient(Options o) {
-        this.o = o;
-        this.callbacks = Executors.newSingleThreadExecutor(daemon("lockbroker-callbacks"));
-        this.chores = Executors.newSingleThreadExecutor(daemon("lockbroker-chores"));
-        this.timer = Executors.newSingleThreadScheduledExecutor(daemon("lockbroker-timer"));
-        this.session = new Session(o, new Owner(), callbacks);
-        this.locks = new Locks(session, o, callbacks, chores);
-        this.watches = new Watches(session, callbacks);
-        try {
-            session.open();
-        } catch (RuntimeException e) {
-            shutdown();
-            throw e;
-        }
-        long tick = Math.max(20, Math.min(1000, Math.min(o.pingIntervalMs, o.replyTimeoutMs) / 4));
-        timer.scheduleAtFixedRate(this::tick, tick, tick, TimeUnit.MILLISECONDS);
+        Core c = new Core(o);
+        this.core = c;
+        this.cleanable = CLEANER.register(this, c::close);
     }
 
     /** Connects with the default settings to the first of these brokers that answers (none: 127.0.0.1:7711). */
@@ -80,30 +67,76 @@ public final class LockClient implements AutoCloseable {
 
     /** An exclusive lock on key. */
     public BrokerLock lock(String key) {
-        return new BrokerLock(locks, key, LockSpec.exclusive());
+        return new BrokerLock(this, core.locks, key, LockSpec.exclusive());
     }
 
     /** A lock on key as spec says: exclusive, shared or a permit, with a TTL or a value. */
     public BrokerLock lock(String key, LockSpec spec) {
-        return new BrokerLock(locks, key, spec);
+        return new BrokerLock(this, core.locks, key, spec);
+    }
+
+    /**
+     * Takes key exclusive, waiting up to wait for it (zero: one try), and returns the hold: close it
+     * (try-with-resources) to release it, from any thread. Throws LockTimeoutException if the wait
+     * ran out. The hold is its own owner in this client: it waits for every other holder of the key
+     * here, the calling thread's {@link BrokerLock}s included.
+     */
+    public Hold acquire(String key, Duration wait) throws InterruptedException {
+        return acquire(key, LockSpec.exclusive(), wait);
+    }
+
+    /** {@link #acquire(String, Duration)} as spec says: exclusive, shared or a permit. */
+    public Hold acquire(String key, LockSpec spec, Duration wait) throws InterruptedException {
+        Wire.checkKey(key);
+        long ms = Wire.checkMs("wait", wait.toMillis());
+        Object owner = new Object();
+        List<LostListener> listeners = new CopyOnWriteArrayList<>();
+        Grant g = core.locks.lock(key, spec, listeners, owner, Deadline.inMs(ms), ms == 0, true);
+        if (g == null) {
+            throw new LockTimeoutException(key, ms);
+        }
+        return new Hold(this, core.locks, g, owner, listeners);
+    }
+
+    /**
+     * Takes key exclusive without blocking the caller: the future completes with the hold once the
+     * broker grants it ({@code ACQUIRE ... ASYNC}), or exceptionally with LockTimeoutException when
+     * wait runs out (zero: one try), or with the error that ended the wait. {@code cancel(true)} (or
+     * {@code cancel(false)}: the same) withdraws the wait with {@code CANCEL}; a grant that raced the
+     * cancel is released. While it waits, it waits on a daemon thread of its own.
+     */
+    public CompletableFuture<Hold> lockAsync(String key, Duration wait) {
+        return lockAsync(key, LockSpec.exclusive(), wait);
+    }
+
+    /** {@link #lockAsync(String, Duration)} as spec says: exclusive, shared or a permit. */
+    public CompletableFuture<Hold> lockAsync(String key, LockSpec spec, Duration wait) {
+        Wire.checkKey(key);
+        Wire.checkMs("wait", wait.toMillis());
+        return AsyncTake.start(key, () -> acquire(key, spec, wait));
     }
 
     // ------------------------------------------------------------------ reads
 
     /** Who holds key now, on any broker (with the holder's value: protocol 1.2 {@code OWNER ... VALUE}). */
     public KeyState owner(String key) {
-        Connection c = session.current();
-        return Wire.owner(session.call(Wire.owner(key, !c.legacy)));
+        Connection c = core.session.current();
+        return Wire.owner(core.session.call(Wire.owner(key, !c.legacy)));
     }
 
     /** Whether token's hold on key is alive in Redis now ({@code CHECK}, protocol 1.2). */
     public TokenCheck check(String key, long token) {
-        return Wire.check(session.call(Wire.check(key, token)));
+        return Wire.check(core.session.call(Wire.check(key, token)));
     }
 
     /** The keys this session holds, as the broker knows them ({@code HELD}). */
     public List<String> held() {
-        return Wire.keyList(session.call("HELD"), "HELD");
+        return Wire.keyList(core.session.call("HELD"));
+    }
+
+    /** The client's counters now: waits, holds, losses, resumes, reconnects ({@link Counters}). */
+    public Counters counters() {
+        return core.tally.snapshot();
     }
 
     // ------------------------------------------------------------------ watches and leaders
@@ -113,7 +146,16 @@ public final class LockClient implements AutoCloseable {
      * callback thread. Protocol 1.2 {@code WATCH}.
      */
     public KeyWatch watch(String key, Consumer<KeyState> listener) {
-        return watches.watch(key, listener);
+        return watch(key, listener, null);
+    }
+
+    /**
+     * {@link #watch(String, Consumer)}, and onFailure (may be null) hears it if the broker ends the
+     * watch later (it refuses WATCH on a new session: {@link KeyWatch#failure()}). A broker that
+     * refuses it now makes this throw (BadCommandException from a broker without WATCH).
+     */
+    public KeyWatch watch(String key, Consumer<KeyState> listener, Consumer<LockBrokerException> onFailure) {
+        return new KeyWatch(this, core.watches.watch(key, listener, onFailure));
     }
 
     /** A candidate for leader of key, with value (its address) for the others to read; call start(). */
@@ -123,90 +165,46 @@ public final class LockClient implements AutoCloseable {
 
     /** Watches who leads key: listener gets the leader (empty: nobody) now and at every change. */
     public KeyWatch watchLeader(String key, Consumer<Optional<Leader>> listener) {
-        return watches.watch(key, listener == null ? null : s -> listener.accept(Leader.of(s)));
+        return watchLeader(key, listener, null);
+    }
+
+    /** {@link #watchLeader(String, Consumer)}, and onFailure as for {@link #watch(String, Consumer, Consumer)}. */
+    public KeyWatch watchLeader(String key, Consumer<Optional<Leader>> listener,
+            Consumer<LockBrokerException> onFailure) {
+        return watch(key, listener == null ? null : s -> listener.accept(Leader.of(s)), onFailure);
     }
 
     // ------------------------------------------------------------------ the session
 
     /** The session's client-id (it changes only when a new session replaces a lost one). */
     public String clientId() {
-        return session.clientId();
+        return core.session.clientId();
     }
 
     /** The version of the broker the client is connected to now. */
     public String brokerVersion() {
-        return session.current().version;
+        return core.session.current().version;
     }
 
     /**
      * Ends the session with QUIT (the broker frees every hold at once) and stops the client's
-     * threads. Threads waiting in it get IllegalStateException.
+     * threads. Threads waiting in it get ClosedException; calls after it throw ClosedException.
      */
     @Override
     public void close() {
-        session.close();
-        locks.closed();
-        shutdown();
+        cleanable.clean();
     }
 
-    private void shutdown() {
-        timer.shutdownNow();
-        chores.shutdown();
-        callbacks.shutdown();
-    }
-
-    private void tick() {
-        try {
-            session.tick();
-        } catch (RuntimeException e) {
-            // the next tick tries again
-        }
-    }
-
-    private static ThreadFactory daemon(String name) {
-        return r -> {
-            Thread t = new Thread(r, name);
-            t.setDaemon(true);
-            return t;
-        };
-    }
-
-    /** What the session tells the client. */
-    private final class Owner implements Session.Owner {
-        @Override
-        public void event(Event e) {
-            if (!locks.event(e)) {
-                watches.event(e);
-            }
-        }
-
-        @Override
-        public void resumed(Connection c, List<String> keys) {
-            locks.resumed(c, keys);
-        }
-
-        @Override
-        public void replaced(Connection c, Throwable why) {
-            locks.replaced(why);
-            watches.rewatch(c);
-        }
-
-        @Override
-        public void down(LockBrokerException why) {
-            locks.down(why);
-        }
-
-        @Override
-        public void ready() {
-            locks.ready();
-        }
+    /** The client's inside (for the conformance runner's exit step: what the exit hook does). */
+    Core core() {
+        return core;
     }
 
     /** Settings for a client; {@link #connect()} makes it. */
     public static final class Builder {
         private List<String> addresses = List.of(DEFAULT_ADDRESS);
         private String name;
-        private long graceMs = 30_000;
+        private long graceMs = DEFAULT_GRACE.toMillis();
         private String authToken;
         private SSLContext tls;
         private int connectTimeoutMs = 3000;
@@ -216,6 +214,7 @@ public final class LockClient implements AutoCloseable {
         private boolean allowOldBroker = "1".equals(System.getenv("LOCKBROKER_ALLOW_OLD"));
         private LostListener lostListener;
         private SessionListener sessionListener;
+        private Consumer<CounterEvent> counterListener;
 
         private Builder() {
         }
@@ -244,8 +243,10 @@ public final class LockClient implements AutoCloseable {
 
         /**
          * How long the broker keeps the session's holds after the connection drops, for a RESUME
-         * (default 30 s; the broker caps it at its max_grace_ms). Zero: no grace, a dropped
-         * connection loses every hold.
+         * (default 5 s; the broker caps it at its max_grace_ms). It is also how long the holds of a
+         * process that died without closing (SIGKILL, a crash) stay taken. Ride out a longer outage,
+         * such as a lone broker's restart, with a longer one: {@code grace(Duration.ofSeconds(60))}.
+         * Zero: no grace, a dropped connection loses every hold.
          */
         public Builder grace(Duration grace) {
             this.graceMs = Wire.checkMs("grace", grace.toMillis());
@@ -318,6 +319,12 @@ public final class LockClient implements AutoCloseable {
             return this;
         }
 
+        /** Told of each event that moves the client's {@link Counters}, on the client's callback thread. */
+        public Builder onCounter(Consumer<CounterEvent> hook) {
+            this.counterListener = hook;
+            return this;
+        }
+
         /** Tests only: accept a broker older than 1.2 (waits become blocking ACQUIREs). */
         Builder allowOldBroker(boolean allow) {
             this.allowOldBroker = allow;
@@ -328,7 +335,8 @@ public final class LockClient implements AutoCloseable {
         public LockClient connect() {
             long budget = resumeBudgetMs >= 0 ? resumeBudgetMs : graceMs > 0 ? graceMs : 10_000;
             return new LockClient(new Options(addresses, name, graceMs, authToken, tls, connectTimeoutMs,
-                    replyTimeoutMs, pingIntervalMs, budget, allowOldBroker, lostListener, sessionListener));
+                    replyTimeoutMs, pingIntervalMs, budget, allowOldBroker, lostListener, sessionListener,
+                    counterListener));
         }
     }
 }

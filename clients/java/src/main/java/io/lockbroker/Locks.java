@@ -11,15 +11,21 @@ import java.util.concurrent.TimeUnit;
  * The client's holds and waits, and the rules that keep them true to the broker's:
  *
  * <ul>
- * <li>taking a key: the local per-key lock first (threads of one client take turns; the same
- * thread re-enters without asking the broker), then one {@code ACQUIRE ... ASYNC} whose WAIT never
- * outlives the caller's deadline: at the deadline, or on an interrupt, the wait is withdrawn with
- * {@code CANCEL}, and a grant that raced the cancel is given back;</li>
+ * <li>taking a key: the local per-key lock first (owners take turns: the threads of
+ * {@link BrokerLock}s, the callers of {@code lockAsync} and {@code acquire}; the same owner re-enters
+ * without asking the broker), then one {@code ACQUIRE ... ASYNC} whose WAIT never outlives the
+ * caller's deadline: at the deadline, or on an interrupt, the wait is withdrawn with {@code CANCEL}
+ * (a grant that raced the cancel is kept at the deadline, given back on an interrupt);</li>
  * <li>routing: {@code EVENT LOST} to the hold with that token, outcome events to the key's wait;</li>
  * <li>reconciling after the connection was lost: a resumed session's key list against the holds
  * and waits known here (a hold it lacks is lost; a key it has that nobody here knew of is released,
  * or handed to the wait that was asking for it), and everything lost when no resume was possible.</li>
  * </ul>
+ *
+ * <p>A hold is lost for good the moment the library knows the broker session that held it is gone,
+ * and an unlock of it then throws {@link LockLostException}, whatever its path: the broker's word,
+ * the session ended with a connection that had no grace, a RESUME refused, the retry budget spent, or
+ * the session gone while the unlock's RELEASE was on its way. Losses are logged and counted.
  */
 final class Locks implements Wait.Sink {
     /** A wait with no deadline asks the broker in chunks of this much, asking again on TIMEOUT. */
@@ -31,15 +37,17 @@ final class Locks implements Wait.Sink {
     private final Options o;
     private final Executor callbacks;
     private final Executor chores;
+    private final Tally tally;
     private final ConcurrentHashMap<String, KeyEntry> entries = new ConcurrentHashMap<>();
-    private final ConcurrentHashMap<String, Hold> holds = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<String, Grant> holds = new ConcurrentHashMap<>();
     private final ConcurrentHashMap<String, Wait> waits = new ConcurrentHashMap<>();
 
-    Locks(Session session, Options o, Executor callbacks, Executor chores) {
+    Locks(Session session, Options o, Executor callbacks, Executor chores, Tally tally) {
         this.session = session;
         this.o = o;
         this.callbacks = callbacks;
         this.chores = chores;
+        this.tally = tally;
     }
 
     // ------------------------------------------------------------------ local entries
@@ -57,56 +65,65 @@ final class Locks implements Wait.Sink {
     }
 
     /** The live hold on key, or null. */
-    Hold hold(String key) {
+    Grant hold(String key) {
         KeyEntry e = entries.get(key);
         return e == null ? null : e.hold();
     }
 
-    boolean heldByCurrentThread(String key) {
+    boolean heldBy(String key, Object owner) {
         KeyEntry e = entries.get(key);
-        return e != null && e.ownedByCurrentThread();
+        return e != null && e.ownedBy(owner);
     }
 
     // ------------------------------------------------------------------ taking
 
     /**
-     * Takes by's key for the current thread: once (one try, no waiting anywhere), or until d;
-     * interruptible or not (an interrupt is then kept for the caller). False: not granted in time.
+     * Takes key as spec says for owner (a thread, or the caller of lockAsync or acquire), on the
+     * calling thread: once (one try, no waiting anywhere), or until d; interruptible or not (an
+     * interrupt is then kept for the caller). listeners are told if the hold is lost. The grant, or
+     * null: not granted in time. Every take but an owner's re-entry is counted as a wait.
      */
-    boolean lock(BrokerLock by, Deadline d, boolean once, boolean interruptible) throws InterruptedException {
-        KeyEntry e = enter(by.key());
+    Grant lock(String key, LockSpec spec, List<LostListener> listeners, Object owner, Deadline d, boolean once,
+            boolean interruptible) throws InterruptedException {
+        long t0 = System.nanoTime();
+        KeyEntry e = enter(key);
         boolean locked = false;
         boolean done = false;
+        boolean reentry = false;
         try {
-            locked = e.acquire(d, once, interruptible);
+            locked = e.acquire(owner, d, once, interruptible);
             if (!locked) {
-                return false;
+                return null;
             }
-            if (e.count() > 1) {
-                reenter(e, by.spec());
+            if (e.count(owner) > 1) {
+                reentry = true;
+                Grant h = reenter(e, spec);
                 done = true;
-                return true;
+                return h;
             }
-            Hold h = take(by, d, once, interruptible);
+            Grant h = take(key, spec, listeners, d, once, interruptible);
             if (h == null) {
-                return false;
+                return null;
             }
             done = true;
             e.setHold(h);
-            return true;
+            return h;
         } finally {
             if (!done) {
                 if (locked) {
-                    e.undo();
+                    e.undo(owner);
                 }
                 leave(e);
+            }
+            if (!reentry) {
+                tally.waited(key, t0);
             }
         }
     }
 
-    /** The same thread takes a key it holds: counted here; the broker is not asked. */
-    private static void reenter(KeyEntry e, LockSpec spec) {
-        Hold h = e.hold();
+    /** An owner takes a key it holds: counted here; the broker is not asked. */
+    private static Grant reenter(KeyEntry e, LockSpec spec) {
+        Grant h = e.hold();
         if (h == null) {
             throw new IllegalStateException("this thread's hold on " + e.key + " is gone");
         }
@@ -116,11 +133,12 @@ final class Locks implements Wait.Sink {
             throw new IllegalStateException("this thread holds " + e.key + " " + h.spec.kind()
                     + " and cannot take it " + spec.kind() + " as well (no upgrade: unlock it first)");
         }
+        return h;
     }
 
-    /** The broker's part of a take: a hold, or null (busy, timed out, or the deadline passed). */
-    private Hold take(BrokerLock by, Deadline d, boolean once, boolean interruptible) throws InterruptedException {
-        String key = by.key();
+    /** The broker's part of a take: a grant, or null (busy, timed out, or the deadline passed). */
+    private Grant take(String key, LockSpec spec, List<LostListener> listeners, Deadline d, boolean once,
+            boolean interruptible) throws InterruptedException {
         boolean[] keep = {false};
         try {
             while (true) {
@@ -132,9 +150,10 @@ final class Locks implements Wait.Sink {
                     return null;
                 }
                 long waitMs = once || d.passed() ? 0 : Math.min(d.msLeft(), CHUNK_MS);
-                Wait w = new Wait(key, by.spec(), by, this);
+                String line = Wire.acquire(key, spec, waitMs > 0 ? waitMs : -1, !c.legacy);
+                Wait w = new Wait(key, spec, listeners, line, this);
                 waits.put(key, w);
-                c.send(Wire.acquire(key, by.spec(), waitMs > 0 ? waitMs : -1, !c.legacy), w, c.legacy ? waitMs : 0);
+                c.send(line, w, c.legacy ? waitMs : 0);
                 Stop stop = follow(w, d, interruptible, keep);
                 Wait.State s = w.state();
                 if (s != Wait.State.DONE && s != Wait.State.RETRY) {
@@ -149,7 +168,7 @@ final class Locks implements Wait.Sink {
                 }
                 switch (w.outcome()) {
                     case GRANTED:
-                        Hold h = w.hold();
+                        Grant h = w.hold();
                         if (stop == Stop.INTERRUPT) {
                             giveBack(h);
                             throw new InterruptedException();
@@ -175,7 +194,7 @@ final class Locks implements Wait.Sink {
         }
     }
 
-    private static Hold stopped(Stop stop) throws InterruptedException {
+    private static Grant stopped(Stop stop) throws InterruptedException {
         if (stop == Stop.INTERRUPT) {
             throw new InterruptedException();
         }
@@ -238,7 +257,7 @@ final class Locks implements Wait.Sink {
                 } else if (r.is("0")) {
                     w.nothingQueued(false);
                 } else {
-                    w.finish(Wait.Outcome.FAILED, 0, r.ok() ? r.unexpected("CANCEL") : r.error());
+                    w.finish(Wait.Outcome.FAILED, 0, r.failure());
                 }
             }
 
@@ -304,8 +323,8 @@ final class Locks implements Wait.Sink {
     }
 
     @Override
-    public Hold granted(Wait w, long token) {
-        Hold h = new Hold(w.key, w.spec, token, w.by);
+    public Grant granted(Wait w, long token) {
+        Grant h = new Grant(w.key, w.spec, token, w.listeners, session.epoch());
         holds.put(w.key, h);
         return h;
     }
@@ -317,13 +336,13 @@ final class Locks implements Wait.Sink {
             w.notifyAll();
         }
         if (w.outcome() == Wait.Outcome.GRANTED) {
-            Hold h = w.hold();
+            Grant h = w.hold();
             chores.execute(() -> giveBack(h));
         }
     }
 
-    /** Releases a hold nobody will use (a grant that raced a cancel), ignoring what the broker says. */
-    private void giveBack(Hold h) {
+    /** Releases a grant nobody will use (it raced a cancel), ignoring what the broker says. */
+    private void giveBack(Grant h) {
         holds.remove(h.key, h);
         if (!h.startRelease()) {
             return;         // lost already: the broker holds nothing for it
@@ -338,16 +357,18 @@ final class Locks implements Wait.Sink {
     // ------------------------------------------------------------------ holding
 
     /**
-     * Unlocks key for the current thread: the last unlock releases the broker's hold. A lost hold
-     * (the thread is its orphan) throws its LockLostException, once per lock it counted, and sends
-     * nothing: the key may be another thread's by now.
+     * Unlocks key for owner: the last unlock releases the broker's grant. A lost hold (the owner is
+     * its orphan, or the session ended before the RELEASE was confirmed) throws its
+     * LockLostException, once per lock it counted, and sends nothing once the loss is known: the key
+     * may be another client's by now.
      */
-    void unlock(String key, long lingerMs) {
+    void unlock(String key, long lingerMs, Object owner) {
         KeyEntry e = entries.get(key);
-        KeyEntry.Verdict v = e == null ? new KeyEntry.Verdict(KeyEntry.Unlock.NOT_OWNER, null) : e.unlock();
+        KeyEntry.Verdict v = e == null ? new KeyEntry.Verdict(KeyEntry.Unlock.NOT_OWNER, null) : e.unlock(owner);
         switch (v.kind()) {
             case NOT_OWNER:
-                throw new IllegalMonitorStateException("the current thread does not hold " + key);
+                throw new IllegalMonitorStateException(owner instanceof Thread
+                        ? "the current thread does not hold " + key : "the hold of " + key + " was released already");
             case INNER:
                 leave(e);
                 return;
@@ -357,7 +378,7 @@ final class Locks implements Wait.Sink {
             default:
                 break;
         }
-        Hold h = e.hold();
+        Grant h = e.hold();
         try {
             release(h, lingerMs);
         } finally {
@@ -366,15 +387,31 @@ final class Locks implements Wait.Sink {
         }
     }
 
-    /** RELEASE of a hold whose release started (it cannot be reported lost any more). */
-    private void release(Hold h, long lingerMs) {
+    /**
+     * RELEASE of a grant whose release started (it cannot be reported lost any more by the broker's
+     * events: the RELEASE's answer says it). If the session that held it is gone meanwhile, or the
+     * broker no longer knows it, the hold was lost before the release: LockLostException.
+     */
+    private void release(Grant h, long lingerMs) {
         if (h == null) {
             return;
         }
         try {
             boolean again = false;
             while (true) {
-                Connection c = session.current();
+                Connection c = null;
+                if (session.epoch() == h.epoch) {
+                    try {
+                        c = session.current();
+                    } catch (BrokerUnreachableException ex) {
+                        if (session.epoch() == h.epoch) {
+                            throw ex;
+                        }
+                    }
+                }
+                if (c == null || c.epoch != h.epoch) {
+                    throw lostInRelease(h, "the session ended before the release was confirmed", null);
+                }
                 Reply r;
                 try {
                     r = c.call(Wire.release(h.key, lingerMs));
@@ -391,23 +428,42 @@ final class Locks implements Wait.Sink {
                         return;
                     case "NOTHELD":
                         if (again) {
-                            return;
+                            return;         // the resumed session ran the first RELEASE already
                         }
-                        throw r.error();
+                        throw lostInRelease(h, "the broker no longer knew the hold", r);
+                    case "LOST":
+                        throw lostInRelease(h, null, r);
                     default:
                         throw r.error();
                 }
             }
         } finally {
             holds.remove(h.key, h);
+            holdEnded(h);
         }
     }
 
-    /** The current thread's live hold on key (for renew and proclaim), or why there is none. */
-    private Hold mine(String key) {
-        Hold h = hold(key);
+    /** The loss a release found (why: null for the broker's own word, r): counted and logged. */
+    private LockLostException lostInRelease(Grant h, String why, Reply r) {
+        LockLostException e = LockLostException.of(h.key, h.token, why, r == null ? null : r.line,
+                r == null ? null : r.request, null);
+        tally.lost(h.key);
+        Session.LOG.log(System.Logger.Level.WARNING, e.getMessage());
+        return e;
+    }
+
+    /** A grant ended (released, lost, the client closed): counted once as a hold. */
+    private void holdEnded(Grant h) {
+        if (h.end()) {
+            tally.held(h.key, h.grantedNanos);
+        }
+    }
+
+    /** The live grant on key (for renew and proclaim), or why there is none. */
+    private Grant mine(String key) {
+        Grant h = hold(key);
         if (h == null) {
-            throw new IllegalStateException("this client does not hold " + key);
+            throw BrokerErrorException.of("NOTHELD", "this client does not hold the key", LockBrokerException.Origin.key(key));
         }
         if (h.lost()) {
             throw h.lostCause();
@@ -416,39 +472,40 @@ final class Locks implements Wait.Sink {
     }
 
     long renew(String key, long ttlMs) {
-        Hold h = mine(key);
+        Grant h = mine(key);
         Reply r = session.call(Wire.renew(key, ttlMs));
         if (r.ok() && r.words.length == 1) {
             return Wire.count(r.words[0]);
         }
-        throw heldError(h, r, "RENEW");
+        throw heldError(h, r);
     }
 
     void proclaim(String key, String value) {
-        Hold h = mine(key);
+        Grant h = mine(key);
         if (h.spec.kind() != LockSpec.Kind.EXCLUSIVE) {
-            throw new IllegalStateException("a value goes with an exclusive hold only");
+            throw BrokerErrorException.of("NOTHELD", "a " + h.spec.kind().toString().toLowerCase()
+                    + " hold has no value (only an exclusive hold has one)", LockBrokerException.Origin.key(key));
         }
         Reply r = session.call(Wire.proclaim(key, value));
         if (!r.is()) {
-            throw heldError(h, r, "PROCLAIM");
+            throw heldError(h, r);
         }
     }
 
-    /** What a request on a held key throws for its reply; a LOST answer marks the hold lost. */
-    private RuntimeException heldError(Hold h, Reply r, String request) {
+    /** What a request on a held key throws for its reply; a LOST answer marks the grant lost. */
+    private RuntimeException heldError(Grant h, Reply r) {
         if (h.lost()) {
             return h.lostCause();
         }
         if (r.code().equals("LOST")) {
-            LockLostException e = new LockLostException(r.error().text());
+            LockLostException e = LockLostException.of(h.key, h.token, null, r.line, r.request, null);
             lost(h, e);
             return e;
         }
-        return r.ok() ? r.unexpected(request) : r.error();
+        return r.failure();
     }
 
-    private void lost(Hold h, LockLostException cause) {
+    private void lost(Grant h, LockLostException cause) {
         if (!h.markLost(cause)) {
             return;
         }
@@ -457,7 +514,10 @@ final class Locks implements Wait.Sink {
         if (e != null) {
             e.lost(h);
         }
-        List<LostListener> ls = h.by.listeners();
+        tally.lost(h.key);
+        holdEnded(h);
+        Session.LOG.log(System.Logger.Level.WARNING, cause.getMessage());
+        List<LostListener> ls = h.listeners;
         LostListener all = o.lostListener;
         callbacks.execute(() -> {
             for (LostListener l : ls) {
@@ -469,7 +529,7 @@ final class Locks implements Wait.Sink {
         });
     }
 
-    private static void call(LostListener l, Hold h, LockLostException cause) {
+    private static void call(LostListener l, Grant h, LockLostException cause) {
         try {
             l.lost(h.key, h.token, cause);
         } catch (RuntimeException e) {
@@ -483,9 +543,9 @@ final class Locks implements Wait.Sink {
     boolean event(Event e) {
         switch (e.type) {
             case "LOST": {
-                Hold h = holds.get(e.key);
+                Grant h = holds.get(e.key);
                 if (h != null && (e.args.length == 0 || Wire.token(e.args[0]) == h.token)) {
-                    lost(h, new LockLostException("the broker reported " + e.key + " lost (token " + h.token + ")"));
+                    lost(h, LockLostException.of(h.key, h.token, null, e.line, null, null));
                 }
                 return true;
             }
@@ -524,9 +584,9 @@ final class Locks implements Wait.Sink {
     /** RESUME answered with keys, on c (not current yet). */
     void resumed(Connection c, List<String> keys) {
         Set<String> listed = new HashSet<>(keys);
-        for (Hold h : holds.values()) {
+        for (Grant h : holds.values()) {
             if (!listed.contains(h.key) && !h.releasing()) {
-                lost(h, new LockLostException("the resumed session no longer holds " + h.key));
+                lost(h, h.loss("the resumed session no longer held it", null));
             }
         }
         for (Wait w : waits.values()) {
@@ -555,7 +615,7 @@ final class Locks implements Wait.Sink {
             }
         }
         for (String key : listed) {
-            Hold h = holds.get(key);
+            Grant h = holds.get(key);
             if (h == null) {
                 // held by the session, known to nobody here (its OK was lost): give it back
                 c.call(Wire.release(key, 0));
@@ -574,11 +634,18 @@ final class Locks implements Wait.Sink {
         }
     }
 
+    /** The session ended with its connection (it had no grace): every hold is lost now. */
+    void ended(LockBrokerException why) {
+        for (Grant h : holds.values()) {
+            lost(h, h.loss("the connection dropped and the session had no grace", why));
+        }
+    }
+
     /** A new session took the place of one that could not be resumed. */
     void replaced(Throwable why) {
-        for (Hold h : holds.values()) {
-            lost(h, new LockLostException("the session ended and could not be resumed"
-                    + (why == null ? "" : ": " + why.getMessage()), why));
+        for (Grant h : holds.values()) {
+            lost(h, h.loss("the session ended and could not be resumed"
+                    + (why == null ? "" : " (" + why.getMessage() + ")"), why));
         }
         for (Wait w : waits.values()) {
             w.retry();
@@ -587,8 +654,8 @@ final class Locks implements Wait.Sink {
 
     /** No session, and none within the budget. */
     void down(LockBrokerException why) {
-        for (Hold h : holds.values()) {
-            lost(h, new LockLostException("the session ended and could not be resumed: " + why.getMessage(), why));
+        for (Grant h : holds.values()) {
+            lost(h, h.loss("no broker could be reached to resume the session", why));
         }
         for (Wait w : waits.values()) {
             w.finish(Wait.Outcome.FAILED, 0, new SessionLostException(why.getMessage(), why.getCause()));
@@ -604,15 +671,16 @@ final class Locks implements Wait.Sink {
         }
     }
 
-    /** The client closed: waits end with a usage error; holds are gone with the session. */
+    /** The client closed: waits end with ClosedException; holds are gone with the session. */
     void closed() {
-        IllegalStateException e = new IllegalStateException("the client is closed");
+        ClosedException e = new ClosedException();
         for (Wait w : waits.values()) {
             w.finish(Wait.Outcome.FAILED, 0, e);
         }
-        for (Hold h : holds.values()) {
-            if (h.markLost(new LockLostException("the client was closed"))) {
+        for (Grant h : holds.values()) {
+            if (h.markLost(h.loss("the client was closed", e))) {
                 holds.remove(h.key, h);
+                holdEnded(h);
             }
         }
     }

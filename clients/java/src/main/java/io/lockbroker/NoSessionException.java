@@ -1,10 +1,10 @@
 package io.lockbroker;
 
-/** {@code ERR NOSESSION}: the grace session to resume no longer exists. */
+/** {@code ERR NOSESSION}: the grace session to resume no longer exists (the cause of a {@link LockLostException} when a session could not be resumed). */
 public class NoSessionException extends BrokerErrorException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public NoSessionException(String text) {
-        super("NOSESSION", text);
+    NoSessionException(String message, String text, Origin o) {
+        super("NOSESSION", message, text, o);
     }
 }

@@ -1,10 +1,10 @@
 package io.lockbroker;
 
-/** {@code ERR NOAUTH}: the broker wants {@code AUTH} with a token it accepts. */
+/** {@code ERR NOAUTH}: the broker wants {@code AUTH} with a token it accepts (none was given, or a wrong one). */
 public class NotAuthenticatedException extends BrokerErrorException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public NotAuthenticatedException(String text) {
-        super("NOAUTH", text);
+    NotAuthenticatedException(String message, String text, Origin o) {
+        super("NOAUTH", message, text, o);
     }
 }

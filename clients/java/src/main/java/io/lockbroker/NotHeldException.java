@@ -1,10 +1,10 @@
 package io.lockbroker;
 
-/** {@code ERR NOTHELD}: the session does not hold the key. */
+/** {@code ERR NOTHELD}: the session does not hold the key; also what a call on a hold this client does not have throws (renew, proclaim, token) before sending anything. */
 public class NotHeldException extends BrokerErrorException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public NotHeldException(String text) {
-        super("NOTHELD", text);
+    NotHeldException(String message, String text, Origin o) {
+        super("NOTHELD", message, text, o);
     }
 }

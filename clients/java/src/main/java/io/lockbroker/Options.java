@@ -1,6 +1,7 @@
 package io.lockbroker;
 
 import java.util.List;
+import java.util.function.Consumer;
 import javax.net.ssl.SSLContext;
 
 /** A client's settings, fixed when it is built ({@link LockClient.Builder} says what each means). */
@@ -17,10 +18,12 @@ final class Options {
     final boolean allowOldBroker;
     final LostListener lostListener;
     final SessionListener sessionListener;
+    final Consumer<CounterEvent> counterListener;
 
     Options(List<String> addresses, String name, long graceMs, String authToken, SSLContext tls,
             int connectTimeoutMs, long replyTimeoutMs, long pingIntervalMs, long resumeBudgetMs,
-            boolean allowOldBroker, LostListener lostListener, SessionListener sessionListener) {
+            boolean allowOldBroker, LostListener lostListener, SessionListener sessionListener,
+            Consumer<CounterEvent> counterListener) {
         this.addresses = List.copyOf(addresses);
         this.name = name;
         this.graceMs = graceMs;
@@ -33,5 +36,6 @@ final class Options {
         this.allowOldBroker = allowOldBroker;
         this.lostListener = lostListener;
         this.sessionListener = sessionListener;
+        this.counterListener = counterListener;
     }
 }

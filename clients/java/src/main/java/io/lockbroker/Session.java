@@ -18,10 +18,18 @@ import java.util.concurrent.TimeUnit;
  * reconciliation on it) before it becomes the current one, so callers never see a half-made session.
  * Events from a connection being set up already reach the owner (a RESUME is followed by the outcome
  * events of waits).
+ *
+ * <p>The session's {@link #epoch()} counts the broker sessions this client has had: it goes up the
+ * moment the library knows the session that held its holds is gone (a dropped connection without a
+ * grace, a RESUME refused, the budget spent), so a hold granted in an earlier epoch is known lost.
+ * Connects, drops, resumes and new sessions are logged ({@code System.Logger} "io.lockbroker").
  */
 final class Session implements Connection.Listener {
     /** What the session tells the client above it. Calls come from the reader or recovery thread. */
     interface Owner {
+        /** The session is gone with its connection (it had no grace): every hold is lost (reader thread). */
+        void ended(LockBrokerException why);
+
         /** An EVENT line (reader thread: must not block). */
         void event(Event e);
 
@@ -43,10 +51,12 @@ final class Session implements Connection.Listener {
     private static final long BACKOFF_FIRST_MS = 50;
     private static final long BACKOFF_MAX_MS = 1000;
     private static final long BACKOFF_DOWN_MS = 2000;
+    static final System.Logger LOG = System.getLogger("io.lockbroker");
 
     private final Options o;
     private final Owner owner;
     private final Executor callbacks;
+    private final Tally tally;
     private final Object mu = new Object();
     private State state = State.DOWN;
     private Connection conn;
@@ -57,11 +67,13 @@ final class Session implements Connection.Listener {
     private Throwable lastError;
     private long rounds;
     private Thread recovery;
+    private long epoch;
 
-    Session(Options o, Owner owner, Executor callbacks) {
+    Session(Options o, Owner owner, Executor callbacks, Tally tally) {
         this.o = o;
         this.owner = owner;
         this.callbacks = callbacks;
+        this.tally = tally;
     }
 
     // ------------------------------------------------------------------ for callers
@@ -79,6 +91,8 @@ final class Session implements Connection.Listener {
                         next = i;
                         install(c);
                     }
+                    LOG.log(System.Logger.Level.DEBUG, "connected to {0}: session {1} (lockbroker/{2}, grace {3} ms)",
+                            addr, h.clientId(), h.version(), Long.toString(h.secret() == null ? 0 : o.graceMs));
                     hook(l -> l.connected(addr, h.clientId()));
                     return;
                 } catch (RuntimeException e) {
@@ -104,7 +118,7 @@ final class Session implements Connection.Listener {
     /**
      * The current connection once the session is READY; null if d passes first while it recovers.
      * While DOWN, wakes the recovery thread and waits for one more round of attempts; throws
-     * BrokerUnreachableException if it failed. Throws IllegalStateException once closed.
+     * BrokerUnreachableException if it failed. Throws ClosedException once closed.
      * Interruptible: an interrupt throws InterruptedException; otherwise it is kept for the caller.
      */
     Connection current(Deadline d, boolean interruptible) throws InterruptedException {
@@ -117,7 +131,7 @@ final class Session implements Connection.Listener {
                         case READY:
                             return conn;
                         case CLOSED:
-                            throw new IllegalStateException("the client is closed");
+                            throw new ClosedException();
                         case DOWN:
                             if (round < 0 && !d.passed()) {
                                 round = rounds;
@@ -189,6 +203,13 @@ final class Session implements Connection.Listener {
         }
     }
 
+    /** The number of the broker session now (see the class comment). */
+    long epoch() {
+        synchronized (mu) {
+            return epoch;
+        }
+    }
+
     State state() {
         synchronized (mu) {
             return state;
@@ -248,13 +269,32 @@ final class Session implements Connection.Listener {
 
     @Override
     public void closed(Connection c, Throwable cause) {
+        boolean noGrace;
         synchronized (mu) {
             if (c != conn || state != State.READY) {
                 return;
             }
             state = State.RECOVERING;
             lastError = cause;
-            startRecovery(cause);
+            noGrace = secret == null;
+            if (noGrace) {
+                epoch++;
+            }
+        }
+        String why = cause == null ? "closed" : cause.getMessage();
+        if (noGrace) {
+            // no grace: the broker ended the session with the connection, and its holds with it
+            LOG.log(System.Logger.Level.WARNING, "connection to {0} lost ({1}); the session had no grace: its holds "
+                    + "are lost; starting a new session", c.address, why);
+            owner.ended(new SessionLostException("the connection to " + c.address + " dropped and the session had "
+                    + "no grace", cause));
+        } else {
+            LOG.log(System.Logger.Level.WARNING, "connection to {0} lost ({1}); resuming the session", c.address, why);
+        }
+        synchronized (mu) {
+            if (state == State.RECOVERING && recovery == null) {
+                startRecovery(cause);
+            }
         }
         hook(l -> l.disconnected(c.address, cause));
     }
@@ -272,8 +312,9 @@ final class Session implements Connection.Listener {
         if (o.authToken != null) {
             Reply r = c.call(Wire.auth(o.authToken));
             if (!r.ok()) {
-                c.close(r.error());
-                throw r.error();
+                LockBrokerException e = r.failure();
+                c.close(e);
+                throw e;
             }
         }
         return c;
@@ -309,12 +350,13 @@ final class Session implements Connection.Listener {
     private static void expectOk(Connection c, String line) {
         Reply r = c.call(line);
         if (!r.ok()) {
-            throw r.error();
+            throw r.failure();
         }
     }
 
     /** Makes c the current connection (caller holds mu). */
     private void install(Connection c) {
+        c.epoch = epoch;
         conn = c;
         if (setup == c) {
             setup = null;
@@ -373,6 +415,7 @@ final class Session implements Connection.Listener {
                 if (state == State.RECOVERING && System.nanoTime() - budgetEnd >= 0) {
                     state = State.DOWN;
                     secret = null;
+                    epoch++;
                     wentDown = true;
                 }
                 mu.notifyAll();
@@ -381,6 +424,8 @@ final class Session implements Connection.Listener {
                 SessionLostException why = new SessionLostException(
                         "the session could not be resumed within " + o.resumeBudgetMs + " ms: "
                                 + (last == null ? "" : last.getMessage()), last);
+                LOG.log(System.Logger.Level.ERROR, "no broker could be reached within {0} ms ({1}): the session "
+                        + "and its holds are lost; trying on", Long.toString(o.resumeBudgetMs), last == null ? "" : last.getMessage());
                 owner.down(why);
                 hook(l -> l.down(why));
                 backoff = BACKOFF_DOWN_MS;
@@ -409,13 +454,16 @@ final class Session implements Connection.Listener {
                 c.send("EVENTS ON", Connection.IGNORE, 0);
                 Reply r = c.call(Wire.resume(id, sec));
                 if (r.ok()) {
-                    List<String> keys = Wire.keyList(r, "RESUME");
+                    List<String> keys = Wire.keyList(r);
                     expectOk(c, "EVENTS ON");
                     owner.resumed(c, keys);
                     if (!take(c, index)) {
                         c.quit(500);
                         return true;
                     }
+                    tally.reconnected(true);
+                    LOG.log(System.Logger.Level.INFO, "session {0} resumed on {1}, holding {2} keys", id, addr,
+                            Integer.toString(keys.size()));
                     owner.ready();
                     hook(l -> l.resumed(addr, id, keys));
                     return true;
@@ -426,11 +474,18 @@ final class Session implements Connection.Listener {
                 cause = r.error();
             }
             Wire.Hello h = start(c);
+            synchronized (mu) {
+                epoch++;
+            }
             owner.replaced(c, cause);
             if (!take(c, index)) {
                 c.quit(500);
                 return true;
             }
+            tally.reconnected(false);
+            LOG.log(System.Logger.Level.WARNING, "session {0} could not be resumed ({1}): new session {2} on {3}, "
+                    + "the old one''s holds are lost", id, cause == null ? "no grace" : cause.getMessage(),
+                    h.clientId(), addr);
             owner.ready();
             Throwable why = cause;
             hook(l -> l.newSession(addr, h.clientId(), why));

@@ -1,10 +1,10 @@
 package io.lockbroker;
 
-/** {@code ERR UNAVAILABLE} (or {@code EVENT FAILED <key> UNAVAILABLE}): the broker cannot reach Redis; nothing was granted. Retry later. */
+/** {@code ERR UNAVAILABLE} (or {@code EVENT FAILED <key> UNAVAILABLE}): the broker cannot reach Redis; nothing was granted. Retry later, with backoff. */
 public class UnavailableException extends BrokerErrorException {
-    private static final long serialVersionUID = 1L;
+    private static final long serialVersionUID = 2L;
 
-    public UnavailableException(String text) {
-        super("UNAVAILABLE", text);
+    UnavailableException(String message, String text, Origin o) {
+        super("UNAVAILABLE", message, text, o);
     }
 }

@@ -1,5 +1,7 @@
 package io.lockbroker;
 
+import java.util.List;
+
 /**
  * One ACQUIRE on its way: sent, then (1.2) queued on the broker until one outcome event, or answered
  * at once. Its state changes on the reader thread (reply, events), on the recovery thread
@@ -23,7 +25,7 @@ final class Wait implements Connection.Handler {
     /** Told on the thread that completes a wait with a grant, before anything else can happen. */
     interface Sink {
         /** A grant: make the hold now (a LOST event may follow at once). */
-        Hold granted(Wait w, long token);
+        Grant granted(Wait w, long token);
 
         /** An abandoned wait got its outcome: release a grant, forget the wait. */
         void settled(Wait w);
@@ -31,21 +33,25 @@ final class Wait implements Connection.Handler {
 
     final String key;
     final LockSpec spec;
-    final BrokerLock by;
+    /** Told if the grant is lost: the lock object's listeners. */
+    final List<LostListener> listeners;
+    /** The ACQUIRE line, as errors show it. */
+    final String request;
     private final Sink sink;
     private State state = State.SENT;
     private Outcome outcome;
     private long token;
-    private Hold hold;
+    private Grant hold;
     private RuntimeException error;
     private boolean abandoned;
     private boolean cancelSent;
     private boolean cancelLost;
 
-    Wait(String key, LockSpec spec, BrokerLock by, Sink sink) {
+    Wait(String key, LockSpec spec, List<LostListener> listeners, String request, Sink sink) {
         this.key = key;
         this.spec = spec;
-        this.by = by;
+        this.listeners = listeners;
+        this.request = request;
         this.sink = sink;
     }
 
@@ -70,7 +76,7 @@ final class Wait implements Connection.Handler {
         } else if (r.kind == Reply.Kind.ERR) {
             finish(Outcome.FAILED, 0, r.error());
         } else {
-            finish(Outcome.FAILED, 0, r.unexpected("ACQUIRE"));
+            finish(Outcome.FAILED, 0, r.unexpected());
         }
     }
 
@@ -114,14 +120,16 @@ final class Wait implements Connection.Handler {
                 return;
             case "FAILED":
                 if (e.args.length == 1) {
-                    finish(Outcome.FAILED, 0, BrokerErrorException.of(e.args[0], "the wait for " + key + " failed"));
+                    finish(Outcome.FAILED, 0, BrokerErrorException.of(e.args[0], "",
+                            new LockBrokerException.Origin(key, e.line, request, null)));
                     return;
                 }
                 break;
             default:
                 break;
         }
-        throw new BrokerProtocolException("unreadable event: " + e.line);
+        throw new ProtocolErrorException("unreadable event: " + e.line,
+                new LockBrokerException.Origin(key, e.line, request, null));
     }
 
     /**
@@ -179,7 +187,7 @@ final class Wait implements Connection.Handler {
     }
 
     /** The hold a grant made. */
-    synchronized Hold hold() {
+    synchronized Grant hold() {
         return hold;
     }
 

@@ -12,7 +12,7 @@ import java.util.function.Consumer;
  */
 final class Watches {
     private static final class Group {
-        final CopyOnWriteArrayList<KeyWatch> members = new CopyOnWriteArrayList<>();
+        final CopyOnWriteArrayList<WatchFeed> members = new CopyOnWriteArrayList<>();
         volatile KeyState latest;
     }
 
@@ -26,9 +26,9 @@ final class Watches {
         this.callbacks = callbacks;
     }
 
-    KeyWatch watch(String key, Consumer<KeyState> listener) {
+    WatchFeed watch(String key, Consumer<KeyState> listener, Consumer<LockBrokerException> onFailure) {
         Wire.checkKey(key);
-        KeyWatch w = new KeyWatch(this, key, listener);
+        WatchFeed w = new WatchFeed(this, key, listener, onFailure);
         synchronized (mu) {
             Group g = groups.get(key);
             if (g != null) {
@@ -45,7 +45,7 @@ final class Watches {
             try {
                 Reply r = session.call(Wire.watch(key));
                 if (!r.is()) {
-                    throw r.ok() ? r.unexpected("WATCH") : r.error();
+                    throw r.failure();
                 }
             } catch (RuntimeException e) {
                 groups.remove(key, g);
@@ -55,7 +55,7 @@ final class Watches {
         }
     }
 
-    void unwatch(KeyWatch w) {
+    void unwatch(WatchFeed w) {
         synchronized (mu) {
             Group g = groups.get(w.key());
             if (g == null || !g.members.remove(w) || !g.members.isEmpty()) {
@@ -79,17 +79,39 @@ final class Watches {
         Group g = groups.get(e.key);
         if (g != null) {
             g.latest = s;
-            for (KeyWatch w : g.members) {
+            for (WatchFeed w : g.members) {
                 w.update(s, callbacks);
             }
         }
         return true;
     }
 
-    /** A new session: watch every key again on c. */
+    /** The client closed: every watch ends. */
+    void closed() {
+        for (Group g : groups.values()) {
+            for (WatchFeed w : g.members) {
+                w.end();
+            }
+        }
+    }
+
+    /**
+     * A new session: watch every key again on c. A key the broker refuses now (a broker without
+     * WATCH, ERR LIMIT, ERR DENIED) ends its watches with that error: awaits throw it, failure
+     * listeners hear it; it is not asked again.
+     */
     void rewatch(Connection c) {
         for (String key : groups.keySet()) {
-            c.call(Wire.watch(key));
+            Reply r = c.call(Wire.watch(key));
+            if (!r.is()) {
+                LockBrokerException why = r.failure();
+                Group g = groups.remove(key);
+                if (g != null) {
+                    for (WatchFeed w : g.members) {
+                        w.fail(why, callbacks);
+                    }
+                }
+            }
         }
     }
 }

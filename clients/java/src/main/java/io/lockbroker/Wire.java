@@ -137,22 +137,53 @@ final class Wire {
 
     /** Splits a reply line; a line that is no reply (nor an event) is a protocol error. */
     static Reply reply(String line) {
+        return reply(line, null);
+    }
+
+    /** Splits the reply line to request (a line as {@link #shown} makes it, or null). */
+    static Reply reply(String line, String request) {
         String[] all = line.split(" ");
         String[] rest = Arrays.copyOfRange(all, 1, all.length);
         switch (all[0]) {
             case "OK":
-                return new Reply(Reply.Kind.OK, rest, line);
+                return new Reply(Reply.Kind.OK, rest, line, request);
             case "BUSY":
-                return new Reply(Reply.Kind.BUSY, rest, line);
+                return new Reply(Reply.Kind.BUSY, rest, line, request);
             case "ERR":
                 if (rest.length == 0) {
                     break;
                 }
-                return new Reply(Reply.Kind.ERR, rest, line);
+                return new Reply(Reply.Kind.ERR, rest, line, request);
             default:
                 break;
         }
-        throw new BrokerProtocolException("not a reply: " + line);
+        throw new ProtocolErrorException("not a reply" + (request == null ? "" : " to " + request) + ": " + line,
+                new LockBrokerException.Origin(keyOf(request), line, request, null));
+    }
+
+    /** The verbs whose second word is a key. */
+    private static final java.util.Set<String> KEYED = java.util.Set.of("ACQUIRE", "RELEASE", "RENEW", "OWNER",
+            "CANCEL", "CHECK", "PROCLAIM", "WATCH", "UNWATCH");
+
+    /** The key a request line names, or null. */
+    static String keyOf(String request) {
+        if (request == null) {
+            return null;
+        }
+        String[] w = request.split(" ", 3);
+        return w.length > 1 && KEYED.contains(w[0]) ? w[1] : null;
+    }
+
+    /** A request line as errors and logs may show it: AUTH's token and RESUME's secret left out. */
+    static String shown(String request) {
+        if (request.startsWith("AUTH ")) {
+            return "AUTH ...";
+        }
+        if (request.startsWith("RESUME ")) {
+            String[] w = request.split(" ");
+            return w.length > 1 ? "RESUME " + w[1] + " ..." : "RESUME";
+        }
+        return request;
     }
 
     static boolean isEvent(String line) {
@@ -163,7 +194,7 @@ final class Wire {
     static Event event(String line) {
         String[] all = line.split(" ");
         if (all.length < 3 || !all[0].equals("EVENT")) {
-            throw new BrokerProtocolException("not an event: " + line);
+            throw new ProtocolErrorException("not an event: " + line, new LockBrokerException.Origin(null, line, null, null));
         }
         return new Event(all[1], all[2], Arrays.copyOfRange(all, 3, all.length), line);
     }
@@ -171,18 +202,18 @@ final class Wire {
     /** A fencing token: decimal digits, 1..2^53-1. */
     static long token(String word) {
         if (word.isEmpty() || word.length() > 16) {
-            throw new BrokerProtocolException("not a token: " + word);
+            throw new ProtocolErrorException("not a token: " + word);
         }
         long v = 0;
         for (int i = 0; i < word.length(); i++) {
             char c = word.charAt(i);
             if (c < '0' || c > '9') {
-                throw new BrokerProtocolException("not a token: " + word);
+                throw new ProtocolErrorException("not a token: " + word);
             }
             v = v * 10 + (c - '0');
         }
         if (v < 1 || v > MAX_TOKEN) {
-            throw new BrokerProtocolException("token out of range: " + word);
+            throw new ProtocolErrorException("token out of range: " + word);
         }
         return v;
     }
@@ -196,7 +227,7 @@ final class Wire {
         } catch (NumberFormatException e) {
             // fall through
         }
-        throw new BrokerProtocolException("not a count: " + word);
+        throw new ProtocolErrorException("not a count: " + word);
     }
 
     /** What HELLO answered: {@code OK <client-id> lockbroker/<version> [<secret>]}. */
@@ -205,7 +236,7 @@ final class Wire {
 
     static Hello hello(Reply r) {
         if (!r.ok() || r.words.length < 2 || r.words.length > 3 || !r.words[1].startsWith("lockbroker/")) {
-            throw r.ok() ? r.unexpected("HELLO") : r.error();
+            throw r.failure();
         }
         return new Hello(r.words[0], r.words[1].substring("lockbroker/".length()),
                 r.words.length == 3 ? r.words[2] : null);
@@ -224,9 +255,9 @@ final class Wire {
     }
 
     /** The keys a RESUME's {@code OK <n> [key ...]} (or HELD's) lists. */
-    static List<String> keyList(Reply r, String request) {
+    static List<String> keyList(Reply r) {
         if (!r.ok() || r.words.length < 1 || count(r.words[0]) != r.words.length - 1) {
-            throw r.ok() ? r.unexpected(request) : r.error();
+            throw r.failure();
         }
         return new ArrayList<>(Arrays.asList(r.words).subList(1, r.words.length));
     }
@@ -238,7 +269,7 @@ final class Wire {
     static KeyState owner(Reply r) {
         String[] w = r.words;
         if (!r.ok() || w.length == 0) {
-            throw r.ok() ? r.unexpected("OWNER") : r.error();
+            throw r.failure();
         }
         if (w.length == 1 && w[0].equals("-")) {
             return KeyState.free();
@@ -253,7 +284,7 @@ final class Wire {
             Optional<String> value = w.length == 4 && !w[3].equals("-") ? Optional.of(w[3]) : Optional.empty();
             return new KeyState.Exclusive(w[0], token(w[2]), value, count(w[1]));
         }
-        throw r.unexpected("OWNER");
+        throw r.unexpected();
     }
 
     /**
@@ -278,7 +309,7 @@ final class Wire {
             return new KeyState.Exclusive(a[0], token(a[1]), a[2].equals("-") ? Optional.empty() : Optional.of(a[2]),
                     -1);
         }
-        throw new BrokerProtocolException("unreadable event: " + e.line);
+        throw new ProtocolErrorException("unreadable event: " + e.line, new LockBrokerException.Origin(e.key, e.line, null, null));
     }
 
     /** CHECK's answer: {@code OK CURRENT} or {@code OK STALE <token|->}. */
@@ -290,6 +321,6 @@ final class Wire {
             return new TokenCheck(false, r.words[1].equals("-") ? OptionalLong.empty()
                     : OptionalLong.of(token(r.words[1])));
         }
-        throw r.ok() ? r.unexpected("CHECK") : r.error();
+        throw r.failure();
     }
 }

@@ -61,6 +61,7 @@ final class FakeBroker implements AutoCloseable {
     volatile String secret = "9f0c3e1a7b2d4c5e8f6a1b3c5d7e9f01";
     private final ServerSocket ss;
     private final Script script;
+    private volatile boolean refusing;
 
     FakeBroker(Script script) throws IOException {
         this.script = script;
@@ -99,6 +100,10 @@ final class FakeBroker implements AutoCloseable {
         try {
             while (true) {
                 Socket s = ss.accept();
+                if (refusing) {
+                    s.close();
+                    continue;
+                }
                 Conn c = new Conn(conns.size(), s);
                 conns.add(c);
                 Thread t = new Thread(() -> serve(c), "fake-broker-conn");
@@ -149,6 +154,18 @@ final class FakeBroker implements AutoCloseable {
                 break;
             default:
                 c.send("ERR BADCMD unknown command");
+        }
+    }
+
+    /**
+     * A broker that is gone for good, while the port stays this fake's: every connection is dropped,
+     * and a new one is closed at once (no other process can take the port and answer instead, as
+     * one could after close(): a broker or a Redis of another test run on this machine).
+     */
+    void refuse() {
+        refusing = true;
+        for (Conn c : conns) {
+            c.drop();
         }
     }
 

@@ -285,7 +285,7 @@ class IntegrationTest extends BrokerTests {
                     c.owner(k1);
                     c.held();
                     busy.incrementAndGet();
-                } catch (IllegalStateException e) {
+                } catch (ClosedException e) {
                     return;
                 }
             }
@@ -300,7 +300,11 @@ class IntegrationTest extends BrokerTests {
         assertTrue(busy.get() > 0);
         assertFalse(l2.isHeld());
         assertTrue(l1.isHeld());
-        assertThrows(LockLostException.class, l2::unlock);
+        LockLostException e = assertThrows(LockLostException.class, l2::unlock);
+        assertEquals(k2 + ": the lock was lost (token " + t2 + ")", e.getMessage());
+        assertEquals(k2, e.key());
+        assertEquals(t2, e.token());
+        assertEquals("EVENT LOST " + k2 + " " + t2, e.reply());
         assertFalse(l2.isHeldByCurrentThread());
         l1.unlock();
         assertTrue(told.isEmpty(), "only the deleted key was lost: " + told);
@@ -439,6 +443,51 @@ class IntegrationTest extends BrokerTests {
         }
     }
 
+    /**
+     * Issue 34: a hold lost with its session throws LockLostException from unlock, whichever comes
+     * first: the unlock (its RELEASE meets the dead connection) or the news of the loss. Without a
+     * grace the loss is known the moment the connection drops; with one, when the retry budget runs
+     * out. Never IllegalStateException, nor a wait for the budget when there is no grace.
+     */
+    private static void unlockAfterTheBrokerIsKilled(Duration grace) throws Exception {
+        try (Servers s = new Servers()) {
+            Servers.Broker x = s.broker("k0");
+            BlockingQueue<String> lost = new ArrayBlockingQueue<>(4);
+            LockClient.Builder b = LockClient.builder().addresses(x.address()).grace(grace)
+                    .onLost((k, t, e) -> lost.add(k));
+            if (!grace.isZero()) {
+                b.resumeBudget(grace);      // without a grace the budget (10 s) must not matter
+            }
+            try (LockClient c = b.connect()) {
+                BrokerLock racing = c.lock("jobs:racing");
+                BrokerLock told = c.lock("jobs:told");
+                racing.lock();
+                told.lock();
+                long tr = racing.token();
+                s.kill("k0");
+                long t0 = System.nanoTime();
+                LockLostException e = assertThrows(LockLostException.class, racing::unlock);
+                assertTrue(e.getMessage().startsWith("jobs:racing: the lock was lost (token " + tr + "): "),
+                        e.getMessage());
+                assertEquals("jobs:told", lost.poll(grace.toMillis() + 5000, TimeUnit.MILLISECONDS));
+                assertThrows(LockLostException.class, told::unlock);
+                long ms = (System.nanoTime() - t0) / 1_000_000;
+                assertTrue(ms < grace.toMillis() + 3000, "told after " + ms + " ms");
+                assertThrows(IllegalMonitorStateException.class, told::unlock, "once per lock it counted");
+            }
+        }
+    }
+
+    @Test
+    void withoutGraceUnlockOfAHoldLostWithItsBrokerThrowsLockLost() throws Exception {
+        unlockAfterTheBrokerIsKilled(Duration.ZERO);
+    }
+
+    @Test
+    void withGraceUnlockOfAHoldLostWhenTheBudgetRanOutThrowsLockLost() throws Exception {
+        unlockAfterTheBrokerIsKilled(Duration.ofMillis(1500));
+    }
+
     @Test
     void deadConnectionFoundByTheIdlePing() throws Exception {
         try (Servers s = new Servers()) {
@@ -507,7 +556,7 @@ class IntegrationTest extends BrokerTests {
         BrokerLock l = c.lock(key("closed"));
         l.lock();
         c.close();
-        assertThrows(IllegalStateException.class, () -> c.lock("x").tryLock());
+        assertThrows(ClosedException.class, () -> c.lock("x").tryLock());
         assertFalse(l.isHeld());
     }
 }

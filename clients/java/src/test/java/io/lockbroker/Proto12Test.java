@@ -14,7 +14,9 @@ import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Tag;
@@ -91,6 +93,74 @@ class Proto12Test extends BrokerTests {
         assertTrue(third.lock(base + 50).tryLock(), "the cancelled wait was withdrawn, not granted");
     }
 
+    // ------------------------------------------------------------------ lockAsync and Hold (issue 34)
+
+    @Test
+    void lockAsyncCompletesWithAHoldThatCloseReleases() throws Exception {
+        LockClient a = client(b1.address());
+        LockClient b = client(b2.address());
+        String k = key("async");
+        try (Hold h = a.lockAsync(k, Duration.ofSeconds(5)).get(5, TimeUnit.SECONDS)) {
+            assertTrue(h.isHeld());
+            assertEquals(h.token(), ((KeyState.Exclusive) b.owner(k)).token());
+        }
+        assertInstanceOf(KeyState.Free.class, b.owner(k), "closed: released");
+        BrokerLock lb = b.lock(k);
+        lb.lock();
+        CompletableFuture<Hold> f = a.lockAsync(k, Duration.ofSeconds(10));
+        Thread.sleep(300);
+        assertFalse(f.isDone(), "it waits while b holds the key");
+        long tb = lb.token();
+        lb.unlock();
+        Hold h = f.get(5, TimeUnit.SECONDS);
+        assertTrue(h.token() > tb, "granted after b's hold");
+        assertEquals(List.of(k), a.held());
+        h.close();
+        h.close();                                   // a second close does nothing
+        assertFalse(h.isHeld());
+        assertEquals(List.of(), a.held());
+    }
+
+    /** k held by a client of b2, through the lock returned. */
+    BrokerLock heldOnB2(String k) {
+        BrokerLock l = client(b2.address()).lock(k);
+        l.lock();
+        return l;
+    }
+
+    @Test
+    void lockAsyncCompletesWithLockTimeoutWhenTheWaitRunsOut() throws Exception {
+        LockClient a = client(b1.address());
+        String k = key("async-timeout");
+        BrokerLock lb = heldOnB2(k);
+        long t0 = System.nanoTime();
+        CompletableFuture<Hold> f = a.lockAsync(k, Duration.ofMillis(400));
+        ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        LockTimeoutException t = assertInstanceOf(LockTimeoutException.class, e.getCause());
+        assertEquals(k, t.key());
+        assertEquals("TIMEOUT", t.code());
+        assertTrue(ms >= 350 && ms < 3000, "timed out after " + ms + " ms");
+        assertEquals(lb.token(), ((KeyState.Exclusive) a.owner(k)).token(), "still b's");
+        assertThrows(LockTimeoutException.class, () -> a.acquire(k, Duration.ZERO), "one try: busy");
+    }
+
+    @Test
+    void cancelOfLockAsyncWithdrawsTheWait() throws Exception {
+        LockClient a = client(b1.address());
+        String k = key("async-cancel");
+        BrokerLock lb = heldOnB2(k);
+        CompletableFuture<Hold> f = a.lockAsync(k, Duration.ofSeconds(30));
+        Thread.sleep(300);
+        assertTrue(f.cancel(true));
+        assertTrue(f.isCancelled());
+        Thread.sleep(300);                           // the CANCEL's way to the broker
+        lb.unlock();
+        LockClient c = client(b2.address());
+        assertTrue(c.lock(k).tryLock(3, TimeUnit.SECONDS), "withdrawn: the key went to the next one, not to a");
+        assertEquals(List.of(), a.held());
+    }
+
     @Test
     void valueOwnerAndCheck() throws Exception {
         needs("VALUE", "CHECK");
@@ -111,7 +181,7 @@ class Proto12Test extends BrokerTests {
         assertTrue(l2.tryLock());
         assertEquals(new TokenCheck(false, OptionalLong.of(l2.token())), a.check(k, t));
         assertEquals(Optional.empty(), ((KeyState.Exclusive) a.owner(k)).value());
-        assertThrows(IllegalStateException.class, () -> l.proclaim("x"), "not held any more");
+        assertThrows(NotHeldException.class, () -> l.proclaim("x"), "not held any more");
         l2.unlock();
     }
 

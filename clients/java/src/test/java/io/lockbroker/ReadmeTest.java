@@ -24,13 +24,48 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class ReadmeTest {
     static final Path README = Path.of("README.md");
-    static final Path JAR = Path.of("build/lockbroker-client.jar");
+    static final Path JAR = Path.of("build/lockbroker-client-" + version() + ".jar");
 
+    /** The library's version: pom.xml's (the project's first version element). */
+    static String version() {
+        try {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("\\n  <version>([^<]+)</version>")
+                    .matcher(Files.readString(Path.of("pom.xml")));
+            if (!m.find()) {
+                throw new AssertionError("pom.xml has no version");
+            }
+            return m.group(1);
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /** The README's first fenced code block, which must be Java. */
     static String firstJavaBlock() throws Exception {
         String text = Files.readString(README);
-        int a = text.indexOf("```java\n");
+        int a = text.indexOf("```");
+        assertEquals(a, text.indexOf("```java\n"), "the first code block is the Java example");
         int b = text.indexOf("```", a + 8);
         return text.substring(a + 8, b);
+    }
+
+    @Test
+    void theParagraphBeforeTheExampleSaysWhenACrashedAppsLocksComeBack() throws Exception {
+        String text = Files.readString(README);
+        String before = text.substring(0, text.indexOf("```"));
+        assertTrue(before.contains("**" + LockClient.DEFAULT_GRACE.toSeconds() + " seconds** by default"), before);
+        assertTrue(before.contains(".grace(Duration.ofSeconds("), "how to set a larger grace");
+    }
+
+    @Test
+    void theInstallSectionNamesThisVersion() throws Exception {
+        String text = Files.readString(README);
+        String install = text.substring(text.indexOf("## Install"), text.indexOf("## What you get"));
+        assertTrue(install.contains("```xml\n<dependency>\n  <groupId>io.lockbroker</groupId>\n"
+                + "  <artifactId>lockbroker-client</artifactId>\n  <version>" + version() + "</version>\n"), install);
+        assertTrue(install.contains(JAR.getFileName().toString()), "the jar make builds");
+        assertTrue(Files.isRegularFile(JAR) && Files.isRegularFile(Path.of("build/lockbroker-client-" + version()
+                + "-sources.jar")), "make built both jars");
     }
 
     @Test

@@ -99,22 +99,9 @@ final class Servers implements AutoCloseable {
         return m;
     }
 
-    /** A server step of the transcripts' grammar ("kill b1", "redis del k", ...). */
+    /** A server step of the transcripts' grammar ("kill b1", "redis del k", ...); throws if it failed. */
     void step(String line) throws IOException {
-        Map<String, String> r = request("{\"op\": \"step\", \"line\": \"" + line.replace("\\", "\\\\").replace("\"", "\\\"")
-                + "\"}");
-        if (r.containsKey("skip")) {
-            throw new Skipped(r.get("skip"));
-        }
-    }
-
-    /** The helper said to skip (a needs step: the broker answers ERR BADCMD to a word used); why is the message. */
-    static final class Skipped extends IOException {
-        private static final long serialVersionUID = 1L;
-
-        Skipped(String why) {
-            super(why);
-        }
+        request("{\"op\": \"step\", \"line\": \"" + line.replace("\\", "\\\\").replace("\"", "\\\"") + "\"}");
     }
 
     /** Forgets the last servers: the next broker starts a fresh Redis and prefix. */

@@ -79,7 +79,7 @@ class SessionTest {
         });
         LockClient c = client(LockClient.builder().addresses(f.address()));
         assertEquals(f.clientId, c.clientId());
-        assertEquals("HELLO GRACE 30000", f.awaitLine("HELLO"));
+        assertEquals("HELLO GRACE 5000", f.awaitLine("HELLO"), "the default grace");
         assertEquals("HELLO", f.awaitLine("HELLO"));
     }
 
@@ -223,6 +223,18 @@ class SessionTest {
     }
 
     @Test
+    void cancelOfLockAsyncGivesBackAGrantThatRacedIt() throws Exception {
+        FakeBroker f = fake(queueing(Map.of("r", "EVENT GRANTED r 5|OK 0")));
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        java.util.concurrent.CompletableFuture<Hold> h = c.lockAsync("r", Duration.ofSeconds(30));
+        assertTrue(f.awaitLine("ACQUIRE r").matches("ACQUIRE r WAIT \\d+ ASYNC"));
+        assertTrue(h.cancel(true));
+        assertEquals("CANCEL r", f.awaitLine("CANCEL"));
+        assertEquals("RELEASE r", f.awaitLine("RELEASE"), "the grant that raced the cancel is given back");
+        assertFalse(c.lock("r").isHeld());
+    }
+
+    @Test
     void aWaitWithoutDeadlineAsksAgainOnTimeout() throws Exception {
         AtomicInteger asks = new AtomicInteger();
         FakeBroker f = fake((c, line) -> {
@@ -253,7 +265,7 @@ class SessionTest {
         });
         LockClient c = client(LockClient.builder().addresses(f.address()));
         assertThrows(UnavailableException.class, () -> c.lock("u").tryLock(5, TimeUnit.SECONDS));
-        assertThrows(LimitException.class, () -> c.lock("l").lock());
+        assertThrows(LimitExceededException.class, () -> c.lock("l").lock());
         assertFalse(c.lock("u").isHeld());
     }
 
@@ -295,6 +307,88 @@ class SessionTest {
         }
         assertEquals(1, worst.get(), "the broker never saw two holds of the key from one client");
         assertEquals(200, token.get() - 100, "one ACQUIRE per outer lock: reentrancy stays local");
+    }
+
+    // ------------------------------------------------------------------ a broker that refuses a word
+
+    @Test
+    void aLeaderLatchStopsAtARefusedValueAndSaysSo() throws Exception {
+        FakeBroker f = fake((c, line) -> {
+            if (line.startsWith("ACQUIRE ")) {
+                c.send("ERR BADARG VALUE is not supported by this broker yet");
+                return true;
+            }
+            return false;
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        BlockingQueue<LockBrokerException> failed = new ArrayBlockingQueue<>(2);
+        LeaderLatch latch = c.leaderLatch("lead", "10.0.0.1:80").addListener(new LeaderListener() {
+            @Override
+            public void isLeader(long token) {
+            }
+
+            @Override
+            public void notLeader() {
+            }
+
+            @Override
+            public void failed(LockBrokerException cause) {
+                failed.add(cause);
+            }
+        }).start();
+        BadArgumentException e = assertThrows(BadArgumentException.class, () -> latch.await(5, TimeUnit.SECONDS));
+        assertEquals("lead: VALUE is not supported by this broker yet", e.getMessage());
+        assertEquals(e, failed.poll(5, TimeUnit.SECONDS), "its listeners hear it too");
+        assertEquals(e, latch.failure());
+        assertFalse(latch.hasLeadership());
+        Thread.sleep(500);
+        assertEquals(1, f.received.stream().filter(l -> l.contains("ACQUIRE lead")).count(), "never asked again");
+        assertTrue(failed.isEmpty());
+    }
+
+    @Test
+    void aLeaderLatchRunsAgainAfterAnErrorThatMayPass() throws Exception {
+        AtomicInteger asks = new AtomicInteger();
+        FakeBroker f = fake((c, line) -> {
+            if (line.startsWith("ACQUIRE ")) {
+                c.send(asks.incrementAndGet() == 1 ? "ERR UNAVAILABLE Redis is unreachable" : "OK 7");
+                return true;
+            }
+            return false;
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        LeaderLatch latch = c.leaderLatch("lead", "10.0.0.1:80").start();
+        assertTrue(latch.await(5, TimeUnit.SECONDS));
+        assertEquals(7, latch.token());
+        assertInstanceOf(UnavailableException.class, latch.lastError());
+        assertEquals(null, latch.failure());
+        latch.close();
+    }
+
+    @Test
+    void aWatchTheBrokerRefusesFailsAndSoDoesOneRefusedOnANewSession() throws Exception {
+        FakeBroker f = fake((c, line) -> {
+            if (line.equals("WATCH w") && c.index == 0) {
+                c.send("OK", "EVENT FREE w");
+                return true;
+            }
+            if (line.startsWith("RESUME ")) {
+                c.send("ERR NOSESSION the session expired");
+                return true;
+            }
+            return false;                    // WATCH elsewhere: ERR BADCMD unknown command
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()));
+        BlockingQueue<LockBrokerException> failed = new ArrayBlockingQueue<>(2);
+        KeyWatch w = c.watch("w", null, failed::add);
+        assertNotNull(w.await(s -> s instanceof KeyState.Free, Duration.ofSeconds(5)));
+        BadCommandException now = assertThrows(BadCommandException.class, () -> c.watch("x", null));
+        assertTrue(now.getMessage().startsWith("the broker does not know WATCH"), now.getMessage());
+        f.conns.get(0).drop();               // the session cannot be resumed: a new one watches again
+        LockBrokerException later = failed.poll(5, TimeUnit.SECONDS);
+        assertInstanceOf(BadCommandException.class, later);
+        assertEquals(later, w.failure());
+        assertThrows(BadCommandException.class, () -> w.await(s -> false, Duration.ofSeconds(1)));
     }
 
     // ------------------------------------------------------------------ liveness
@@ -499,10 +593,7 @@ class SessionTest {
             }
             return false;
         });
-        // a short reply timeout: once the fake's port is free another process may take it and
-        // accept without answering, and a HELLO there would wait the whole default timeout (10 s)
         LockClient c = client(LockClient.builder().addresses(f.address()).resumeBudget(Duration.ofMillis(300))
-                .replyTimeout(Duration.ofMillis(1000)).connectTimeout(Duration.ofMillis(1000))
                 .sessionListener(new SessionListener() {
                     @Override
                     public void down(Throwable cause) {
@@ -519,10 +610,12 @@ class SessionTest {
         });
         t.start();
         f.awaitLine("ACQUIRE w");
-        f.close();                           // the broker is gone for good
+        // the broker is gone for good; its port stays the fake's (issue 33: with f.close(), a broker
+        // of another run on this machine took the free port and served the new session, so lock()
+        // was granted there, or a process that accepted without answering held it up)
+        f.refuse();
         t.join(10_000);
         if (t.isAlive() || got.get() == null) {
-            // seen once in ~9 full runs, not reproduced alone: say where the caller was
             fail("lock() " + (t.isAlive() ? "still blocked after 10 s at " + java.util.Arrays.toString(t.getStackTrace())
                     : "returned normally: isHeld=" + c.lock("w").isHeld()));
         }

@@ -76,11 +76,11 @@ class WireTest {
         assertInstanceOf(DeniedException.class, e);
         assertEquals("app billing may not use this key", e.text());
         assertEquals("DENIED", e.code());
-        assertThrows(BrokerProtocolException.class, () -> Wire.reply("PONG"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.reply("ERR"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.token("12a"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.token("9007199254740992"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.token("0"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.reply("PONG"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.reply("ERR"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.token("12a"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.token("9007199254740992"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.token("0"));
     }
 
     @Test
@@ -88,14 +88,41 @@ class WireTest {
         String[][] rows = {{"BADCMD", "BadCommandException"}, {"BADARG", "BadArgumentException"},
             {"TOOLONG", "LineTooLongException"}, {"NOAUTH", "NotAuthenticatedException"},
             {"NOTHELD", "NotHeldException"}, {"LOST", "LockLostException"},
-            {"UNAVAILABLE", "UnavailableException"}, {"LIMIT", "LimitException"},
+            {"UNAVAILABLE", "UnavailableException"}, {"LIMIT", "LimitExceededException"},
             {"NOSESSION", "NoSessionException"}, {"DENIED", "DeniedException"}};
         for (String[] r : rows) {
-            BrokerErrorException e = BrokerErrorException.of(r[0], "x");
+            BrokerErrorException e = Wire.reply("ERR " + r[0] + " x", "ACQUIRE k").error();
             assertEquals(r[1], e.getClass().getSimpleName());
             assertEquals(r[0], e.code());
+            assertEquals("k", e.key());
         }
-        assertEquals("NEWCODE", BrokerErrorException.of("NEWCODE", "").code());
+        assertEquals("NEWCODE", Wire.reply("ERR NEWCODE").error().code());
+    }
+
+    /** Issue 34: what happened to which key, for people; the broker's line and the request beside it. */
+    @Test
+    void errorsSayWhatHappenedToWhichKey() {
+        BrokerErrorException e = Wire.reply("ERR BADARG VALUE is not supported by this broker yet",
+                "ACQUIRE k VALUE v WAIT 2147483647 ASYNC").error();
+        assertEquals("k: VALUE is not supported by this broker yet", e.getMessage());
+        assertEquals("ERR BADARG VALUE is not supported by this broker yet", e.reply());
+        assertEquals("ACQUIRE k VALUE v WAIT 2147483647 ASYNC", e.request());
+        assertEquals("VALUE is not supported by this broker yet", e.text());
+        LockLostException lost = LockLostException.of("lost:py", 1795805345549156L, null,
+                "EVENT LOST lost:py 1795805345549156", null, null);
+        assertEquals("lost:py: the lock was lost (token 1795805345549156)", lost.getMessage());
+        assertEquals(1795805345549156L, lost.token());
+        assertEquals("EVENT LOST lost:py 1795805345549156", lost.reply());
+        assertEquals("reports:daily: the broker cannot reach Redis now",
+                Wire.reply("ERR UNAVAILABLE", "OWNER reports:daily").error().getMessage());
+        BadCommandException bc = assertInstanceOf(BadCommandException.class,
+                Wire.reply("ERR BADCMD unknown command", "WATCH k").error());
+        assertTrue(bc.getMessage().startsWith("the broker does not know WATCH (unknown command)"), bc.getMessage());
+        assertEquals("k: not granted within 2000 ms (held by another client)",
+                new LockTimeoutException("k", 2000).getMessage());
+        assertEquals("AUTH ...", Wire.shown("AUTH s3cret"));
+        assertEquals("RESUME 3f2b ...", Wire.shown("RESUME 3f2b 9f0c"));
+        assertEquals(null, Wire.reply("ERR NOAUTH wrong token", "AUTH ...").error().key());
     }
 
     @Test
@@ -122,7 +149,7 @@ class WireTest {
         assertEquals(List.of("57"), List.of(e.args));
         assertTrue(Wire.isEvent("EVENT GRANTED k 1"));
         assertFalse(Wire.isEvent("OK EVENT"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.event("EVENT LOST"));
+        assertThrows(ProtocolErrorException.class, () -> Wire.event("EVENT LOST"));
     }
 
     @Test
@@ -159,10 +186,10 @@ class WireTest {
 
     @Test
     void keyLists() {
-        assertEquals(List.of("a", "b"), Wire.keyList(Wire.reply("OK 2 a b"), "HELD"));
-        assertEquals(List.of(), Wire.keyList(Wire.reply("OK 0"), "HELD"));
-        assertThrows(BrokerProtocolException.class, () -> Wire.keyList(Wire.reply("OK 3 a b"), "HELD"));
-        assertThrows(NoSessionException.class, () -> Wire.keyList(Wire.reply("ERR NOSESSION gone"), "RESUME"));
+        assertEquals(List.of("a", "b"), Wire.keyList(Wire.reply("OK 2 a b")));
+        assertEquals(List.of(), Wire.keyList(Wire.reply("OK 0")));
+        assertThrows(ProtocolErrorException.class, () -> Wire.keyList(Wire.reply("OK 3 a b")));
+        assertThrows(NoSessionException.class, () -> Wire.keyList(Wire.reply("ERR NOSESSION gone")));
     }
 
     @Test
