@@ -1,7 +1,8 @@
 /*
- * store_int.h - what the two top files of the store share, and nothing
- * else includes: store.c (the facade of store.h: make, free, how the
- * store stands, counters) and calls.c (the script calls of store.h).
+ * store_int.h - what the top files of the store share, and nothing else
+ * includes: store.c (the facade of store.h: make, free, how the store
+ * stands, counters) and the script calls of store.h (calls.c, decode.c,
+ * requests.c: calls_int.h).
  *
  * Below them, lowest first (each file calls only those above it here):
  *   resp.c, events.c, keys.c   reply predicates, hiredis's events, names

@@ -1,0 +1,104 @@
+/*
+ * calls_int.h - what the files of the store's script calls share, and
+ * nothing else: a call, its route, its decoder.
+ *
+ * The files, lowest first (tests/layers ranks them):
+ *   decode.c    each script's reply, decoded for its caller
+ *   calls.c     a call's life: route it, send it (node.c), follow cluster
+ *               redirections, undo a grant replicas did not take, answer
+ *   requests.c  the calls of store.h: each one's keys and arguments
+ */
+#ifndef LOCKBROKER_CALLS_INT_H
+#define LOCKBROKER_CALLS_INT_H
+
+#include <hiredis/hiredis.h>
+
+#include "slot.h"
+#include "store_int.h"
+
+struct event;
+
+/*
+ * A call's decoder: r NULL, tell the caller Redis could not answer (link
+ * lost, reply timeout, error reply).  Returns 0 (answered), 1 (a grant
+ * waiting for replica acks, can_park: parked) or -1 (r has the wrong
+ * shape: nothing told).
+ */
+typedef int call_decode_fn(struct call *c, const redisReply *r,
+    int can_park);
+
+/* A script call of store.h.  Owned by node.c from node_call on, then by
+ * whoever its answer goes to (call_reply). */
+struct call {
+	struct cmd cmd;			/* what node.c sends: first */
+	struct store *st;
+	call_decode_fn *decode;
+	union call_fn {
+		store_acquire_fn *acquire;
+		store_release_fn *release;
+		store_renew_fn *renew;
+		store_owner_fn *owner;
+		store_check_fn *check;
+		store_session_fn *session;
+		store_takeover_fn *takeover;
+	} fn;
+	void *arg;
+	size_t nrenew;
+	int owner_arg;			/* argv index of the owner (grants) */
+	long long token;		/* parked: the token granted */
+	int slot;			/* its key's slot; -1 single mode */
+	int redirects;			/* MOVED / ASK followed so far */
+	long retry_ms;			/* next TRYAGAIN / CLUSTERDOWN wait */
+	struct event *retry_ev;		/* that wait */
+	struct call *rnext;		/* st->retrying */
+};
+
+/*
+ * Where a call goes, worked out once per call: the master, the slot (-1
+ * in single and Sentinel mode) and the tag that closes the slot's own
+ * key and channel names, which end in "{" in cluster mode (store_new):
+ * tag = "<tag>}", "" otherwise.
+ */
+/*
+ * Where a call goes, worked out once per call: the master, the slot (-1
+ * in single and Sentinel mode) and the tag that closes the slot's own
+ * key and channel names, which end in "{" in cluster mode (store_new):
+ * tag = "<tag>}", "" otherwise.
+ */
+struct route {
+	struct node *node;		/* NULL: no master known */
+	int slot;
+	size_t taglen;
+	char tag[SLOT_TAG_MAX + 2];
+};
+
+/* decode.c */
+int decode_owner(struct call *c, const redisReply *r, int can_park);
+int decode_session(struct call *c, const redisReply *r, int can_park);
+int decode_acquire(struct call *c, const redisReply *r, int can_park);
+int decode_takeover(struct call *c, const redisReply *r, int can_park);
+int decode_release(struct call *c, const redisReply *r, int can_park);
+int decode_renew(struct call *c, const redisReply *r, int can_park);
+int decode_check(struct call *c, const redisReply *r, int can_park);
+
+/* calls.c */
+int calls_value_piece(struct piece *p, const char *owner, size_t ownerlen,
+    long long token, char *buf, size_t buflen);
+size_t calls_side_prefix(const char *base, const struct route *r, char *buf,
+    size_t buflen);
+void calls_route_slot(const struct store *st, int slot, struct route *r);
+void calls_route_of(const struct store *st, const char *key, size_t keylen,
+    struct route *r);
+int calls_may_grant(const struct store *st);
+struct call *calls_new(struct store *st, const struct route *r,
+    call_decode_fn *decode, enum script_id script, int nkeys,
+    const struct piece *p, int np);
+int calls_start(struct call *c);
+int calls_script(struct store *st, const struct route *r,
+    call_decode_fn *decode, enum script_id script, int nkeys,
+    const struct piece *p, int np, union call_fn fn, void *arg);
+int calls_grant(struct store *st, const struct route *r,
+    enum script_id script, int nkeys, const struct piece *p, int np,
+    int owner_arg, int tenure_arg, store_acquire_fn *fn, void *arg);
+
+#endif

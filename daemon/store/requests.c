@@ -1,0 +1,627 @@
+/*
+ * requests.c - the script calls of store.h, one function each: which
+ * script, its keys (the lock, the slot's counter and lock delay, a value
+ * key, a watch mark...) and arguments, and which decoder answers
+ * (calls_int.h).  Routing, sending and redirections are calls.c's.
+ */
+#include "calls_int.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Buffers for the names of a key's value key and watch mark (protocol
+ * 1.2), which grant scripts take after their own keys.
+ */
+struct side_names {
+	char vk[256], wk[256];
+};
+
+/*
+ * Cluster mode: a renew batch is split by slot (a script's keys must
+ * share one), and the caller answered once, when every part has.
+ */
+struct renew_gather {
+	store_renew_fn *fn;
+	void *arg;
+	size_t n;
+	unsigned left;			/* parts not answered yet */
+	int anyok;
+	int renewed[STORE_RENEW_BATCH];
+};
+
+struct renew_part {
+	struct renew_gather *g;
+	size_t n;
+	unsigned short idx[STORE_RENEW_BATCH];	/* into the caller's items */
+};
+
+/* Record arguments per call: 7 + 2 per key, for max_locks_per_session
+ * up to its largest value and then some. */
+#define SESSION_ARGS_MAX (1 << 22)
+
+/*
+ * Cluster mode's last arguments of grant and reassert scripts: the
+ * master's replication ids and the lock delay (lib/slot_tenure.lua), as
+ * placeholders: node.c fills them from the master the call is sent to,
+ * which a redirection may change.  Returns the count added.
+ */
+static int
+tenure_pieces(struct piece *p)
+{
+	for (int i = 0; i < TENURE_ARGS; i++)
+		p[i] = (struct piece){ NULL, 0, NULL, 0 };
+	return TENURE_ARGS;
+}
+
+/*
+ * The keys of a grant script: the lock, its counter and lock delay, and
+ * in cluster mode the slot's tenure (those of the key's slot, r).
+ * single_nk: how many of them the script takes in single and Sentinel
+ * mode.  Returns the count set in p.
+ */
+static int
+grant_keys(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, int single_nk, struct piece *p)
+{
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ st->keys.fence, strlen(st->keys.fence), r->tag,
+	    r->taglen };
+	p[2] = (struct piece){ st->keys.delay, strlen(st->keys.delay), r->tag,
+	    r->taglen };
+	p[3] = (struct piece){ st->keys.tenure, strlen(st->keys.tenure), r->tag,
+	    r->taglen };
+	return r->slot < 0 ? single_nk : 4;
+}
+
+static size_t
+writers_prefix(const struct store *st, const struct route *r, char *buf,
+    size_t buflen)
+{
+	return calls_side_prefix(st->keys.writers, r, buf, buflen);
+}
+
+/*
+ * The first two keys of value.lua and owner.lua ... VALUE: the lock key
+ * and its value key ("<prefix>:value:", in cluster mode the slot's tag,
+ * the key: in the lock's slot), routed to the key's node.  vk holds the
+ * value key's prefix (256 bytes).
+ */
+static void
+value_keys(struct store *st, const char *key, size_t keylen,
+    struct route *r, struct piece *p, char *vk)
+{
+	calls_route_of(st, key, keylen, r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ vk, calls_side_prefix(st->keys.values, r, vk, 256),
+	    key, keylen };
+}
+
+/* Add the key's watch mark to p (a grant reads whether watchers wait for
+ * news), and its value key when the grant writes a value or deletes the
+ * replaced hold's (with_value): keys nobody watches and holds without
+ * values cost their scripts as little as before values.  Returns how many
+ * (lib/holders.lua, grant_extras). */
+static int
+watch_keys(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, struct piece *p, struct side_names *b,
+    int with_value)
+{
+	p[0] = (struct piece){ b->wk, calls_side_prefix(st->keys.watched, r, b->wk,
+	    sizeof b->wk), key, keylen };
+	if (!with_value)
+		return 1;
+	p[1] = (struct piece){ b->vk, calls_side_prefix(st->keys.values, r, b->vk,
+	    sizeof b->vk), key, keylen };
+	return 2;
+}
+
+/* pass.lua's arguments after its own: the release channel, the lock name
+ * and the value text (none: left out; acquire.lua and handoff.lua take
+ * the text alone, and find the channel and the name in their own
+ * arguments).  Returns how many. */
+static int
+watch_args(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, struct piece *p, const char *text, size_t textlen)
+{
+	p[0] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r->tag, r->taglen };
+	p[1] = (struct piece){ key, keylen, NULL, 0 };
+	if (textlen == 0)
+		return 2;
+	p[2] = (struct piece){ text, textlen, NULL, 0 };
+	return 3;
+}
+
+/*
+ * Tokens a grant may set aside for local hand-offs (store_pass): none
+ * with redis_replica_acks, where a grant counts only once replicas have
+ * it, which a hand-off Redis hears of afterwards cannot wait for.
+ */
+static long
+reserve_of(const struct store *st, long reserve)
+{
+	return st->cfg.acks > 0 || reserve < 0 ? 0 :
+	    reserve > STORE_RESERVE_MAX ? STORE_RESERVE_MAX : reserve;
+}
+
+/*
+ * acquire.lua (exclusive) or sacquire.lua (shared, a permit: ARGV[6] is the
+ * kind); both take the owner as ARGV[1], so a grant WAIT did not confirm is
+ * undone by value alike (group_undo).
+ */
+int
+store_acquire(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
+    long reserve, long long seen, const char *text, size_t textlen,
+    store_acquire_fn *fn, void *arg)
+{
+	char ttl[24], kd[24], rs[24], sn[24], wk[256];
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
+	int kl = snprintf(kd, sizeof kd, "%ld", kind);
+	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
+	int sl = snprintf(sn, sizeof sn, "%lld", kind == 0 ? seen : 0);
+	struct side_names sides;
+	struct piece p[24];
+	struct route r;
+
+	if (kind < STORE_EXCLUSIVE || !calls_may_grant(st) ||
+	    (kind != STORE_EXCLUSIVE && textlen > 0))
+		return -1;
+
+	calls_route_of(st, key, keylen, &r);
+	np = nk = grant_keys(st, key, keylen, &r, 3, p);
+	if (kind != STORE_EXCLUSIVE) {
+		/* sacquire.lua: the writers waiting (wmark.lua) */
+		p[np++] = (struct piece){ wk, writers_prefix(st, &r, wk,
+		    sizeof wk), key, keylen };
+		nk++;
+	}
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides, textlen > 0);
+	np = nk;
+	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	p[np++] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
+	    r.taglen };
+	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->keys.idsp :
+	    st->keys.idplus, STORE_ID_LEN + 1, key, keylen };
+	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
+	if (kind != STORE_EXCLUSIVE) {
+		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
+		p[np++] = (struct piece){ sn, (size_t)sl, NULL, 0 };
+	} else {
+		p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
+	}
+	if (r.slot >= 0) {
+		ta = 3 + np;
+		np += tenure_pieces(&p[np]);
+	}
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
+	return calls_grant(st, &r, kind == STORE_EXCLUSIVE ? SCRIPT_ACQUIRE :
+	    SCRIPT_SACQUIRE, nk, p, np, 3 + nk, ta, fn, arg);
+}
+
+int
+store_handoff(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token,
+    const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg)
+{
+	char ttl[24], tok[24], rs[24];
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
+	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
+	struct side_names sides;
+	struct piece p[24];
+	struct route r;
+
+	if (!calls_may_grant(st))
+		return -1;
+	calls_route_of(st, key, keylen, &r);
+	np = nk = grant_keys(st, key, keylen, &r, 2, p);
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides,
+	    textlen > 0 || had_value);
+	np = nk;
+	calls_value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
+	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
+	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	p[np++] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	p[np++] = (struct piece){ key, keylen, NULL, 0 };
+	p[np++] = (struct piece){ rs, (size_t)rl, NULL, 0 };
+	if (r.slot >= 0) {
+		ta = 3 + np;
+		np += tenure_pieces(&p[np]);
+	}
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
+	return calls_grant(st, &r, SCRIPT_HANDOFF, nk, p, np, 3 + nk + 1, ta,
+	    fn, arg);
+}
+
+int
+store_wmark(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, int op, long ttl_ms,
+    store_release_fn *fn, void *arg)
+{
+	char wk[256], num[24];
+	struct route r;
+	struct piece p[8];
+
+	calls_route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ wk, writers_prefix(st, &r, wk, sizeof wk), key,
+	    keylen };
+	p[1] = op == STORE_WMARK_WAIT ? (struct piece){ "wait", 4, NULL, 0 } :
+	    (struct piece){ "leave", 5, NULL, 0 };
+	p[2] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[3] = (struct piece){ st->keys.idsp, STORE_ID_LEN, NULL, 0 };
+	p[4] = (struct piece){ num, op == STORE_WMARK_WAIT ?
+	    (size_t)snprintf(num, sizeof num, "%ld", ttl_ms) : 1, NULL, 0 };
+	if (op != STORE_WMARK_WAIT)
+		num[0] = op == STORE_WMARK_GAVE_UP ? '1' : '0';
+	p[5] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
+	    r.taglen };
+	p[6] = (struct piece){ key, keylen, NULL, 0 };
+	p[7] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	return calls_script(st, &r, decode_release, SCRIPT_WMARK, 1, p, 8,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+int
+store_release(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, int had_value,
+    store_release_fn *fn, void *arg)
+{
+	char tok[24], vk[256];
+	struct route r;
+	struct piece p[5];
+	int nk = had_value ? 2 : 1;
+
+	value_keys(st, key, keylen, &r, p, vk);
+	calls_value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 2] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_RELEASE, nk, p,
+	    nk + 3, (union call_fn){ .release = fn }, arg);
+}
+
+int
+store_pass(struct store *st, const char *key, size_t keylen,
+    const char *prev_owner, size_t prev_ownerlen, long long prev_token,
+    const char *owner, size_t ownerlen, long long token, long ttl_ms,
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg)
+{
+	char prev[24], val[24], ttl[24];
+	struct side_names sides;
+	struct route r;
+	struct piece p[9];
+	int nk, np;
+
+	if (!calls_may_grant(st))
+		return -1;
+	calls_route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	nk = 1 + watch_keys(st, key, keylen, &r, &p[1], &sides,
+	    textlen > 0 || had_value);
+	calls_value_piece(&p[nk], prev_owner, prev_ownerlen, prev_token, prev,
+	    sizeof prev);
+	calls_value_piece(&p[nk + 1], owner, ownerlen, token, val, sizeof val);
+	p[nk + 2] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl,
+	    "%ld", ttl_ms), NULL, 0 };
+	np = nk + 3 + watch_args(st, key, keylen, &r, &p[nk + 3], text,
+	    textlen);
+	return calls_script(st, &r, decode_release, SCRIPT_PASS, nk, p, np,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+int
+store_forget(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
+{
+	char vk[256];
+	struct route r;
+	struct piece p[5];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	p[4] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_FORGET, 2, p, 5,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/*
+ * One renew (or reassert) call for items that all live in one slot (or,
+ * single mode, on the one master).  Cluster mode's reassert also names
+ * the slot's counter and tenure, for lib/slot_tenure.lua.
+ */
+static int
+renew_call(struct store *st, const struct route *r,
+    const struct store_renew_item *items, size_t n, int reassert,
+    store_renew_fn *fn, void *arg)
+{
+	struct piece p[3 * STORE_RENEW_BATCH + 3 + TENURE_ARGS];
+	/* "<ttl>" exclusive, "<ttl>:<kind>" shared or a permit */
+	char ttls[STORE_RENEW_BATCH][48], toks[STORE_RENEW_BATCH][24];
+	int cl = reassert && r->slot >= 0, ta = 0;
+	size_t nk = !reassert ? n : cl ? n + 3 : n + 1, np = nk + 2 * n;
+	struct call *c;
+
+	if (n == 0 || n > STORE_RENEW_BATCH)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].kind < STORE_EXCLUSIVE)
+			return -1;
+	for (size_t i = 0; i < n; i++) {
+		int tl = items[i].kind == STORE_EXCLUSIVE ?
+		    snprintf(ttls[i], sizeof ttls[i], "%ld", items[i].ttl_ms) :
+		    snprintf(ttls[i], sizeof ttls[i], "%ld:%ld",
+		    items[i].ttl_ms, items[i].kind);
+		p[i] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen,
+		    items[i].key, items[i].keylen };
+		calls_value_piece(&p[nk + i], items[i].owner, items[i].ownerlen,
+		    items[i].token, toks[i], sizeof toks[i]);
+		p[nk + n + i] = (struct piece){ ttls[i], (size_t)tl, NULL, 0 };
+	}
+	if (reassert)
+		p[n] = (struct piece){ st->keys.delay, strlen(st->keys.delay), r->tag,
+		    r->taglen };
+	if (cl) {
+		p[n + 1] = (struct piece){ st->keys.fence, strlen(st->keys.fence),
+		    r->tag, r->taglen };
+		p[n + 2] = (struct piece){ st->keys.tenure, strlen(st->keys.tenure),
+		    r->tag, r->taglen };
+		ta = 3 + (int)np;
+		np += (size_t)tenure_pieces(&p[np]);
+	}
+	if ((c = calls_new(st, r, decode_renew, reassert ? SCRIPT_REASSERT :
+	    SCRIPT_RENEW, (int)nk, p, (int)np)) == NULL)
+		return -1;
+	c->fn.renew = fn;
+	c->arg = arg;
+	c->nrenew = n;
+	c->cmd.ndeps = (int)n;		/* about every lock it renews */
+	c->cmd.tenure_arg = ta;
+	return calls_start(c);
+}
+
+static void
+gather_done(struct renew_gather *g)
+{
+	if (--g->left > 0)
+		return;
+	g->fn(g->arg, g->anyok, g->renewed, g->n);
+	free(g);
+}
+
+static void
+part_done(void *arg, int ok, const int *renewed, size_t n)
+{
+	struct renew_part *part = arg;
+	struct renew_gather *g = part->g;
+
+	for (size_t i = 0; ok && i < n && i < part->n; i++)
+		g->renewed[part->idx[i]] = renewed[i];
+	g->anyok |= ok;
+	free(part);
+	gather_done(g);
+}
+
+static int
+renew_by_slot(struct store *st, const struct store_renew_item *items,
+    size_t n, int reassert, store_renew_fn *fn, void *arg)
+{
+	unsigned short slotof[STORE_RENEW_BATCH];
+	unsigned char done[STORE_RENEW_BATCH] = { 0 };
+	struct store_renew_item sub[STORE_RENEW_BATCH];
+	struct renew_gather *g = xcalloc(1, sizeof *g);
+
+	g->fn = fn;
+	g->arg = arg;
+	g->n = n;
+	g->left = 1;		/* this loop, until it is over */
+	for (size_t i = 0; i < n; i++) {
+		slotof[i] = (unsigned short)slot_of(st->keys.lockpfx, st->keys.lockpfxlen,
+		    items[i].key, items[i].keylen);
+		g->renewed[i] = -1;	/* unknown unless a part answers */
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct renew_part *part;
+		struct route r;
+
+		if (done[i])
+			continue;
+		calls_route_slot(st, slotof[i], &r);
+		part = xmalloc(sizeof *part);
+		part->g = g;
+		part->n = 0;
+		for (size_t j = i; j < n; j++)
+			if (!done[j] && slotof[j] == slotof[i]) {
+				done[j] = 1;
+				sub[part->n] = items[j];
+				part->idx[part->n++] = (unsigned short)j;
+			}
+		g->left++;
+		if (renew_call(st, &r, sub, part->n, reassert, part_done,
+		    part) != 0) {
+			g->left--;	/* its master is down: unknown */
+			free(part);
+		}
+	}
+	if (g->left == 1 && !g->anyok) {
+		free(g);	/* nothing went out: as if Redis were down */
+		return -1;
+	}
+	gather_done(g);
+	return 0;
+}
+
+int
+store_renew(struct store *st, const struct store_renew_item *items, size_t n,
+    int reassert, store_renew_fn *fn, void *arg)
+{
+	struct route r;
+
+	if (n == 0 || n > STORE_RENEW_BATCH || !calls_may_grant(st))
+		return -1;
+	if (st->topo.sharded)
+		return renew_by_slot(st, items, n, reassert, fn, arg);
+	calls_route_slot(st, -1, &r);
+	return renew_call(st, &r, items, n, reassert, fn, arg);
+}
+
+int
+store_owner(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg)
+{
+	struct piece p[1] = { { st->keys.lockpfx, st->keys.lockpfxlen, key, keylen } };
+	struct route r;
+
+	calls_route_of(st, key, keylen, &r);
+	return calls_script(st, &r, decode_owner, SCRIPT_OWNER, 1, p, 1,
+	    (union call_fn){ .owner = fn }, arg);
+}
+
+int
+store_value(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, const char *text,
+    size_t textlen, store_release_fn *fn, void *arg)
+{
+	char vk[256], wk[256], tok[24];
+	struct route r;
+	struct piece p[7];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ wk, calls_side_prefix(st->keys.watched, &r, wk,
+	    sizeof wk), key, keylen };
+	calls_value_piece(&p[3], owner, ownerlen, token, tok, sizeof tok);
+	p[4] = (struct piece){ text, textlen, NULL, 0 };
+	p[5] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	    r.taglen };
+	p[6] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_VALUE, 3, p, 7,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/* owner.lua with the value key as KEYS[2]. */
+int
+store_owner_value(struct store *st, const char *key, size_t keylen,
+    store_owner_fn *fn, void *arg)
+{
+	char vk[256];
+	struct route r;
+	struct piece p[2];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	return calls_script(st, &r, decode_owner, SCRIPT_OWNER, 2, p, 2,
+	    (union call_fn){ .owner = fn }, arg);
+}
+
+/* watch.lua: the holders as owner.lua ... VALUE reads them, and the
+ * key's watch mark set for mark_ms (0: not touched). */
+int
+store_watch(struct store *st, const char *key, size_t keylen, long mark_ms,
+    store_owner_fn *fn, void *arg)
+{
+	char vk[256], wk[256], ms[24];
+	struct route r;
+	struct piece p[4];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ wk, calls_side_prefix(st->keys.watched, &r, wk,
+	    sizeof wk), key, keylen };
+	p[3] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld",
+	    mark_ms > 0 ? mark_ms : 0), NULL, 0 };
+	return calls_script(st, &r, decode_owner, SCRIPT_WATCH, 3, p, 4,
+	    (union call_fn){ .owner = fn }, arg);
+}
+
+int
+store_check(struct store *st, const char *key, size_t keylen,
+    long long token, store_check_fn *fn, void *arg)
+{
+	char num[24];
+	int l = snprintf(num, sizeof num, "%lld", token);
+	struct piece p[2] = {
+		{ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen },
+		{ num, (size_t)l, NULL, 0 },
+	};
+	struct route r;
+
+	calls_route_of(st, key, keylen, &r);
+	return calls_script(st, &r, decode_check, SCRIPT_CHECK, 1, p, 2,
+	    (union call_fn){ .check = fn }, arg);
+}
+
+int
+store_linger(struct store *st, const char *key, size_t keylen,
+    const char *owner, size_t ownerlen, long long token, long linger_ms,
+    int had_value, store_release_fn *fn, void *arg)
+{
+	char tok[24], ms[24], vk[256];
+	int ml = snprintf(ms, sizeof ms, "%ld", linger_ms);
+	struct route r;
+	struct piece p[6];
+	int nk = had_value ? 2 : 1;
+
+	value_keys(st, key, keylen, &r, p, vk);
+	calls_value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ ms, (size_t)ml, NULL, 0 };
+	p[nk + 2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 3] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_LINGER, nk, p,
+	    nk + 4, (union call_fn){ .release = fn }, arg);
+}
+
+int
+store_session(struct store *st, const char *cid, size_t cidlen,
+    const struct store_str *args, size_t nargs, store_session_fn *fn,
+    void *arg)
+{
+	struct piece *p;
+	struct route r;
+	int rc;
+
+	if (nargs + 1 > SESSION_ARGS_MAX)
+		return -1;
+	calls_route_slot(st, !st->topo.sharded ? -1 :
+	    (int)slot_of(st->keys.sesspfx, st->keys.sesspfxlen, cid, cidlen),
+	    &r);
+	p = xcalloc(nargs + 1, sizeof *p);
+	p[0] = (struct piece){ st->keys.sesspfx, st->keys.sesspfxlen, cid, cidlen };
+	for (size_t i = 0; i < nargs; i++)
+		p[i + 1] = (struct piece){ args[i].p, args[i].len, NULL, 0 };
+	rc = calls_script(st, &r, decode_session, SCRIPT_SESSION, 1, p,
+	    (int)nargs + 1, (union call_fn){ .session = fn }, arg);
+	free(p);
+	return rc;
+}
+
+int
+store_takeover(struct store *st, const char *key, size_t keylen,
+    const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
+    store_takeover_fn *fn, void *arg)
+{
+	char g[24], ttl[24], vk[256];
+	int gl = snprintf(g, sizeof g, "%lu", gen);
+	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
+	struct route r;
+	struct piece p[5];
+
+	if (!calls_may_grant(st))
+		return -1;
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ cid, cidlen, NULL, 0 };
+	p[3] = (struct piece){ g, (size_t)gl, NULL, 0 };
+	p[4] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	return calls_script(st, &r, decode_takeover, SCRIPT_TAKEOVER, 2, p, 5,
+	    (union call_fn){ .takeover = fn }, arg);
+}
