@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 import logging  # noqa: E402
 
 import lockbroker  # noqa: E402
-from lockbroker import KeyState  # noqa: E402
+from lockbroker import KeyState, _exits  # noqa: E402
 from servers import (TRANSCRIPTS, HelperError, Servers, Skipped,  # noqa: E402
                      allow_old_brokers)  # noqa: E402
 
@@ -360,9 +360,12 @@ class Transcript:
             return watch
         if verb == "unwatch":
             return lambda call: self.watches.pop((c, key)).close()
-        if verb == "close":
+        if verb in ("close", "exit"):
             def close(call: Call) -> None:
-                client.close()
+                if verb == "exit":      # what the end of the process does
+                    client._s.end_now(_exits.EXIT_BOUND)
+                else:
+                    client.close()
                 for k in [k for k in self.holds if k[0] == c]:
                     del self.holds[k]
             return close
