@@ -292,9 +292,10 @@ class Transcript {
           this.watches.delete(`${c} ${key}`);
           if (w) await w.close();
         };
-      case 'close':
+      case 'close': case 'exit':
         return async () => {
-          await client.close();
+          if (verb === 'exit') client.endNow(); // what the process's 'exit' event does
+          else await client.close();
           for (const k of [...this.holds.keys()]) if (k.startsWith(`${c} `)) this.holds.delete(k);
         };
       default:

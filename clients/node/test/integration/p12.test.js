@@ -7,6 +7,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const lb = require('../..');
 const { Env, sleep, waitFor, recordEvents } = require('./env');
 
 const env = new Env();
@@ -118,11 +119,35 @@ test('an aborted wait on a 1.2 broker is withdrawn at once (CANCEL), not at its 
   const holder = await env.client();
   const c = await env.client();
   const hold = await holder.lock('k');
-  const waiting = c.lock('k', { wait: 20000, signal: AbortSignal.timeout(300) });
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 300);
+  const waiting = c.lock('k', { wait: 20000, signal: ac.signal });
   await assert.rejects(waiting, { name: 'AbortError' });
   const stats = await c.stats();
   assert.equal(stats.waiters, '0'); // the broker keeps no wait for it
   await hold.release();
   await sleep(200);
   assert.deepEqual(await c.held(), []);
+});
+
+test('a wait whose signal times out (AbortSignal.timeout) rejects with LockTimeoutError, withdrawn at once', async () => {
+  await fresh12(['broker b1']);
+  const holder = await env.client();
+  const c = await env.client();
+  const hold = await holder.lock('k');
+  const t0 = Date.now();
+  const err = await c.lock('k', { wait: 20000, signal: AbortSignal.timeout(300) }).catch((e) => e);
+  assert.ok(Date.now() - t0 < 2000);
+  assert.ok(err instanceof lb.LockTimeoutError, `${err && err.name}: ${err && err.message}`);
+  assert.equal(err.code, 'TIMEOUT');
+  assert.equal(err.message, 'k: not granted before the signal timed out');
+  assert.equal(err.cause.name, 'TimeoutError');
+  assert.match(err.request, /^ACQUIRE k WAIT \d+ ASYNC$/);
+  assert.equal((await c.stats()).waiters, '0'); // withdrawn (CANCEL)
+  // already timed out when called: the same, nothing sent
+  const late = AbortSignal.timeout(1);
+  await sleep(20);
+  await assert.rejects(c.lock('k', { signal: late }), lb.LockTimeoutError);
+  await hold.release();
+  await (await c.lock('k', { wait: 2000 })).release();
 });

@@ -288,7 +288,7 @@ test('a silent broker: the idle PING misses its deadline, the session is resumed
 test('a hold the RESUME does not list is lost; a new session when the grace ran out', async () => {
   const third = await scripted(async (p) => {
     await p.hello('1.2.0', 'ERR NOSESSION expired');
-    await p.expect('HELLO GRACE 30000');
+    await p.expect('HELLO GRACE 5000');
     p.send(`OK ${CID} lockbroker/1.2.0 ${SECRET}`);
     await p.quit();
   });
