@@ -44,35 +44,39 @@ ALL_CFLAGS = $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) -Iproto $(DAEMON_
 # A daemon file by its name, wherever its folder: $(call dsrc,locks)
 dsrc = $(firstword $(wildcard daemon/$(1).c daemon/*/$(1).c))
 SCRIPTS    := $(sort $(wildcard scripts/*.lua))
-CLIENT_SRC := $(wildcard client/*.c)
+LOCKCTL_SRC := $(wildcard lockctl/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace stream tls redial resolve node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
-	      locks/holds locks/grant locks/renew locks/handoff locks/events \
-	      locks/locks
+	      locks/holds locks/grant locks/values locks/renew locks/handoff \
+	      locks/watch locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))
-# and lockctl's pure parsers (tests/unit/test_lockctl.c)
-UNIT_OBJ   += $(BUILD)/client/parse.o
+# and lockctl's pure parsers (tests/unit/test_lockctl.c), as a flat
+# object: $(BUILD)/lockctl is the binary, so no folder may take its name.
+LOCKCTL_PARSE_OBJ := $(BUILD)/lockctl-parse.o
+UNIT_OBJ   += $(LOCKCTL_PARSE_OBJ)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 
 .PHONY: all deps run test unit integration asan clean install deb fuzz bench valgrind check-deps clients
-all: $(BUILD)/lockbrokerd $(if $(CLIENT_SRC),$(BUILD)/lockctl)
+all: $(BUILD)/lockbrokerd $(if $(LOCKCTL_SRC),$(BUILD)/lockctl)
 
 $(BUILD)/lockbrokerd: $(DAEMON_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
 # lockctl needs OpenSSL for --tls only, and nothing else but libc.
-$(BUILD)/lockctl: $(CLIENT_SRC) $(wildcard client/*.h)
+$(BUILD)/lockctl: $(LOCKCTL_SRC) $(wildcard lockctl/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(DEFS) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) \
-	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $(CLIENT_SRC) \
+	  $(shell pkg-config --cflags openssl 2>/dev/null) -o $@ $(LOCKCTL_SRC) \
 	  $(shell pkg-config --libs openssl 2>/dev/null) $(LDFLAGS)
 
-$(BUILD)/client/parse.o: client/parse.h
+$(LOCKCTL_PARSE_OBJ): lockctl/parse.c lockctl/parse.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(wildcard proto/*.h) $(DAEMON_HDR) $(BUILD)/scripts.h
 	@mkdir -p $(@D)
@@ -199,7 +203,7 @@ clean:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(BUILD)/lockbrokerd $(DESTDIR)$(PREFIX)/sbin/lockbrokerd
-	$(if $(CLIENT_SRC),install -m 755 $(BUILD)/lockctl $(DESTDIR)$(PREFIX)/bin/lockctl)
+	$(if $(LOCKCTL_SRC),install -m 755 $(BUILD)/lockctl $(DESTDIR)$(PREFIX)/bin/lockctl)
 	install -d $(DESTDIR)$(PREFIX)/etc/lockbroker
 	@# never overwrite a conf an operator may have edited
 	@if [ -e $(DESTDIR)$(PREFIX)/etc/lockbroker/lockbrokerd.conf ]; then \
@@ -210,7 +214,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 644 daemon/lockbrokerd.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockbrokerd.8
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 client/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockctl.1
+	install -m 644 lockctl/lockctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockctl.1
 
 # make deb: the Debian package (debian/, debhelper), built through this
 # Makefile in a copy of the tree (build/deb/lockbrokerd-VERSION), so the
@@ -281,7 +285,18 @@ $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 	$(CC) $(WARN) $(CFLAGS) $(SANFLAGS) $(shell pkg-config --cflags $(BENCH_PKGS)) \
 	  -o $@ $^ $(shell pkg-config --libs $(BENCH_PKGS)) $(LDFLAGS)
 
+# The bench compares this build with the broker of an earlier commit
+# (BENCH_BASE), built from that commit's own tree in the same run (A/B:
+# the same machine and load); BENCH_BASE= (empty) leaves it out.
+BENCH_BASE ?= 27629bd
+BENCH_BASE_BIN := $(if $(BENCH_BASE),build/bench/base-$(BENCH_BASE)/build/lockbrokerd)
+build/bench/base-%/build/lockbrokerd:
+	rm -rf build/bench/base-$* && mkdir -p build/bench/base-$*
+	git archive $* | tar -x -C build/bench/base-$*
+	$(MAKE) --no-print-directory -C build/bench/base-$* build/lockbrokerd
+
 bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/lbbench
+	@$(MAKE) --no-print-directory all $(BUILD)/lbbench $(BENCH_BASE_BIN)
 	$(PY) tests/bench/run.py --broker $(BUILD)/lockbrokerd --tool $(BUILD)/lbbench \
-	  --scripts scripts --out $(BUILD)/bench/results.txt
+	  --scripts scripts --out $(BUILD)/bench/results.txt \
+	  $(if $(BENCH_BASE_BIN),--baseline-broker $(BENCH_BASE_BIN))

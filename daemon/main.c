@@ -393,6 +393,12 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
+on_store_changed(void *arg, const char *key, size_t keylen)
+{
+	locks_store_changed(((struct broker *)arg)->locks, key, keylen);
+}
+
+static void
 on_store_wanted(void *arg, const char *key, size_t keylen, int writer,
     long long stamp)
 {
@@ -499,9 +505,11 @@ main(int argc, char **argv)
 			.ack_timeout_ms = cfg.redis_replica_ack_timeout_ms,
 		};
 		struct store_hooks hooks = {
-			on_store_up, on_store_down, on_store_released,
-			on_store_wanted, on_store_subscribed, on_store_rerouted,
-			&b
+			.up = on_store_up, .down = on_store_down,
+			.released = on_store_released,
+			.changed = on_store_changed, .wanted = on_store_wanted,
+			.subscribed = on_store_subscribed,
+			.rerouted = on_store_rerouted, .arg = &b
 		};
 
 		locks_cfg_from(&cfg, &lc);

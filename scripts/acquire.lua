@@ -12,7 +12,15 @@
 -- ARGV[6]  tokens to set aside after the one granted (issue 14; absent: 0)
 -- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
 -- master's replication ids and the lock delay (see lib/slot_tenure.lua);
--- KEYS[2] and KEYS[3] are then the slot's counter and lock delay.
+-- KEYS[2] and KEYS[3] are then the slot's counter and lock delay (their
+-- names end in the slot's tag: lib/holders.lua, sharded).
+-- Protocol 1.2, optional after those (lib/holders.lua, grant_extras): the
+-- key's watch mark (watch.lua), and its value key (value.lua) when the
+-- grant has a value; after the arguments the value text (ACQUIRE ...
+-- VALUE).  A grant writes the value in this call, so no reader ever sees
+-- the new holder without it, and tells the key's watchers ("held <name>"
+-- on the release channel, lib/holders.lua channel_of) while its mark
+-- exists.
 -- Returns {1, token, more} when the caller now holds the lock, with a new
 -- token from the counter and more tokens after it set aside for the
 -- caller's broker (ARGV[6]; fewer near 2^53-1): it hands them out in
@@ -40,9 +48,12 @@
 -- semaphore of n permits {3, n} (another kind; nothing granted).
 -- @include slot_tenure.lua
 -- @include holders.lua
-if KEYS[4] then
+local cluster = sharded(KEYS[2])
+if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 end
+local mark, vk, text = grant_extras(KEYS, ARGV, cluster and 4 or 3,
+  cluster and 10 or 6)
 local function busy()
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
@@ -70,15 +81,22 @@ if v then
   end
 elseif v == nil then
   return busy()  -- bytes no broker wrote: taken, by no one we know
-else
+end
+-- What a grant reads, in one command: the lock delay (for a free key),
+-- the counter and the watch mark.
+local r = redis.call('MGET', KEYS[3], KEYS[2], mark or KEYS[3])
+if v == false and r[1] then
   local delay = redis.call('PTTL', KEYS[3])
   if delay > 0 then
     return {2, delay}
   end
 end
-local token, more = next_tokens(KEYS[2], ARGV[6])
+local token, more = next_tokens(KEYS[2], ARGV[6], r[2])
 if not token then
   return {-1, 0}
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. num(token), 'PX', ARGV[2])
+if vk or (mark and r[3]) then
+  granted(vk, text, token, ARGV[2], r[3], channel_of(ARGV[3], ARGV[4]))
+end
 return {1, token, more}

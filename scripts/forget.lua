@@ -15,6 +15,8 @@
 -- expiry follows its last holder (with none left it is deleted).
 -- Returns 1 when it freed the key (or removed holders of it), 0 when the
 -- key was not that client's.
+-- KEYS[2]  optional (protocol 1.2): the key's value key, deleted with an
+--          exclusive hold (see release.lua).
 -- @include holders.lua
 local k = KEYS[1]
 local v = get_str(k)
@@ -22,7 +24,7 @@ if v then
   if owner_of(v) ~= ARGV[1] then
     return 0
   end
-  redis.call('DEL', k)
+  redis.call('DEL', k, KEYS[2] or k)
 elseif v == false or redis.call('TYPE', k).ok ~= 'zset' or
     prune(k, now_ms()) == 0 or remove_owner(k, ARGV[1]) == 0 then
   return 0

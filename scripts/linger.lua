@@ -15,6 +15,8 @@
 -- lingering one, expiring in ARGV[2] ms (a permit stays taken that long),
 -- and the key's expiry follows its last holder.
 -- Returns 1 when done, 0 when the hold was lost.
+-- KEYS[2]  optional (protocol 1.2): the key's value key: the hold ends
+--          here, and its value with it (the key stays taken, valueless).
 -- @include holders.lua
 local k = KEYS[1]
 local owner = string.match(ARGV[1], '^[^/:]*')
@@ -26,6 +28,9 @@ local lv = owner .. '/linger:' .. token
 local v = get_str(k)
 if v == ARGV[1] then
   redis.call('SET', k, lv, 'PX', ARGV[2])
+  if KEYS[2] then
+    redis.call('DEL', KEYS[2])
+  end
 elseif v == nil and redis.call('TYPE', k).ok == 'zset' then
   local now = now_ms()
   if not live(k, ARGV[1], now) then

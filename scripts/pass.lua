@@ -15,10 +15,25 @@
 -- token), and the new holder lost it.  Values are compared whole, never by
 -- token alone: only then is the hold passed on still this broker's.
 -- Its one write is the SET: a call refused (OOM, READONLY) changed nothing.
+-- Protocol 1.2, optional: KEYS[2] the watch mark, KEYS[3] the value key
+-- (when either hold has a value), ARGV[4] the release channel, ARGV[5]
+-- the lock name, ARGV[6] the new holder's value text (lib/holders.lua,
+-- grant_extras): the new holder's value is written here (the releasing
+-- hold's deleted), and watchers are told while the mark exists.  Redis
+-- learns of the new holder only now, so watchers elsewhere do too.
 -- @include holders.lua
-local v = get_str(KEYS[1])
+local mark, vk, text = grant_extras(KEYS, ARGV, 1, 5)
+-- the lock and the watch mark in one read (MGET shows a set of holders
+-- as absent: get_str tells them apart when it matters)
+local r = redis.call('MGET', KEYS[1], mark or KEYS[1])
+local v = r[1]
 if v ~= ARGV[1] and v ~= ARGV[2] then
+  v = get_str(KEYS[1])
   return v == false and 0 or 3
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if v == ARGV[1] then
+  granted(vk, text, token_of(ARGV[2]), ARGV[3], mark and r[2], ARGV[4],
+    ARGV[5])
+end
 return 1

@@ -15,11 +15,18 @@
 -- waiters elsewhere): 1.  An expired holder is removed: 0.
 -- It works by value alone, whatever the key's kind: it is also the undo of
 -- a grant WAIT did not confirm (store.c, group_undo).
+-- KEYS[2]  optional (protocol 1.2): the key's value key (value.lua), given
+--          when the hold has a value: deleted with an exclusive hold in
+--          the same command, so a value lives exactly as long as its hold.
 -- @include holders.lua
 local k = KEYS[1]
 local v = get_str(k)
 if v == ARGV[1] then
-  redis.call('DEL', k)
+  if KEYS[2] then
+    redis.call('DEL', k, KEYS[2])
+  else
+    redis.call('DEL', k)
+  end
   publish(ARGV[2], ARGV[3])
   return 1
 end

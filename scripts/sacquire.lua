@@ -19,6 +19,9 @@
 -- and ARGV[8..11], the master's replication ids and the lock delay (see
 -- lib/slot_tenure.lua); KEYS[2] and KEYS[3] are then the slot's counter
 -- and lock delay.
+-- Protocol 1.2, optional after those, as in acquire.lua: the watch mark:
+-- a grant is told to the key's watchers while the mark exists (the count
+-- of holders changed).  (A shared hold or a permit has no value.)
 -- Returns, like acquire.lua:
 --   {1, token}  granted: a new token from the counter; the holder
 --               "<client-id>:<token>" joined the set
@@ -54,10 +57,12 @@
 -- can each wait for the other's.
 -- @include slot_tenure.lua
 -- @include holders.lua
-local marks = KEYS[#KEYS]
-if #KEYS == 5 then
+local cluster = sharded(KEYS[2])
+local marks = KEYS[cluster and 5 or 4]
+if cluster then
   slot_tenure(KEYS[2], KEYS[3], KEYS[4], ARGV[8], ARGV[9], ARGV[10], ARGV[11])
 end
+local mark = grant_extras(KEYS, ARGV, cluster and 5 or 4, cluster and 11 or 7)
 local k = KEYS[1]
 local want = tonumber(ARGV[6])
 local t = redis.call('TIME')
@@ -133,13 +138,21 @@ end
 -- Free, or joined beside holders: not during a lock delay, not even
 -- beside readers (the set may be a lagging replica's, and the key a
 -- writer's on the old master, reclaimed during the delay).
-local delay = redis.call('PTTL', KEYS[3])
-if delay > 0 then
-  return {2, delay}
+-- (the lock delay and the watch mark in one read)
+local r = redis.call('MGET', KEYS[3], mark or KEYS[3])
+if r[1] then
+  local delay = redis.call('PTTL', KEYS[3])
+  if delay > 0 then
+    return {2, delay}
+  end
 end
 local token = next_token(KEYS[2])
 if not token then
   return {-1, 0}
 end
 hold(k, ARGV[1] .. ':' .. num(token), now, ARGV[2], want)
+if mark and r[2] then
+  local chan, name = channel_of(ARGV[3], ARGV[4])
+  publish(chan, 'held ' .. name)
+end
 return {1, token}

@@ -12,6 +12,8 @@
 --            w:<key> "<kind> <ttl-ms> <deadline>" for each ACQUIRE ...
 --                    ASYNC wait it has queued (protocol 1.2): kind as in
 --                    a hold, deadline in Unix ms; a RESUME queues it again
+--            v:<key> "1" for each key it watches (WATCH, protocol 1.2):
+--                    a RESUME watches it again
 -- ARGV[1]  the operation, below; ARGV[2] the caller's generation
 -- A broker acts on the record only while the generation is its own: a
 -- RESUME raises it, and from then on every write of the connection it
@@ -25,6 +27,7 @@
 --   touch  ARGV[3] PX: keep an attached record alive.
 --   key    ARGV[3] key, ARGV[4] value ("" deletes): one key changed.
 --   wait   ARGV[3] key, ARGV[4] value ("" deletes): one queued wait.
+--   watch  ARGV[3] key, ARGV[4] "1" watched ("" deletes): one watch.
 --   end    ARGV[3] PX of the tombstone, ARGV[4] its state: "ended"
 --          (QUIT) or "expired" (the grace ran out).  The tombstone keeps
 --          the generation: a connection the session left behind still
@@ -47,8 +50,10 @@
 -- back (a RESUME always raises the generation of the record it finds):
 -- the caller's generation wins, as if the record were absent (end writes
 -- its tombstone over it).
--- For resume: {1, gen, grace, key, value, ..., "", "", key, wait, ...}
--- (the holds, then after an empty pair the queued waits), or {-1} no record,
+-- For resume: {1, gen, grace, key, value, ..., "", "", key, wait, ...,
+-- "", "", key, "1", ...} (the holds, then after an empty pair the queued
+-- waits, then after another the watched keys: each empty pair is there
+-- when anything follows it), or {-1} no record,
 -- {-2} expired, {-3} wrong secret, {-4} ended by QUIT, {-5} the session
 -- is another app's (a record an older broker wrote has no app: no app's).
 local rec = KEYS[1]
@@ -96,16 +101,19 @@ if op == 'resume' then
       out[#out + 1] = all[i + 1]
     end
   end
-  local sep = false
-  for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'w:' then
-      if not sep then
-        out[#out + 1] = ''
-        out[#out + 1] = ''
-        sep = true
+  -- each section after the holds: its separator, then its pairs
+  local seps = 0
+  for s, prefix in ipairs({'w:', 'v:'}) do
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == prefix then
+        while seps < s do
+          out[#out + 1] = ''
+          out[#out + 1] = ''
+          seps = seps + 1
+        end
+        out[#out + 1] = string.sub(all[i], 3)
+        out[#out + 1] = all[i + 1]
       end
-      out[#out + 1] = string.sub(all[i], 3)
-      out[#out + 1] = all[i + 1]
     end
   end
   return out
@@ -148,8 +156,8 @@ if op == 'write' or op == 'reclaim' then
   end
 elseif op == 'touch' then
   redis.call('PEXPIRE', rec, ARGV[3])
-elseif op == 'key' or op == 'wait' then
-  local f = (op == 'key' and 'k:' or 'w:') .. ARGV[3]
+elseif op == 'key' or op == 'wait' or op == 'watch' then
+  local f = ({key = 'k:', wait = 'w:', watch = 'v:'})[op] .. ARGV[3]
   if ARGV[4] == '' then
     redis.call('HDEL', rec, f)
   else

@@ -16,6 +16,11 @@
 -- follows its last holder.
 -- Returns {1, token} when taken over, {0, 0} when the key was not the
 -- session's any more.
+-- KEYS[2]  optional (protocol 1.2): the key's value key (value.lua).  An
+--          exclusive hold's value goes on with the resumed session: its
+--          TTL becomes the lock's new one, and the answer carries the text,
+--          {1, token, text}, so that the broker that now renews the hold
+--          keeps the value fresh beside it.
 -- @include holders.lua
 local n = #ARGV[1]
 
@@ -61,4 +66,9 @@ if not token then
   return {0, 0}
 end
 redis.call('SET', k, ARGV[1] .. '/' .. ARGV[2] .. ':' .. token, 'PX', ARGV[3])
+local text = KEYS[2] and value_of(KEYS[2], v) or ''
+if text ~= '' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return {1, tonumber(token), text}
+end
 return {1, tonumber(token)}

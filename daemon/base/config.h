@@ -50,6 +50,7 @@ struct config {
 	long max_sessions;
 	long max_locks_per_session;
 	long max_waiters_per_session;	/* queued ASYNC waits per session */
+	long max_watches_per_session;	/* keys WATCHed per session */
 	long max_waiters;
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */

@@ -36,6 +36,7 @@ struct await {
 	unsigned resumed:1;		/* queued again after a RESUME */
 	long kind, ttl_ms;
 	int64_t deadline;		/* Unix ms */
+	char *value;			/* its VALUE (NUL-ended), NULL none */
 	unsigned cancel_due:1;		/* CANCEL waits for that record */
 	long long token;		/* held back: the grant's */
 	size_t keylen;
@@ -65,6 +66,7 @@ static void
 await_free(struct await *a)
 {
 	locks_client_free(a->w);
+	free(a->value);
 	free(a);
 }
 
@@ -123,6 +125,8 @@ w_queued(void *arg)
 	info.ttl_ms = a->ttl_ms;
 	info.deadline = a->deadline;
 	info.resumed = a->resumed;
+	info.value = a->value;
+	info.valuelen = a->value != NULL ? strlen(a->value) : 0;
 	a->aw->ops->queued(a->aw->arg, &info);
 }
 
@@ -206,10 +210,16 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	a->kind = info->kind;
 	a->ttl_ms = info->ttl_ms;
 	a->deadline = info->deadline;
+	if (info->valuelen > 0) {
+		a->value = xmalloc(info->valuelen + 1);
+		memcpy(a->value, info->value, info->valuelen);
+		a->value[info->valuelen] = '\0';
+	}
 	keytab_insert(aw->keys, &a->by_key);
 	a->w = locks_waiter_new(owner, &waiter_ops, a);
-	locks_acquire(a->w, a->key, a->keylen, a->kind, left > 0 ?
-	    (long)(left < LONG_MAX ? left : LONG_MAX) : 0, a->ttl_ms);
+	locks_acquire_value(a->w, a->key, a->keylen, a->kind, left > 0 ?
+	    (long)(left < LONG_MAX ? left : LONG_MAX) : 0, a->ttl_ms,
+	    info->value, info->valuelen);
 }
 
 int

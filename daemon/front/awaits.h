@@ -28,6 +28,8 @@ struct await_info {
 	long kind, ttl_ms;
 	int64_t deadline;		/* Unix ms (wall_ms) */
 	int resumed;			/* queued again after a RESUME */
+	const char *value;		/* ACQUIRE ... VALUE (1.2), NULL none */
+	size_t valuelen;
 };
 
 struct await_ops {

@@ -97,10 +97,12 @@ struct grace {
 	size_t nwaits;
 };
 
-/* A queued wait read from the record by a RESUME. */
+/* A queued wait (or a watched key: watch) read from the record by a
+ * RESUME. */
 struct gwait {
 	char *key;
 	size_t keylen;
+	int watch;
 	char val[GRACE_WAIT_VAL_MAX];
 };
 
@@ -494,8 +496,11 @@ grace_changed(struct grace *g, const char *key, size_t keylen,
 	return fresh && rc == 0;
 }
 
-int
-grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
+/* One field of the record that nothing waits for: op "wait" or "watch",
+ * val "" to delete it. */
+static int
+record_field(struct grace *g, const char *op, const char *key, size_t keylen,
+    const char *val)
 {
 	char num[4][24];
 	struct rargs r = RARGS(num);
@@ -503,13 +508,25 @@ grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
 
 	if (g == NULL || g->dead || g->opening || g->state == G_RESUMING)
 		return -1;
-	rargs_str(&r, "wait");
+	rargs_str(&r, op);
 	rargs_num(&r, (long long)g->gen);
 	rargs_add(&r, key, keylen);
-	rargs_str(&r, val != NULL ? val : "");
+	rargs_str(&r, val);
 	rc = record_call(g, &r, noop_done);
 	free(r.a);
 	return rc;
+}
+
+int
+grace_wait(struct grace *g, const char *key, size_t keylen, const char *val)
+{
+	return record_field(g, "wait", key, keylen, val != NULL ? val : "");
+}
+
+int
+grace_watch(struct grace *g, const char *key, size_t keylen, int on)
+{
+	return record_field(g, "watch", key, keylen, on ? "1" : "");
 }
 
 static int
@@ -996,11 +1013,18 @@ resumed_done(void *arg, int ok, long long status, const struct store_str *rest,
 	} else {
 		timer_in(g, touch_period(g));
 		g->ops->resumed(g->arg, g, g->cl, g->cid);
-		/* then the waits it had queued, queued again by the session */
-		for (size_t i = 0; g->ops->wait_found != NULL &&
-		    i < g->nwaits && g->arg != NULL && !g->dead; i++)
-			g->ops->wait_found(g->arg, g->waits[i].key,
-			    g->waits[i].keylen, g->waits[i].val);
+		/* then the waits it had queued, queued again by the session,
+		 * and the keys it watched, watched again */
+		for (size_t i = 0; i < g->nwaits && g->arg != NULL &&
+		    !g->dead; i++) {
+			const struct gwait *w = &g->waits[i];
+
+			if (w->watch && g->ops->watch_found != NULL)
+				g->ops->watch_found(g->arg, w->key, w->keylen);
+			else if (!w->watch && g->ops->wait_found != NULL)
+				g->ops->wait_found(g->arg, w->key, w->keylen,
+				    w->val);
+		}
 	}
 	waits_free(g);
 	grace_unref(g);
@@ -1015,16 +1039,18 @@ released_done(void *arg, int ok, int released)
 }
 
 static void
-takeover_done(void *arg, int ok, int granted, long long token, long more)
+takeover_done(void *arg, int ok, int granted, long long token,
+    const char *text, size_t textlen)
 {
 	struct takeover *t = arg;
 	struct grace *g = t->g;
 
-	(void)more;		/* takeover.lua sets none aside */
+	/* (text: the hold's value, which goes on with it) */
 	if (!ok) {
 		g->failed = 1;
 	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
-	    t->keylen, t->kind, token, t->holds, t->ttl_ms, t->sent_us) != 0) {
+	    t->keylen, t->kind, token, t->holds, t->ttl_ms, t->sent_us, text,
+	    textlen) != 0) {
 		/* a stale hold here is being released: rare; free the key
 		 * rather than leave it taken, unlisted, until its TTL */
 		log_warn("session %s: '%.*s' was being released here by "
@@ -1032,7 +1058,7 @@ takeover_done(void *arg, int ok, int granted, long long token, long more)
 		    (int)t->keylen, t->key);
 		g->refs++;
 		if (store_release(g->b->store, t->key, t->keylen, g->owner,
-		    strlen(g->owner), token, released_done, g) != 0)
+		    strlen(g->owner), token, 1, released_done, g) != 0)
 			g->refs--;
 	}
 	free(t);
@@ -1083,11 +1109,13 @@ take_over_local(struct grace *g)
 	}
 }
 
-/* The record's queued waits (key, value pairs), kept for the session
- * until the RESUME is answered. */
+/* The record's queued waits (key, value pairs), then after an empty pair
+ * its watched keys, kept for the session until the RESUME is answered. */
 static void
 waits_read(struct grace *g, const struct store_str *w, size_t n)
 {
+	int watches = 0;
+
 	waits_free(g);
 	g->waits = xcalloc(n / 2 + 1, sizeof *g->waits);
 	for (size_t i = 0; i + 1 < n; i += 2) {
@@ -1095,8 +1123,11 @@ waits_read(struct grace *g, const struct store_str *w, size_t n)
 		size_t l = w[i + 1].len < sizeof gw->val - 1 ? w[i + 1].len :
 		    sizeof gw->val - 1;
 
-		if (w[i].len == 0)
+		if (w[i].len == 0) {
+			watches = 1;
 			continue;
+		}
+		gw->watch = watches;
 		gw->key = xstrndup(w[i].p, w[i].len);
 		gw->keylen = w[i].len;
 		memcpy(gw->val, w[i + 1].p, l);

@@ -32,7 +32,7 @@ struct lclient;
  * larger kind read back is taken for an exclusive hold. */
 #define GRACE_PERMITS_MAX 1000000L
 /* A queued wait's value in the record: "<kind> <ttl-ms> <deadline>". */
-#define GRACE_WAIT_VAL_MAX 64
+#define GRACE_WAIT_VAL_MAX 384	/* 3 numbers and a VALUE (1.2) */
 
 /* How a HELLO GRACE or a RESUME ended, for the session to put in words. */
 enum grace_status {
@@ -75,6 +75,9 @@ struct grace_ops {
 	 * given to grace_wait), for the session to queue again. */
 	void (*wait_found)(void *arg, const char *key, size_t keylen,
 	    const char *val);
+	/* After those: one per key the record lists as watched (given to
+	 * grace_watch), for the session to watch again. */
+	void (*watch_found)(void *arg, const char *key, size_t keylen);
 };
 
 /*
@@ -126,12 +129,16 @@ int grace_changed(struct grace *g, const char *key, size_t keylen,
     unsigned holds, long ttl_ms, long kind, int fresh);
 /*
  * A queued wait of g's session (ACQUIRE ... ASYNC) in the record: val
- * "<kind> <ttl-ms> <deadline Unix ms>" (at most GRACE_WAIT_VAL_MAX - 1
+ * "<kind> <ttl-ms> <deadline Unix ms> [<value>]" (at most GRACE_WAIT_VAL_MAX - 1
  * bytes) when it is queued, NULL when it ended; a RESUME hands them to
  * the session (ops->wait_found).  Not waited for.  -1 when not written.
  */
 int grace_wait(struct grace *g, const char *key, size_t keylen,
     const char *val);
+/* A key g's session watches (WATCH, protocol 1.2) in the record, on 1
+ * while watched, 0 once not: a RESUME hands them to the session
+ * (ops->watch_found).  Not waited for.  -1 when not written. */
+int grace_watch(struct grace *g, const char *key, size_t keylen, int on);
 /*
  * A lock of g's session was found gone in Redis (the lock client's doubt
  * hook): check the record.  Resumed elsewhere: the session goes, as a

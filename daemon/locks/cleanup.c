@@ -245,10 +245,16 @@ repass_done(void *arg, int ok, int passed)
 static void
 repass_send(struct locks *lt, struct pending *p)
 {
+	struct lock *lk = lock_find(lt, p->key, p->keylen);
+	/* the new holder's value goes with it (none if it has gone) */
+	const struct hold *h = lk != NULL ? hold_by_token(lk, p->next_token) :
+	    NULL;
+	const char *value = h != NULL ? h->value : NULL;
+
 	p->sent_us = now_us();
 	if (store_pass(lt->st, p->key, p->keylen, p->id, strlen(p->id),
 	    p->token, p->next_id, strlen(p->next_id), p->next_token,
-	    p->ttl_ms, repass_done, p) != 0)
+	    p->ttl_ms, value, value_len(value), 1, repass_done, p) != 0)
 		repass_push(lt, p);
 }
 
@@ -348,10 +354,10 @@ pending_flush(struct locks *lt)
 		else if (p->linger_until > now_ms())
 			rc = store_linger(lt->st, p->key, p->keylen, p->id,
 			    strlen(p->id), p->token, (long)(p->linger_until -
-			    now_ms()), pending_done, p);
-		else
+			    now_ms()), 1, pending_done, p);
+		else	/* (a value of the hold, if it had one, goes too) */
 			rc = store_release(lt->st, p->key, p->keylen, p->id,
-			    strlen(p->id), p->token, pending_done, p);
+			    strlen(p->id), p->token, 1, pending_done, p);
 		if (rc != 0)
 			pending_push(lt, p);
 	}

@@ -54,6 +54,8 @@ locks_store_up(void *arg)
 	renew_tick(lt, 1);
 	lt->failover = 0;
 	keytab_each(lt->keys, pump_waiting, NULL);
+	/* changes to watched keys may have been missed meanwhile */
+	watch_all(lt);
 }
 
 void
@@ -64,6 +66,7 @@ locks_store_rerouted(void *arg)
 	/* Some keys' master changed: what waited for theirs may go now. */
 	cleanup_run(lt);
 	keytab_each(lt->keys, pump_rerouted, NULL);
+	watch_all(lt);
 }
 
 static int
@@ -169,6 +172,13 @@ locks_store_released(void *arg, const char *key, size_t keylen)
 
 	if (lk != NULL)
 		lock_wake(lk);
+	watch_poke(arg, key, keylen);
+}
+
+void
+locks_store_changed(void *arg, const char *key, size_t keylen)
+{
+	watch_poke(arg, key, keylen);
 }
 
 static int
@@ -188,4 +198,5 @@ locks_store_subscribed(void *arg)
 
 	/* Messages may have been missed while unsubscribed: retry once. */
 	keytab_each(lt->keys, wake_waiting, NULL);
+	watch_all(lt);
 }

@@ -59,14 +59,17 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 {
 	struct locks *lt = lk->lt;
 	int64_t t = now_us();
+	char *value = w->wvalue;	/* written with the grant: the hold's */
 	struct hold *h;
 
 	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 	if (since_us != 0)
 		histo_observe(&lt->stats.handoff, t - since_us);
+	w->wvalue = NULL;
 	mark_leave(w, STORE_WMARK_GRANTED);
 	waiter_remove(w);
 	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us);
+	h->value = value;
 	lt->stats.acquires++;
 	lk_reply_waited(w, token, t - w->wstart_us);
 	return h;
@@ -80,8 +83,9 @@ release_orphan(struct lock *lk, const char *id, long long token)
 
 	owner_copy(op->id, id);
 	op->token = token;
+	/* (its value too: a grant nobody takes may have written one) */
 	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
-	    lk->te.keylen, op->id, strlen(op->id), token, release_done,
+	    lk->te.keylen, op->id, strlen(op->id), token, 1, release_done,
 	    op) != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
 		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
@@ -245,8 +249,8 @@ lock_pump(struct lock *lk)
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
 		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
 		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
-		    w->wkind == LK_SHARED ? w->wseen : 0, attempt_done,
-		    op) == 0) {
+		    w->wkind == LK_SHARED ? w->wseen : 0, w->wvalue,
+		    value_len(w->wvalue), attempt_done, op) == 0) {
 			lk->attempts++;
 			if (w->wkind == LK_EXCLUSIVE)
 				lk->excl_attempt = 1;
@@ -445,6 +449,15 @@ void
 locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms)
 {
+	acquire_with(cl, key, keylen, kind, wait_ms, ttl_ms, NULL, 0);
+}
+
+/* ACQUIRE, and its value (exclusive; none: valuelen 0) for the grant to
+ * write; a reentrant one with a value is values.c's. */
+void
+acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
+    long wait_ms, long ttl_ms, const char *value, size_t valuelen)
+{
 	struct locks *lt = cl->lt;
 	struct lclient *hc = lk_holder(cl);	/* who holds what it gets */
 	struct lock *lk = lock_find(lt, key, keylen);
@@ -511,6 +524,8 @@ locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 	}
 	lk = lock_get(lt, key, keylen);
 	waiter_push(lk, cl, kind, wait_ms, lk_clamp_ttl(lt, ttl_ms));
+	if (kind == LK_EXCLUSIVE)
+		cl->wvalue = value_copy(value, valuelen);
 	lock_pump(lk);
 	if (cl->wlock == lk && cl->op == NULL) {
 		/* not tried at once: it waits behind others here.  A reader

@@ -175,6 +175,7 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 {
 	struct locks *lt = lk->lt;
 	int64_t confirmed = h->confirmed_ms;
+	int had_value = h->value != NULL;
 	struct hold *nh;
 	struct op *op;
 
@@ -206,7 +207,8 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	nh->confirmed_ms = confirmed;
 	if (store_pass(lt->st, lk->name, lk->te.keylen, op->prev_id,
 	    strlen(op->prev_id), op->prev_token, w->id, strlen(w->id),
-	    op->token, w->wttl, pass_done, op) != 0) {
+	    op->token, w->wttl, nh->value, value_len(nh->value), had_value,
+	    pass_done, op) != 0) {
 		/* (not while key_up) as a pass without an answer, but lk
 		 * stays for the caller, which pumps it */
 		lk_op_done(op);
@@ -231,7 +233,8 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 		w = NULL;	/* a release goes out anyway (a lease gap) */
 	if (op->linger_ms > 0)
 		return store_linger(lt->st, lk->name, lk->te.keylen, op->id,
-		    strlen(op->id), op->token, op->linger_ms, release_done, op);
+		    strlen(op->id), op->token, op->linger_ms, h->value != NULL,
+		    release_done, op);
 	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
 		lk->handoffs = 0;
 		lk->wanted = lk->writer_wanted = 0;
@@ -258,15 +261,16 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 	}
 	if (w == NULL) {
 		return store_release(lt->st, lk->name, lk->te.keylen, op->id,
-		    strlen(op->id), op->token, release_done, op);
+		    strlen(op->id), op->token, h->value != NULL, release_done,
+		    op);
 	}
 	op->next = w;
 	owner_copy(op->next_id, w->id);
 	op->sent_us = now_us();
 	if (store_handoff(lt->st, lk->name, lk->te.keylen, op->id,
 	    strlen(op->id), op->token, w->id, strlen(w->id), w->wttl,
-	    h->kind == LK_EXCLUSIVE ? chain_want(w) : 0, handoff_done,
-	    op) != 0) {
+	    h->kind == LK_EXCLUSIVE ? chain_want(w) : 0, w->wvalue,
+	    value_len(w->wvalue), h->value != NULL, handoff_done, op) != 0) {
 		op->next = NULL;
 		return -1;
 	}

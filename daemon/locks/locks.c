@@ -22,6 +22,7 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->base = base;
 	lt->cfg = *cfg;
 	lt->keys = keytab_new();
+	watch_init(lt);
 	TAILQ_INIT(&lt->held);
 	TAILQ_INIT(&lt->marked);
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
@@ -67,6 +68,7 @@ locks_free(struct locks *lt)
 	if (lt == NULL)
 		return;
 	cleanup_free(lt);
+	watch_free(lt);
 	keytab_each(lt->keys, free_entry, NULL);
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);
@@ -149,6 +151,7 @@ locks_client_free(struct lclient *cl)
 		lock_pump(lk);
 	}
 	lost_clear(cl);
+	free(cl->wvalue);
 	event_free(cl->deadline_ev);
 	free(cl);
 	(void)lt;
@@ -334,7 +337,8 @@ locks_doubt_settled(struct lclient *cl)
 
 int
 locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
-    long long token, unsigned holds, long ttl_ms, int64_t sent_us)
+    long long token, unsigned holds, long ttl_ms, int64_t sent_us,
+    const char *value, size_t valuelen)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_get(lt, key, keylen);
@@ -362,6 +366,11 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 	}
 	h->unsure = 0;			/* it came from the record */
 	h->count = holds > 0 ? holds : 1;
+	if (valuelen > 0 && h->kind == LK_EXCLUSIVE) {
+		/* kept fresh from now on by this hold's renewals */
+		free(h->value);
+		h->value = value_copy(value, valuelen);
+	}
 	lk->remote_busy = 0;
 	return 0;
 }

@@ -162,6 +162,8 @@ void locks_store_released(void *arg, const char *key, size_t keylen);
 void locks_store_wanted(void *arg, const char *key, size_t keylen,
     int writer, long long stamp);
 void locks_store_subscribed(void *arg);
+/* A watched key's holders or value changed elsewhere (store.h). */
+void locks_store_changed(void *arg, const char *key, size_t keylen);
 void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets, early hand-offs to bring into Redis)
  * waiting for Redis to answer again. */
@@ -228,8 +230,11 @@ void locks_recorded(struct lclient *cl, const char *key, size_t keylen);
 /* The check asked for by ops->doubt found the session still cl's: the
  * holds found gone meanwhile were lost (told and counted now). */
 void locks_doubt_settled(struct lclient *cl);
+/* value (valuelen 0: none): the exclusive hold's value, which Redis kept
+ * and the hold keeps fresh from now on. */
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
-    long kind, long long token, unsigned holds, long ttl_ms, int64_t sent_us);
+    long kind, long long token, unsigned holds, long ttl_ms, int64_t sent_us,
+    const char *value, size_t valuelen);
 /* Visit cl's holds with their counts, TTLs and kinds. */
 void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
     const char *key, size_t keylen, unsigned holds, long ttl_ms, long kind),
@@ -239,6 +244,17 @@ void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
  * (one try); ttl_ms <= 0: the default. */
 void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms);
+/*
+ * The same with a value (ACQUIRE ... VALUE, protocol 1.2; exclusive only;
+ * 1..LK_VALUE_MAX printable bytes, checked by the parser; valuelen 0:
+ * none): written in Redis by the grant's own script call, whenever and
+ * however the grant comes (at once, after a wait, handed over).  A
+ * reentrant ACQUIRE with a value replaces the hold's and is answered OK
+ * (the same token) once Redis holds it: LK_LOST, LK_UNAVAILABLE else.
+ */
+#define LK_VALUE_MAX 256
+void locks_acquire_value(struct lclient *cl, const char *key, size_t keylen,
+    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
 /* linger_ms > 0: the last hold leaves the key taken that long (LINGER). */
 void locks_release(struct lclient *cl, const char *key, size_t keylen,
     long linger_ms);
@@ -258,7 +274,49 @@ void locks_proclaim(struct lclient *cl, const char *key, size_t keylen,
 /* OWNER <key> VALUE: the same, with an exclusive holder's value. */
 void locks_owner_value(struct lclient *cl, const char *key, size_t keylen);
 
-/* Whether cl holds key now (any kind, any count). */
+/*
+ * WATCH (protocol 1.2): a key's holders, told to a watcher as they change.
+ * Each watched key has one entry per broker, however many watch it, and
+ * one Redis read in flight at a time: it is read when a watcher comes,
+ * when any broker changes its holders or value (pub/sub: a release, or
+ * "held" while the key's watch mark exists, which the entry keeps set),
+ * when a holder's TTL would run out, and after Redis or pub/sub was away.
+ * Each watcher is told the state a read found when it differs from the
+ * last it was told, never an exclusive holder with a lower token than one
+ * it was told (a failover that lost writes), and first the current state.
+ */
+enum lk_key_kind { LK_KEY_FREE, LK_KEY_EXCLUSIVE, LK_KEY_SHARED,
+    LK_KEY_SEMAPHORE };
+struct lk_key_state {
+	enum lk_key_kind kind;
+	const char *owner;		/* exclusive: client-id */
+	size_t ownerlen;
+	long long token;		/* exclusive */
+	const char *value;		/* exclusive: its value (NULL none) */
+	size_t valuelen;
+	size_t holders;			/* shared, semaphore: how many */
+	long limit;			/* semaphore: permits */
+};
+struct lk_watch;
+struct lk_watch_ops {
+	/* key's state (valid during the call).  Returns 1 when told, 0 when
+	 * the watcher cannot take it now (its client is not reading):
+	 * locks_watch_flush tells it the state of then. */
+	int (*state)(void *arg, const char *key, size_t keylen,
+	    const struct lk_key_state *s);
+};
+struct lk_watch *locks_watch(struct locks *lt, const char *key,
+    size_t keylen, const struct lk_watch_ops *ops, void *arg);
+/* WATCH of a key watched already: tell the current state again (after a
+ * read, as for a new watcher). */
+void locks_watch_again(struct lk_watch *w);
+/* Tell w the key's state now if it was not taken (ops->state said 0).
+ * Returns 0 when w still owes it (not taken again). */
+int locks_watch_flush(struct lk_watch *w);
+void locks_unwatch(struct lk_watch *w);
+/* Keys watched on this broker (entries), and reads sent. */
+size_t locks_watched_keys(const struct locks *lt);
+
 /* The token of cl's hold of key, 0 when it holds none. */
 long long locks_token_of(const struct lclient *cl, const char *key,
     size_t keylen);

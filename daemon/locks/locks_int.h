@@ -31,9 +31,11 @@
  *   cleanup.c  clean-ups and re-passes waiting for Redis to answer again
  *   holds.c    a hold begins, ends, is lost, or doubted (hold_doubt)
  *   grant.c    lock_pump, attempts, grants, deadlines, orphans, ACQUIRE
+ *   values.c   a hold's value (1.2): replaced, kept fresh beside renewals
  *   renew.c    RENEW, batched renewal, the jeopardy rule
  *   handoff.c  RELEASE, the hand-off in one script call, the early pass
- *   events.c   Redis up, down, rerouted; released and wanted messages
+ *   watch.c    WATCH (1.2): watched keys read again as they change
+ *   events.c   Redis up, down, rerouted; released, wanted, changed
  *   locks.c    the table's life, clients and their grace hooks, OWNER
  * Timers are made in locks_new and locks_client_new, so a lower file arms
  * them without naming the callback of a higher one.  Structs one file
@@ -44,6 +46,7 @@
 
 #include <event2/util.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/queue.h>
 
 #include "clientid.h"
@@ -209,6 +212,9 @@ struct lclient {
 	struct lclient *wnext;		/* next waiter on wlock */
 	long wkind;			/* what it asks for */
 	long wttl;			/* TTL to acquire with */
+	char *wvalue;			/* the value to acquire with (1.2,
+					 * exclusive; NUL-ended), NULL none:
+					 * the hold takes it when granted */
 	int64_t deadline;		/* monotonic ms; wait ends */
 	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
@@ -279,6 +285,7 @@ struct locks {
 					 * follows a new master tenure */
 	TAILQ_HEAD(, lclient) marked;	/* waiting writers marked in Redis */
 	struct event *mark_ev;		/* refreshes their marks */
+	struct keytab *watched;		/* watch.c: keys watched here */
 	struct locks_stats stats;
 };
 
@@ -300,6 +307,13 @@ struct hold *hold_of(const struct lock *lk, const struct lclient *cl);
 struct hold *hold_by_token(const struct lock *lk, long long token);
 struct hold *hold_excl(const struct lock *lk);
 struct hold *hold_of_id(const struct lock *lk, const char *id);
+char *value_copy(const char *text, size_t len);
+/* The length of a value (value_copy's), 0 for none. */
+static inline size_t
+value_len(const char *v)
+{
+	return v != NULL ? strlen(v) : 0;
+}
 void chain_start(struct lock *lk, long long token, long more);
 void chain_end(struct lock *lk);
 void renew_schedule(struct locks *lt, int64_t when);
@@ -355,6 +369,13 @@ void release_done(void *arg, int ok, int released);
 void lock_refused(struct lock *lk, long kind);
 void lock_pump(struct lock *lk);
 void deadline_cb(evutil_socket_t fd, short what, void *arg);
+void acquire_with(struct lclient *cl, const char *key, size_t keylen,
+    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
+
+/* values.c */
+void value_refresh(struct hold *h);
+void value_write(struct lclient *cl, struct hold *h, const char *text,
+    size_t textlen, int reentrant);
 
 /* renew.c */
 void renew_tick(struct locks *lt, int all);
@@ -364,5 +385,11 @@ void jeopardy_sweep(struct locks *lt);
 /* handoff.c */
 struct lclient *handoff_target(const struct lock *lk, const struct hold *h);
 int pass_local(struct lock *lk, struct hold *h, struct lclient *w);
+
+/* watch.c */
+void watch_init(struct locks *lt);
+void watch_free(struct locks *lt);
+void watch_poke(struct locks *lt, const char *key, size_t keylen);
+void watch_all(struct locks *lt);
 
 #endif

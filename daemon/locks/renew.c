@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void value_refresh(struct hold *h);
-
 /* A batch of renewals: one script call for many holds.  A hold may end
  * while its renewal is in flight: the reply finds it again by key and
  * token (tokens are unique per key). */
@@ -291,90 +289,5 @@ jeopardy_sweep(struct locks *lt)
 			continue;
 		hold_jeopardy(h, now);
 		lock_gc(lk);		/* frees no hold: hnext stays */
-	}
-}
-
-/* --- a hold's value (PROCLAIM), kept fresh beside renewals ------------ */
-
-/* A refresh's answer: nothing to do (a loss is the renewal's to find). */
-static void
-value_refreshed(void *arg, int ok, int released)
-{
-	(void)arg;
-	(void)ok;
-	(void)released;
-}
-
-/*
- * value.lua sets the value key's TTL to the lock's PTTL when it runs, so
- * after each confirmed renewal of a hold with a value the value is written
- * again: it lives as long as the lock.  Best effort: a refresh that fails
- * leaves the value to expire with the lock's previous TTL at worst.
- */
-static void
-value_refresh(struct hold *h)
-{
-	if (h->value == NULL || h->lk->lt->st == NULL)
-		return;
-	(void)store_value(h->lk->lt->st, h->lk->name, h->lk->te.keylen,
-	    h->cl->id, strlen(h->cl->id), h->token, h->value,
-	    strlen(h->value), value_refreshed, NULL);
-}
-
-static void
-proclaim_done(void *arg, int ok, int released)
-{
-	struct op *op = arg;
-	struct lock *lk = op->lk;
-	long long token = op->token;
-	struct lclient *cl = lk_op_done(op);
-	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
-
-	free(op);
-	if (cl == NULL) {
-		/* session gone meanwhile */
-	} else if (!ok) {
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis did not answer");
-	} else if (h == NULL || h->token != token) {
-		reply_not_held(cl, lk->name, lk->te.keylen, 0);
-	} else if (released == STORE_DONE) {
-		lk_reply(cl, LK_OK, 0, NULL);
-	} else if (!hold_doubt(h, 1, lk_cause_of(released))) {
-		hold_end(h);
-		lk_lost_count(lk->lt, lk_cause_of(released));
-		lk_reply(cl, LK_LOST, 0, WHY_LOST);
-	}
-	lock_pump(lk);
-}
-
-void
-locks_proclaim(struct lclient *cl, const char *key, size_t keylen,
-    const char *text, size_t textlen)
-{
-	struct locks *lt = cl->lt;
-	struct lock *lk = lock_find(lt, key, keylen);
-	struct hold *h = lk != NULL ? hold_of(lk, cl) : NULL;
-	struct op *op;
-	char *v;
-
-	if (h == NULL || h->kind != LK_EXCLUSIVE || textlen == 0 ||
-	    textlen > STORE_VALUE_MAX) {
-		reply_not_held(cl, key, keylen, 0);
-		return;
-	}
-	/* the hold keeps the new text whatever the write's fate: renewals
-	 * write it again (value_refresh) */
-	v = xmalloc(textlen + 1);
-	memcpy(v, text, textlen);
-	v[textlen] = '\0';
-	free(h->value);
-	h->value = v;
-	op = lk_op_new(lt, lk, cl);
-	op->token = h->token;
-	if (lt->st == NULL || store_value(lt->st, key, keylen, cl->id,
-	    strlen(cl->id), h->token, text, textlen, proclaim_done, op) != 0) {
-		lk_op_done(op);
-		free(op);
-		lk_reply(cl, LK_UNAVAILABLE, 0, "Redis is unreachable");
 	}
 }

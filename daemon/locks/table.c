@@ -82,6 +82,20 @@ lk_renew_period(long ttl_ms)
 	return ttl_ms / 3 > RENEW_MIN_MS ? ttl_ms / 3 : RENEW_MIN_MS;
 }
 
+/* A value's own copy (NUL-ended), NULL for none. */
+char *
+value_copy(const char *text, size_t len)
+{
+	char *v;
+
+	if (text == NULL || len == 0)
+		return NULL;
+	v = xmalloc(len + 1);
+	memcpy(v, text, len);
+	v[len] = '\0';
+	return v;
+}
+
 struct lock *
 lock_find(struct locks *lt, const char *key, size_t keylen)
 {

@@ -8,6 +8,7 @@
 #include "util.h"
 
 #include <event2/event.h>
+#include <stdlib.h>
 
 void
 waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
@@ -53,6 +54,8 @@ waiter_remove(struct lclient *cl)
 	}
 	cl->wlock = NULL;
 	cl->wnext = NULL;
+	free(cl->wvalue);		/* (a grant took it first) */
+	cl->wvalue = NULL;
 	event_del(cl->deadline_ev);
 	cl->lt->stats.waiters--;
 	if (lk->whead == NULL) {

@@ -294,6 +294,16 @@ eof_watch(struct stream *st)
 	timer_at_ms(st->process_ev, st->close_at_ms);
 }
 
+int
+stream_out_full(struct stream *st)
+{
+	if (evbuffer_get_length(st->out) <= STREAM_OUT_HIGH)
+		return 0;
+	st->out_paused = 1;
+	reading(st, 0);
+	return 1;
+}
+
 /* --- lines ------------------------------------------------------------- */
 
 long

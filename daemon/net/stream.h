@@ -84,6 +84,13 @@ void stream_close(struct stream *st);
 /* A reply could not be queued: nothing more is sent (it may end in half
  * a line), closed on a later loop turn. */
 void stream_broken(struct stream *st);
+/*
+ * Whether the output is past STREAM_OUT_HIGH: the client is not reading
+ * it.  Then the stream stops reading too, as for a reply past it, and
+ * calls ops->lines once the output has drained: a line the owner sends
+ * on its own (an EVENT) may wait for that instead of growing the output.
+ */
+int stream_out_full(struct stream *st);
 int stream_is_tls(const struct stream *st);
 
 #endif

@@ -55,6 +55,7 @@ struct call {
 		store_owner_fn *owner;
 		store_check_fn *check;
 		store_session_fn *session;
+		store_takeover_fn *takeover;
 	} fn;
 	void *arg;
 	size_t nrenew;
@@ -284,10 +285,33 @@ acquire_decode(struct call *c, const redisReply *r, int can_park)
 	return grant_decode(c, r, can_park, 3);
 }
 
+/* takeover.lua: {granted, token} or {1, token, text}, text the hold's
+ * value (shown only as the broker checks values: printable, at most
+ * STORE_VALUE_MAX bytes). */
 static int
 takeover_decode(struct call *c, const redisReply *r, int can_park)
 {
-	return grant_decode(c, r, can_park, 2);
+	const redisReply *text;
+
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.takeover(c->arg, 0, 0, 0, NULL, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->elements > 3 || !resp_is_int(r->element[0]) ||
+	    !resp_is_int(r->element[1]) || r->element[0]->integer < 0 ||
+	    r->element[0]->integer > 1)
+		return -1;
+	text = r->elements == 3 ? r->element[2] : NULL;
+	if (text != NULL && (text->type != REDIS_REPLY_STRING ||
+	    text->len > STORE_VALUE_MAX || !printable(text->str,
+	    (size_t)text->len)))
+		text = NULL;
+	c->fn.takeover(c->arg, 1, (int)r->element[0]->integer,
+	    r->element[1]->integer, text != NULL ? text->str : NULL,
+	    text != NULL ? (size_t)text->len : 0);
+	return 0;
 }
 
 /* release, forget, linger, wmark, pass (store_pass_fn is of the same
@@ -615,6 +639,9 @@ call_start(struct call *c)
 
 /* --- replica acknowledgement ------------------------------------------ */
 
+static size_t side_prefix(const char *base, const struct route *r, char *buf,
+    size_t buflen);
+
 /*
  * The undo of grant c ran (or not): only now is its caller told, -2
  * either way.  The caller also frees the key by owner later (a pending
@@ -646,22 +673,26 @@ group_undo(struct call *c)
 	struct store *st = c->st;
 	const char **argv = c->cmd.argv;
 	const size_t *argvlen = c->cmd.argvlen;
-	char token[24];
+	char token[24], vk[256];
 	struct route r;
-	struct piece p[4];
+	struct piece p[5];
 	struct call *u;
+	const char *name = argv[3] + st->keys.lockpfxlen;
+	size_t namelen = argvlen[3] - st->keys.lockpfxlen;
 
 	route_slot(st, c->slot, &r);
 	r.node = c->cmd.node;	/* where the grant was made, map or not */
 	p[0] = (struct piece){ argv[3], argvlen[3], NULL, 0 };
-	value_piece(&p[1], argv[c->owner_arg], argvlen[c->owner_arg],
+	/* a value the grant wrote goes with it */
+	p[1] = (struct piece){ vk, side_prefix(st->keys.values, &r, vk,
+	    sizeof vk), name, namelen };
+	value_piece(&p[2], argv[c->owner_arg], argvlen[c->owner_arg],
 	    c->token, token, sizeof token);
-	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
 	    r.tag, r.taglen };
-	p[3] = (struct piece){ argv[3] + st->keys.lockpfxlen,
-	    argvlen[3] - st->keys.lockpfxlen, NULL, 0 };
-	if ((u = call_new(st, &r, release_decode, SCRIPT_RELEASE, 1, p,
-	    4)) == NULL)
+	p[4] = (struct piece){ name, namelen, NULL, 0 };
+	if ((u = call_new(st, &r, release_decode, SCRIPT_RELEASE, 2, p,
+	    5)) == NULL)
 		return -1;
 	u->fn.release = undo_done;
 	u->arg = c;			/* answered and freed by undo_done */
@@ -779,6 +810,66 @@ writers_prefix(const struct store *st, const struct route *r, char *buf,
 }
 
 /*
+ * The first two keys of value.lua and owner.lua ... VALUE: the lock key
+ * and its value key ("<prefix>:value:", in cluster mode the slot's tag,
+ * the key: in the lock's slot), routed to the key's node.  vk holds the
+ * value key's prefix (256 bytes).
+ */
+static void
+value_keys(struct store *st, const char *key, size_t keylen,
+    struct route *r, struct piece *p, char *vk)
+{
+	route_of(st, key, keylen, r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
+	p[1] = (struct piece){ vk, side_prefix(st->keys.values, r, vk, 256),
+	    key, keylen };
+}
+
+/*
+ * Buffers for the names of a key's value key and watch mark (protocol
+ * 1.2), which grant scripts take after their own keys.
+ */
+struct side_names {
+	char vk[256], wk[256];
+};
+
+/* Add the key's watch mark to p (a grant reads whether watchers wait for
+ * news), and its value key when the grant writes a value or deletes the
+ * replaced hold's (with_value): keys nobody watches and holds without
+ * values cost their scripts as little as before values.  Returns how many
+ * (lib/holders.lua, grant_extras). */
+static int
+watch_keys(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, struct piece *p, struct side_names *b,
+    int with_value)
+{
+	p[0] = (struct piece){ b->wk, side_prefix(st->keys.watched, r, b->wk,
+	    sizeof b->wk), key, keylen };
+	if (!with_value)
+		return 1;
+	p[1] = (struct piece){ b->vk, side_prefix(st->keys.values, r, b->vk,
+	    sizeof b->vk), key, keylen };
+	return 2;
+}
+
+/* pass.lua's arguments after its own: the release channel, the lock name
+ * and the value text (none: left out; acquire.lua and handoff.lua take
+ * the text alone, and find the channel and the name in their own
+ * arguments).  Returns how many. */
+static int
+watch_args(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, struct piece *p, const char *text, size_t textlen)
+{
+	p[0] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r->tag, r->taglen };
+	p[1] = (struct piece){ key, keylen, NULL, 0 };
+	if (textlen == 0)
+		return 2;
+	p[2] = (struct piece){ text, textlen, NULL, 0 };
+	return 3;
+}
+
+/*
  * Tokens a grant may set aside for local hand-offs (store_pass): none
  * with redis_replica_acks, where a grant counts only once replicas have
  * it, which a hand-off Redis hears of afterwards cannot wait for.
@@ -798,17 +889,20 @@ reserve_of(const struct store *st, long reserve)
 int
 store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    long reserve, long long seen, store_acquire_fn *fn, void *arg)
+    long reserve, long long seen, const char *text, size_t textlen,
+    store_acquire_fn *fn, void *arg)
 {
 	char ttl[24], kd[24], rs[24], sn[24], wk[256];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	int kl = snprintf(kd, sizeof kd, "%ld", kind);
 	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
 	int sl = snprintf(sn, sizeof sn, "%lld", kind == 0 ? seen : 0);
-	struct piece p[16];
+	struct side_names sides;
+	struct piece p[24];
 	struct route r;
 
-	if (kind < STORE_EXCLUSIVE || !may_grant(st))
+	if (kind < STORE_EXCLUSIVE || !may_grant(st) ||
+	    (kind != STORE_EXCLUSIVE && textlen > 0))
 		return -1;
 
 	route_of(st, key, keylen, &r);
@@ -819,6 +913,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		    sizeof wk), key, keylen };
 		nk++;
 	}
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides, textlen > 0);
+	np = nk;
 	p[np++] = (struct piece){ owner, ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	p[np++] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
@@ -836,6 +932,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
 	return grant_call(st, &r, kind == STORE_EXCLUSIVE ? SCRIPT_ACQUIRE :
 	    SCRIPT_SACQUIRE, nk, p, np, 3 + nk, ta, fn, arg);
 }
@@ -844,18 +942,23 @@ int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
-    store_acquire_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg)
 {
 	char ttl[24], tok[24], rs[24];
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
 	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
-	struct piece p[16];
+	struct side_names sides;
+	struct piece p[24];
 	struct route r;
 
 	if (!may_grant(st))
 		return -1;
 	route_of(st, key, keylen, &r);
 	np = nk = grant_keys(st, key, keylen, &r, 2, p);
+	nk += watch_keys(st, key, keylen, &r, &p[np], &sides,
+	    textlen > 0 || had_value);
+	np = nk;
 	value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
 	p[np++] = (struct piece){ next_owner, next_ownerlen, NULL, 0 };
 	p[np++] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
@@ -867,6 +970,8 @@ store_handoff(struct store *st, const char *key, size_t keylen,
 		ta = 3 + np;
 		np += tenure_pieces(&p[np]);
 	}
+	if (textlen > 0)
+		p[np++] = (struct piece){ text, textlen, NULL, 0 };
 	return grant_call(st, &r, SCRIPT_HANDOFF, nk, p, np, 3 + nk + 1, ta,
 	    fn, arg);
 }
@@ -902,43 +1007,50 @@ store_wmark(struct store *st, const char *key, size_t keylen,
 
 int
 store_release(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long long token,
+    const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg)
 {
-	char tok[24];
+	char tok[24], vk[256];
 	struct route r;
-	struct piece p[4];
+	struct piece p[5];
+	int nk = had_value ? 2 : 1;
 
-	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
-	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
-	    r.taglen };
-	p[3] = (struct piece){ key, keylen, NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_RELEASE, 1, p, 4,
-	    (union call_fn){ .release = fn }, arg);
+	value_keys(st, key, keylen, &r, p, vk);
+	value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 2] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_RELEASE, nk, p,
+	    nk + 3, (union call_fn){ .release = fn }, arg);
 }
 
 int
 store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
-    store_pass_fn *fn, void *arg)
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg)
 {
 	char prev[24], val[24], ttl[24];
+	struct side_names sides;
 	struct route r;
-	struct piece p[4];
+	struct piece p[9];
+	int nk, np;
 
 	if (!may_grant(st))
 		return -1;
 	route_of(st, key, keylen, &r);
 	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	value_piece(&p[1], prev_owner, prev_ownerlen, prev_token, prev,
+	nk = 1 + watch_keys(st, key, keylen, &r, &p[1], &sides,
+	    textlen > 0 || had_value);
+	value_piece(&p[nk], prev_owner, prev_ownerlen, prev_token, prev,
 	    sizeof prev);
-	value_piece(&p[2], owner, ownerlen, token, val, sizeof val);
-	p[3] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
-	    ttl_ms), NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_PASS, 1, p, 4,
+	value_piece(&p[nk + 1], owner, ownerlen, token, val, sizeof val);
+	p[nk + 2] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl,
+	    "%ld", ttl_ms), NULL, 0 };
+	np = nk + 3 + watch_args(st, key, keylen, &r, &p[nk + 3], text,
+	    textlen);
+	return script_call(st, &r, release_decode, SCRIPT_PASS, nk, p, np,
 	    (union call_fn){ .release = fn }, arg);
 }
 
@@ -946,16 +1058,16 @@ int
 store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg)
 {
+	char vk[256];
 	struct route r;
-	struct piece p[4];
+	struct piece p[5];
 
-	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	p[1] = (struct piece){ owner, ownerlen, NULL, 0 };
-	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ owner, ownerlen, NULL, 0 };
+	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
 	    r.taglen };
-	p[3] = (struct piece){ key, keylen, NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_FORGET, 1, p, 4,
+	p[4] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_FORGET, 2, p, 5,
 	    (union call_fn){ .release = fn }, arg);
 }
 
@@ -1129,22 +1241,6 @@ store_owner(struct store *st, const char *key, size_t keylen,
 	    (union call_fn){ .owner = fn }, arg);
 }
 
-/*
- * The first two keys of value.lua and owner.lua ... VALUE: the lock key
- * and its value key ("<prefix>:value:", in cluster mode the slot's tag,
- * the key: in the lock's slot), routed to the key's node.  vk holds the
- * value key's prefix (256 bytes).
- */
-static void
-value_keys(struct store *st, const char *key, size_t keylen,
-    struct route *r, struct piece *p, char *vk)
-{
-	route_of(st, key, keylen, r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	p[1] = (struct piece){ vk, side_prefix(st->keys.values, r, vk, 256),
-	    key, keylen };
-}
-
 int
 store_value(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, const char *text,
@@ -1177,6 +1273,25 @@ store_owner_value(struct store *st, const char *key, size_t keylen,
 
 	value_keys(st, key, keylen, &r, p, vk);
 	return script_call(st, &r, owner_decode, SCRIPT_OWNER, 2, p, 2,
+	    (union call_fn){ .owner = fn }, arg);
+}
+
+/* watch.lua: the holders as owner.lua ... VALUE reads them, and the
+ * key's watch mark set for mark_ms (0: not touched). */
+int
+store_watch(struct store *st, const char *key, size_t keylen, long mark_ms,
+    store_owner_fn *fn, void *arg)
+{
+	char vk[256], wk[256], ms[24];
+	struct route r;
+	struct piece p[4];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ wk, side_prefix(st->keys.watched, &r, wk,
+	    sizeof wk), key, keylen };
+	p[3] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld",
+	    mark_ms > 0 ? mark_ms : 0), NULL, 0 };
+	return script_call(st, &r, owner_decode, SCRIPT_WATCH, 3, p, 4,
 	    (union call_fn){ .owner = fn }, arg);
 }
 
@@ -1223,22 +1338,22 @@ store_check(struct store *st, const char *key, size_t keylen,
 int
 store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
-    store_release_fn *fn, void *arg)
+    int had_value, store_release_fn *fn, void *arg)
 {
-	char tok[24], ms[24];
+	char tok[24], ms[24], vk[256];
 	int ml = snprintf(ms, sizeof ms, "%ld", linger_ms);
 	struct route r;
-	struct piece p[5];
+	struct piece p[6];
+	int nk = had_value ? 2 : 1;
 
-	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	value_piece(&p[1], owner, ownerlen, token, tok, sizeof tok);
-	p[2] = (struct piece){ ms, (size_t)ml, NULL, 0 };
-	p[3] = (struct piece){ st->keys.channel, strlen(st->keys.channel), r.tag,
-	    r.taglen };
-	p[4] = (struct piece){ key, keylen, NULL, 0 };
-	return script_call(st, &r, release_decode, SCRIPT_LINGER, 1, p, 5,
-	    (union call_fn){ .release = fn }, arg);
+	value_keys(st, key, keylen, &r, p, vk);
+	value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
+	p[nk + 1] = (struct piece){ ms, (size_t)ml, NULL, 0 };
+	p[nk + 2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[nk + 3] = (struct piece){ key, keylen, NULL, 0 };
+	return script_call(st, &r, release_decode, SCRIPT_LINGER, nk, p,
+	    nk + 4, (union call_fn){ .release = fn }, arg);
 }
 
 /* Record arguments per call: 7 + 2 per key, for max_locks_per_session
@@ -1272,23 +1387,22 @@ store_session(struct store *st, const char *cid, size_t cidlen,
 int
 store_takeover(struct store *st, const char *key, size_t keylen,
     const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
-    store_acquire_fn *fn, void *arg)
+    store_takeover_fn *fn, void *arg)
 {
-	char g[24], ttl[24];
+	char g[24], ttl[24], vk[256];
 	int gl = snprintf(g, sizeof g, "%lu", gen);
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
 	struct route r;
-	struct piece p[4];
+	struct piece p[5];
 
 	if (!may_grant(st))
 		return -1;
-	route_of(st, key, keylen, &r);
-	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
-	p[1] = (struct piece){ cid, cidlen, NULL, 0 };
-	p[2] = (struct piece){ g, (size_t)gl, NULL, 0 };
-	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	return script_call(st, &r, takeover_decode, SCRIPT_TAKEOVER, 1, p, 4,
-	    (union call_fn){ .acquire = fn }, arg);
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ cid, cidlen, NULL, 0 };
+	p[3] = (struct piece){ g, (size_t)gl, NULL, 0 };
+	p[4] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	return script_call(st, &r, takeover_decode, SCRIPT_TAKEOVER, 2, p, 5,
+	    (union call_fn){ .takeover = fn }, arg);
 }
 
 /* --- what the facade asks ---------------------------------------------- */

@@ -66,6 +66,20 @@ keys_free(struct store_keys *k)
 }
 
 void
+keys_released_msg(const struct store_hooks *h, const char *msg, size_t len)
+{
+	static const char held[] = "held ";
+
+	if (len > sizeof held - 1 && memcmp(msg, held, sizeof held - 1) == 0) {
+		if (h->changed)
+			h->changed(h->arg, msg + sizeof held - 1,
+			    len - (sizeof held - 1));
+	} else if (h->released) {
+		h->released(h->arg, msg, len);
+	}
+}
+
+void
 keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len)
 {

@@ -50,5 +50,12 @@ void keys_free(struct store_keys *k);
  */
 void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len);
+/*
+ * A message on the release channel: "<key>" a key was released (h->released),
+ * "held <key>" a watched key's holders or value changed (h->changed; lock
+ * names have no blank, so brokers older than WATCH find no such key).
+ */
+void keys_released_msg(const struct store_hooks *h, const char *msg,
+    size_t len);
 
 #endif

@@ -57,6 +57,10 @@ struct store_hooks {
 	void (*down)(void *arg);	/* a command connection lost */
 	/* A lock was released somewhere (pub/sub). */
 	void (*released)(void *arg, const char *key, size_t keylen);
+	/* The holders or the value of a watched key changed somewhere
+	 * (pub/sub "held <key>": a grant, a hand-off, a new value; only
+	 * while the key's watch mark exists, store_watch). */
+	void (*changed)(void *arg, const char *key, size_t keylen);
 	/* A client of another broker waits for a key (pub/sub); writer: to
 	 * hold it exclusive ("<broker-id> <key>"; a reader's or a permit
 	 * waiter's is "<broker-id>+<key>", which brokers older than shared
@@ -216,6 +220,9 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
     const struct histo *rtt), void *arg);
 
 /* will_wait: a BUSY answer makes the script announce the wait (wanted).
+ * text (exclusive only; textlen 0: none): the hold's value (ACQUIRE ...
+ * VALUE), written in the grant's own call (acquire.lua).  Every grant
+ * tells the key's watchers while its watch mark exists.
  * kind: STORE_EXCLUSIVE (acquire.lua), else shared or a permit
  * (sacquire.lua).  reserve: tokens to set aside after an exclusive grant
  * (at most STORE_RESERVE_MAX; none with redis_replica_acks: more is 0).
@@ -227,7 +234,8 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
 #define STORE_RESERVE_MAX 32	/* scripts/lib/holders.lua's cap */
 int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
-    long reserve, long long seen, store_acquire_fn *fn, void *arg);
+    long reserve, long long seen, const char *text, size_t textlen,
+    store_acquire_fn *fn, void *arg);
 /*
  * The mark of an exclusive waiter (owner) on key, which readers on other
  * brokers do not overtake (wmark.lua): STORE_WMARK_WAIT makes it (its
@@ -244,12 +252,15 @@ int store_wmark(struct store *st, const char *key, size_t keylen,
  * Release owner's hold (token) and give the key to next_owner in one call
  * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):
  * the callback gets granted = 1 and the new token, or granted = 0 when the
- * releasing hold was already lost (the key is then left alone).
+ * releasing hold was already lost (the key is then left alone).  text:
+ * the next owner's value, as store_acquire's; had_value: the releasing
+ * hold has one, which goes.
  */
 int store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,
     const char *next_owner, size_t next_ownerlen, long ttl_ms, long reserve,
-    store_acquire_fn *fn, void *arg);
+    const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
+    void *arg);
 /*
  * A local hand-off made already (early hand-off): the key went, without
  * asking Redis, from prev_owner's hold (prev_token) to owner with token (a
@@ -257,17 +268,20 @@ int store_handoff(struct store *st, const char *key, size_t keylen,
  * it in Redis: passed STORE_DONE when Redis showed the releasing hold (or
  * the new one: the call run again) and now shows the new one, TTL ttl_ms
  * from now; STORE_GONE or STORE_TAKEN when it showed nothing, or another's
- * (the key was lost; nothing written).
+ * (the key was lost; nothing written).  text: the new holder's value, as
+ * store_acquire's, written with it.
  */
 typedef void store_pass_fn(void *arg, int ok, int passed);
 int store_pass(struct store *st, const char *key, size_t keylen,
     const char *prev_owner, size_t prev_ownerlen, long long prev_token,
     const char *owner, size_t ownerlen, long long token, long ttl_ms,
-    store_pass_fn *fn, void *arg);
-/* Free key if Redis still shows owner's hold with token.  Sent whether
- * or not the Sentinel lease is held. */
+    const char *text, size_t textlen, int had_value, store_pass_fn *fn,
+    void *arg);
+/* Free key if Redis still shows owner's hold with token, and its value
+ * with it when it has one (had_value; forget always looks: release.lua,
+ * forget.lua).  Sent whether or not the Sentinel lease is held. */
 int store_release(struct store *st, const char *key, size_t keylen,
-    const char *owner, size_t ownerlen, long long token,
+    const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg);
 /* Free key if Redis shows it held by owner (any token): for acquires
  * whose reply was lost with a connection.  released: STORE_DONE when
@@ -292,6 +306,14 @@ int store_value(struct store *st, const char *key, size_t keylen,
 /* The same, and an exclusive holder's value (VALUE, PROCLAIM) in h. */
 int store_owner_value(struct store *st, const char *key, size_t keylen,
     store_owner_fn *fn, void *arg);
+/*
+ * WATCH: the key's holders, as store_owner_value reads them, and its watch
+ * mark set (or kept) for mark_ms, so that every script that changes the
+ * key's holders or value tells it (the changed hook) until then; mark_ms
+ * 0 reads only.
+ */
+int store_watch(struct store *st, const char *key, size_t keylen,
+    long mark_ms, store_owner_fn *fn, void *arg);
 /* Is token's hold of key alive in Redis now (CHECK)?  Read only. */
 int store_check(struct store *st, const char *key, size_t keylen,
     long long token, store_check_fn *fn, void *arg);
@@ -302,7 +324,7 @@ int store_check(struct store *st, const char *key, size_t keylen,
  */
 int store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
-    store_release_fn *fn, void *arg);
+    int had_value, store_release_fn *fn, void *arg);
 /*
  * Grace sessions (grace.c).  store_session runs session.lua on the record
  * of client-id cid with args (ARGV); store_takeover gives generation gen
@@ -312,8 +334,12 @@ int store_linger(struct store *st, const char *key, size_t keylen,
 int store_session(struct store *st, const char *cid, size_t cidlen,
     const struct store_str *args, size_t nargs, store_session_fn *fn,
     void *arg);
+/* takeover: granted 1 and the token, or 0; text (textlen 0: none): the
+ * exclusive hold's value, which goes on with it (valid during the call). */
+typedef void store_takeover_fn(void *arg, int ok, int granted,
+    long long token, const char *text, size_t textlen);
 int store_takeover(struct store *st, const char *key, size_t keylen,
     const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
-    store_acquire_fn *fn, void *arg);
+    store_takeover_fn *fn, void *arg);
 
 #endif

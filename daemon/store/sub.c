@@ -51,8 +51,8 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		const char *key = r->element[2]->str;
 		size_t keylen = (size_t)r->element[2]->len;
 
-		if (strcmp(chan, s->keys->channel) == 0 && s->hooks->released)
-			s->hooks->released(s->hooks->arg, key, keylen);
+		if (strcmp(chan, s->keys->channel) == 0)
+			keys_released_msg(s->hooks, key, keylen);
 		else if (strcmp(chan, s->keys->wanted) == 0)
 			keys_wanted_msg(s->keys, s->hooks, key, keylen);
 	}

@@ -131,8 +131,16 @@ end
 -- still rise in real time, to within the Redis hosts' clock skew; the
 -- counter itself only ever rises.  TIME before the write: Redis 7
 -- replicates a script's effects, not the script.
-local function next_tokens(counter, extra)
-  local last = tonumber(redis.call('GET', counter) or '0') or 0
+-- known: the counter's value when the caller read it already (one MGET
+-- with the other keys it reads), nil to read it here.  MGET shows a key
+-- of another type as absent: an absent counter (the very first grant) is
+-- read again with GET, which refuses one no broker wrote (WRONGTYPE)
+-- rather than grant from a counter it cannot read.
+local function next_tokens(counter, extra, known)
+  if not known then
+    known = redis.call('GET', counter)
+  end
+  local last = tonumber(known or '0') or 0
   local t = redis.call('TIME')
   local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local base = math.max(last, clock - 1)
@@ -161,9 +169,55 @@ end
 -- the watch mark exists (watch.lua), "held <name>" on the release channel
 -- (a lock name has no blank, so no broker takes it for a release of
 -- one; brokers with watchers read the key again: the message says only
--- that something changed).
+-- that something changed).  A release needs no such message: its own
+-- "<name>" on that channel is news for watchers too.
 local function changed(mark, chan, name)
   if mark and redis.call('EXISTS', mark) == 1 then
+    publish(chan, 'held ' .. name)
+  end
+end
+
+-- Cluster mode's grant scripts name the slot's keys, whose names end in
+-- the slot's tag ("...{<tag>}"): the fencing counter is KEYS[2] in each.
+local function sharded(counter)
+  return string.sub(counter, -1) == '}'
+end
+
+-- A grant's watchers and value (protocol 1.2), the optional keys after a
+-- script's own (nk of them) and the optional argument after its own (na):
+-- the key's watch mark, then its value key when the call writes or
+-- deletes a value; the value text (absent: none, and the value key, if
+-- given, is deleted: the value of the hold this one replaces).  All nil
+-- when the caller gave none, as brokers and tests of scripts before 1.2
+-- did.  Multiple values, no table: this runs on every grant.  keys, argv:
+-- the script's KEYS and ARGV (a library function sees no script's own: in
+-- a batch each call's are parameters).
+local function grant_extras(keys, argv, nk, na)
+  return keys[nk + 1], keys[nk + 2], argv[na + 1]
+end
+
+-- The release channel and the lock name from a grant's announcement on
+-- the wanted channel ("<prefix>:wanted[:{<tag>}]", "<broker-id> <name>" or
+-- "<broker-id>+<name>", 36 bytes of id): what a grant of a watched key
+-- publishes on, and names, without two more arguments on every grant.
+local function channel_of(wanted, announcement)
+  return (string.gsub(wanted, ':wanted(:?{?%w*}?)$', ':released%1')),
+    string.sub(announcement, 38)
+end
+
+-- After a grant of token (exclusive, TTL ttl ms): its value text written
+-- in the same call, or the value key vk deleted (the replaced hold's);
+-- watchers told when the mark was seen (the caller read it with its other
+-- reads).
+local function granted(vk, text, token, ttl, seen, chan, name)
+  if vk then
+    if text and text ~= '' then
+      redis.call('SET', vk, num(token) .. ' ' .. text, 'PX', ttl)
+    else
+      redis.call('DEL', vk)
+    end
+  end
+  if seen then
     publish(chan, 'held ' .. name)
   end
 end

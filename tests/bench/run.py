@@ -65,7 +65,11 @@ IDLE_SESSIONS = 10000
 LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
 SEM_PERMITS = 3                 # the semaphore row: 8 contenders, LIMIT 3
-SECTIONS = ("pairs", "handoff", "memory", "acks", "cluster")
+SECTIONS = ("pairs", "handoff", "election", "memory", "acks", "cluster")
+# the election rows: candidates and watchers on two brokers, leader kills
+ELECT_CANDIDATES, ELECT_WATCHERS, ELECT_ROUNDS = 5, 2, 20
+# the unwatched-release A/B against --baseline-broker: alternated runs
+AB_ROUNDS, AB_SECONDS = 3, 3.0
 # the master and its one replica for the redis_replica_acks rows (harness
 # already passes --save '' --appendonly no)
 REPL_ARGS = ["--repl-diskless-sync-delay", "0"]
@@ -326,6 +330,10 @@ class Bench:
         if "pairs" in want or "handoff" in want:
             b1.close()
             self.procs.remove(b1)
+        # 2b. leader election (1.2): the hand-over watchers see; and what
+        # a pair of unwatched keys costs Redis against the baseline
+        if "election" in want:
+            self.election(r, redis)
         # 3. memory, with brokers of its own
         if "memory" in want:
             self.memory(r, redis)
@@ -402,6 +410,118 @@ class Bench:
                     b1.tls_addr, "--tls", ca, *common)
         b2.close()
         self.procs.remove(b2)
+
+    def election(self, r, redis):
+        """ELECT_CANDIDATES candidates (a blocking ACQUIRE ... WAIT ...
+        VALUE each) and ELECT_WATCHERS watchers (WATCH), spread over two
+        brokers; the leader's connection is reset ELECT_ROUNDS times: the
+        time from the reset to the last watcher's EVENT HOLDER of the new
+        leader.  Then, with --baseline-broker, the Redis script time of
+        pairs of unwatched keys through it and through this broker, in
+        alternated runs (the cost WATCH may add to keys nobody watches)."""
+        import threading
+        a = self.args
+        bs = [Broker(a.broker, redis, self.work, "elect%d" % i)
+              for i in range(2)]
+        self.procs.extend(bs)
+        lock = threading.Lock()
+        told = {}                   # token -> [times a watcher was told]
+        leaders = []                # (token, client)
+        stop = threading.Event()
+
+        def watch(b):
+            c = harness.Client(b.port, timeout=5.0)
+            if c.req("WATCH bench:leader") != "OK":
+                raise RuntimeError("WATCH refused")
+            while not stop.is_set():
+                try:
+                    line = c.readline(0.2)
+                except harness.NoReply:
+                    continue
+                m = re.fullmatch(r"EVENT HOLDER \S+ \S+ ([0-9]+) \S+", line)
+                if m:
+                    with lock:
+                        told.setdefault(int(m.group(1)), []).append(
+                            time.monotonic())
+            c.close()
+
+        def campaign(b, i):
+            c = harness.Client(b.port, timeout=120.0)
+            try:
+                rep = c.req("ACQUIRE bench:leader WAIT 120000 VALUE "
+                            "10.0.0.%d:80" % i, timeout=120.0)
+            except (EOFError, OSError, harness.NoReply):
+                return
+            m = re.fullmatch(r"OK ([0-9]+)", rep)
+            if m:
+                with lock:
+                    leaders.append((int(m.group(1)), c))
+        ws = [threading.Thread(target=watch, args=(bs[i % 2],))
+              for i in range(ELECT_WATCHERS)]
+        for t in ws:
+            t.start()
+        time.sleep(0.3)
+        cands = []
+
+        def add_candidate(i):
+            t = threading.Thread(target=campaign, args=(bs[i % 2], i),
+                                 daemon=True)
+            t.start()
+            cands.append(t)
+        for i in range(ELECT_CANDIDATES):
+            add_candidate(i)
+        handover = []
+        try:
+            harness.wait_until(lambda: len(leaders) == 1, 10,
+                               what="a first leader")
+            for rnd in range(ELECT_ROUNDS):
+                time.sleep(0.1)
+                tok, c = leaders[-1]
+                add_candidate(ELECT_CANDIDATES + rnd)  # keep 5 in the race
+                time.sleep(0.1)
+                t0 = time.monotonic()
+                c.reset()
+                harness.wait_until(lambda: len(leaders) == rnd + 2, 10,
+                                   what="a new leader")
+                new = leaders[-1][0]
+                harness.wait_until(
+                    lambda: len(told.get(new, ())) >= ELECT_WATCHERS, 10,
+                    what="every watcher told")
+                handover.append((max(told[new]) - t0) * 1e6)
+        finally:
+            stop.set()
+            for t in ws:
+                t.join(5)
+            for _, c in leaders:
+                c.close()
+            for b in bs:
+                b.close()
+                self.procs.remove(b)
+        handover.sort()
+        r["election"] = {"n": len(handover),
+                         "p50_us": handover[len(handover) // 2],
+                         "max_us": handover[-1]}
+        if not a.baseline_broker:
+            return
+        # unwatched pairs: this build and the baseline, alternated
+        base = Broker(a.baseline_broker, redis, self.work, "ab-base")
+        new = Broker(a.broker, redis, self.work, "ab-new")
+        self.procs.extend((base, new))
+        common = ["--conns", CPU_CONNS, "--seconds", AB_SECONDS, "--warmup",
+                  a.warmup, "--limit", AB_SECONDS + a.warmup + 30]
+        ab = {"base": [], "new": []}
+        try:
+            for _ in range(AB_ROUNDS):
+                for name, b in (("base", base), ("new", new)):
+                    res = self.measured(redis, {"redis": redis.pid}, "pairs",
+                                        "--broker", b.addr, *common)
+                    ab[name].append(work(res)["script_us"])
+        finally:
+            for b in (base, new):
+                b.close()
+                self.procs.remove(b)
+        r["release_ab"] = {k: sorted(v)[len(v) // 2] for k, v in ab.items()}
+        r["release_ab_all"] = ab
 
     def memory(self, r, redis):
         """3. memory: fresh brokers, so nothing earlier is in their heaps."""
@@ -796,6 +916,18 @@ def table(r, args):
         handoff_rows(r, row)
     if "acks0" in r:
         acks_rows(r, row)
+    if "election" in r:
+        e = r["election"]
+        row("leader killed -> every watcher told, p50 / max ms (%d "
+            "candidates, %d watchers, 2 brokers, %d kills)"
+            % (ELECT_CANDIDATES, ELECT_WATCHERS, e["n"]),
+            "%s / %s" % (ms(e["p50_us"]), ms(e["max_us"])))
+    if "release_ab" in r:
+        ab = r["release_ab"]
+        row("Redis script us per pair, unwatched keys, %d conns: this "
+            "build / --baseline-broker (medians of %d alternated %.0f s "
+            "runs)" % (CPU_CONNS, AB_ROUNDS, AB_SECONDS),
+            "%.1f / %.1f" % (ab["new"], ab["base"]))
     if "rss_base" in r:
         memory_rows(r, row)
 
@@ -940,6 +1072,27 @@ def targets(r):
         target(what, goal, n0(h1["rate"]), h1["rate"] >= lim)
     else:
         target(what, goal)
+    e = r.get("election")
+    what = "leader election hand-over, leader killed -> every watcher " \
+        "told, p50 ms"
+    if e:
+        target(what, "<= 50", ms(e["p50_us"]), e["p50_us"] <= 50000)
+    else:
+        target(what, "<= 50")
+    what = "... the same, max ms"
+    if e:
+        target(what, "<= 1,000", ms(e["max_us"]), e["max_us"] <= 1e6)
+    else:
+        target(what, "<= 1,000")
+    ab = r.get("release_ab")
+    what = "Redis script us per pair of unwatched keys: this build / " \
+        "the baseline broker (WATCH costs them nothing)"
+    if ab:
+        target(what, "<= 1.05 x", "%.1f / %.1f = %.2f x" % (
+            ab["new"], ab["base"], ab["new"] / ab["base"]),
+            ab["new"] <= ab["base"] * 1.05)
+    else:
+        target(what, "<= 1.05 x (needs --baseline-broker)")
     if "held" in r:
         lock, sess = per_lock(r), per_session(r)
         target("memory per held lock, B (%s locks over %d sessions)" % (

@@ -318,8 +318,8 @@ class Servers:
               "CHECK": "CHECK lbprobe:k 1"}
 
     def needs(self, args):
-        """The reason to skip (a string) when the first broker answers ERR
-        BADCMD to one of the words; None when it has them all. Each word is
+        """None when the first broker has every word; a StepError (the
+        transcript fails) when it answers ERR BADCMD (or BADARG) to one. Each word is
         probed once per helper run (the brokers of one run are one binary)."""
         if not args or any(w not in self.PROBES for w in args):
             raise StepError("needs %s..." % "|".join(sorted(self.PROBES)))
@@ -333,10 +333,12 @@ class Servers:
                 missing.append(word)
         if not missing:
             return None
+        # A broker under test that lacks a word a transcript needs is a
+        # failure, never a skip: a skipped transcript hides a broken word.
         b, info = next(iter(self.brokers.values()))
-        return ("the broker (lockbroker/%s) does not have %s yet (ERR "
-                "BADCMD or BADARG to its probe)"
-                % (info["version"], " and ".join(missing)))
+        raise StepError("the broker (lockbroker/%s) does not have %s (ERR "
+                        "BADCMD or BADARG to its probe)"
+                        % (info["version"], " and ".join(missing)))
 
     def _probe(self, word):
         b, _ = next(iter(self.brokers.values()))

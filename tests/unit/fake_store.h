@@ -46,7 +46,8 @@ struct fake_call {
 	 * SESSION (session.lua): key = the client-id, args[0..nargs) its
 	 * ARGV (NUL-terminated copies); completed with fake_session_done.
 	 * TAKEOVER: key, value = the client-id, gen, ttl_ms; completed with
-	 * fake_acquire_done. */
+	 * fake_acquire_done (no value) or fake_takeover_done.
+	 * ACQUIRE, HANDOFF, PASS: text, the new holder's VALUE (NULL none). */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -64,6 +65,9 @@ struct fake_call {
 	char **args;
 	size_t nargs;
 	unsigned long gen;
+	char *text;
+	int had_value;			/* HANDOFF, PASS: the releasing hold
+					 * had a value (deleted with it) */
 	union {
 		store_acquire_fn *acquire;
 		store_release_fn *release;
@@ -71,6 +75,7 @@ struct fake_call {
 		store_owner_fn *owner;
 		store_pass_fn *pass;
 		store_session_fn *session;
+		store_takeover_fn *takeover;
 	} fn;
 	void *arg;
 };
@@ -104,6 +109,9 @@ void fake_acquire_done(struct fake_call *c, int ok, int granted,
 void fake_grant_done(struct fake_call *c, int ok, int granted, long long n,
     long more);
 void fake_release_done(struct fake_call *c, int ok, int released);
+/* A TAKEOVER's answer with the hold's value (text NULL: none). */
+void fake_takeover_done(struct fake_call *c, int ok, int granted,
+    long long token, const char *text);
 void fake_pass_done(struct fake_call *c, int ok, int passed);
 void fake_renew_done(struct fake_call *c, int ok, const int *renewed,
     size_t n);

@@ -154,7 +154,7 @@ on_taken(void *arg)
 }
 
 static const struct grace_ops rec_ops = { on_answer, on_resumed, on_recorded,
-    on_dropped, on_taken, NULL };
+    on_dropped, on_taken, NULL, NULL };
 
 /* The lock table's news for the session, as session.c passes it on. */
 static void

@@ -1,14 +1,15 @@
 /*
- * test_lockctl.c - lockctl's pure parsers and builders (client/parse.c):
- * option values (numbers, host:port, words, a token file's bytes) and the
- * lines it speaks (ACQUIRE built; OK, fencing tokens, EVENT LOST read),
- * one row per case.  The rest of lockctl (the connection, CMD and its
+ * test_lockctl.c - lockctl's pure parsers and builders (lockctl/parse.c):
+ * option values (numbers, host:port, words, a token file's bytes), the
+ * words after them (which mode, which KEY and CMD, which options a mode
+ * refuses) and the lines it speaks (ACQUIRE built; OK, fencing tokens,
+ * EVENT lines read), one row per case.  The rest of lockctl (the connection, CMD and its
  * signals) is covered by tests/integration/tools/test_lockctl.py.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "../../client/parse.h"
+#include "../../lockctl/parse.h"
 #include "suites.h"
 
 static const struct {
@@ -143,25 +144,185 @@ END_TEST
 static const struct {
 	int shared;
 	long long limit, wait_ms, ttl_ms;
+	const char *value;
 	const char *line;
 } acquires[] = {
-	{ 0, 0, 0, 0, "ACQUIRE k" },
-	{ 0, 0, 500, 0, "ACQUIRE k WAIT 500" },
-	{ 0, 0, 0, 9000, "ACQUIRE k TTL 9000" },
-	{ 0, 0, 500, 9000, "ACQUIRE k WAIT 500 TTL 9000" },
-	{ 1, 0, 0, 0, "ACQUIRE k SHARED" },
-	{ 1, 0, 500, 9000, "ACQUIRE k SHARED WAIT 500 TTL 9000" },
-	{ 0, 3, 0, 0, "ACQUIRE k LIMIT 3" },
-	{ 0, 3, 2147483647LL, 1, "ACQUIRE k LIMIT 3 WAIT 2147483647 TTL 1" },
+	{ 0, 0, 0, 0, NULL, "ACQUIRE k" },
+	{ 0, 0, 500, 0, NULL, "ACQUIRE k WAIT 500" },
+	{ 0, 0, 0, 9000, NULL, "ACQUIRE k TTL 9000" },
+	{ 0, 0, 500, 9000, NULL, "ACQUIRE k WAIT 500 TTL 9000" },
+	{ 1, 0, 0, 0, NULL, "ACQUIRE k SHARED" },
+	{ 1, 0, 500, 9000, NULL, "ACQUIRE k SHARED WAIT 500 TTL 9000" },
+	{ 0, 3, 0, 0, NULL, "ACQUIRE k LIMIT 3" },
+	{ 0, 3, 2147483647LL, 1, NULL,
+	    "ACQUIRE k LIMIT 3 WAIT 2147483647 TTL 1" },
+	/* elect: an exclusive hold with the leader's value */
+	{ 0, 0, 0, 0, "10.0.0.1:80", "ACQUIRE k VALUE 10.0.0.1:80" },
+	{ 0, 0, 60000, 900, "v", "ACQUIRE k WAIT 60000 TTL 900 VALUE v" },
 };
 
 START_TEST(test_acquire_line)
 {
 	char req[128];
 
-	acquire_line(req, sizeof req, "k", acquires[_i].shared,
-	    acquires[_i].limit, acquires[_i].wait_ms, acquires[_i].ttl_ms);
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k",
+	    acquires[_i].shared, acquires[_i].limit, acquires[_i].wait_ms,
+	    acquires[_i].ttl_ms, acquires[_i].value), 0);
 	ck_assert_str_eq(req, acquires[_i].line);
+}
+END_TEST
+
+/* A line that does not fit is refused, never cut (a cut VALUE would be
+ * another value); one that fits exactly is built. */
+START_TEST(test_acquire_line_too_long)
+{
+	char req[32];
+
+	/* "ACQUIRE k WAIT 500 VALUE 123456" is 31 bytes and its NUL */
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0,
+	    "123456"), 0);
+	ck_assert_str_eq(req, "ACQUIRE k WAIT 500 VALUE 123456");
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0,
+	    "1234567"), -1);
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500,
+	    2147483647LL, "v"), -1);
+	ck_assert_int_eq(acquire_line(req, 8, "k", 0, 0, 0, 0, NULL), -1);
+	ck_assert_int_eq(acquire_line(req, 0, "k", 0, 0, 0, 0, NULL), -1);
+}
+END_TEST
+
+/*
+ * The words after the options: mode, KEY, where CMD starts (its index in
+ * the words, -1: none), or the usage message.  A first word followed
+ * directly by "--" is always a KEY (issue 32): "elect -- cmd" runs cmd
+ * under the lock named "elect".
+ */
+#define W(...)	{ __VA_ARGS__, NULL }
+static const struct {
+	const char *words[7];
+	int rc;
+	enum lc_mode mode;
+	const char *key;
+	int cmd_at;
+	const char *why;
+} args[] = {
+	{ W("k", "--", "true"), 0, MODE_RUN, "k", 2, NULL },
+	{ W("k", "--", "sh", "-c", "x"), 0, MODE_RUN, "k", 2, NULL },
+	{ W("k", "--", "--"), 0, MODE_RUN, "k", 2, NULL },
+	{ W("elect", "k", "--", "cmd", "-x"), 0, MODE_ELECT, "k", 3, NULL },
+	{ W("elect", "--", "cmd"), 0, MODE_RUN, "elect", 2, NULL },
+	{ W("elect", "--", "cmd", "--", "x"), 0, MODE_RUN, "elect", 2, NULL },
+	{ W("elect", "elect", "--", "cmd"), 0, MODE_ELECT, "elect", 3, NULL },
+	{ W("elect", "watch", "--", "cmd"), 0, MODE_ELECT, "watch", 3, NULL },
+	{ W("watch", "k"), 0, MODE_WATCH, "k", -1, NULL },
+	{ W("watch", "--", "cmd"), 0, MODE_RUN, "watch", 2, NULL },
+	{ W("watch", "elect"), 0, MODE_WATCH, "elect", -1, NULL },
+	{ W("owner", "k"), 0, MODE_OWNER, "k", -1, NULL },
+	{ W("owner", "--", "cmd"), 0, MODE_RUN, "owner", 2, NULL },
+	{ W("stats"), 0, MODE_STATS, NULL, -1, NULL },
+	{ W("stats", "--", "cmd"), 0, MODE_RUN, "stats", 2, NULL },
+	{ W("ping"), 0, MODE_PING, NULL, -1, NULL },
+	{ W("Elect", "k", "--", "x"), -1, 0, NULL, -1,
+	    "missing -- between KEY and CMD" },	/* names are exact */
+	{ { NULL }, -1, 0, NULL, -1, "missing KEY" },
+	{ W("k"), -1, 0, NULL, -1, "missing -- CMD after KEY" },
+	{ W("k", "true"), -1, 0, NULL, -1, "missing -- between KEY and CMD" },
+	{ W("k", "--"), -1, 0, NULL, -1, "missing CMD after --" },
+	{ W("elect"), -1, 0, NULL, -1, "elect takes KEY -- CMD" },
+	{ W("elect", "k"), -1, 0, NULL, -1, "missing -- CMD after KEY" },
+	{ W("elect", "k", "cmd"), -1, 0, NULL, -1,
+	    "missing -- between KEY and CMD" },
+	{ W("elect", "k", "--"), -1, 0, NULL, -1, "missing CMD after --" },
+	{ W("elect", "--"), -1, 0, NULL, -1, "missing CMD after --" },
+	{ W("elect", "a b", "--", "x"), -1, 0, NULL, -1,
+	    "KEY must be printable ASCII without blanks" },
+	{ W("watch"), -1, 0, NULL, -1, "watch takes one KEY" },
+	{ W("watch", "k", "x"), -1, 0, NULL, -1, "watch takes one KEY" },
+	{ W("watch", "k", "--"), -1, 0, NULL, -1, "watch takes one KEY" },
+	{ W("watch", ""), -1, 0, NULL, -1,
+	    "KEY must be printable ASCII without blanks" },
+	{ W("owner"), -1, 0, NULL, -1, "owner takes one KEY" },
+	{ W("stats", "x"), -1, 0, NULL, -1, "stats takes no arguments" },
+	{ W("ping", "x"), -1, 0, NULL, -1, "ping takes no arguments" },
+	{ W("bad key", "--", "true"), -1, 0, NULL, -1,
+	    "KEY must be printable ASCII without blanks" },
+};
+#undef W
+
+START_TEST(test_parse_args)
+{
+	char *words[7];
+	struct lc_args a;
+	const char *why = NULL;
+	int n = 0;
+
+	while (args[_i].words[n] != NULL) {
+		words[n] = (char *)args[_i].words[n];
+		n++;
+	}
+	words[n] = NULL;
+	ck_assert_int_eq(parse_args(n, words, &a, &why), args[_i].rc);
+	if (args[_i].rc < 0) {
+		ck_assert_ptr_nonnull(why);
+		ck_assert_str_eq(why, args[_i].why);
+		return;
+	}
+	ck_assert_int_eq(a.mode, args[_i].mode);
+	if (args[_i].key == NULL)
+		ck_assert_ptr_null(a.key);
+	else
+		ck_assert_str_eq(a.key, args[_i].key);
+	if (args[_i].cmd_at < 0)
+		ck_assert_ptr_null(a.cmd);
+	else
+		ck_assert_ptr_eq(a.cmd, words + args[_i].cmd_at);
+}
+END_TEST
+
+/* A KEY up to the room left for the options, not one byte more. */
+START_TEST(test_parse_args_key_length)
+{
+	static char key[KEY_MAX_LEN + 2];
+	char *words[] = { "watch", key, NULL };
+	struct lc_args a;
+	const char *why = NULL;
+
+	memset(key, 'k', KEY_MAX_LEN);
+	ck_assert_int_eq(parse_args(2, words, &a, &why), 0);
+	key[KEY_MAX_LEN] = 'k';
+	ck_assert_int_eq(parse_args(2, words, &a, &why), -1);
+	ck_assert_str_eq(why, "KEY must be printable ASCII without blanks");
+}
+END_TEST
+
+/* --shared and --limit are for KEY -- CMD only, --value for elect only. */
+START_TEST(test_args_conflict)
+{
+	struct lc_args a;
+
+	memset(&a, 0, sizeof a);
+	a.mode = MODE_RUN;
+	ck_assert_ptr_null(args_conflict(&a, 1, 0, NULL));
+	ck_assert_ptr_null(args_conflict(&a, 0, 3, NULL));
+	ck_assert_str_eq(args_conflict(&a, 0, 0, "v"),
+	    "--value is for elect only");
+	a.mode = MODE_ELECT;
+	ck_assert_ptr_null(args_conflict(&a, 0, 0, "v"));
+	ck_assert_ptr_null(args_conflict(&a, 0, 0, NULL));
+	ck_assert_str_eq(args_conflict(&a, 1, 0, "v"),
+	    "--shared is for KEY -- CMD only");
+	ck_assert_str_eq(args_conflict(&a, 0, 2, NULL),
+	    "--limit is for KEY -- CMD only");
+	a.mode = MODE_WATCH;
+	ck_assert_str_eq(args_conflict(&a, 0, 0, "v"),
+	    "--value is for elect only");
+	ck_assert_str_eq(args_conflict(&a, 1, 0, NULL),
+	    "--shared is for KEY -- CMD only");
+	a.mode = MODE_OWNER;
+	ck_assert_str_eq(args_conflict(&a, 0, 2, NULL),
+	    "--limit is for KEY -- CMD only");
+	a.mode = MODE_STATS;
+	ck_assert_ptr_null(args_conflict(&a, 0, 0, NULL));
 }
 END_TEST
 
@@ -220,6 +381,22 @@ START_TEST(test_events)
 }
 END_TEST
 
+/* What watch prints: the event line without "EVENT ", nothing else. */
+START_TEST(test_event_text)
+{
+	ck_assert_str_eq(event_text("EVENT HOLDER k 7c3-id 17 10.0.0.1:80"),
+	    "HOLDER k 7c3-id 17 10.0.0.1:80");
+	ck_assert_str_eq(event_text("EVENT HOLDER k SHARED 2"),
+	    "HOLDER k SHARED 2");
+	ck_assert_str_eq(event_text("EVENT FREE k"), "FREE k");
+	ck_assert_str_eq(event_text("EVENT "), "");
+	ck_assert_ptr_null(event_text("OK"));
+	ck_assert_ptr_null(event_text("EVENTS ON"));
+	ck_assert_ptr_null(event_text("EVENT"));
+	ck_assert_ptr_null(event_text("ERR BADCMD unknown command"));
+}
+END_TEST
+
 Suite *
 lockctl_suite(void)
 {
@@ -236,10 +413,16 @@ lockctl_suite(void)
 	    (int)(sizeof trims / sizeof trims[0]));
 	tcase_add_loop_test(tc, test_acquire_line, 0,
 	    (int)(sizeof acquires / sizeof acquires[0]));
+	tcase_add_test(tc, test_acquire_line_too_long);
+	tcase_add_loop_test(tc, test_parse_args, 0,
+	    (int)(sizeof args / sizeof args[0]));
+	tcase_add_test(tc, test_parse_args_key_length);
+	tcase_add_test(tc, test_args_conflict);
 	tcase_add_test(tc, test_reply_ok);
 	tcase_add_loop_test(tc, test_reply_token, 0,
 	    (int)(sizeof tokens / sizeof tokens[0]));
 	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_event_text);
 	suite_add_tcase(s, tc);
 	return s;
 }

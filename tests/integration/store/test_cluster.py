@@ -671,6 +671,39 @@ class TestSharedCluster(ClusterCase):
             self.assertEqual(o.req("CHECK %s %d" % (name, tok)),
                              "OK STALE -")
 
+    def test_watch_and_value_across_three_masters(self):
+        """1.2: ACQUIRE ... VALUE writes the value in the grant's slot; a
+        WATCH on another broker hears grants (SPUBLISH "held <key>" on the
+        slot's channel, while the key's watch mark, in the lock's slot,
+        exists) and releases of keys on every master."""
+        topo = self.topo
+        A = self.cluster_broker(topo)
+        B = self.cluster_broker(topo)
+        h = self.session(A, "h")
+        w = self.session(B, "w")
+        names = ["w12-%d" % i for i in range(9)]
+        self.assertEqual(len(set(topo.master_of_slot(self.slot_of(n))
+                                 for n in names)), 3)
+        for name in names:
+            self.assertEqual(w.req("WATCH " + name), "OK")
+            self.assertEqual(w.c.readline(5.0), "EVENT FREE " + name)
+        for name in names:
+            tok = self.assertToken(h.req("ACQUIRE %s VALUE at-%s"
+                                         % (name, name)))
+            self.assertEqual(w.c.readline(5.0), "EVENT HOLDER %s %s %d at-%s"
+                             % (name, h.cid, tok, name))
+            self.assertRegex(w.req("OWNER %s VALUE" % name),
+                             r"\AOK %s [0-9]+ %d at-%s\Z"
+                             % (h.cid, tok, re.escape(name)))
+            self.assertEqual(h.req("RELEASE " + name), "OK 0")
+            self.assertEqual(w.c.readline(5.0), "EVENT FREE " + name)
+            mark = "%s:watched:{%s}%s" % (self.prefix,
+                                          slot_tag(self.slot_of(name)), name)
+            self.assertEqual(hash_slot(mark), self.slot_of(name))
+            self.assertEqual(cli(topo.master_of_key(mark), "EXISTS", mark),
+                             1)
+        w.sync()
+
     def fence_counters(self, addr):
         """{slot: value} of the <prefix>:fence:* keys on addr."""
         out = {}

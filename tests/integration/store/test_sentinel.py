@@ -727,6 +727,60 @@ class TestFailover(SentinelCase):
         for s in (a, b, c, o):
             s.sync()
 
+    def test_watcher_never_sees_a_token_go_back(self):
+        """WATCH through a failover that loses writes: the new master
+        shows an older holder again (its release and the next grant were
+        lost); a watcher on another broker is never told of it, and is told
+        FREE once that stale hold runs out."""
+        topo = self.fresh_topology()
+        A = self.sentinel_broker(topo)
+        B = self.sentinel_broker(topo)
+        a = self.session(A, "a")
+        b = self.session(A, "b")
+        w = self.session(B, "watcher")
+        self.assertEqual(w.req("WATCH w"), "OK")
+        self.assertEqual(w.c.readline(5.0), "EVENT FREE w")
+        t1 = self.grant(a, "w", 8000)
+        wait_until(lambda: all(r.cli("EXISTS", self.lock_key("w")) == 1
+                               for r in topo.replicas()),
+                   3.0, what="'w' replicated")
+        proxies = topo.proxy_replicas()
+        for px in proxies:
+            px.freeze()
+        self.assertEqual(a.req("RELEASE w"), "OK 0")
+        t2 = self.grant(b, "w", 60000)
+        self.assertGreater(t2, t1)
+        seen = []
+        while not seen or str(t2) not in seen[-1]:
+            seen.append(w.c.readline(5.0))
+        old = topo.kill_master()
+        for px in proxies:
+            px.close()
+        new, _ = topo.wait_new_master(old, FAILOVER_S)
+        # the new master has a's hold again, with what is left of its TTL
+        self.assertEqual(topology._quiet(cli, new, "GET",
+                                         self.lock_key("w")),
+                         "%s:%d" % (a.cid, t1))
+        deadline = time.monotonic() + 8.0 + SWITCH_S
+        while seen[-1] != "EVENT FREE w":
+            self.assertLess(time.monotonic(), deadline,
+                            "no FREE after the stale hold ran out: %r\n%s"
+                            % (seen, self.logs()))
+            try:
+                seen.append(w.c.readline(1.0))
+            except harness.NoReply:
+                pass
+        tokens = [int(m.group(1)) for m in
+                  (re.fullmatch(r"EVENT HOLDER w \S+ ([0-9]+) \S+", ev)
+                   for ev in seen) if m]
+        self.assertEqual(tokens, sorted(tokens), seen)
+        self.assertNotIn(t1, tokens[tokens.index(t2):], seen)
+        # the next holder, with a newer token, is told again
+        t3 = self.grant(a, "w", 60000)
+        self.assertGreater(t3, t2)
+        ev = w.c.readline(5.0)
+        self.assertRegex(ev, r"\AEVENT HOLDER w \S+ %d -\Z" % t3)
+
     def hold_replicated(self, topo, broker, key):
         """A session (EVENTS ON) holding key, once every replica has it."""
         h = self.session(broker, "holder", events=True)

@@ -4,8 +4,10 @@ lock serialize, exit statuses pass through, busy gives 75 (or -E), a lost
 lock (broker killed, key deleted in Redis) stops CMD with 70, signals reach
 CMD and the lock is released, --hold-at-least keeps the key taken after a
 fast CMD, --limit N lets N runs in at once and --shared lets readers in
-together while a run without it waits (protocol 1.1), owner/stats/ping,
-AUTH, unix socket, usage.
+together while a run without it waits (protocol 1.1), elect runs CMD only
+while leading and a second candidate takes over from a killed leader,
+with its --value readable by others, watch prints a key's holders as they
+change (protocol 1.2), owner/stats/ping, AUTH, unix socket, usage.
 
 lockctl is $LOCKCTL (make integration sets it), else build/lockctl.  CMDs
 are small Python scripts (WORKER below) that log what they see to a file,
@@ -14,6 +16,7 @@ so every check reads like a transcript of what happened.
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -131,10 +134,17 @@ class LockctlCase(BrokerTestCase):
         except FileNotFoundError:
             return []
 
-    def started(self, name, timeout=10.0):
-        """Wait for a worker's start line: (t, key, token, pid)."""
-        line = wait_until(lambda: [l for l in self.log(name)
-                                   if l.startswith("start ")], timeout,
+    def started(self, name, timeout=10.0, proc=None):
+        """Wait for a worker's start line: (t, key, token, pid).  With
+        proc (its lockctl), fail at once if that exits first."""
+        def start_line():
+            lines = [l for l in self.log(name) if l.startswith("start ")]
+            if not lines and proc is not None and proc.poll() is not None:
+                raise AssertionError("lockctl exited %d before worker %s "
+                                     "started: %r" % (proc.returncode, name,
+                                                      proc.stderr.read()))
+            return lines
+        line = wait_until(start_line, timeout,
                           what="worker %s to start" % name)[0]
         _, t, key, tok, pid = line.split(" ")
         return float(t), key, int(tok), int(pid)
@@ -147,6 +157,31 @@ class LockctlCase(BrokerTestCase):
     def owner(self, key):
         c = self.connect(self.b)
         return c.req("OWNER " + key)
+
+    def assert_lost_when_deleted(self, key, *args):
+        """lockctl ARGS (with -t 600) runs a worker logging to KEY's log
+        under KEY; once the worker runs, KEY's lock is deleted in Redis:
+        the broker's renewal (every TTL/3) finds it gone within ~0.2 s and
+        sends EVENT LOST, and lockctl stops the worker and exits 70."""
+        p = self.spawn(*args, "--", *self.work(key, 30))
+        _, _, tok, _ = self.started(key, proc=p)
+        self.redis.cli("DEL", self.lock_key(key))
+        rc, _, err = self.finish(p, timeout=10)
+        self.assertEqual(rc, 70, err)
+        self.assertIn("EVENT LOST %s %d" % (key, tok), err)
+        self.assertIn("term", self.log(key))
+
+    def cmd_dies_with_lockctl(self, pid):
+        """On Linux (PR_SET_PDEATHSIG), wait for CMD pid to be gone (or a
+        zombie) once its lockctl was killed."""
+        def gone():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    return f.read().split(") ")[1].startswith("Z")
+            except FileNotFoundError:
+                return True
+        if sys.platform.startswith("linux"):
+            wait_until(gone, 5.0, what="CMD to die with lockctl")
 
 
 class TestRun(LockctlCase):
@@ -297,28 +332,12 @@ class TestLost(LockctlCase):
         _, _, _, pid = self.started("w")
         p.kill()
         p.communicate(timeout=10)
-
-        def cmd_gone():
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    return f.read().split(") ")[1].startswith("Z")
-            except FileNotFoundError:
-                return True
-        if sys.platform.startswith("linux"):     # PR_SET_PDEATHSIG
-            wait_until(cmd_gone, 5.0, what="CMD to die with lockctl")
+        self.cmd_dies_with_lockctl(pid)
         wait_until(lambda: self.owner("k") == "OK -", 5.0,
                    what="the lock to be released")
 
     def test_lock_deleted_in_redis_sends_event_and_exits_70(self):
-        # A short TTL makes the broker's renewal (every TTL/3) find the key
-        # gone within ~0.2 s and send EVENT LOST.
-        p = self.spawn("-t", 600, "k", "--", *self.work("w", 30))
-        _, _, tok, _ = self.started("w")
-        self.redis.cli("DEL", self.lock_key("k"))
-        rc, _, err = self.finish(p, timeout=10)
-        self.assertEqual(rc, 70, err)
-        self.assertIn("EVENT LOST k %d" % tok, err)
-        self.assertIn("term", self.log("w"))
+        self.assert_lost_when_deleted("k", "-t", 600, "k")
 
 
 class TestSignals(LockctlCase):
@@ -502,14 +521,7 @@ class TestSharedAndLimit(LockctlCase):
         # As for a lock: the renewal (every TTL/3) finds the key gone.
         for kind in (("--limit", 2), ("--shared",)):
             key = kind[0].strip("-")
-            p = self.spawn(*kind, "-t", 600, key, "--",
-                           *self.work(key, 30))
-            _, _, tok, _ = self.started(key)
-            self.redis.cli("DEL", self.lock_key(key))
-            rc, _, err = self.finish(p, timeout=10)
-            self.assertEqual(rc, 70, err)
-            self.assertIn("EVENT LOST %s %d" % (key, tok), err)
-            self.assertIn("term", self.log(key))
+            self.assert_lost_when_deleted(key, *kind, "-t", 600, key)
 
     def test_limit_busy_exits_75_without_running_cmd(self):
         for _ in range(2):
@@ -553,6 +565,215 @@ class TestSharedAndLimit(LockctlCase):
             rc, _, err = self.lockctl("--limit", n, "k", "--", "true")
             self.assertEqual(rc, 64, err)
             self.assertIn("--limit wants a number 1..1000000", err)
+
+
+class TestElect(LockctlCase):
+    """elect KEY -- CMD: an exclusive ACQUIRE (with --value, ACQUIRE ...
+    VALUE), CMD run while this lockctl leads and stopped as the run mode
+    stops it when the lock is lost."""
+
+    def waiters(self, c, n):
+        wait_until(lambda: self.stats(c)["waiters"] == str(n), 5.0,
+                   what="%d waiting candidate(s)" % n)
+
+    def test_cmd_runs_only_while_leading(self):
+        c = self.connect(self.b)
+        held = self.assertToken(c.req("ACQUIRE svc"))
+        p = self.spawn("-w", 30000, "elect", "svc", "--",
+                       *self.work("w", 30))
+        self.waiters(c, 1)
+        time.sleep(0.3)
+        self.assertEqual(self.log("w"), [], "CMD ran before it led")
+        self.assertEqual(c.req("RELEASE svc"), "OK 0")
+        _, key, tok, _ = self.started("w")
+        self.assertEqual(key, "svc")
+        self.assertGreater(tok, held)
+        self.assertRegex(self.owner("svc"), r"\AOK %s [0-9]+ %d\Z"
+                         % (UUID_RE, tok))
+        p.send_signal(signal.SIGTERM)
+        rc, _, err = self.finish(p)
+        self.assertEqual(rc, 7, err)      # the worker's own TERM exit
+        self.assertEqual(self.owner("svc"), "OK -")
+
+    def test_second_candidate_takes_over_when_the_leader_is_killed(self):
+        a = self.spawn("-w", 30000, "elect", "svc", "--", *self.work("a", 30))
+        _, _, a_tok, a_pid = self.started("a", proc=a)
+        b = self.spawn("-w", 30000, "elect", "svc", "--", *self.work("b", 30))
+        self.waiters(self.connect(self.b), 1)
+        self.assertEqual(self.log("b"), [], "two leaders at once")
+        a.kill()                          # SIGKILL: its session just ends
+        killed = time.monotonic()
+        b_start, _, b_tok, _ = self.started("b", timeout=5.0)
+        self.assertLess(b_start - killed, 2.0, "the takeover was slow")
+        self.assertGreater(b_tok, a_tok)
+        self.cmd_dies_with_lockctl(a_pid)
+        self.assertRegex(self.owner("svc"), r"\AOK %s [0-9]+ %d\Z"
+                         % (UUID_RE, b_tok))
+        b.send_signal(signal.SIGTERM)
+        self.assertEqual(self.finish(b)[0], 7)
+
+    def test_leadership_lost_stops_cmd_and_exits_70(self):
+        # As for the run mode: the broker finds the key gone on renewal.
+        self.assert_lost_when_deleted("svc", "-t", 600, "elect", "svc")
+
+    def test_value_is_read_with_owner_value_from_another_session(self):
+        p = self.spawn("--value", "10.0.0.1:80", "elect", "svc", "--",
+                       *self.work("w", 30))
+        _, _, tok, _ = self.started("w", proc=p)
+        other = self.connect(self.b)
+        self.assertRegex(other.req("OWNER svc VALUE"),
+                         r"\AOK %s [0-9]+ %d 10\.0\.0\.1:80\Z"
+                         % (UUID_RE, tok))
+        p.send_signal(signal.SIGTERM)
+        self.finish(p)
+        self.assertEqual(other.req("OWNER svc VALUE"), "OK -")
+
+    def test_without_w_campaigns_until_it_leads_and_w0_tries_once(self):
+        c = self.connect(self.b)
+        self.assertToken(c.req("ACQUIRE svc"))
+        rc, _, err = self.lockctl("-w", "0", "elect", "svc", "--",
+                                  *self.work("w", 0))
+        self.assertEqual(rc, 75, err)
+        self.assertEqual(err, "lockctl: lock svc is busy\n")
+        self.assertEqual(self.log("w"), [])
+        # no -w: it waits (as long as the broker's max_wait_ms) and
+        # leads once the key is free
+        p = self.spawn("elect", "svc", "--", *self.work("w", 0))
+        time.sleep(1.0)
+        self.assertIsNone(p.poll())
+        self.assertEqual(self.log("w"), [])
+        self.assertEqual(c.req("RELEASE svc"), "OK 0")
+        self.assertEqual(self.finish(p)[0], 0)
+        self.assertTrue(self.log("w"))     # CMD ran, once it led
+
+    def test_elect_or_watch_before_dashes_is_a_key(self):
+        # "elect -- CMD" is the run mode on the lock named elect (and
+        # "watch -- CMD" on watch), while "elect elect -- CMD" campaigns
+        # for the key named elect.
+        show = ("sh", "-c", 'echo "$LOCKBROKER_KEY"; exec "$0" owner '
+                '"$LOCKBROKER_KEY"', LOCKCTL)
+        for args in (("elect", "--"), ("watch", "--"),
+                     ("elect", "elect", "--"), ("elect", "watch", "--")):
+            rc, out, err = self.lockctl(*args, *show)
+            self.assertEqual(rc, 0, "lockctl %r: %r" % (args, err))
+            self.assertRegex(out, r"\A%s\nOK %s [0-9]+ [0-9]+\n\Z"
+                             % (args[-2], UUID_RE))
+        rc, _, err = self.lockctl("--value", "v", "elect", "--", "true")
+        self.assertEqual(rc, 64, err)
+        self.assertIn("--value is for elect only", err)
+
+
+class LineReader:
+    """A child's stdout read a line at a time with a deadline (a pipe:
+    a line arrives only when the writer flushes it)."""
+
+    def __init__(self, p):
+        self.p = p
+        self.fd = p.stdout.fileno()
+        self.buf = b""
+
+    def line(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise AssertionError("no line within %.1f s (have %r)"
+                                     % (timeout, self.buf))
+            data = os.read(self.fd, 65536)
+            if not data:
+                raise AssertionError("lockctl's stdout ended (have %r): "
+                                     "%r" % (self.buf, self.p.stderr.read()))
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode("ascii")
+
+    def quiet(self, within):
+        """True if no byte arrives within seconds."""
+        return not self.buf and not select.select([self.fd], [], [],
+                                                  within)[0]
+
+
+class TestWatch(LockctlCase):
+    """watch KEY: the key's state at once, then a line per change, each
+    the EVENT line without "EVENT ", until SIGINT/SIGTERM (exit 0) or the
+    end of the connection (exit 1)."""
+
+    def watch(self, key):
+        p = subprocess.Popen([LOCKCTL, "watch", key], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=self.env())
+        self.addCleanup(self._reap, p)
+        return p, LineReader(p)
+
+    def test_prints_holder_and_free_as_another_session_takes_and_releases(
+            self):
+        p, out = self.watch("svc")
+        self.assertEqual(out.line(), "FREE svc")      # the state now
+        c = self.connect(self.b)
+        cid = c.hello()
+        tok = self.assertToken(c.req("ACQUIRE svc VALUE 10.0.0.1:80"))
+        self.assertEqual(out.line(), "HOLDER svc %s %d 10.0.0.1:80"
+                         % (cid, tok))
+        self.assertEqual(c.req("RELEASE svc"), "OK 0")
+        self.assertEqual(out.line(), "FREE svc")
+        tok2 = self.assertToken(c.req("ACQUIRE svc"))
+        self.assertEqual(out.line(), "HOLDER svc %s %d -" % (cid, tok2))
+        c.close()                          # the session's end frees it
+        self.assertEqual(out.line(), "FREE svc")
+        self.assertTrue(out.quiet(0.3))
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=10)
+        self.assertEqual((p.returncode, rest, err), (0, b"", b""))
+
+    def test_first_line_is_the_holder_now_and_sigterm_exits_0(self):
+        c = self.connect(self.b)
+        cid = c.hello()
+        tok = self.assertToken(c.req("ACQUIRE svc"))
+        p, out = self.watch("svc")
+        self.assertEqual(out.line(), "HOLDER svc %s %d -" % (cid, tok))
+        self.assertTrue(out.quiet(0.3))
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=10)
+        self.assertEqual((p.returncode, rest, err), (0, b"", b""))
+        wait_until(lambda: self.stats(c)["sessions"] == "1", 5.0,
+                   what="the watch's session to end")
+
+    def test_elect_candidates_seen_by_a_watcher(self):
+        p, out = self.watch("svc")
+        self.assertEqual(out.line(), "FREE svc")
+        a = self.spawn("-w", 30000, "--value", "a:1", "elect", "svc", "--",
+                       *self.work("a", 30))
+        _, _, a_tok, _ = self.started("a", proc=a)
+        self.assertRegex(out.line(), r"\AHOLDER svc %s %d a:1\Z"
+                         % (UUID_RE, a_tok))
+        b = self.spawn("-w", 30000, "--value", "b:2", "elect", "svc", "--",
+                       *self.work("b", 30))
+        self.waiters(1)
+        a.kill()
+        _, _, b_tok, _ = self.started("b")
+        # the hand-over may pass through FREE (or be coalesced away)
+        line = out.line()
+        if line == "FREE svc":
+            line = out.line()
+        self.assertRegex(line, r"\AHOLDER svc %s %d b:2\Z"
+                         % (UUID_RE, b_tok))
+        b.send_signal(signal.SIGTERM)
+        self.finish(b)
+        self.assertEqual(out.line(), "FREE svc")
+
+    def waiters(self, n):
+        c = self.connect(self.b)
+        wait_until(lambda: self.stats(c)["waiters"] == str(n), 5.0,
+                   what="%d waiting candidate(s)" % n)
+
+    def test_broker_gone_ends_watch_with_1(self):
+        p, out = self.watch("svc")
+        self.assertEqual(out.line(), "FREE svc")
+        self.b.kill()
+        rest, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertEqual(rest, b"")
+        self.assertRegex(err.decode(), r"\Alockctl: watch svc: [^\n]+\n\Z")
 
 
 class TestSubcommands(LockctlCase):
@@ -673,7 +894,17 @@ class TestUsage(LockctlCase):
                      ("--shared", "--limit", "2", "k", "--", "true"),
                      ("--limit", "2", "--shared", "k", "--", "true"),
                      ("--limit",), ("--shared=1", "k", "--", "true"),
-                     ("--shared", "owner", "k"), ("--limit", "2", "stats")):
+                     ("--shared", "owner", "k"), ("--limit", "2", "stats"),
+                     ("elect",), ("elect", "k"), ("elect", "k", "true"),
+                     ("elect", "k", "--"), ("watch",), ("watch", "k", "x"),
+                     ("--shared", "elect", "k", "--", "true"),
+                     ("--limit", "2", "elect", "k", "--", "true"),
+                     ("--value", "v", "k", "--", "true"),
+                     ("--value", "v", "watch", "k"),
+                     ("--value", "a b", "elect", "k", "--", "true"),
+                     ("--value", "v" * 257, "elect", "k", "--", "true"),
+                     ("--value", "", "elect", "k", "--", "true"),
+                     ("--value",)):
             rc, out, err = self.lockctl(*args)
             self.assertEqual(rc, 64, "lockctl %r: %r" % (args, err))
             self.assertTrue(err.startswith("lockctl: "), err)
@@ -690,7 +921,7 @@ class TestUsage(LockctlCase):
 
 
 class TestManPage(unittest.TestCase):
-    MAN = os.path.join(harness.REPO, "client", "lockctl.1")
+    MAN = os.path.join(harness.REPO, "lockctl", "lockctl.1")
 
     def test_man_page_lints_clean(self):
         mandoc = shutil.which("mandoc")
@@ -708,10 +939,10 @@ class TestManPage(unittest.TestCase):
         with open(self.MAN) as f:
             man = f.read()
         for opt in list("aEHhktUVw") + ["-hold-at-least", "-shared",
-                                        "-limit"]:
+                                        "-limit", "-value"]:
             self.assertRegex(help_text, r"(?m)^  -%s\b" % opt)
             self.assertRegex(man, r"(?m)^\.It Fl %s\b" % opt)
-        for sub in ("owner", "stats", "ping"):
+        for sub in ("elect", "watch", "owner", "stats", "ping"):
             self.assertIn(sub, help_text)
             self.assertRegex(man, r"(?m)^\.It Cm %s\b" % sub)
 

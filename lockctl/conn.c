@@ -349,10 +349,9 @@ conn_event(struct conn *c, const char *line)
 }
 
 int
-conn_reply(struct conn *c, char *out, size_t outlen, long long timeout_ms,
+conn_next(struct conn *c, char *out, size_t outlen, long long deadline,
     int wake_fd)
 {
-	long long deadline = now_ms() + timeout_ms;
 	int r;
 
 	if (c->fd < 0) {
@@ -361,30 +360,36 @@ conn_reply(struct conn *c, char *out, size_t outlen, long long timeout_ms,
 	}
 	for (;;) {
 		r = conn_line(c, out, outlen);
-		if (r < 0)
-			return -1;
-		if (r > 0) {
-			if (conn_event(c, out))
-				continue;
-			return 0;
-		}
+		if (r != 0)
+			return r;
 		/* bytes inside the SSL: poll() would not see them */
 		r = conn_pending(c) ? 1 :
 		    wait_fd(c->fd, POLLIN, deadline, wake_fd);
-		if (r == REPLY_SIGNAL)
-			return REPLY_SIGNAL;
+		if (r == REPLY_SIGNAL || r == 0)
+			return r;
 		if (r < 0) {
 			conn_fail(c, "poll: %s", strerror(errno));
-			return -1;
-		}
-		if (r == 0) {
-			conn_fail(c, "no reply from broker within %lld ms",
-			    timeout_ms);
 			return -1;
 		}
 		if (conn_fill(c) < 0)
 			return -1;
 	}
+}
+
+int
+conn_reply(struct conn *c, char *out, size_t outlen, long long timeout_ms,
+    int wake_fd)
+{
+	long long deadline = now_ms() + timeout_ms;
+	int r;
+
+	while ((r = conn_next(c, out, outlen, deadline, wake_fd)) == 1)
+		if (!conn_event(c, out))
+			return 0;
+	if (r == 0)
+		conn_fail(c, "no reply from broker within %lld ms",
+		    timeout_ms);
+	return r;
 }
 
 int

@@ -99,6 +99,17 @@ signals_next(void)
 }
 
 int
+signals_take(void)
+{
+	int b;
+
+	while ((b = signals_next()) >= 0)
+		if ((b & ~SIGBYTE_KERNEL) != SIGCHLD)
+			return b & ~SIGBYTE_KERNEL;
+	return 0;
+}
+
+int
 child_exit_code(int status)
 {
 	if (WIFEXITED(status))

@@ -1,7 +1,8 @@
 /*
  * cmd.h - what lockctl asks the broker: AUTH, one query (owner KEY, stats,
- * ping), or KEY -- CMD: acquire KEY, run CMD under it (child.c), give it
- * back.  Each returns lockctl's exit status or exits (die).
+ * ping), KEY -- CMD or elect KEY -- CMD: acquire KEY, run CMD under it
+ * (child.c), give it back; or watch KEY: print its events.  Each returns
+ * lockctl's exit status or exits (die).
  */
 #ifndef LOCKCTL_CMD_H
 #define LOCKCTL_CMD_H
@@ -17,6 +18,7 @@ struct opts {
 	long long hold_ms;		/* --hold-at-least, 0 when not given */
 	int shared;			/* --shared */
 	long long limit;		/* --limit, 0 when not given */
+	const char *value;		/* --value (elect), NULL when not given */
 	const char *auth_file;		/* -a */
 };
 
@@ -24,8 +26,18 @@ struct opts {
 void cmd_auth(struct conn *c, const char *path);
 /* owner KEY, stats, ping: one request, its reply on stdout. */
 int cmd_query(struct conn *c, const char *req);
-/* Acquire KEY and run CMD under it.  Returns lockctl's exit status. */
+/*
+ * Acquire KEY and run CMD under it: KEY -- CMD, and elect KEY -- CMD,
+ * which is the same exclusive hold with o->value as the leader's value.
+ * Returns lockctl's exit status.
+ */
 int cmd_locked(struct conn *c, const struct opts *o, const char *key,
     char **cmd);
+/*
+ * watch KEY: WATCH it and print each event's text on stdout, a line at a
+ * time, until SIGINT or SIGTERM (QUIT, then 0; another signal N that
+ * lockctl catches: 128+N) or the end of the connection (exits 1).
+ */
+int cmd_watch(struct conn *c, const char *key);
 
 #endif

@@ -170,6 +170,12 @@ acquire_refused(const struct opts *o, const char *req, const char *reply)
 	    strncmp(reply, "ERR BADARG unknown option", 25) == 0))
 		die(1, "%s: %s (the broker predates %s, protocol 1.1)", req,
 		    reply, o->shared ? "SHARED" : "LIMIT");
+	/* A 1.1 broker does not know the option; an early 1.2 one says so. */
+	if (o->value != NULL &&
+	    (strncmp(reply, "ERR BADARG unknown option", 25) == 0 ||
+	    strncmp(reply, "ERR BADARG VALUE is not supported", 33) == 0))
+		die(1, "%s: %s (--value needs ACQUIRE ... VALUE, protocol 1.2)",
+		    req, reply);
 	die(1, "%s: %s", req, reply);
 }
 
@@ -179,25 +185,23 @@ cmd_locked(struct conn *c, const struct opts *o, const char *key,
 {
 	char req[REQ_MAX_LEN], reply[LINE_MAX_LEN], token[FENCE_MAX_LEN + 1];
 	struct run r;
-	int rv, b;
+	int rv, sig;
 
 	if (conn_call(c, "HELLO lockctl", reply, sizeof reply) < 0)
 		die(1, "HELLO: %s", c->err);
 	if (!reply_ok(reply))
 		die(1, "HELLO refused: %s", reply);
 
-	acquire_line(req, sizeof req, key, o->shared, o->limit, o->wait_ms,
-	    o->ttl_ms);
+	if (acquire_line(req, sizeof req, key, o->shared, o->limit,
+	    o->wait_ms, o->ttl_ms, o->value) < 0)
+		die(EX_USAGE, "KEY and --value make a request longer than %d "
+		    "bytes", REQ_MAX_LEN - 1);
 	if (conn_send(c, req) < 0)
 		die(1, "ACQUIRE: %s", c->err);
 	/* Waiting may take long: a signal now ends lockctl. */
 	while ((rv = conn_reply(c, reply, sizeof reply,
 	    o->wait_ms + REPLY_MS, signals_fd())) == REPLY_SIGNAL) {
-		while ((b = signals_next()) >= 0) {
-			int sig = b & ~SIGBYTE_KERNEL;
-
-			if (sig == SIGCHLD)
-				continue;
+		if ((sig = signals_take()) != 0) {
 			msg("%s while waiting for lock %s; giving up",
 			    strsignal(sig), key);
 			exit(128 + sig);
@@ -272,4 +276,64 @@ cmd_locked(struct conn *c, const struct opts *o, const char *key,
 		c->err[0] = '\0';
 	conn_close(c);
 	return child_exit_code(r.status);
+}
+
+/* ------------------------------------------------------------- watch -- */
+
+#define QUIT_MS		1000		/* watch's goodbye: QUIT's OK */
+
+/*
+ * watch is ended by signal sig: QUIT (its OK awaited a moment, the events
+ * before it dropped: the user asked to stop), and the exit status: 0 for
+ * the signals that mean "stop" (SIGINT, SIGTERM), 128+N for the others.
+ */
+static int
+watch_stop(struct conn *c, int sig)
+{
+	char line[LINE_MAX_LEN];
+
+	if (conn_send(c, "QUIT") == 0)
+		(void)conn_reply(c, line, sizeof line, QUIT_MS, -1);
+	conn_close(c);
+	return sig == SIGINT || sig == SIGTERM ? 0 : 128 + sig;
+}
+
+int
+cmd_watch(struct conn *c, const char *key)
+{
+	char req[REQ_MAX_LEN], line[LINE_MAX_LEN];
+	const char *text;
+	int r, sig;
+
+	snprintf(req, sizeof req, "WATCH %s", key);
+	if (conn_send(c, req) < 0)
+		die(1, "%s: %s", req, c->err);
+	while ((r = conn_reply(c, line, sizeof line, REPLY_MS,
+	    signals_fd())) == REPLY_SIGNAL)
+		if ((sig = signals_take()) != 0)
+			return watch_stop(c, sig);
+	if (r < 0)
+		die(1, "%s: %s", req, c->err);
+	if (strncmp(line, "ERR BADCMD", 10) == 0)
+		die(1, "%s: %s (watch needs WATCH, protocol 1.2)", req, line);
+	if (!reply_ok(line))
+		die(1, "%s: %s", req, line);
+	/* The first event is the key's state now; then every change. */
+	for (;;) {
+		r = conn_next(c, line, sizeof line, -1, signals_fd());
+		if (r == REPLY_SIGNAL) {
+			if ((sig = signals_take()) != 0)
+				return watch_stop(c, sig);
+			continue;
+		}
+		if (r != 1)
+			die(1, "watch %s: %s", key, c->err);
+		if ((text = event_text(line)) == NULL) {
+			msg("unexpected line from broker: %s", line);
+			continue;
+		}
+		/* One flush per line: a pipe reader sees each event at once. */
+		if (printf("%s\n", text) < 0 || fflush(stdout) == EOF)
+			die(1, "stdout: %s", strerror(errno));
+	}
 }

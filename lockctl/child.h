@@ -23,6 +23,12 @@ int signals_fd(void);
  * number, with SIGBYTE_KERNEL set when the kernel sent it.
  */
 int signals_next(void);
+/*
+ * The next signal from the self-pipe other than SIGCHLD (its number,
+ * SIGBYTE_KERNEL dropped; the SIGCHLDs before it are consumed), or 0 when
+ * none is waiting.  For the waits before CMD runs, or without one.
+ */
+int signals_take(void);
 
 /* CMD's run. */
 struct run {

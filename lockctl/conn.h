@@ -73,6 +73,14 @@ int conn_line(struct conn *c, char *out, size_t outlen);
  */
 int conn_event(struct conn *c, const char *line);
 /*
+ * The next line from the broker, whatever it is (a reply or an EVENT
+ * line), into out.  Returns 1 with a line, 0 when deadline (now_ms()
+ * time; -1: none) passed first, -1 (c->err set) on EOF or error, or
+ * REPLY_SIGNAL when wake_fd (-1: none) is readable.
+ */
+int conn_next(struct conn *c, char *out, size_t outlen, long long deadline,
+    int wake_fd);
+/*
  * Read the reply to the last request into out, skipping EVENT lines.
  * Returns 0 with a reply, -1 (c->err set) on EOF, error or no reply
  * within timeout_ms, or REPLY_SIGNAL when wake_fd (-1: none) is readable

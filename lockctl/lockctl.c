@@ -1,5 +1,6 @@
 /*
- * lockctl.c - run a command while holding a lockbroker lock.
+ * lockctl.c - run a command while holding a lockbroker lock, or while
+ * leading (elect), or watch who holds a key.
  *
  * lockctl connects to lockbrokerd, acquires KEY and runs CMD with the lock's
  * fencing token in its environment.  A lock belongs to the broker session,
@@ -10,8 +11,11 @@
  * releases with RELEASE ... LINGER, so the key stays taken until that long
  * after it was acquired however fast CMD was.  If the lock is lost while
  * CMD runs (an EVENT LOST line, or the connection breaks) CMD gets SIGTERM,
- * SIGKILL after a grace, and lockctl exits 70.  The subcommands owner, stats
- * and ping print one broker reply.  libc only: one poll() loop over the
+ * SIGKILL after a grace, and lockctl exits 70.  elect KEY -- CMD is that
+ * run for leader election (protocol 1.2): an exclusive hold, with the
+ * leader's --value for others to read.  watch KEY prints KEY's events
+ * (WATCH, 1.2) until interrupted.  The subcommands owner, stats and ping
+ * print one broker reply.  libc only: one poll() loop over the
  * socket and a self-pipe fed by the signal handler; with --tls, OpenSSL
  * too (tls.c) on the same socket and loop.
  *
@@ -51,6 +55,7 @@
 #define OPT_CACERT	260		/* --cacert */
 #define OPT_CERT	261		/* --cert */
 #define OPT_KEY		262		/* --key */
+#define OPT_VALUE	263		/* --value */
 
 static void
 usage(FILE *f)
@@ -60,10 +65,16 @@ usage(FILE *f)
 
 	fprintf(f,
 "usage: lockctl [options] KEY -- CMD [ARGS...]\n"
-"       lockctl [options] owner KEY | stats | ping\n"
+"       lockctl [options] [--value V] elect KEY -- CMD [ARGS...]\n"
+"       lockctl [options] watch KEY | owner KEY | stats | ping\n"
 "\n"
 "Hold lock KEY on lockbrokerd while CMD runs; exit with CMD's status.\n"
 "CMD sees LOCKBROKER_KEY and LOCKBROKER_TOKEN (the fencing token).\n"
+"elect: campaign for leadership of KEY (an exclusive hold, waiting as -w\n"
+"says; without -w until it leads) and run CMD while leading; stopped as\n"
+"for a lost lock.\n"
+"watch: print KEY's holder at once and at every change (HOLDER KEY ...,\n"
+"FREE KEY), one line each, until SIGINT or SIGTERM.\n"
 "\n"
 "  -H host[:port]  broker address (now %s, port %s)\n"
 "  -U path         broker unix socket instead of TCP\n"
@@ -79,6 +90,8 @@ usage(FILE *f)
 "                  KEY together, a run without it holds KEY alone\n"
 "  --limit N       KEY is a semaphore of N permits (1..%lld): up to N runs\n"
 "                  with --limit N hold it at once\n"
+"  --value V       elect: the leader's value (1..%d printable characters,\n"
+"                  no blanks), shown by OWNER KEY VALUE and to watchers\n"
 "  -a TOKEN_FILE   send AUTH with the token read from this file\n"
 "  --tls           connect with TLS (to the broker's tls_port), verifying\n"
 "                  its certificate against the host given to -H\n"
@@ -90,13 +103,14 @@ usage(FILE *f)
 "  -V              version\n"
 "\n"
 "Exit: CMD's status (128+N if killed by signal N); %d lock busy; %d lock\n"
-"lost while CMD ran; %d usage; 1 broker or connection error;\n"
-"126/127 CMD not executable/not found.\n"
+"lost while CMD ran; %d usage; 1 broker or connection error (watch: the\n"
+"connection ended); 126/127 CMD not executable/not found; watch: 0 when\n"
+"stopped by SIGINT or SIGTERM.\n"
 "Environment: LOCKBROKER_HOST, LOCKBROKER_PORT.\n",
 	    h != NULL && *h != '\0' ? h : DEFAULT_HOST,
 	    p != NULL && *p != '\0' ? p : DEFAULT_PORT,
-	    EX_TEMPFAIL, DEFAULT_GRACE_S, LIMIT_MAX, EX_TEMPFAIL, EX_SOFTWARE,
-	    EX_USAGE);
+	    EX_TEMPFAIL, DEFAULT_GRACE_S, LIMIT_MAX, VALUE_MAX_LEN, EX_TEMPFAIL,
+	    EX_SOFTWARE, EX_USAGE);
 }
 
 static void usage_error(const char *fmt, ...)
@@ -117,31 +131,37 @@ usage_error(const char *fmt, ...)
 	    " [-a TOKEN_FILE]\n"
 	    "               [--tls [--cacert FILE] [--cert FILE --key FILE]]\n"
 	    "               KEY -- CMD [ARGS...]\n"
-	    "       lockctl [-H host[:port] | -U path] owner KEY | stats | ping\n"
+	    "       lockctl [options] [--value V] elect KEY -- CMD [ARGS...]\n"
+	    "       lockctl [-H host[:port] | -U path]"
+	    " watch KEY | owner KEY | stats | ping\n"
 	    "       lockctl -h | -V\n");
 	exit(EX_USAGE);
 }
+
+/* The long options: getopt's table, and the names messages use. */
+static const struct option longopts[] = {
+	{ "hold-at-least", required_argument, NULL, OPT_HOLD },
+	{ "shared", no_argument, NULL, OPT_SHARED },
+	{ "limit", required_argument, NULL, OPT_LIMIT },
+	{ "tls", no_argument, NULL, OPT_TLS },
+	{ "cacert", required_argument, NULL, OPT_CACERT },
+	{ "cert", required_argument, NULL, OPT_CERT },
+	{ "key", required_argument, NULL, OPT_KEY },
+	{ "value", required_argument, NULL, OPT_VALUE },
+	{ NULL, 0, NULL, 0 }
+};
 
 /* An option as the user spelt it, for messages. */
 static const char *
 opt_name(int opt)
 {
-	static char buf[3];
+	static char buf[64];
 
-	if (opt == OPT_HOLD)
-		return "--hold-at-least";
-	if (opt == OPT_SHARED)
-		return "--shared";
-	if (opt == OPT_LIMIT)
-		return "--limit";
-	if (opt == OPT_TLS)
-		return "--tls";
-	if (opt == OPT_CACERT)
-		return "--cacert";
-	if (opt == OPT_CERT)
-		return "--cert";
-	if (opt == OPT_KEY)
-		return "--key";
+	for (const struct option *lo = longopts; lo->name != NULL; lo++)
+		if (lo->val == opt) {
+			snprintf(buf, sizeof buf, "--%s", lo->name);
+			return buf;
+		}
 	buf[0] = '-';
 	buf[1] = (char)opt;
 	buf[2] = '\0';
@@ -202,21 +222,12 @@ target_init(struct target *t, const char *opt_h, const char *opt_u)
 int
 main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "hold-at-least", required_argument, NULL, OPT_HOLD },
-		{ "shared", no_argument, NULL, OPT_SHARED },
-		{ "limit", required_argument, NULL, OPT_LIMIT },
-		{ "tls", no_argument, NULL, OPT_TLS },
-		{ "cacert", required_argument, NULL, OPT_CACERT },
-		{ "cert", required_argument, NULL, OPT_CERT },
-		{ "key", required_argument, NULL, OPT_KEY },
-		{ NULL, 0, NULL, 0 }
-	};
 	static struct conn c;
 	struct opts o;
 	struct ctls_opts tls_opts = { NULL, NULL, NULL };
-	const char *opt_h = NULL, *opt_u = NULL, *key;
-	int tls = 0;
+	const char *opt_h = NULL, *opt_u = NULL, *why;
+	struct lc_args a;
+	int tls = 0, wait_given = 0;
 	char req[REQ_MAX_LEN];
 	int ch, nargs;
 
@@ -246,6 +257,7 @@ main(int argc, char **argv)
 			break;
 		case 'w':
 			o.wait_ms = opt_num(ch, optarg, 0, MS_MAX);
+			wait_given = 1;
 			break;
 		case 't':
 			o.ttl_ms = opt_num(ch, optarg, 1, MS_MAX);
@@ -280,6 +292,12 @@ main(int argc, char **argv)
 		case OPT_KEY:
 			tls_opts.key = optarg;
 			break;
+		case OPT_VALUE:
+			if (!is_word(optarg, VALUE_MAX_LEN))
+				usage_error("--value wants 1..%d printable "
+				    "characters without blanks", VALUE_MAX_LEN);
+			o.value = optarg;
+			break;
 		case ':':
 			usage_error("%s needs an argument", opt_name(optopt));
 		default:
@@ -294,10 +312,16 @@ main(int argc, char **argv)
 	}
 	argv += optind;
 	nargs = argc - optind;
-	if (nargs == 0)
-		usage_error("missing KEY");
+	if (parse_args(nargs, argv, &a, &why) < 0)
+		usage_error("%s", why);
 	if (o.shared && o.limit > 0)
 		usage_error("--shared and --limit exclude each other");
+	if ((why = args_conflict(&a, o.shared, o.limit, o.value)) != NULL)
+		usage_error("%s", why);
+	/* A candidate campaigns until it leads: elect without -w waits as
+	 * long as the broker lets a WAIT last (max_wait_ms). */
+	if (a.mode == MODE_ELECT && !wait_given)
+		o.wait_ms = MS_MAX;
 	target_init(&o.target, opt_h, opt_u);
 	if (!tls && (tls_opts.cacert || tls_opts.cert || tls_opts.key))
 		usage_error("--cacert, --cert and --key need --tls");
@@ -308,43 +332,26 @@ main(int argc, char **argv)
 	o.target.tls = tls;
 	o.target.tls_opts = tls_opts;
 
-	/* "KEY -- CMD" wins, so a lock may be called "stats". */
-	if (nargs >= 2 && strcmp(argv[1], "--") == 0) {
-		key = argv[0];
-		if (nargs < 3)
-			usage_error("missing CMD after --");
-		if (!is_word(key, REQ_MAX_LEN - 64))
-			usage_error("KEY must be printable ASCII without blanks");
-		signals_init();
-		if (conn_open(&c, &o.target) < 0)
-			die(1, "%s", c.err);
-		if (o.auth_file != NULL)
-			cmd_auth(&c, o.auth_file);
-		return cmd_locked(&c, &o, key, argv + 2);
-	}
-	if (o.shared || o.limit > 0)
-		usage_error("%s is for KEY -- CMD only", o.shared ? "--shared" :
-		    "--limit");
-	if (strcmp(argv[0], "owner") == 0) {
-		if (nargs != 2)
-			usage_error("owner takes one KEY");
-		if (!is_word(argv[1], REQ_MAX_LEN - 64))
-			usage_error("KEY must be printable ASCII without blanks");
-		snprintf(req, sizeof req, "OWNER %s", argv[1]);
-	} else if (strcmp(argv[0], "stats") == 0 ||
-	    strcmp(argv[0], "ping") == 0) {
-		if (nargs != 1)
-			usage_error("%s takes no arguments", argv[0]);
-		snprintf(req, sizeof req, "%s",
-		    argv[0][0] == 's' ? "STATS" : "PING");
-	} else if (nargs == 1)
-		usage_error("missing -- CMD after KEY");
+	if (a.mode == MODE_OWNER)
+		snprintf(req, sizeof req, "OWNER %s", a.key);
 	else
-		usage_error("missing -- between KEY and CMD");
+		snprintf(req, sizeof req, "%s",
+		    a.mode == MODE_STATS ? "STATS" : "PING");
 	signals_init();
 	if (conn_open(&c, &o.target) < 0)
 		die(1, "%s", c.err);
 	if (o.auth_file != NULL)
 		cmd_auth(&c, o.auth_file);
+	switch (a.mode) {
+	case MODE_RUN:
+	case MODE_ELECT:
+		return cmd_locked(&c, &o, a.key, a.cmd);
+	case MODE_WATCH:
+		return cmd_watch(&c, a.key);
+	case MODE_OWNER:
+	case MODE_STATS:
+	case MODE_PING:
+		break;
+	}
 	return cmd_query(&c, req);
 }

@@ -1,0 +1,109 @@
+/*
+ * session_int.h - what the files of a session share, and nothing else:
+ * the session itself, its lines out, and the entry points between them.
+ *
+ * A session is one client connection's protocol (session.c, which says
+ * how it runs).  Its files, lowest first (tests/layers ranks them):
+ *   wire.c     lines out: a reply, an error, a reply lost (broken)
+ *   auth.c     who the session is and what it may see and touch: the
+ *              index of sessions by client-id, AUTH, apps and their keys
+ *   news.c     what comes back later from below, in wire words: the lock
+ *              table's replies and losses, grace sessions, ASYNC waits,
+ *              watched keys' states
+ *   session.c  lines in, dispatch, the requests, a session's life
+ */
+#ifndef LOCKBROKER_SESSION_INT_H
+#define LOCKBROKER_SESSION_INT_H
+
+#include <stddef.h>
+#include <sys/queue.h>
+
+#include "broker.h"
+#include "clientid.h"
+#include "keytab.h"
+#include "proto.h"
+#include "tls.h"
+
+struct acl_app;
+struct appstat;
+struct awaits;
+struct evbuffer;
+struct grace;
+struct lclient;
+struct stream;
+struct watches;
+struct lk_result;
+
+struct session {
+	struct broker *b;
+	struct stream *st;		/* its bytes, plain or TLS */
+	struct evbuffer *out;		/* the stream's output: replies */
+	struct lclient *cl;
+	struct grace *grace;		/* HELLO ... GRACE, or RESUME */
+	struct awaits *aw;		/* ASYNC waits, made at the first */
+	struct watches *wa;		/* WATCHed keys, made at the first */
+	TAILQ_ENTRY(session) link;
+	struct keytab_entry by_id;	/* in b->by_id while indexed */
+	const struct acl_app *app;	/* NULL: no app (every key) */
+	struct appstat *appstat;	/* app's counters, with app */
+	char id[CLIENTID_LEN + 1];
+	enum proto_cmd cmd;		/* the request in progress */
+	unsigned busy:1;		/* a request awaits its reply */
+	unsigned dispatching:1;		/* inside on_lines() */
+	unsigned events:1;		/* EVENTS ON */
+	unsigned authed:1;		/* AUTH passed (or none needed) */
+	unsigned broken:1;		/* reply lost: free, send no more */
+	unsigned tls:1;			/* over TLS (counted in tls_sessions) */
+	unsigned quit:1;		/* ended by QUIT */
+	unsigned used:1;		/* took or asked for locks: no RESUME */
+	unsigned killed:1;		/* resumed by another connection */
+	unsigned await_record:1;	/* a grant's OK waits for its record */
+	unsigned stashed:1;		/* and here it is */
+	unsigned indexed:1;		/* by_id is in b->by_id */
+	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
+	long long stash_token;
+	/*
+	 * The subject CN of the client's certificate, when it sent one that
+	 * verified against tls_ca_cert_file (tls_auth_clients yes or
+	 * optional); "" otherwise.  Printable ASCII, no blanks.
+	 */
+	char peer_cn[TLS_CN_MAX + 1];
+};
+
+/* wire.c */
+void send_line(struct session *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void send_err(struct session *s, enum proto_err code, const char *why);
+void broken(struct session *s);
+void answered(struct session *s);
+void send_held(struct session *s);
+enum lk_status;
+enum proto_err status_err(enum lk_status st);
+
+/* auth.c */
+void index_add(struct session *s);
+void index_del(struct session *s);
+int owner_visible(const struct session *s, const char *owner, size_t len);
+int session_set_app(struct session *s, const struct acl_app *app);
+int key_denied(struct session *s, const struct proto_req *req);
+void cmd_auth(struct session *s, const struct proto_req *req);
+int allowed_before_auth(const char *line, size_t len);
+
+/* news.c */
+extern const struct lk_client_ops session_client_ops;
+/* A grace session's news (grace_ops, given by session.c). */
+enum grace_status;
+void news_grace_answer(void *arg, enum grace_status st, const char *cid,
+    const char *secret, const char *why);
+void news_grace_resumed(void *arg, struct grace *g, struct lclient *cl,
+    const char *cid);
+void news_grace_recorded(void *arg, const char *key, size_t keylen);
+void news_grace_dropped(void *arg);
+void news_grace_wait_found(void *arg, const char *key, size_t keylen,
+    const char *val);
+void news_grace_watch_found(void *arg, const char *key, size_t keylen);
+struct awaits *session_awaits(struct session *s);
+struct watches *session_watches(struct session *s);
+int watch_key(struct session *s, const char *key, size_t keylen);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * wire.c - a session's lines out: a reply or an EVENT line into its
+ * stream's output, an error in the protocol's form, and what happens when
+ * a reply cannot be queued (session_int.h).
+ */
+#include "locks.h"
+#include "log.h"
+#include "session_int.h"
+#include "stream.h"
+
+#include <event2/buffer.h>
+
+#include <stdarg.h>
+
+/*
+ * A reply could not be queued (out of memory).  One reply per request is
+ * the protocol's promise, so the session cannot go on: the stream sends
+ * nothing more and is closed on a later loop turn (this may run inside a
+ * locks_* callback), without what is queued (it may end in half a line).
+ */
+void
+broken(struct session *s)
+{
+	if (s->broken)
+		return;
+	log_warn("client %s: out of memory for a reply; closing", s->id);
+	s->broken = 1;
+	stream_broken(s->st);
+}
+
+void
+send_line(struct session *s, const char *fmt, ...)
+{
+	struct evbuffer *out = s->out;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = evbuffer_add_vprintf(out, fmt, ap);
+	va_end(ap);
+	if (rc < 0 || evbuffer_add(out, "\r\n", 2) != 0)
+		broken(s);
+}
+
+void
+send_err(struct session *s, enum proto_err code, const char *why)
+{
+	send_line(s, "ERR %s %s", proto_err_name(code), why);
+}
+
+/* --- replies from the lock table -------------------------------------- */
+
+enum proto_err
+status_err(enum lk_status st)
+{
+	switch (st) {
+	case LK_NOTHELD: return PERR_NOTHELD;
+	case LK_LOST: return PERR_LOST;
+	case LK_UNAVAILABLE: return PERR_UNAVAILABLE;
+	case LK_LIMIT: return PERR_LIMIT;
+	case LK_KIND: return PERR_BADARG;
+	case LK_UPGRADE: return PERR_BADARG;
+	default: return PERR_NONE;
+	}
+}
+
+/* The request in progress is answered: take the next one, later. */
+void
+answered(struct session *s)
+{
+	s->busy = 0;
+	if (!s->dispatching)
+		stream_more(s->st);
+}
+
+static void
+add_key(void *arg, const char *key, size_t keylen)
+{
+	struct session *s = arg;
+
+	if (evbuffer_add(s->out, " ", 1) != 0 ||
+	    evbuffer_add(s->out, key, keylen) != 0)
+		broken(s);
+}
+
+/* The keys the session holds: HELD's reply, and RESUME's. */
+void
+send_held(struct session *s)
+{
+	if (evbuffer_add_printf(s->out, "OK %zu",
+	    locks_held(s->cl, NULL, NULL)) < 0) {
+		broken(s);
+		return;
+	}
+	locks_held(s->cl, add_key, s);
+	if (!s->broken && evbuffer_add(s->out, "\r\n", 2) != 0)
+		broken(s);
+}
