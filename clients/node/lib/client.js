@@ -448,7 +448,7 @@ class Client extends EventEmitter {
     this.checkOpen();
     const o = options || {};
     P.checkKey(key);
-    P.checkKind(o.shared, o.limit, o.value);
+    P.checkKind(o.shared, o.limit, o.value, key);
     if (inScope(this, key)) {
       throw new UsageError(`${key} is held or being taken through this client by this withLock() callback`);
     }

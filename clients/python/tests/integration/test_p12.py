@@ -27,7 +27,6 @@ class TestP12(BrokerTest):
         self.needs_12()
 
     def test_value_owner_check_proclaim(self) -> None:
-        self.needs("VALUE", "CHECK")
         c, other = self.client("b1"), self.client("b2")
         hold = c.lock("svc:primary", value="10.0.0.7:8080")
         s = other.owner("svc:primary")
@@ -47,7 +46,6 @@ class TestP12(BrokerTest):
         self.assertIsNone(c.owner("svc:primary").value)
 
     def test_watch(self) -> None:
-        self.needs("WATCH", "VALUE")
         c, other = self.client("b1"), self.client("b2")
         w = other.watch("jobs:k")
         self.assertTrue(w.wait(timeout=3).free)
@@ -62,7 +60,6 @@ class TestP12(BrokerTest):
         w.close()
 
     def test_election(self) -> None:
-        self.needs("WATCH", "VALUE")
         a, b, follower = (self.client("b1"), self.client("b2"),
                           self.client("b1"))
         w = follower.watch("svc:leader")
@@ -94,7 +91,6 @@ class TestP12(BrokerTest):
         self.client().lock("q50", timeout=0).release()
 
     def test_a_queued_wait_and_a_watch_across_a_resume(self) -> None:
-        self.needs("WATCH")
         events = Events()
         c = self.client("b1", "b2", on_event=events)
         other = self.client("b2")
@@ -110,7 +106,6 @@ class TestP12(BrokerTest):
         self.assertEqual(s.kind, "exclusive")
 
     def test_async_cancel_and_watch(self) -> None:
-        self.needs("WATCH")
         async def t():
             c = lockbroker.AsyncClient(self.addr("b1"))
             holder = lockbroker.AsyncClient(self.addr("b2"))
