@@ -222,6 +222,8 @@ export declare class Hold {
 export interface WatchEvents {
   change: [state: KeyState];
   close: [];
+  /** The broker refused the watch (a failover to a broker without WATCH): it ended. */
+  error: [err: LockBrokerError];
 }
 
 /** A watched key. */
@@ -232,6 +234,8 @@ export declare class Watch extends EventEmitter implements AsyncIterable<KeyStat
   readonly state: KeyState | null;
   /** The exclusive holder's value: the elected leader's (null: nobody). */
   readonly leader: string | null;
+  /** What ended the watch (the broker refused WATCH); null while it runs. */
+  readonly error: LockBrokerError | null;
   readonly closed: boolean;
   /** The first state, the current one included, for which predicate is true. */
   wait(predicate?: (state: KeyState) => boolean, options?: { timeout?: number | null; signal?: AbortSignal | null }): Promise<KeyState>;

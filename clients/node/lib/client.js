@@ -733,17 +733,28 @@ class Hold {
 }
 
 // A watched key: state (the latest), 'change' events, wait(predicate),
-// and async iteration over its states.
+// and async iteration over its states. If the broker refuses the watch (a
+// failover to a broker without WATCH), `error` says why, 'error' listeners
+// are told, and wait() and the iteration reject with it.
 class Watch extends EventEmitter {
   constructor(client, key) {
     super();
     this.client = client;
     this.key = key;
     this.state = null;
+    this.error = null;
     this.closed = false;
-    this.listener = (state) => {
-      this.state = state;
-      this.emit('change', state);
+    this.listener = (x) => {
+      if (x instanceof Error) {
+        this.error = x;
+        this.closed = true;
+        this.client.watchFaces.delete(this);
+        this.emit('failed', x);
+        if (this.listenerCount('error')) this.emit('error', x);
+        return;
+      }
+      this.state = x;
+      this.emit('change', x);
     };
     // who listens for changes decides whether the process may end
     const recount = () => queueMicrotask(() => client.updateRef());
@@ -770,17 +781,20 @@ class Watch extends EventEmitter {
         clearTimeout(timer);
         this.off('change', onChange);
         this.off('close', onClose);
+        this.off('failed', onClose);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (err) reject(err);
         else resolve(state);
       };
       const onChange = (s) => { if (predicate(s)) done(null, s); };
-      const onClose = () => done(new UsageError(describe(this.key, 'the watch is closed'), { key: this.key }));
+      const onClose = () => done(this.error
+        || new UsageError(describe(this.key, 'the watch is closed'), { key: this.key }));
       const onAbort = () => done(cancelledBy(signal, this.key));
       if (this.closed) return onClose();
       if (signal && signal.aborted) return onAbort();
       this.on('change', onChange);
       this.on('close', onClose);
+      this.on('failed', onClose);
       if (signal) signal.addEventListener('abort', onAbort, { once: true });
       if (timeout !== null) {
         timer = setTimeout(() => done(new LockTimeoutError(describe(this.key, `the watch saw no such state within ${timeout} ms`),
@@ -802,9 +816,11 @@ class Watch extends EventEmitter {
     const onClose = () => { if (wake) wake(); };
     this.on('change', onChange);
     this.on('close', onClose);
+    this.on('failed', onClose);
     try {
       for (;;) {
         while (queue.length) yield queue.shift();
+        if (this.error) throw this.error;
         if (this.closed) return;
         await new Promise((resolve) => { wake = resolve; });
         wake = null;
@@ -812,6 +828,7 @@ class Watch extends EventEmitter {
     } finally {
       this.off('change', onChange);
       this.off('close', onClose);
+      this.off('failed', onClose);
     }
   }
 

@@ -118,7 +118,9 @@ class HoldState {
   get lost() { return this.lostError !== null; }
 }
 
-// A key this session watches: the latest state, and who listens.
+// A key this session watches: the latest state, and who listens (each
+// listener is called with each state, or once with the error that ended
+// the watch: the broker refused WATCH).
 class WatchState {
   constructor(key) {
     this.key = key;
@@ -456,6 +458,18 @@ class Watch extends Request {
     this.key = key;
   }
 
+  reply(core, line) {
+    if (line.startsWith('ERR')) {
+      // e.g. a broker without WATCH after a failover: the watch ends,
+      // loudly, and is not asked for again
+      const err = errorFromReply(line, this.text);
+      core.watchFailed(this.key, err);
+      settle(this.out, null, err);
+      return;
+    }
+    super.reply(core, line);
+  }
+
   dropped(core) {
     const w = core.watches.get(this.key);
     if (w && w.active) return true; // WATCH again: it answers OK, state again
@@ -691,6 +705,17 @@ class Core {
   watchChanged(w, state) {
     w.state = state;
     for (const fn of w.listeners) this.driver.defer(() => fn(state));
+  }
+
+  // The broker refused to watch key: its listeners are told, and it is
+  // watched no more (never asked for again).
+  watchFailed(key, err) {
+    const w = this.watches.get(key);
+    if (!w || !w.active) return;
+    this.watches.delete(key);
+    w.active = false;
+    this.driver.debug(`${err.message}: the watch ended`);
+    for (const fn of w.listeners) this.driver.defer(() => fn(err));
   }
 
   // -------------------------------------------------------- connections

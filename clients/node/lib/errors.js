@@ -52,7 +52,8 @@ class BrokerError extends LockBrokerError {
   constructor(text = '', request = null, { key = null, reply = null, message = null, cause } = {}) {
     const k = key || keyOf(request);
     const verb = request ? String(request).split(' ', 1)[0] : null;
-    super(message || describe(k || verb, new.target.prototype.phrase, text || null), {
+    const phrase = new.target.prototype.phrase.replace('{verb}', verb || 'the request');
+    super(message || describe(k || verb, phrase, text || null), {
       key: k, reply, request, cause,
     });
     this.text = text;
@@ -68,7 +69,7 @@ function errClass(name, code, phrase, base = BrokerError) {
   return cls;
 }
 
-const BadCommandError = errClass('BadCommandError', 'BADCMD', 'the broker does not know this command');
+const BadCommandError = errClass('BadCommandError', 'BADCMD', 'the broker does not know {verb}');
 const BadArgumentError = errClass('BadArgumentError', 'BADARG', 'bad argument');
 const LineTooLongError = errClass('LineTooLongError', 'TOOLONG', 'the request line is too long');
 // AUTH is needed, or the token (or a RESUME's secret) is wrong.

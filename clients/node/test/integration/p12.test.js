@@ -53,21 +53,39 @@ test('WATCH: the state at once, then each change whichever broker made it', asyn
   await w.close();
 });
 
-test('leader election: one leader at a time, the next takes over on resign, watchers see who leads', async () => {
+test('leader election as the README shows it: campaign with a value, observe with for await, resign', async () => {
   await fresh12();
   const a = await env.client(['b1']);
   const b = await env.client(['b2']);
   const follower = await env.client(['b1']);
   const w = await follower.watch('svc:leader');
-  const lead = await a.elect('svc:leader', '10.0.0.1:80');
-  await w.wait(() => w.leader === '10.0.0.1:80', { timeout: 3000 });
+  const leaders = [];
+  const observed = (async () => {
+    for await (const state of w) {
+      leaders.push(w.leader);
+      if (w.leader === '10.0.0.8:80') return;
+    }
+  })();
+  await waitFor(() => leaders.length, 3000, 'the first state');
+  const leadership = await a.elect('svc:leader', '10.0.0.7:80');
   let bLeads = false;
-  const next = b.elect('svc:leader', '10.0.0.2:80').then((h) => { bLeads = true; return h; });
-  await sleep(200);
-  assert.equal(bLeads, false);
-  await lead.release(); // resign
-  assert.ok((await next).token > lead.token);
-  await w.wait(() => w.leader === '10.0.0.2:80', { timeout: 3000 });
+  const next = b.elect('svc:leader', '10.0.0.8:80').then((h) => { bLeads = true; return h; });
+  await sleep(300);
+  assert.equal(bLeads, false); // one leader at a time
+  assert.equal(leadership.signal.aborted, false);
+  await leadership.release(); // resign: b leads
+  const second = await next;
+  assert.ok(second.token > leadership.token);
+  await observed;
+  assert.equal(leaders[0], null);
+  assert.deepEqual(leaders.filter(Boolean), ['10.0.0.7:80', '10.0.0.8:80']);
+  // a leadership lost aborts its signal
+  await second.release();
+  const third = await a.elect('svc:leader', '10.0.0.7:80', { ttl: 600 });
+  await env.step('redis del svc:leader');
+  await waitFor(() => third.signal.aborted, 3000, 'the leadership signal');
+  assert.ok(third.signal.reason instanceof lb.LockLostError);
+  await w.close();
 });
 
 test('100 concurrent waits on different keys over one client, one aborted midway', async () => {

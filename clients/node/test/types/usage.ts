@@ -50,6 +50,7 @@ async function app(): Promise<number> {
   const st: KeyState = await w.wait((x) => x.kind !== 'free', { timeout: 3000 });
   const who: string | null = w.leader;
   w.on('change', (x: KeyState) => console.log(x.holders, x.limit, x.clientId, x.value));
+  w.on('error', (err) => console.log(err.code, w.error && w.error.reply));
   for await (const x of w) {
     if (x === FREE) break;
   }

@@ -17,8 +17,8 @@ from ._common import (DEFAULT_GRACE, ConnectionEvent, Options, addr_text,
 from ._core import (Acquire, Core, Future, HoldRequest, HoldState, Request,
                     WatchState, log)
 from .counters import CounterEvent, Counters
-from .errors import (Closed, ConnectError, LockLost, UsageError, describe,
-                     key_of)
+from .errors import (Closed, ConnectError, LockBrokerError, LockLost,
+                     UsageError, describe, key_of)
 
 
 def no_answer(request: str, timeout: float) -> ConnectError:
@@ -230,8 +230,7 @@ class ClientBase:
         return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
 
     # -- watches
-    def _add_watch(self, key: str,
-                   listener: Callable[[P.KeyState], None]) -> bool:
+    def _add_watch(self, key: str, listener: Callable[[Any], None]) -> bool:
         """With the guard held: listen to key's states; True when the key
         was not watched yet (the caller sends WATCH)."""
         P.check_key(key)
@@ -245,8 +244,7 @@ class ClientBase:
             self.defer(functools.partial(listener, ws.state))
         return new
 
-    def _drop_watch(self, key: str,
-                    listener: Callable[[P.KeyState], None]) -> bool:
+    def _drop_watch(self, key: str, listener: Callable[[Any], None]) -> bool:
         """With the guard held: stop listening; True when nobody listens
         any more (the caller sends UNWATCH)."""
         ws = self._core.watches.get(key)
@@ -324,19 +322,56 @@ class HoldBase:
 
 
 class WatchBase:
-    """A watch's read-only face: the latest state and the leader."""
+    """A watch's read-only face: the latest state and the leader, or the
+    error that ended it."""
 
     def __init__(self, key: str,
-                 on_change: Callable[[P.KeyState], None] | None) -> None:
+                 on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None
+                 ) -> None:
         self.key = key
         self._on_change = on_change
+        self._on_error = on_error
         self._state: P.KeyState | None = None
+        self._error: LockBrokerError | None = None
         self._closed = False
 
     @property
     def state(self) -> P.KeyState | None:
         """The latest state (None before the first)."""
         return self._state
+
+    @property
+    def error(self) -> LockBrokerError | None:
+        """What ended the watch (the broker refused WATCH, e.g. after a
+        failover to a broker without it); None while it runs."""
+        return self._error
+
+    def _seen(self, x: P.KeyState | LockBrokerError) -> bool:
+        """Take a state or the watch's end (with the driver's lock or
+        loop); True for a state."""
+        if isinstance(x, LockBrokerError):
+            self._error = x
+            self._closed = True
+            return False
+        self._state = x
+        return True
+
+    def _notify_user(self, x: P.KeyState | LockBrokerError) -> None:
+        """The user's callback for x (outside any lock of ours)."""
+        if isinstance(x, LockBrokerError):
+            if self._on_error is not None:
+                self._on_error(x)
+        elif self._on_change is not None:
+            self._on_change(x)
+
+    def _check(self) -> None:
+        """Raise what ended the watch, or UsageError once it is closed."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(describe(self.key, "the watch is closed"),
+                             key=self.key)
 
     @property
     def leader(self) -> str | None:

@@ -98,7 +98,8 @@ class HoldState:
 
 class WatchState:
     """A key this session watches, the latest state seen, and who wants to
-    hear of changes."""
+    hear of changes: each listener is called with each state, or once with
+    the error that ended the watch (the broker refused WATCH)."""
 
     __slots__ = ("key", "state", "seq", "listeners", "active")
 
@@ -106,7 +107,8 @@ class WatchState:
         self.key = key
         self.state: P.KeyState | None = None
         self.seq = 0
-        self.listeners: list[Callable[[P.KeyState], None]] = []
+        self.listeners: list[Callable[[P.KeyState | LockBrokerError],
+                                      None]] = []
         self.active = True
 
 
@@ -435,6 +437,16 @@ class Watch(Request):
         super().__init__("WATCH " + key, fut)
         self.key = key
 
+    def reply(self, core: "Core", line: str) -> None:
+        if line.startswith("ERR"):
+            # e.g. a broker without WATCH after a failover: the watch ends,
+            # loudly, and is not asked for again
+            err = error_from_reply(line, self.text)
+            core.watch_failed(self.key, err)
+            settle(self.fut, exc=err)
+            return
+        super().reply(core, line)
+
     def dropped(self, core: "Core", resumed: bool,
                 listed: set[str]) -> bool:
         w = core.watches.get(self.key)
@@ -677,6 +689,18 @@ class Core:
         w.seq += 1
         for fn in list(w.listeners):
             self.driver.defer(functools.partial(fn, state))
+
+    def watch_failed(self, key: str, err: LockBrokerError) -> None:
+        """The broker refused to watch key: its listeners are told, and it
+        is watched no more (never asked for again)."""
+        w = self.watches.get(key)
+        if w is None or not w.active:
+            return
+        del self.watches[key]
+        w.active = False
+        log.error("%s: the watch ended", err)
+        for fn in list(w.listeners):
+            self.driver.defer(functools.partial(fn, err))
 
     # -- connections
     def connection_lost(self) -> None:

@@ -337,9 +337,10 @@ class AsyncClient(ClientBase):
             self._check_request(key, token, None)))
 
     async def watch(self, key: str,
-                    on_change: Callable[[P.KeyState], None] | None = None
+                    on_change: Callable[[P.KeyState], None] | None = None,
+                    on_error: Callable[[LockBrokerError], None] | None = None
                     ) -> "AsyncWatch":
-        w = AsyncWatch(self, key, on_change)
+        w = AsyncWatch(self, key, on_change, on_error)
         if self._add_watch(key, w._listener):
             try:
                 await self._call(WatchRequest(key, None))
@@ -520,29 +521,31 @@ class AsyncHold(HoldBase):
 
 class AsyncWatch(WatchBase):
     """A key's holders as the broker tells them (see ``lockbroker.Watch``):
-    ``state``, ``leader``, ``await wait(predicate)``, ``async for state in
-    watch``, ``await close()``."""
+    ``state``, ``leader``, ``error``, ``await wait(predicate)``, ``async for
+    state in watch`` (the current state, then each change), ``await
+    close()``."""
 
     def __init__(self, client: AsyncClient, key: str,
-                 on_change: Callable[[P.KeyState], None] | None) -> None:
-        super().__init__(key, on_change)
+                 on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None) -> None:
+        super().__init__(key, on_change, on_error)
         self._client = client
         self._changed = asyncio.Event()
+        self._seq = 0
 
-    def _listener(self, state: P.KeyState) -> None:
-        self._state = state
+    def _listener(self, x: P.KeyState | LockBrokerError) -> None:
+        if self._seen(x):
+            self._seq += 1
         self._changed.set()
         self._changed = asyncio.Event()
-        if self._on_change is not None:
-            self._on_change(state)
+        self._notify_user(x)
 
     async def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
                    timeout: float | None = None) -> P.KeyState:
         async def until() -> P.KeyState:
             while self._state is None or (predicate is not None and
                                           not predicate(self._state)):
-                if self._closed:
-                    raise UsageError("the watch is closed")
+                self._check()
                 await self._changed.wait()
             return self._state
         try:
@@ -553,11 +556,16 @@ class AsyncWatch(WatchBase):
                 % timeout), key=self.key) from None
 
     async def __aiter__(self) -> AsyncIterator[P.KeyState]:
-        while not self._closed:
-            changed = self._changed
-            await changed.wait()
-            if self._closed or self._state is None:
+        seen = 0
+        while True:
+            while self._seq == seen and not self._closed:
+                await self._changed.wait()
+            if self._error is not None:
+                raise self._error
+            if self._closed:
                 return
+            seen = self._seq
+            assert self._state is not None
             yield self._state
 
     async def close(self) -> None:

@@ -34,7 +34,7 @@ from ._net import PlainStream, open_stream
 from .counters import Counters
 from .errors import (BrokerError, Closed, ConnectError, LockBrokerError,
                      LockLost, LockTimeout, NotAuthenticated, ProtocolError,
-                     UsageError, VersionError, WaitCancelled, describe)
+                     VersionError, WaitCancelled, describe)
 
 
 class Outcome:
@@ -384,10 +384,11 @@ class _Session(ClientBase):
 
     def watch(self, key: str,
               on_change: Callable[[P.KeyState], None] | None,
+              on_error: Callable[[LockBrokerError], None] | None,
               keep: Any) -> "Watch":
-        w = Watch(self, key, on_change, keep)
+        w = Watch(self, key, on_change, on_error, keep)
         with self._mu:
-            new = self._add_watch(key, w._tell)
+            new = self._add_watch(key, w._relay)
         if new:
             try:
                 self._call(WatchRequest(key, Outcome()))
@@ -398,7 +399,7 @@ class _Session(ClientBase):
 
     def _unwatch(self, w: "Watch") -> None:
         with self._mu:
-            if not self._drop_watch(w.key, w._tell):
+            if not self._drop_watch(w.key, w._relay):
                 return
         try:
             self._call(Request("UNWATCH " + w.key, Outcome(), replay=False))
@@ -528,12 +529,16 @@ class Client:
         return self._s.check(key, token)
 
     def watch(self, key: str,
-              on_change: Callable[[P.KeyState], None] | None = None
+              on_change: Callable[[P.KeyState], None] | None = None,
+              on_error: Callable[[LockBrokerError], None] | None = None
               ) -> "Watch":
         """Follow key's holders (WATCH): a ``Watch`` with the latest state,
         ``wait()`` for a state, iteration over changes; ``on_change`` is
-        called with every state."""
-        return self._s.watch(key, on_change, self)
+        called with every state, ``on_error`` with what ends the watch if
+        the broker refuses it (e.g. after a failover to a broker without
+        WATCH).  Raises the broker's error (``BadCommand``) at once if it
+        refuses the first WATCH."""
+        return self._s.watch(key, on_change, on_error, self)
 
     def held(self) -> list[str]:
         """The keys this session holds, as the broker lists them (HELD)."""
@@ -670,12 +675,16 @@ class Watch(WatchBase):
     """The holders of a key as the broker tells them (WATCH): ``state`` is
     the latest (None before the first), ``leader`` the value of an
     exclusive holder (the elected leader's), ``wait()`` waits for a state,
-    iterating yields each state as it comes.  ``close()`` ends it."""
+    iterating yields each state as it comes.  ``close()`` ends it.  If the
+    broker refuses the watch (a failover to a broker without WATCH),
+    ``error`` says why, ``on_error`` is called with it, and ``wait()`` and
+    iteration raise it."""
 
     def __init__(self, client: _Session, key: str,
                  on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None,
                  keep: Any) -> None:
-        super().__init__(key, on_change)
+        super().__init__(key, on_change, on_error)
         self._client = client
         self._keep = keep               # the Client: alive while we are
         self._cv = threading.Condition()
@@ -684,19 +693,18 @@ class Watch(WatchBase):
         # Client with it) alive once its user let go of both
         me = weakref.WeakMethod(self._listener)
 
-        def tell(state: P.KeyState) -> None:
+        def relay(x: P.KeyState | LockBrokerError) -> None:
             listener = me()
             if listener is not None:
-                listener(state)
-        self._tell = tell
+                listener(x)
+        self._relay = relay
 
-    def _listener(self, state: P.KeyState) -> None:
+    def _listener(self, x: P.KeyState | LockBrokerError) -> None:
         with self._cv:
-            self._state = state
-            self._seq += 1
+            if self._seen(x):
+                self._seq += 1
             self._cv.notify_all()
-        if self._on_change is not None:
-            self._on_change(state)
+        self._notify_user(x)
 
     def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
              timeout: float | None = None) -> P.KeyState:
@@ -706,8 +714,7 @@ class Watch(WatchBase):
         with self._cv:
             while self._state is None or (predicate is not None and
                                           not predicate(self._state)):
-                if self._closed:
-                    raise UsageError("the watch is closed")
+                self._check()
                 left = None if deadline is None else \
                     deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -723,6 +730,8 @@ class Watch(WatchBase):
             with self._cv:
                 while self._seq == seen and not self._closed:
                     self._cv.wait()
+                if self._error is not None:
+                    raise self._error
                 if self._closed:
                     return
                 seen = self._seq

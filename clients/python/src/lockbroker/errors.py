@@ -70,13 +70,14 @@ class BrokerError(LockBrokerError):
             key = key_of(request)
         if message is None:
             verb = (request or "").split(" ", 1)[0] or None
-            message = describe(key or verb, self.phrase, text or None)
+            message = describe(key or verb, self.phrase.format(
+                verb=verb or "the request"), text or None)
         super().__init__(message, key=key, reply=reply, request=request)
 
 
 class BadCommand(BrokerError):
     code = "BADCMD"
-    phrase = "the broker does not know this command"
+    phrase = "the broker does not know {verb}"
 
 
 class BadArgument(BrokerError, ValueError):

@@ -7,6 +7,7 @@ without protocol 1.2 (never faked here)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import unittest
 
@@ -71,6 +72,71 @@ class TestP12(BrokerTest):
         lead.release()                      # resign
         self.assertGreater(req.result().token, lead.token)
         w.wait(lambda s: w.leader == "10.0.0.2:80", 3)
+
+    def test_election_with_threads_as_the_readme_shows_it(self) -> None:
+        a, b, follower = (self.client("b1"), self.client("b2"),
+                          self.client("b1"))
+        leaders: list[str | None] = []
+        watching = threading.Event()
+
+        def observe() -> None:
+            with follower.watch("svc:leader") as w:
+                for _ in w:
+                    leaders.append(w.leader)
+                    watching.set()
+                    if w.leader == "10.0.0.8:80":
+                        return
+        observer = threading.Thread(target=observe)
+        observer.start()
+        self.assertTrue(watching.wait(3))
+        with a.elect("svc:leader", "10.0.0.7:80") as leadership:
+            took: list[lockbroker.Hold] = []
+            candidate = threading.Thread(target=lambda: took.append(
+                b.elect("svc:leader", "10.0.0.8:80")))
+            candidate.start()
+            time.sleep(0.3)
+            self.assertEqual(took, [])          # one leader at a time
+            self.assertFalse(leadership.lost)
+        candidate.join(5)                       # resigned: b leads
+        self.assertGreater(took[0].token, leadership.token)
+        observer.join(5)
+        self.assertFalse(observer.is_alive())
+        self.assertIsNone(leaders[0])
+        self.assertEqual([x for x in leaders if x],
+                         ["10.0.0.7:80", "10.0.0.8:80"])
+
+    def test_election_with_asyncio_as_the_readme_shows_it(self) -> None:
+        async def t():
+            a = lockbroker.AsyncClient(self.addr("b1"))
+            b = lockbroker.AsyncClient(self.addr("b2"))
+            follower = lockbroker.AsyncClient(self.addr("b1"))
+            async with a, b, follower:
+                leaders: list[str | None] = []
+
+                async def observe() -> None:
+                    async with await follower.watch("svc:leader") as w:
+                        async for _ in w:
+                            leaders.append(w.leader)
+                            if w.leader == "10.0.0.8:80":
+                                return
+                observer = asyncio.ensure_future(observe())
+                async with a.elect("svc:leader", "10.0.0.7:80") as first:
+                    nxt = asyncio.ensure_future(
+                        b.elect("svc:leader", "10.0.0.8:80"))
+                    await asyncio.sleep(0.3)
+                    self.assertFalse(nxt.done())
+                second = await asyncio.wait_for(nxt, 5)
+                self.assertGreater(second.token, first.token)
+                await asyncio.wait_for(observer, 5)
+                self.assertEqual([x for x in leaders if x],
+                                 ["10.0.0.7:80", "10.0.0.8:80"])
+                # a leadership lost cancels the block, which raises LockLost
+                await second.release()
+                with self.assertRaises(lockbroker.LockLost):
+                    async with a.elect("svc:leader", "10.0.0.7:80", ttl=0.6):
+                        self.step("redis del svc:leader")
+                        await asyncio.sleep(10)
+        asyncio.run(asyncio.wait_for(t(), 30))
 
     def test_a_hundred_waits_one_cancelled(self) -> None:
         holder, c = self.client(), self.client()
