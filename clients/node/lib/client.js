@@ -143,6 +143,7 @@ class Client extends EventEmitter {
     this.connected = false;
     this.closed = false;
     this.closing = false; // QUIT sent: the end is no break
+    this.closePromise = null; // close()'s, once called
     this.current = 0; // the broker in use
     this.pingSent = null;
     this.pingTimer = null;
@@ -206,7 +207,7 @@ class Client extends EventEmitter {
   // while the client is busy: a call in progress or a watch with someone
   // listening for its changes. An idle client lets a script end.
   updateRef() {
-    const busy = this.core.busy() || [...this.watchFaces].some((w) => w.listenerCount('change') > 0);
+    const busy = this.busy();
     if (busy === this.reffed) return;
     this.reffed = busy;
     const socket = this.conn && this.conn.socket;
@@ -218,6 +219,10 @@ class Client extends EventEmitter {
       if (busy) this.sleeping.timer.ref();
       else this.sleeping.timer.unref();
     }
+  }
+
+  busy() {
+    return this.core.busy() || [...this.watchFaces].some((w) => w.listenerCount('change') > 0);
   }
 
   // ----------------------------------------------------- connections
@@ -370,6 +375,7 @@ class Client extends EventEmitter {
         resolve();
       };
       const timer = setTimeout(wake, ms);
+      this.reffed = this.busy();
       if (!this.reffed) timer.unref();
       this.sleeping = { wake, timer };
     });
@@ -579,13 +585,20 @@ class Client extends EventEmitter {
 
   // Ends the session (QUIT): the broker releases everything it held. The
   // client's holds are reported lost (SessionLostError) if still held.
-  async close() {
-    if (this.closed || this.closing) return;
+  close() {
+    if (!this.closePromise) {
+      this.closing = true;
+      this.closePromise = this.end();
+    }
+    return this.closePromise;
+  }
+
+  async end() {
+    if (this.closed) return;
     if (!this.started) {
       this.closed = true;
       return;
     }
-    this.closing = true;
     live.delete(this);
     if (this.connected) {
       const quit = new Request('QUIT', null, null, false);
@@ -624,6 +637,7 @@ class Client extends EventEmitter {
   endNow() {
     if (this.closed || this.closing) return;
     this.closing = true;
+    this.closePromise = Promise.resolve();
     live.delete(this);
     if (this.connected && this.conn) {
       this.conn.handler = () => {};
