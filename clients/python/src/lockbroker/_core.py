@@ -28,11 +28,10 @@ from typing import Any, Callable, Generator, Iterable, Protocol
 
 from . import protocol as P
 from .counters import CounterEvent, Tally
-from .errors import (BrokerError, ConnectError, LockBrokerError, LockBusy,
-                     LockLost, LockTimeout, NotHeld, ProtocolError,
-                     SessionLost, Unavailable, UsageError, VersionError,
-                     WaitCancelled, busy, describe, error_for_code,
-                     error_from_reply, lost)
+from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
+                     LockTimeout, NotHeld, ProtocolError, SessionLost,
+                     Unavailable, UsageError, VersionError, WaitCancelled,
+                     busy, describe, error_for_code, error_from_reply, lost)
 
 log = logging.getLogger("lockbroker")
 
