@@ -8,7 +8,11 @@ import type { ConnectionOptions } from 'tls';
 
 /** The options of a Client. */
 export interface ClientOptions {
-  /** HELLO GRACE: ms the broker keeps the session's holds after its connection broke (0: none). Default 30000. */
+  /**
+   * HELLO GRACE: ms the broker keeps the session's holds after its connection broke
+   * without QUIT (0: none), for a RESUME on any broker. Default 5000: a crashed app's
+   * locks are free 5 s after it died. The end of the process sends QUIT (free at once).
+   */
   grace?: number;
   /** The broker's auth_token, or an app's token (AUTH). */
   auth?: string | null;
@@ -28,6 +32,35 @@ export interface ClientOptions {
   requestTimeout?: number | null;
   /** Called on every connection event (as the 'connection' event). */
   onEvent?: ((event: ConnectionEvent) => void) | null;
+  /** Called each time one of counters() moves (as the 'counter' event). */
+  onCounter?: ((event: CounterEvent) => void) | null;
+}
+
+/** What the client counted since it was made (the same names in every lockbroker library). */
+export interface Counters {
+  /** lock() and elect() calls that ended, granted or not. */
+  readonly waits: number;
+  /** The seconds those calls took, from the call to its outcome, summed. */
+  readonly waitSecondsTotal: number;
+  /** Holds that ended: released, lost, or ended with the session. */
+  readonly holds: number;
+  /** The seconds those holds were held, summed (a hold still held is in neither). */
+  readonly holdSecondsTotal: number;
+  /** Holds reported lost while the client was open. */
+  readonly losses: number;
+  /** Sessions resumed (RESUME) after a broken connection. */
+  readonly resumes: number;
+  /** Connections made again after one broke, resumed or not. */
+  readonly reconnects: number;
+}
+
+/** What onCounter and the 'counter' event are told: one counter moved by one. */
+export interface CounterEvent {
+  readonly name: 'waits' | 'holds' | 'losses' | 'resumes' | 'reconnects';
+  /** The key it was about (null for resumes and reconnects). */
+  readonly key: string | null;
+  /** What was added to waitSecondsTotal or holdSecondsTotal (else 0). */
+  readonly seconds: number;
 }
 
 /** What the connection hook is told. */
@@ -50,7 +83,10 @@ export interface ConnectionEvent {
 export interface LockOptions {
   /** ms to wait for the key: 0 one try, Infinity (the default) until granted. */
   wait?: number;
-  /** Aborting it withdraws the wait (CANCEL): the call rejects with WaitCancelledError (name 'AbortError'). */
+  /**
+   * Aborting it withdraws the wait (CANCEL): the call rejects with WaitCancelledError
+   * (name 'AbortError'), or LockTimeoutError when the signal timed out (AbortSignal.timeout()).
+   */
   signal?: AbortSignal | null;
   /** A read hold beside other readers. */
   shared?: boolean;
@@ -94,6 +130,7 @@ export interface CheckResult {
 export interface ClientEvents {
   connection: [event: ConnectionEvent];
   lost: [hold: Hold, err: LockLostError];
+  counter: [event: CounterEvent];
 }
 
 /**
@@ -144,7 +181,9 @@ export declare class Client extends EventEmitter {
   ping(): Promise<void>;
   /** The broker's counters (STATS). */
   stats(): Promise<Record<string, string>>;
-  /** Ends the session (QUIT): the broker releases what it held. */
+  /** A snapshot of this client's own counters. */
+  counters(): Counters;
+  /** Ends the session (QUIT): the broker releases what it held. The end of the process does the same. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 
@@ -183,6 +222,8 @@ export declare class Hold {
 export interface WatchEvents {
   change: [state: KeyState];
   close: [];
+  /** The broker refused the watch (a failover to a broker without WATCH): it ended. */
+  error: [err: LockBrokerError];
 }
 
 /** A watched key. */
@@ -193,6 +234,8 @@ export declare class Watch extends EventEmitter implements AsyncIterable<KeyStat
   readonly state: KeyState | null;
   /** The exclusive holder's value: the elected leader's (null: nobody). */
   readonly leader: string | null;
+  /** What ended the watch (the broker refused WATCH); null while it runs. */
+  readonly error: LockBrokerError | null;
   readonly closed: boolean;
   /** The first state, the current one included, for which predicate is true. */
   wait(predicate?: (state: KeyState) => boolean, options?: { timeout?: number | null; signal?: AbortSignal | null }): Promise<KeyState>;
@@ -210,17 +253,25 @@ export declare class Watch extends EventEmitter implements AsyncIterable<KeyStat
 /** The state of a free key. */
 export declare const FREE: KeyState;
 
-/** Base of every error this library rejects with; code: the protocol's word for it. */
+/**
+ * Base of every error this library rejects with. The message says what happened to which
+ * key ('orders:42: the lock was lost (token 1795805345549156)'); code: the protocol's word.
+ */
 export declare class LockBrokerError extends Error {
+  constructor(message?: string, options?: { key?: string | null; reply?: string | null; request?: string | null; cause?: unknown });
   readonly code: string;
+  /** The key it is about (null: none). */
+  readonly key: string | null;
+  /** The broker's line ('ERR ...', 'EVENT LOST ...', 'BUSY'; null: none). */
+  readonly reply: string | null;
+  /** The request line it answered (null: none). */
+  readonly request: string | null;
 }
 /** An `ERR <CODE> <text>` reply. */
 export declare class BrokerError extends LockBrokerError {
-  constructor(text?: string, request?: string | null, options?: { cause?: unknown });
+  constructor(text?: string, request?: string | null, options?: { key?: string | null; reply?: string | null; message?: string | null; cause?: unknown });
   /** The broker's words after the code (for people). */
   readonly text: string;
-  /** The request it answered. */
-  readonly request: string | null;
 }
 export declare class BadCommandError extends BrokerError { readonly code: 'BADCMD'; }
 export declare class BadArgumentError extends BrokerError { readonly code: 'BADARG'; }
@@ -228,21 +279,30 @@ export declare class LineTooLongError extends BrokerError { readonly code: 'TOOL
 export declare class NotAuthenticatedError extends BrokerError { readonly code: 'NOAUTH'; }
 export declare class NotHeldError extends BrokerError { readonly code: 'NOTHELD'; }
 /** The hold is gone (EVENT LOST, ERR LOST, or not kept across a reconnect): stop using the resource. */
-export declare class LockLostError extends BrokerError { readonly code: 'LOST' | 'SESSION'; }
+export declare class LockLostError extends BrokerError {
+  readonly code: 'LOST' | 'SESSION';
+  /** The lost hold's fencing token (null: unknown). */
+  readonly token: number | null;
+}
 export declare class UnavailableError extends BrokerError { readonly code: 'UNAVAILABLE'; }
-export declare class LimitError extends BrokerError { readonly code: 'LIMIT'; }
+export declare class LimitExceededError extends BrokerError { readonly code: 'LIMIT'; }
+/** LimitExceededError's name before 0.2: the same class. */
+export declare const LimitError: typeof LimitExceededError;
+export type LimitError = LimitExceededError;
 export declare class NoSessionError extends BrokerError { readonly code: 'NOSESSION'; }
 export declare class DeniedError extends BrokerError { readonly code: 'DENIED'; }
 /** The key was not granted. */
 export declare class NotAcquiredError extends LockBrokerError {}
 /** One try, and someone else holds the key (BUSY). */
 export declare class LockBusyError extends NotAcquiredError { readonly code: 'BUSY'; }
-/** The wait ran out. */
+/** The wait ran out (its wait, or its signal timed out: cause is the signal's reason). */
 export declare class LockTimeoutError extends NotAcquiredError { readonly code: 'TIMEOUT'; }
 /** The caller's signal aborted the wait (name 'AbortError', cause: the signal's reason). */
 export declare class WaitCancelledError extends LockBrokerError { readonly code: 'ABORT_ERR'; }
-/** Misuse: a closed client, a second take inside withLock() of the key, a hold released twice. */
+/** Misuse: a second take inside withLock() of the key, a hold released twice, a closed client. */
 export declare class UsageError extends LockBrokerError { readonly code: 'USAGE'; }
+/** The client was closed (close(), or the end of the process): a call after it, or a wait it ended. */
+export declare class ClosedError extends UsageError {}
 /** No broker answered. */
 export declare class ConnectError extends LockBrokerError { readonly code: 'CONNECT'; }
 /** The broker speaks a protocol older than 1.2. */

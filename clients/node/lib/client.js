@@ -7,6 +7,11 @@
 // resumed (RESUME) on the next broker of the list, with backoff, within
 // the retry budget. Hold and Watch are the caller's faces of a hold and
 // of a watch.
+//
+// The end of the process ends the session with QUIT, so the broker frees
+// its locks at once rather than after the grace: an idle client's socket
+// does not keep the process alive ('beforeExit' then closes it), and
+// process.exit() (the 'exit' event) writes QUIT before the process goes.
 
 const { EventEmitter } = require('events');
 const { AsyncLocalStorage } = require('async_hooks');
@@ -17,8 +22,8 @@ const {
   Core, Outcome, Acquire, Request, HoldRequest, Watch: WatchRequest, WatchState,
 } = require('./core');
 const {
-  ConnectError, LockBrokerError, LockTimeoutError, NotAuthenticatedError, UsageError,
-  VersionError, WaitCancelledError,
+  ClosedError, ConnectError, LockBrokerError, LockTimeoutError, NotAuthenticatedError, UsageError,
+  VersionError, WaitCancelledError, describe, keyOf,
 } = require('./errors');
 const { openConnection } = require('./connection');
 
@@ -28,7 +33,11 @@ const now = () => performance.now();
 const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
 
 const DEFAULTS = {
-  grace: 30000,
+  // ms the broker keeps a broken session's locks for a RESUME: long enough
+  // to resume on another broker after a broker's kill -9 (measured: 50
+  // clients back within 40 ms), short enough that a crashed app's locks
+  // are free within seconds. The same in every lockbroker library.
+  grace: 5000,
   auth: null,
   tls: null,
   name: null,
@@ -38,6 +47,7 @@ const DEFAULTS = {
   pingTimeout: 5000,
   requestTimeout: 30000,
   onEvent: null,
+  onCounter: null,
 };
 
 function positive(options, what) {
@@ -83,8 +93,40 @@ function inScope(client, key) {
   return false;
 }
 
-function cancelledBy(signal) {
-  return new WaitCancelledError('the wait was aborted', { cause: signal.reason });
+// What an aborted signal ends a wait with: LockTimeoutError when it timed
+// out (AbortSignal.timeout()), else WaitCancelledError.
+function cancelledBy(signal, key = null, request = null) {
+  const reason = signal.reason;
+  if (reason && reason.name === 'TimeoutError') {
+    return new LockTimeoutError(describe(key, 'not granted before the signal timed out'), {
+      key, request, cause: reason,
+    });
+  }
+  return new WaitCancelledError(describe(key, 'the wait was aborted'), { key, request, cause: reason });
+}
+
+// The error of a request the broker did not answer in time.
+function noAnswer(request, ms) {
+  const key = keyOf(request);
+  return new ConnectError(describe(key || request.split(' ', 1)[0], `no answer within ${ms} ms`), { key, request });
+}
+
+// The clients whose session is open: the end of the process ends each.
+const live = new Set();
+let hooked = false;
+
+function track(client) {
+  live.add(client);
+  if (hooked) return;
+  hooked = true;
+  // the event loop ran dry: nothing is asked of these clients any more
+  process.on('beforeExit', () => {
+    for (const c of [...live]) c.close().catch(() => {});
+  });
+  // process.exit(), or the end after beforeExit: only synchronous work
+  process.on('exit', () => {
+    for (const c of [...live]) c.endNow();
+  });
 }
 
 class Client extends EventEmitter {
@@ -101,11 +143,18 @@ class Client extends EventEmitter {
     this.connected = false;
     this.closed = false;
     this.closing = false; // QUIT sent: the end is no break
+    this.closePromise = null; // close()'s, once called
     this.current = 0; // the broker in use
     this.pingSent = null;
     this.pingTimer = null;
     this.flushSoon = false;
     this.sleeping = null; // the reconnect's backoff: { timer, wake }
+    this.core.onCounter = (event) => {
+      if (this.opts.onCounter) this.opts.onCounter(event);
+      this.emit('counter', event);
+    };
+    this.watchFaces = new Set(); // the open Watch objects
+    this.reffed = true; // the socket keeps the event loop alive
   }
 
   // Makes a client and connects it.
@@ -118,6 +167,9 @@ class Client extends EventEmitter {
   get version() { return this.core.version ? this.core.version.join('.') : null; }
 
   get broker() { return P.addressText(this.opts.brokers[this.current]); }
+
+  // A snapshot of the client's counters (see the README's Counters).
+  counters() { return Object.freeze({ ...this.core.counters }); }
 
   // ------------------------------------------------ the core's driver
   now() { return now(); }
@@ -148,6 +200,29 @@ class Client extends EventEmitter {
       const data = this.core.takeOutgoing();
       if (data) this.conn.write(data);
     }
+    this.updateRef();
+  }
+
+  // The socket (and the reconnect's backoff) keeps the process alive only
+  // while the client is busy: a call in progress or a watch with someone
+  // listening for its changes. An idle client lets a script end.
+  updateRef() {
+    const busy = this.busy();
+    if (busy === this.reffed) return;
+    this.reffed = busy;
+    const socket = this.conn && this.conn.socket;
+    if (socket) {
+      if (busy) socket.ref();
+      else socket.unref();
+    }
+    if (this.sleeping) {
+      if (busy) this.sleeping.timer.ref();
+      else this.sleeping.timer.unref();
+    }
+  }
+
+  busy() {
+    return this.core.busy() || [...this.watchFaces].some((w) => w.listenerCount('change') > 0);
   }
 
   // ----------------------------------------------------- connections
@@ -168,6 +243,7 @@ class Client extends EventEmitter {
         }
         this.install(conn, i, false);
         this.connectionEvent('connected', i);
+        track(this);
         return this;
       } catch (e) {
         if (e instanceof VersionError || e instanceof NotAuthenticatedError) {
@@ -206,13 +282,17 @@ class Client extends EventEmitter {
 
   install(conn, i, resumed) {
     conn.hsEvents = null;
-    conn.handler = (line) => this.feed(conn, line);
+    conn.handler = (line) => {
+      this.feed(conn, line);
+      this.updateRef();
+    };
     conn.onclose = (reason) => this.connectionLost(conn, reason);
     this.core.reconcile(resumed);
     this.conn = conn;
     this.current = i;
     this.connected = true;
     this.pingSent = null;
+    this.reffed = true; // a new socket is
     // lines that came with the handshake's last reply
     const early = conn.hsLines;
     conn.hsLines = [];
@@ -267,6 +347,8 @@ class Client extends EventEmitter {
             conn.destroy();
             return;
           }
+          this.core.count('reconnects');
+          if (resumed) this.core.count('resumes');
           this.install(conn, i, resumed);
           this.connectionEvent(resumed ? 'resumed' : 'new_session', i);
           return;
@@ -293,7 +375,9 @@ class Client extends EventEmitter {
         resolve();
       };
       const timer = setTimeout(wake, ms);
-      this.sleeping = { wake };
+      this.reffed = this.busy();
+      if (!this.reffed) timer.unref();
+      this.sleeping = { wake, timer };
     });
   }
 
@@ -345,7 +429,7 @@ class Client extends EventEmitter {
   // -------------------------------------------------------- requests
 
   checkOpen() {
-    if (this.closed) throw new UsageError('the client is closed');
+    if (this.closed) throw new ClosedError('the client is closed');
     if (!this.started) throw new UsageError('connect() the client first');
   }
 
@@ -356,7 +440,7 @@ class Client extends EventEmitter {
     this.core.submit(req);
     const timer = setTimeout(() => {
       req.abandoned = true;
-      req.out.reject(new ConnectError(`no answer to ${req.text} within ${this.opts.requestTimeout} ms`));
+      req.out.reject(noAnswer(req.text, this.opts.requestTimeout));
     }, this.opts.requestTimeout);
     try {
       return await req.out.promise;
@@ -370,7 +454,7 @@ class Client extends EventEmitter {
     this.checkOpen();
     const o = options || {};
     P.checkKey(key);
-    P.checkKind(o.shared, o.limit, o.value);
+    P.checkKind(o.shared, o.limit, o.value, key);
     if (inScope(this, key)) {
       throw new UsageError(`${key} is held or being taken through this client by this withLock() callback`);
     }
@@ -379,7 +463,7 @@ class Client extends EventEmitter {
       throw new TypeError(`wait must be a number of milliseconds >= 0, not ${wait}`);
     }
     const { signal } = o;
-    if (signal && signal.aborted) throw cancelledBy(signal);
+    if (signal && signal.aborted) throw cancelledBy(signal, key);
     const t = now();
     const core = this.core;
     const acq = new Acquire(key, new Outcome(), {
@@ -393,11 +477,11 @@ class Client extends EventEmitter {
     });
     core.start(acq);
     if (acq.out.done) return acq.out.promise;
-    const onAbort = () => acq.cancel(core, cancelledBy(signal));
+    const onAbort = () => acq.cancel(core, cancelledBy(signal, key, acq.text));
     if (signal) signal.addEventListener('abort', onAbort, { once: true });
     let timer = null;
     if (acq.deadline !== null) {
-      const timeout = () => acq.cancel(core, new LockTimeoutError(`${key}: the wait ran out`));
+      const timeout = () => acq.cancel(core, acq.timedOut());
       timer = setTimeout(() => {
         // the broker's answer is on its way: give it a margin
         if (acq.state === 'sent' || acq.state === 'queued' || (acq.state === 'new' && this.connected)) {
@@ -465,6 +549,7 @@ class Client extends EventEmitter {
       this.core.watches.set(key, st);
     }
     st.listeners.add(w.listener);
+    this.watchFaces.add(w);
     if (st.state) w.listener(st.state);
     if (fresh) {
       try {
@@ -478,6 +563,8 @@ class Client extends EventEmitter {
   }
 
   async unwatch(w) {
+    this.watchFaces.delete(w);
+    this.updateRef();
     const st = this.core.watches.get(w.key);
     if (!st || !st.listeners.delete(w.listener) || st.listeners.size) return;
     st.active = false;
@@ -498,13 +585,21 @@ class Client extends EventEmitter {
 
   // Ends the session (QUIT): the broker releases everything it held. The
   // client's holds are reported lost (SessionLostError) if still held.
-  async close() {
+  close() {
+    if (!this.closePromise) {
+      this.closing = true;
+      this.closePromise = this.end();
+    }
+    return this.closePromise;
+  }
+
+  async end() {
     if (this.closed) return;
     if (!this.started) {
       this.closed = true;
       return;
     }
-    this.closing = true;
+    live.delete(this);
     if (this.connected) {
       const quit = new Request('QUIT', null, null, false);
       const bound = setTimeout(() => quit.out && quit.out.reject(new ConnectError('QUIT')),
@@ -518,15 +613,39 @@ class Client extends EventEmitter {
       }
     }
     this.closed = true;
-    this.connected = false;
-    clearTimeout(this.pingTimer);
-    if (this.sleeping) this.sleeping.wake();
-    this.core.shutdown(new UsageError('the client was closed'));
+    this.shut();
     if (this.conn) {
       this.conn.onclose = null;
       this.conn.destroy();
       this.conn = null;
     }
+  }
+
+  // What close() and endNow() leave behind: no timers, every call and
+  // hold ended.
+  shut() {
+    this.connected = false;
+    clearTimeout(this.pingTimer);
+    if (this.sleeping) this.sleeping.wake();
+    this.core.shutdown(new ClosedError('the client was closed'));
+  }
+
+  // The end of the process ('exit': nothing asynchronous runs any more):
+  // QUIT goes to the socket now (Node writes to an idle socket before
+  // write() returns), and the client is closed. The broker answers and
+  // closes the connection; the process does not wait for it.
+  endNow() {
+    if (this.closed || this.closing) return;
+    this.closing = true;
+    this.closePromise = Promise.resolve();
+    live.delete(this);
+    if (this.connected && this.conn) {
+      this.conn.handler = () => {};
+      this.conn.onclose = null;
+      this.conn.writeNow('QUIT\n');
+    }
+    this.closed = true;
+    this.shut();
   }
 
   [asyncDispose]() { return this.close(); }
@@ -576,19 +695,19 @@ class Hold {
   }
 
   usable() {
-    if (this.releasing) throw new UsageError(`${this.key} was released`);
+    if (this.releasing) throw new UsageError(describe(this.key, 'released already'), { key: this.key });
     if (this.state.lostError) throw this.state.lostError;
   }
 
   async release(options = {}) {
-    if (this.releasing) throw new UsageError(`${this.key} was released already`);
+    if (this.releasing) throw new UsageError(describe(this.key, 'released already'), { key: this.key });
     this.releasing = true;
     const linger = options && options.linger;
     const lingerMs = linger ? P.toMs(linger, 'linger', 1) : null;
     const c = this.client;
     const out = new Outcome();
     c.core.release(this.state, lingerMs, out);
-    const timer = setTimeout(() => out.reject(new ConnectError(`no answer to RELEASE ${this.key} within ${c.opts.requestTimeout} ms`)),
+    const timer = setTimeout(() => out.reject(noAnswer(`RELEASE ${this.key}`, c.opts.requestTimeout)),
       c.opts.requestTimeout);
     try {
       await out.promise;
@@ -628,18 +747,33 @@ class Hold {
 }
 
 // A watched key: state (the latest), 'change' events, wait(predicate),
-// and async iteration over its states.
+// and async iteration over its states. If the broker refuses the watch (a
+// failover to a broker without WATCH), `error` says why, 'error' listeners
+// are told, and wait() and the iteration reject with it.
 class Watch extends EventEmitter {
   constructor(client, key) {
     super();
     this.client = client;
     this.key = key;
     this.state = null;
+    this.error = null;
     this.closed = false;
-    this.listener = (state) => {
-      this.state = state;
-      this.emit('change', state);
+    this.listener = (x) => {
+      if (x instanceof Error) {
+        this.error = x;
+        this.closed = true;
+        this.client.watchFaces.delete(this);
+        this.emit('failed', x);
+        if (this.listenerCount('error')) this.emit('error', x);
+        return;
+      }
+      this.state = x;
+      this.emit('change', x);
     };
+    // who listens for changes decides whether the process may end
+    const recount = () => queueMicrotask(() => client.updateRef());
+    this.on('newListener', recount);
+    this.on('removeListener', recount);
   }
 
   // The value of the key's exclusive holder: the elected leader's (null:
@@ -661,20 +795,24 @@ class Watch extends EventEmitter {
         clearTimeout(timer);
         this.off('change', onChange);
         this.off('close', onClose);
+        this.off('failed', onClose);
         if (signal) signal.removeEventListener('abort', onAbort);
         if (err) reject(err);
         else resolve(state);
       };
       const onChange = (s) => { if (predicate(s)) done(null, s); };
-      const onClose = () => done(new UsageError(`the watch of ${this.key} is closed`));
-      const onAbort = () => done(cancelledBy(signal));
+      const onClose = () => done(this.error
+        || new UsageError(describe(this.key, 'the watch is closed'), { key: this.key }));
+      const onAbort = () => done(cancelledBy(signal, this.key));
       if (this.closed) return onClose();
       if (signal && signal.aborted) return onAbort();
       this.on('change', onChange);
       this.on('close', onClose);
+      this.on('failed', onClose);
       if (signal) signal.addEventListener('abort', onAbort, { once: true });
       if (timeout !== null) {
-        timer = setTimeout(() => done(new LockTimeoutError(`watch ${this.key}: no such state within ${timeout} ms`)), timeout);
+        timer = setTimeout(() => done(new LockTimeoutError(describe(this.key, `the watch saw no such state within ${timeout} ms`),
+          { key: this.key })), timeout);
       }
       return undefined;
     });
@@ -692,9 +830,11 @@ class Watch extends EventEmitter {
     const onClose = () => { if (wake) wake(); };
     this.on('change', onChange);
     this.on('close', onClose);
+    this.on('failed', onClose);
     try {
       for (;;) {
         while (queue.length) yield queue.shift();
+        if (this.error) throw this.error;
         if (this.closed) return;
         await new Promise((resolve) => { wake = resolve; });
         wake = null;
@@ -702,6 +842,7 @@ class Watch extends EventEmitter {
     } finally {
       this.off('change', onChange);
       this.off('close', onClose);
+      this.off('failed', onClose);
     }
   }
 

@@ -8,6 +8,7 @@
 // hands each to its handler; replies(): the next reply lines of a
 // handshake, read with a deadline.
 
+const fs = require('fs');
 const net = require('net');
 const tls = require('tls');
 const { performance } = require('perf_hooks');
@@ -94,6 +95,22 @@ class Connection {
 
   write(text) {
     if (!this.closed) this.socket.write(text, 'latin1');
+  }
+
+  // Writes text before returning, when the socket takes it (the end of the
+  // process: nothing queued would ever be sent). With writes still queued
+  // on a plain socket, straight to its descriptor after an LF that ends a
+  // line cut short.
+  writeNow(text) {
+    if (this.closed) return;
+    const s = this.socket;
+    const fd = s._handle && s._handle.fd;
+    try {
+      if (s.writableLength === 0 || s.encrypted || !(fd >= 0)) s.write(text, 'latin1');
+      else fs.writeSync(fd, `\n${text}`);
+    } catch (e) {
+      // the connection is gone: the broker ends the session itself
+    }
   }
 
   destroy(reason = 'closed by the client') {

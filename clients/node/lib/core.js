@@ -21,9 +21,9 @@
 
 const P = require('./protocol');
 const {
-  ConnectError, LockBusyError, LockLostError, LockTimeoutError, NotHeldError, ProtocolError,
-  SessionLostError, UnavailableError, VersionError, WaitCancelledError, ERR_CLASSES,
-  errorFromReply,
+  ConnectError, LockLostError, LockTimeoutError, NotHeldError, ProtocolError, SessionLostError,
+  UnavailableError, VersionError, WaitCancelledError, busy, describe, errorForCode,
+  errorFromReply, lost,
 } = require('./errors');
 
 // A wait the caller wants without end is asked for in steps of this (the
@@ -111,12 +111,16 @@ class HoldState {
     this.hasLocal = false; // holds the local key lock
     this.face = null; // the caller's Hold
     this.controller = null; // its AbortController, made when asked for
+    this.grantedAt = 0; // the driver's now() when granted
+    this.ended = false; // counted in Core.counters
   }
 
   get lost() { return this.lostError !== null; }
 }
 
-// A key this session watches: the latest state, and who listens.
+// A key this session watches: the latest state, and who listens (each
+// listener is called with each state, or once with the error that ended
+// the watch: the broker refused WATCH).
 class WatchState {
   constructor(key) {
     this.key = key;
@@ -166,7 +170,9 @@ class Request {
   // new connection (after reconcile), else settled here.
   dropped() {
     if (this.replay && !this.abandoned) return true;
-    settle(this.out, null, new ConnectError(`the connection was lost before the reply to ${this.text}`));
+    const key = this.key || null;
+    settle(this.out, null, new ConnectError(describe(key || this.text.split(' ', 1)[0],
+      'the connection was lost before the reply'), { key, request: this.text }));
     return false;
   }
 }
@@ -184,6 +190,7 @@ class Acquire extends Request {
     this.shared = shared;
     this.limit = limit;
     this.deadline = deadline; // the driver's now() clock; null: no end
+    this.started = now;
     // a caller who would wait hears TIMEOUT, not BUSY, even when the
     // deadline passed before the request could be written
     this.patient = deadline === null || deadline > now;
@@ -245,13 +252,15 @@ class Acquire extends Request {
 
   event(core, ev) {
     if (core.waits.get(this.key) === this) core.waits.delete(this.key);
+    const line = ['EVENT', ev.kind, ev.key, ...ev.args].join(' ');
     if (ev.kind === 'GRANTED' && ev.args.length) {
       this.granted(core, ev.args[0]);
     } else if (ev.kind === 'TIMEOUT') {
-      this.notGranted(core);
+      this.notGranted(core, line);
     } else { // FAILED <CODE>
-      const cls = ERR_CLASSES.get(ev.args[0]) || UnavailableError;
-      this.finish(core, new cls(`the wait for ${this.key} failed`, this.text));
+      this.finish(core, errorForCode(ev.args[0] || 'UNAVAILABLE', 'the wait ended', this.text, {
+        key: this.key, reply: line,
+      }));
     }
   }
 
@@ -271,30 +280,41 @@ class Acquire extends Request {
     const hold = new HoldState(this.key, token, this.kind, this.limit, this.value, core.session);
     hold.listeners = this.listeners;
     hold.hasLocal = this.hasLocal;
+    hold.grantedAt = core.driver.now();
     this.hasLocal = false;
     core.holds.set(this.key, hold);
     if (core.handshaking) core.listed.add(this.key); // granted after the RESUME's list
     this.state = 'done';
+    core.count('waits', this.key, hold.grantedAt - this.started);
     hold.face = core.driver.wrapHold(hold);
     settle(this.out, hold.face);
   }
 
-  notGranted(core) {
+  notGranted(core, reply = 'BUSY') {
     if (this.cancelError) {
       this.finish(core, this.cancelError);
     } else if (this.waitMs === 0 && !this.patient) {
-      this.finish(core, new LockBusyError(`${this.key} is held`));
+      this.finish(core, busy(this.key, reply, this.text));
     } else if (this.deadline === null || this.deadline - core.driver.now() > 1) {
       core.submit(this); // the broker clamped the wait: go on
     } else {
-      this.finish(core, new LockTimeoutError(`${this.key}: the wait ran out`));
+      this.finish(core, this.timedOut(reply));
     }
+  }
+
+  // The error of a wait whose deadline passed (cause: what ended it).
+  timedOut(reply = null, cause = undefined) {
+    const took = this.deadline === null ? 'its wait' : `${+(this.deadline - this.started).toFixed(3)} ms`;
+    return new LockTimeoutError(describe(this.key, `not granted within ${took}`), {
+      key: this.key, reply, request: this.text, cause,
+    });
   }
 
   // Ends without a hold.
   finish(core, err) {
     if (this.state === 'done') return;
     this.state = 'done';
+    core.count('waits', this.key, core.driver.now() - this.started);
     if (core.waits.get(this.key) === this) core.waits.delete(this.key);
     if (this.hasLocal) {
       this.hasLocal = false;
@@ -351,8 +371,8 @@ class Release extends Request {
   }
 
   reply(core, line) {
-    this.ended(core);
     if (line.startsWith('OK')) {
+      this.ended(core);
       settle(this.out, undefined);
       return;
     }
@@ -360,13 +380,16 @@ class Release extends Request {
     if ((err instanceof LockLostError || err instanceof NotHeldError) && this.hold.lostError) {
       err = this.hold.lostError;
     } else if (err instanceof LockLostError) {
+      err = lost(this.key, this.hold.token, err.text, { reply: line, request: this.text });
       core.markLost(this.hold, err);
     } else if (err instanceof UnavailableError) {
       // the broker frees it once Redis answers: for us it is gone
-      core.driver.debug(`RELEASE ${this.key}: ${err.text} (the broker finishes it)`);
+      core.driver.debug(`${err.message} (the broker finishes the release)`);
+      this.ended(core);
       settle(this.out, undefined);
       return;
     }
+    this.ended(core);
     settle(this.out, null, err);
   }
 
@@ -388,7 +411,8 @@ class HoldRequest extends Request {
 
   reply(core, line) {
     if (line.startsWith('ERR LOST')) {
-      core.markLost(this.hold, errorFromReply(line, this.text));
+      const { text } = errorFromReply(line);
+      core.markLost(this.hold, lost(this.key, this.hold.token, text, { reply: line, request: this.text }));
       settle(this.out, null, this.hold.lostError);
       return;
     }
@@ -397,8 +421,8 @@ class HoldRequest extends Request {
 
   dropped(core, resumed, listed) {
     if (resumed && listed.has(this.key)) return true;
-    settle(this.out, null, this.hold.lostError ||
-      new LockLostError(`${this.key} was not kept across the reconnect`, this.text));
+    settle(this.out, null, this.hold.lostError
+      || lost(this.key, this.hold.token, 'not kept across the reconnect', { request: this.text }));
     return false;
   }
 }
@@ -412,7 +436,11 @@ class Cancel extends Request {
 
   reply(core, line) {
     const acq = core.waits.get(this.key);
-    if (line === 'OK 1' && acq) acq.finish(core, acq.cancelError || new WaitCancelledError());
+    if (line === 'OK 1' && acq) {
+      acq.finish(core, acq.cancelError || new WaitCancelledError(describe(this.key, 'the wait was cancelled'), {
+        key: this.key, reply: line, request: this.text,
+      }));
+    }
     settle(this.out, line);
   }
 
@@ -428,6 +456,18 @@ class Watch extends Request {
   constructor(key, out = null) {
     super(`WATCH ${key}`, out);
     this.key = key;
+  }
+
+  reply(core, line) {
+    if (line.startsWith('ERR')) {
+      // e.g. a broker without WATCH after a failover: the watch ends,
+      // loudly, and is not asked for again
+      const err = errorFromReply(line, this.text);
+      core.watchFailed(this.key, err);
+      settle(this.out, null, err);
+      return;
+    }
+    super.reply(core, line);
   }
 
   dropped(core) {
@@ -464,6 +504,18 @@ class Core {
     this.handshaking = false;
     this.blocking = 0; // 1.1 blocking waits in flight
     this.resumeError = null;
+    this.counters = {
+      waits: 0, waitSecondsTotal: 0, holds: 0, holdSecondsTotal: 0, losses: 0, resumes: 0, reconnects: 0,
+    };
+    this.onCounter = null; // (event) => void
+  }
+
+  // A call is in progress: a request written or to write, a wait, a
+  // caller behind the local key lock.
+  busy() {
+    if (this.pending.length || this.outq.length || this.waits.size || this.dropped.length) return true;
+    for (const queue of this.local.values()) if (queue.length) return true;
+    return false;
   }
 
   // ---------------------------------------------------------- writing
@@ -511,7 +563,7 @@ class Core {
       case 'LOST': {
         const hold = this.holds.get(ev.key);
         if (hold && ev.args[0] === String(hold.token)) {
-          this.markLost(hold, new LockLostError(`EVENT LOST ${ev.key} ${ev.args[0]}`));
+          this.markLost(hold, lost(ev.key, hold.token, '', { reply: ['EVENT', ev.kind, ev.key, ...ev.args].join(' ') }));
         }
         break;
       }
@@ -549,7 +601,11 @@ class Core {
   markLost(hold, err, quiet = false) {
     if (hold.lostError || hold.released) return;
     hold.lostError = err;
-    if (!quiet) this.driver.debug(`lost ${hold.key} (token ${hold.token}): ${err.message}`);
+    if (!quiet) {
+      this.driver.debug(err.message);
+      this.count('losses', hold.key);
+    }
+    this.holdEnded(hold);
     this.letGo(hold);
     for (const fn of hold.listeners) this.driver.defer(() => fn(err));
     this.driver.holdLost(hold, err);
@@ -564,7 +620,26 @@ class Core {
 
   forget(hold) {
     hold.released = true;
+    this.holdEnded(hold);
     if (this.holds.get(hold.key) === hold) this.holds.delete(hold.key);
+  }
+
+  // Counts a hold's end once (released, lost or the session's end); a
+  // ghost (a grant nobody knew of, token 0) is not counted.
+  holdEnded(hold) {
+    if (hold.ended || !hold.token) return;
+    hold.ended = true;
+    this.count('holds', hold.key, this.driver.now() - hold.grantedAt);
+  }
+
+  // One event for the counters (waits, holds: with the ms observed) and,
+  // after the core's turn, for onCounter.
+  count(name, key = null, ms = 0) {
+    this.counters[name]++;
+    const total = `${name.slice(0, -1)}SecondsTotal`; // waits -> waitSecondsTotal
+    if (total in this.counters) this.counters[total] += ms / 1000;
+    const hook = this.onCounter;
+    if (hook) this.driver.defer(() => hook(Object.freeze({ name, key, seconds: ms / 1000 })));
   }
 
   // A grant nobody will use (its caller gave up, or a RESUME listed a key
@@ -581,7 +656,7 @@ class Core {
       // nothing to send: the broker holds nothing for it any more (and a
       // RELEASE could end a later hold of the same key)
       this.forget(hold);
-      settle(out, null, hold.lostError || new SessionLostError(`${hold.key}: the session ended`));
+      settle(out, null, hold.lostError || lost(hold.key, hold.token, 'the session ended', { cls: SessionLostError }));
       return;
     }
     this.submit(new Release(hold, lingerMs, out));
@@ -602,7 +677,8 @@ class Core {
     }
     if (acq.deadline !== null && acq.deadline <= this.driver.now()) {
       acq.state = 'done'; // one try, and this client has the key
-      settle(acq.out, null, new LockBusyError(`${acq.key} is held`));
+      this.count('waits', acq.key);
+      settle(acq.out, null, busy(acq.key, null, acq.text, 'another caller of this client'));
       return;
     }
     acq.state = 'local';
@@ -629,6 +705,17 @@ class Core {
   watchChanged(w, state) {
     w.state = state;
     for (const fn of w.listeners) this.driver.defer(() => fn(state));
+  }
+
+  // The broker refused to watch key: its listeners are told, and it is
+  // watched no more (never asked for again).
+  watchFailed(key, err) {
+    const w = this.watches.get(key);
+    if (!w || !w.active) return;
+    this.watches.delete(key);
+    w.active = false;
+    this.driver.debug(`${err.message}: the watch ended`);
+    for (const fn of w.listeners) this.driver.defer(() => fn(err));
   }
 
   // -------------------------------------------------------- connections
@@ -658,7 +745,7 @@ class Core {
         settle(req.out, null, err);
       }
     }
-    this.endSession(new SessionLostError(err.message), quiet);
+    this.endSession(err.message, quiet);
   }
 
   // The client is closed: everything fails, the requests queued behind the
@@ -674,8 +761,11 @@ class Core {
     }
   }
 
-  endSession(err, quiet = false) {
-    for (const hold of this.holds.values()) this.markLost(hold, err, quiet);
+  // The session is gone: every hold is lost (SessionLostError, why).
+  endSession(why, quiet = false) {
+    for (const hold of this.holds.values()) {
+      this.markLost(hold, lost(hold.key, hold.token, why, { cls: SessionLostError }), quiet);
+    }
     this.holds.clear();
     this.session++;
   }
@@ -749,7 +839,7 @@ class Core {
       const releasing = new Set(this.dropped.filter((r) => r instanceof Release).map((r) => r.key));
       for (const [key, hold] of [...this.holds]) {
         if (!listed.has(key) && !releasing.has(key)) {
-          this.markLost(hold, new LockLostError(`${key} was not kept by the RESUME`));
+          this.markLost(hold, lost(key, hold.token, 'not kept by the RESUME', { request: 'RESUME' }));
           this.forget(hold);
         }
       }
@@ -778,8 +868,8 @@ class Core {
       }
     } else {
       const why = this.resumeError;
-      this.endSession(new SessionLostError(why ? `the session could not be resumed: ${why.message}`
-        : 'the connection was lost, and the session with it'));
+      this.endSession(why ? `the session could not be resumed (${why.text})`
+        : 'the connection was lost, and the session with it');
       for (const [key, w] of this.watches) {
         if (w.active && !front.some((r) => r instanceof Watch && r.key === key)) front.push(new Watch(key));
       }

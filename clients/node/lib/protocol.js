@@ -5,7 +5,7 @@
 // the byte stream into lines. See proto/PROTOCOL.md and the 1.2 part 1
 // words (ASYNC, CANCEL, VALUE, PROCLAIM, WATCH, CHECK).
 
-const { ProtocolError } = require('./errors');
+const { BadArgumentError, ProtocolError } = require('./errors');
 
 const MAX_KEY = 256; // the broker's default max_key_len
 const MAX_VALUE = 256;
@@ -39,13 +39,16 @@ function toMs(ms, what, minimum = 0) {
   return Math.max(minimum, Math.min(MAX_MS, Math.ceil(ms)));
 }
 
-function checkKind(shared, limit, value) {
-  if (shared && limit != null) throw new TypeError('shared and limit exclude each other');
+// The kind of hold asked for: what the broker would refuse with ERR BADARG
+// throws BadArgumentError before it is sent.
+function checkKind(shared, limit, value, key = null) {
+  const bad = (text) => new BadArgumentError(text, null, { key });
+  if (shared && limit != null) throw bad('shared and limit exclude each other');
   if (limit != null && (!Number.isInteger(limit) || limit < 1 || limit > 1000000)) {
-    throw new TypeError(`limit is an integer 1..1000000, not ${limit}`);
+    throw bad(`limit is an integer 1..1000000, not ${limit}`);
   }
   if (value != null) {
-    if (shared || limit != null) throw new TypeError('a value goes on an exclusive hold only');
+    if (shared || limit != null) throw bad('a value goes on an exclusive hold only');
     checkValue(value);
   }
 }

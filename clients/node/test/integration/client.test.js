@@ -174,7 +174,8 @@ test('EVENT LOST goes to the right hold while other requests are in flight', asy
   }
   assert.ok(answered > 10, `${answered} answers meanwhile`);
   await waitFor(() => told.length, 2000, 'the onLost callback');
-  assert.ok(told[0] instanceof lb.LockLostError && / a /.test(told[0].message));
+  assert.ok(told[0] instanceof lb.LockLostError);
+  assert.equal(told[0].message, `a: the lock was lost (token ${a.token})`);
   assert.ok(a.signal.reason instanceof lb.LockLostError);
   assert.equal(b.lost, false);
   await assert.rejects(a.release(), lb.LockLostError);
@@ -274,10 +275,78 @@ test('AUTH: a wrong or missing token at connect; ERR DENIED at once, even with a
   await (await (await env.client(['b1'], { auth: 's3cret' })).lock('any')).release();
   const c = await env.client(['b2'], { auth: 'billing-token' });
   await (await c.lock('invoices:2024-06')).release();
-  await assert.rejects(c.lock('reports:daily', { wait: 0 }), lb.DeniedError);
+  await assert.rejects(c.lock('reports:daily', { wait: 0 }), {
+    name: 'DeniedError',
+    message: "reports:daily: denied: outside this app's keys (app billing may not use this key)",
+  });
   const t0 = Date.now();
   await assert.rejects(c.lock('reports:daily', { wait: 5000 }), lb.DeniedError);
   assert.ok(Date.now() - t0 < 1000);
+});
+
+test('the counters after a scripted run, and a hook call per count', async () => {
+  await env.fresh(['broker b1', 'broker b2']);
+  const told = [];
+  const c = await env.client(['b1', 'b2'], { onCounter: (ev) => told.push(ev) });
+  const events = recordEvents(c);
+  const emitted = [];
+  c.on('counter', (ev) => emitted.push(ev.name));
+  const other = await env.client(['b2']);
+  const hold = await c.lock('a'); // waits 1
+  await sleep(200);
+  await hold.release(); // holds 1, >= 0.2 s
+  await other.lock('b');
+  await assert.rejects(c.lock('b', { wait: 0 }), lb.LockBusyError); // waits 2
+  await assert.rejects(c.lock('b', { wait: 300 }), lb.LockTimeoutError); // waits 3, >= 0.3 s
+  const doomed = await c.lock('l', { ttl: 600 }); // waits 4
+  await env.step('redis del l');
+  await waitFor(() => doomed.lost, 3000, 'the loss'); // losses 1, holds 2
+  const kept = await c.lock('k', { ttl: 5000 }); // waits 5
+  await env.step('kill b1');
+  await waitFor(() => events.includes('resumed'), 8000, 'the resume');
+  await kept.release(); // holds 3
+  const n = c.counters();
+  assert.deepEqual([n.waits, n.holds, n.losses, n.resumes, n.reconnects], [5, 3, 1, 1, 1]);
+  assert.ok(n.waitSecondsTotal >= 0.3 && n.waitSecondsTotal < 3, `${n.waitSecondsTotal}`);
+  assert.ok(n.holdSecondsTotal >= 0.2, `${n.holdSecondsTotal}`);
+  assert.ok(Object.isFrozen(n));
+  await waitFor(() => told.length === 11, 2000, 'a hook call per count');
+  assert.deepEqual(told.map((e) => e.name).sort(),
+    ['holds', 'holds', 'holds', 'losses', 'reconnects', 'resumes', 'waits', 'waits', 'waits', 'waits', 'waits']);
+  assert.deepEqual(told.filter((e) => e.name === 'waits').map((e) => e.key), ['a', 'b', 'b', 'l', 'k']);
+  const held = told.filter((e) => e.name === 'holds').reduce((sum, e) => sum + e.seconds, 0);
+  assert.ok(Math.abs(held - n.holdSecondsTotal) < 1e-9);
+  assert.equal(emitted.length, 11);
+});
+
+test('errors say what happened to which key; the broker\'s reply and the request are properties', async () => {
+  await env.fresh();
+  const c = await env.client();
+  const other = await env.client();
+  const hold = await c.lock('lost:js', { ttl: 600 });
+  await env.step('redis del lost:js');
+  await waitFor(() => hold.lost, 3000, 'the loss');
+  const e = hold.lostError;
+  assert.equal(e.message, `lost:js: the lock was lost (token ${hold.token})`);
+  assert.deepEqual([e.key, e.reply, e.request, e.token, e.code],
+    ['lost:js', `EVENT LOST lost:js ${hold.token}`, null, hold.token, 'LOST']);
+  await other.lock('busy');
+  await assert.rejects(c.lock('busy', { wait: 0 }), {
+    name: 'LockBusyError', message: 'busy: held by another session', reply: 'BUSY', request: 'ACQUIRE busy ASYNC',
+  });
+  await assert.rejects(c.lock('busy', { wait: 250 }), { name: 'LockTimeoutError', message: 'busy: not granted within 250 ms' });
+  await other.lock('sem', { limit: 2 });
+  await assert.rejects(c.lock('sem', { limit: 3, wait: 0 }), {
+    name: 'BadArgumentError',
+    message: 'sem: bad argument (the key is a semaphore with LIMIT 2)',
+    key: 'sem',
+    reply: 'ERR BADARG the key is a semaphore with LIMIT 2',
+    request: 'ACQUIRE sem LIMIT 3 ASYNC',
+  });
+  assert.equal(lb.LimitError, lb.LimitExceededError);
+  await c.close();
+  await assert.rejects(c.lock('any'), (err) => err instanceof lb.ClosedError && err instanceof lb.UsageError
+    && err.message === 'the client is closed');
 });
 
 test('a broker older than protocol 1.2 is refused unless LOCKBROKER_ALLOW_OLD=1', async () => {

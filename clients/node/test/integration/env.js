@@ -6,7 +6,7 @@
 const { after, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 const lb = require('../..');
-const { Servers, Skipped } = require('../servers');
+const { Servers } = require('../servers');
 
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
@@ -59,20 +59,6 @@ class Env {
     const c = await lb.Client.connect(await this.addrs(names, !!o.tls), o);
     this.clients.push(c);
     return c;
-  }
-
-  // Skips test t (with the reason) while the broker answers ERR BADCMD to
-  // one of these words (VALUE, WATCH, CHECK: the helper probes each once
-  // per run); true when skipped: the test returns then.
-  async skipUnless(t, ...words) {
-    try {
-      await this.servers.step(`needs ${words.join(' ')}`);
-      return false;
-    } catch (e) {
-      if (!(e instanceof Skipped)) throw e;
-      t.skip(e.message);
-      return true;
-    }
   }
 
   // Fails at once, saying why, on a broker without protocol 1.2 (the test

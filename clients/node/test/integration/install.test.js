@@ -52,7 +52,7 @@ test('the README example runs as written, installed from the packed tarball', as
   fs.mkdirSync(app);
   await run('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { ...npmOpts, cwd: app });
   const installed = path.join(app, 'node_modules', 'lockbroker');
-  for (const f of ['index.js', 'index.d.ts', 'lib/client.js', 'README.md']) {
+  for (const f of ['index.js', 'index.mjs', 'index.d.ts', 'lib/client.js', 'README.md']) {
     assert.ok(fs.existsSync(path.join(installed, f)), `${f} is in the package`);
   }
   assert.ok(!fs.existsSync(path.join(installed, 'test')), 'the tests are not');
@@ -68,12 +68,41 @@ test('the README example runs as written, installed from the packed tarball', as
     fs.writeFileSync(path.join(app, 'example.js'), example);
     const { stdout } = await run(process.execPath, ['example.js'], { cwd: app, timeout: 60000 });
     assert.match(stdout, /^holding orders:42, fencing token \d+\nreleased orders:42\n$/);
-    // installed, not picked up from the source tree; ES modules too
+    // installed, not picked up from the source tree; ES modules get the ES
+    // entry (exports: import), require the CommonJS one: the same objects
     const { stdout: where } = await run(process.execPath, ['--input-type=module', '-e',
-      "import { Client } from 'lockbroker'; import { createRequire } from 'module';"
-      + " console.log(typeof Client, createRequire(process.cwd() + '/').resolve('lockbroker'))"], { cwd: app });
-    assert.equal(where.trim(), `function ${path.join(installed, 'index.js')}`);
+      "import * as lb from 'lockbroker'; import { createRequire } from 'module';"
+      + " const req = createRequire(process.cwd() + '/');"
+      + " const cjs = req('lockbroker');"
+      + " console.log(import.meta.resolve('lockbroker'), req.resolve('lockbroker'),"
+      + " lb.Client === cjs.Client && lb.LockLostError === cjs.LockLostError && lb.default === cjs,"
+      + " Object.keys(cjs).every((k) => lb[k] === cjs[k]))"], { cwd: app });
+    assert.equal(where.trim(),
+      `file://${path.join(installed, 'index.mjs')} ${path.join(installed, 'index.js')} true true`);
   } finally {
     if (server) server.close();
   }
+});
+
+test("the README's package.json dependency installs the packed tarball offline", async (t) => {
+  const readme = fs.readFileSync(path.join(PKG, 'README.md'), 'utf8');
+  const install = readme.split('## Install')[1].split('\n## ')[0];
+  const manifest = JSON.parse(/```json\n([\s\S]*?)```/.exec(install)[1]);
+  const spec = manifest.dependencies.lockbroker;
+  assert.match(spec, /^file:.*\/clients\/node\/build\/lockbroker-[\d.]+\.tgz$/);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lbc-dep-'));
+  t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const npmOpts = { timeout: 120000, env: { ...process.env, npm_config_cache: path.join(tmp, 'cache') } };
+  const { stdout: packed } = await run('npm', ['pack', '--silent', '--pack-destination', tmp], { ...npmOpts, cwd: PKG });
+  const tarball = packed.trim().split('\n').pop();
+  assert.equal(tarball, path.basename(spec), 'the README names the tarball make builds');
+  const app = path.join(tmp, 'app');
+  fs.mkdirSync(app);
+  // the README's line, its path pointing at this tarball
+  manifest.name = 'app';
+  manifest.dependencies.lockbroker = `file:../${tarball}`;
+  fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify(manifest));
+  await run('npm', ['install', '--offline', '--no-audit', '--no-fund'], { ...npmOpts, cwd: app });
+  const { stdout } = await run(process.execPath, ['-e', "console.log(typeof require('lockbroker').Client)"], { cwd: app });
+  assert.equal(stdout.trim(), 'function');
 });

@@ -7,6 +7,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const lb = require('../..');
 const { Env, sleep, waitFor, recordEvents } = require('./env');
 
 const env = new Env();
@@ -16,9 +17,8 @@ async function fresh12(lines = ['broker b1', 'broker b2']) {
   await env.needs12();
 }
 
-test('VALUE, OWNER ... VALUE from another broker, CHECK, PROCLAIM', async (t) => {
+test('VALUE, OWNER ... VALUE from another broker, CHECK, PROCLAIM', async () => {
   await fresh12();
-  if (await env.skipUnless(t, 'VALUE', 'CHECK')) return;
   const c = await env.client(['b1']);
   const other = await env.client(['b2']);
   const hold = await c.lock('svc:primary', { value: '10.0.0.7:8080' });
@@ -36,9 +36,8 @@ test('VALUE, OWNER ... VALUE from another broker, CHECK, PROCLAIM', async (t) =>
   assert.equal((await c.owner('svc:primary')).value, null);
 });
 
-test('WATCH: the state at once, then each change whichever broker made it', async (t) => {
+test('WATCH: the state at once, then each change whichever broker made it', async () => {
   await fresh12();
-  if (await env.skipUnless(t, 'WATCH', 'VALUE')) return;
   const c = await env.client(['b1']);
   const other = await env.client(['b2']);
   const w = await other.watch('jobs:k');
@@ -54,22 +53,39 @@ test('WATCH: the state at once, then each change whichever broker made it', asyn
   await w.close();
 });
 
-test('leader election: one leader at a time, the next takes over on resign, watchers see who leads', async (t) => {
+test('leader election as the README shows it: campaign with a value, observe with for await, resign', async () => {
   await fresh12();
-  if (await env.skipUnless(t, 'WATCH', 'VALUE')) return;
   const a = await env.client(['b1']);
   const b = await env.client(['b2']);
   const follower = await env.client(['b1']);
   const w = await follower.watch('svc:leader');
-  const lead = await a.elect('svc:leader', '10.0.0.1:80');
-  await w.wait(() => w.leader === '10.0.0.1:80', { timeout: 3000 });
+  const leaders = [];
+  const observed = (async () => {
+    for await (const state of w) {
+      leaders.push(w.leader);
+      if (w.leader === '10.0.0.8:80') return;
+    }
+  })();
+  await waitFor(() => leaders.length, 3000, 'the first state');
+  const leadership = await a.elect('svc:leader', '10.0.0.7:80');
   let bLeads = false;
-  const next = b.elect('svc:leader', '10.0.0.2:80').then((h) => { bLeads = true; return h; });
-  await sleep(200);
-  assert.equal(bLeads, false);
-  await lead.release(); // resign
-  assert.ok((await next).token > lead.token);
-  await w.wait(() => w.leader === '10.0.0.2:80', { timeout: 3000 });
+  const next = b.elect('svc:leader', '10.0.0.8:80').then((h) => { bLeads = true; return h; });
+  await sleep(300);
+  assert.equal(bLeads, false); // one leader at a time
+  assert.equal(leadership.signal.aborted, false);
+  await leadership.release(); // resign: b leads
+  const second = await next;
+  assert.ok(second.token > leadership.token);
+  await observed;
+  assert.equal(leaders[0], null);
+  assert.deepEqual(leaders.filter(Boolean), ['10.0.0.7:80', '10.0.0.8:80']);
+  // a leadership lost aborts its signal
+  await second.release();
+  const third = await a.elect('svc:leader', '10.0.0.7:80', { ttl: 600 });
+  await env.step('redis del svc:leader');
+  await waitFor(() => third.signal.aborted, 3000, 'the leadership signal');
+  assert.ok(third.signal.reason instanceof lb.LockLostError);
+  await w.close();
 });
 
 test('100 concurrent waits on different keys over one client, one aborted midway', async () => {
@@ -93,9 +109,8 @@ test('100 concurrent waits on different keys over one client, one aborted midway
   await (await (await env.client()).lock('q50', { wait: 0 })).release();
 });
 
-test('a queued wait and a watch survive a kill -9 of their broker (RESUME on the second)', async (t) => {
+test('a queued wait and a watch survive a kill -9 of their broker (RESUME on the second)', async () => {
   await fresh12();
-  if (await env.skipUnless(t, 'WATCH')) return;
   const c = await env.client(['b1', 'b2']);
   const events = recordEvents(c);
   const other = await env.client(['b2']);
@@ -118,11 +133,35 @@ test('an aborted wait on a 1.2 broker is withdrawn at once (CANCEL), not at its 
   const holder = await env.client();
   const c = await env.client();
   const hold = await holder.lock('k');
-  const waiting = c.lock('k', { wait: 20000, signal: AbortSignal.timeout(300) });
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 300);
+  const waiting = c.lock('k', { wait: 20000, signal: ac.signal });
   await assert.rejects(waiting, { name: 'AbortError' });
   const stats = await c.stats();
   assert.equal(stats.waiters, '0'); // the broker keeps no wait for it
   await hold.release();
   await sleep(200);
   assert.deepEqual(await c.held(), []);
+});
+
+test('a wait whose signal times out (AbortSignal.timeout) rejects with LockTimeoutError, withdrawn at once', async () => {
+  await fresh12(['broker b1']);
+  const holder = await env.client();
+  const c = await env.client();
+  const hold = await holder.lock('k');
+  const t0 = Date.now();
+  const err = await c.lock('k', { wait: 20000, signal: AbortSignal.timeout(300) }).catch((e) => e);
+  assert.ok(Date.now() - t0 < 2000);
+  assert.ok(err instanceof lb.LockTimeoutError, `${err && err.name}: ${err && err.message}`);
+  assert.equal(err.code, 'TIMEOUT');
+  assert.equal(err.message, 'k: not granted before the signal timed out');
+  assert.equal(err.cause.name, 'TimeoutError');
+  assert.match(err.request, /^ACQUIRE k WAIT \d+ ASYNC$/);
+  assert.equal((await c.stats()).waiters, '0'); // withdrawn (CANCEL)
+  // already timed out when called: the same, nothing sent
+  const late = AbortSignal.timeout(1);
+  await sleep(20);
+  await assert.rejects(c.lock('k', { signal: late }), lb.LockTimeoutError);
+  await hold.release();
+  await (await c.lock('k', { wait: 2000 })).release();
 });

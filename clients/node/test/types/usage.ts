@@ -4,7 +4,8 @@
 import { readFileSync } from 'fs';
 import {
   Client, ConnectionEvent, Hold, KeyState, LockBusyError, LockLostError, LockTimeoutError,
-  WaitCancelledError, Watch, CheckResult, FREE, BrokerError,
+  WaitCancelledError, Watch, CheckResult, FREE, BrokerError, ClosedError, Counters, CounterEvent,
+  LimitError, LimitExceededError,
 } from 'lockbroker';
 
 async function app(): Promise<number> {
@@ -15,7 +16,11 @@ async function app(): Promise<number> {
     name: 'billing-worker-3',
     pingInterval: 2000,
     onEvent: (ev: ConnectionEvent) => console.log(ev.kind, ev.broker, ev.detail),
+    onCounter: (ev: CounterEvent) => console.log(ev.name, ev.key, ev.seconds),
   });
+  client.on('counter', (ev) => { const k: CounterEvent['name'] = ev.name; void k; });
+  const counted: Counters = client.counters();
+  const perWait: number = counted.waitSecondsTotal / counted.waits;
   client.on('connection', (ev) => { const k: ConnectionEvent['kind'] = ev.kind; void k; });
   client.on('lost', (hold, err) => console.log(hold.key, err.code));
 
@@ -34,7 +39,9 @@ async function app(): Promise<number> {
   } catch (e) {
     if (e instanceof LockBusyError || e instanceof LockTimeoutError) console.log(e.code);
     if (e instanceof WaitCancelledError) console.log(e.cause);
-    if (e instanceof BrokerError) console.log(e.text, e.request);
+    if (e instanceof BrokerError) console.log(e.text, e.request, e.reply, e.key);
+    if (e instanceof LockLostError) console.log(e.token);
+    if (e instanceof ClosedError || e instanceof LimitExceededError || e instanceof LimitError) console.log(e.message);
   }
 
   const leader: Hold = await client.elect('svc:leader', '10.0.0.7:8080');
@@ -43,6 +50,7 @@ async function app(): Promise<number> {
   const st: KeyState = await w.wait((x) => x.kind !== 'free', { timeout: 3000 });
   const who: string | null = w.leader;
   w.on('change', (x: KeyState) => console.log(x.holders, x.limit, x.clientId, x.value));
+  w.on('error', (err) => console.log(err.code, w.error && w.error.reply));
   for await (const x of w) {
     if (x === FREE) break;
   }
@@ -55,7 +63,7 @@ async function app(): Promise<number> {
   await client.ping();
   await hold[Symbol.asyncDispose]();
   await client[Symbol.asyncDispose]();
-  console.log(n, s, st, who, owner.ttlMs, check.current, held, stats.version, client.clientId, client.version);
+  console.log(n, s, st, who, owner.ttlMs, check.current, held, stats.version, client.clientId, client.version, perWait);
   return token;
 }
 

@@ -435,7 +435,8 @@ test('a hold lost by a new session reports SessionLostError with why', async () 
   gen.next(['OK n lockbroker/1.2.0 s2']);
   core.reconcile(false);
   assert.ok(h.lostError instanceof E.SessionLostError);
-  assert.match(h.lostError.message, /NOSESSION/);
+  assert.equal(h.lostError.message, 'h: the lock was lost (token 1): the session could not be resumed (expired)');
+  assert.deepEqual([h.lostError.key, h.lostError.token], ['h', 1]);
 });
 
 test('the retry budget runs out: requests fail, holds are lost, waits end; closing ends the local queue too', async () => {

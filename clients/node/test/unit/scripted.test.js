@@ -2,10 +2,9 @@
 // The Client (its sockets, timers, AbortSignals, holds and watches)
 // against a scripted in-process server: each connection plays a script
 // (expect this line, send these). It speaks only the lines a test scripts,
-// so the protocol 1.2 flows (ASYNC waits, CANCEL, WATCH, EVENT QUEUED
-// after RESUME, the version check) are exercised here while the real
-// broker of this branch speaks 1.1; the integration tests cover them
-// against real brokers once 1.2 lands.
+// so it plays what a real broker does only in a corner (an EVENT QUEUED
+// after RESUME, a broker too old, one that refuses VALUE or WATCH after a
+// failover); the integration tests cover the flows against real brokers.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -288,7 +287,7 @@ test('a silent broker: the idle PING misses its deadline, the session is resumed
 test('a hold the RESUME does not list is lost; a new session when the grace ran out', async () => {
   const third = await scripted(async (p) => {
     await p.hello('1.2.0', 'ERR NOSESSION expired');
-    await p.expect('HELLO GRACE 30000');
+    await p.expect('HELLO GRACE 5000');
     p.send(`OK ${CID} lockbroker/1.2.0 ${SECRET}`);
     await p.quit();
   });
@@ -387,5 +386,62 @@ test('Hold and Client dispose with Symbol.asyncDispose', async () => {
   await hold[dispose](); // once
   await c[dispose]();
   await assert.rejects(c.lock('k'), lb.UsageError);
+  await s.check();
+});
+
+// A broker without ACQUIRE ... VALUE and WATCH (protocol 1.2 part 1's first
+// half): each refusal is answered once; a library that asked again would
+// meet the QUIT expectation instead.
+test('a broker that refuses VALUE and WATCH: elect() and watch() reject with its refusal, once', async () => {
+  const s = await scripted(async (p) => {
+    await p.hello();
+    await p.expect('ACQUIRE svc:leader VALUE 10\\.0\\.0\\.7:80 WAIT \\d+ ASYNC');
+    p.send('ERR BADARG VALUE is not supported by this broker yet');
+    await p.expect('WATCH svc:leader');
+    p.send('ERR BADCMD unknown command');
+    await p.quit();
+  });
+  const c = await lb.Client.connect(s.addr);
+  const t0 = Date.now();
+  await assert.rejects(c.elect('svc:leader', '10.0.0.7:80'), {
+    name: 'BadArgumentError', message: 'svc:leader: bad argument (VALUE is not supported by this broker yet)',
+  });
+  assert.ok(Date.now() - t0 < 2000, 'not asked again');
+  await assert.rejects(c.watch('svc:leader'), {
+    name: 'BadCommandError',
+    message: 'svc:leader: the broker does not know WATCH (unknown command)',
+    request: 'WATCH svc:leader',
+    reply: 'ERR BADCMD unknown command',
+  });
+  await c.close();
+  await s.check();
+});
+
+test('a watch refused after a new session (a broker without WATCH) ends loudly: error event, wait and iteration reject', async () => {
+  const s = await scripted(async (p) => {
+    await p.hello();
+    await p.expect('WATCH k');
+    p.send('OK', 'EVENT FREE k'); // then the connection breaks
+  }, async (p) => {
+    await p.hello('1.2.0', 'ERR NOSESSION expired');
+    await p.expect('HELLO GRACE \\d+');
+    p.send(`OK ${CID} lockbroker/1.2.0 ${SECRET}`);
+    await p.expect('WATCH k');
+    p.send('ERR BADCMD unknown command');
+    await p.quit(); // never WATCH again
+  });
+  const c = await lb.Client.connect(s.addr, { pingInterval: 200, pingTimeout: 200 });
+  const w = await c.watch('k');
+  const told = [];
+  w.on('error', (err) => told.push(err));
+  const seen = [];
+  const iterated = (async () => { for await (const st of w) seen.push(st.kind); })();
+  await assert.rejects(w.wait((st) => st.kind !== 'free', { timeout: 5000 }), lb.BadCommandError);
+  await assert.rejects(iterated, lb.BadCommandError);
+  assert.deepEqual(seen, ['free']);
+  assert.ok(w.error instanceof lb.BadCommandError);
+  assert.deepEqual(told, [w.error]);
+  await w.close();
+  await c.close();
   await s.check();
 });

@@ -11,12 +11,13 @@ and asyncio (AsyncClient).
 from .aio import AsyncClient, AsyncHold, AsyncWatch, LockContext
 from ._common import ConnectionEvent
 from .client import Client, Hold, LockRequest, Watch
-from .errors import (BadArgument, BadCommand, BrokerError, ConnectError,
-                     Denied, LimitExceeded, LineTooLong, LockBrokerError,
-                     LockBusy, LockLost, LockTimeout, NoSession,
-                     NotAcquired, NotAuthenticated, NotHeld, ProtocolError,
-                     SessionLost, Unavailable, UsageError, VersionError,
-                     WaitCancelled)
+from .counters import CounterEvent, Counters
+from .errors import (BadArgument, BadCommand, BrokerError, Closed,
+                     ConnectError, Denied, LimitExceeded, LineTooLong,
+                     LockBrokerError, LockBusy, LockLost, LockTimeout,
+                     NoSession, NotAcquired, NotAuthenticated, NotHeld,
+                     ProtocolError, SessionLost, Unavailable, UsageError,
+                     VersionError, WaitCancelled)
 from .protocol import CheckResult, KeyState
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient", "AsyncHold", "AsyncWatch", "LockContext", "Client", "Hold",
     "LockRequest", "Watch", "ConnectionEvent", "KeyState", "CheckResult",
+    "Counters", "CounterEvent", "Closed",
     "LockBrokerError", "BrokerError", "BadCommand", "BadArgument",
     "LineTooLong", "NotAuthenticated", "NotHeld", "LockLost", "Unavailable",
     "LimitExceeded", "NoSession", "Denied", "NotAcquired", "LockBusy",

@@ -12,11 +12,21 @@ import time
 from typing import Any, Callable, ContextManager, Generator, Sequence
 
 from . import protocol as P
-from ._common import (ConnectionEvent, Options, addr_text, emit,
-                      make_options, rotation, ttl_ms)
+from ._common import (DEFAULT_GRACE, ConnectionEvent, Options, addr_text,
+                      emit, make_options, rotation, ttl_ms)
 from ._core import (Acquire, Core, Future, HoldRequest, HoldState, Request,
                     WatchState, log)
-from .errors import ConnectError, LockLost, UsageError
+from .counters import CounterEvent, Counters
+from .errors import (Closed, ConnectError, LockBrokerError, LockLost,
+                     UsageError, describe, key_of)
+
+
+def no_answer(request: str, timeout: float) -> ConnectError:
+    """The error of a request the broker did not answer in time."""
+    key = key_of(request)
+    return ConnectError(describe(key or request.split(" ", 1)[0],
+                                 "no answer within %.3g s" % timeout),
+                        key=key, request=request)
 
 
 class ClientBase:
@@ -26,7 +36,10 @@ class ClientBase:
     client connects to the first that answers and, when its connection
     breaks, resumes its session (RESUME) on any of them.  ``grace``: the
     seconds the broker keeps the session's holds after its connection
-    broke (HELLO GRACE; 0: none, the holds end with the connection).
+    broke (HELLO GRACE; default 5; 0: none, the holds end with the
+    connection): a crashed app's locks are free after it.  The end of the
+    process, or of the client object, ends the session with QUIT (its
+    locks free at once).
     ``auth``: the broker's AUTH token.  ``tls``: an ``ssl.SSLContext`` (or
     True for the system's default one); ``tls_server_name``: the name to
     check the broker's certificate against (default: the host).  ``name``:
@@ -39,27 +52,31 @@ class ClientBase:
     declares the connection dead.  ``request_timeout``: how long a request
     other than a wait may go unanswered.  ``on_event``: a callable given a
     ``ConnectionEvent`` on connects, disconnects, resumes and new sessions
-    (the ``lockbroker`` logger says the same).
+    (the ``lockbroker`` logger says the same).  ``on_counter``: a callable
+    given a ``CounterEvent`` each time one of ``counters()`` moves.
     """
 
     def __init__(self, brokers: str | Sequence[str] = "127.0.0.1:7711", *,
-                 grace: float = 30.0, auth: str | None = None,
+                 grace: float = DEFAULT_GRACE, auth: str | None = None,
                  tls: ssl.SSLContext | bool | None = None,
                  tls_server_name: str | None = None,
                  name: str | None = None, connect_timeout: float = 5.0,
                  resume_timeout: float | None = None,
                  ping_interval: float = 5.0, ping_timeout: float = 5.0,
                  request_timeout: float = 30.0,
-                 on_event: Callable[[ConnectionEvent], None] | None = None
+                 on_event: Callable[[ConnectionEvent], None] | None = None,
+                 on_counter: Callable[[CounterEvent], None] | None = None
                  ) -> None:
         self._o: Options = make_options(
             brokers, grace=grace, auth=auth, tls=tls,
             tls_server_name=tls_server_name, name=name,
             connect_timeout=connect_timeout, resume_timeout=resume_timeout,
             ping_interval=ping_interval, ping_timeout=ping_timeout,
-            request_timeout=request_timeout, on_event=on_event)
+            request_timeout=request_timeout, on_event=on_event,
+            on_counter=on_counter)
         self._core = Core(self, name=name, grace_ms=self._o.grace_ms,
                           auth=auth, allow_old=self._o.allow_old)
+        self._core.on_counter = on_counter
         self._connected = False
         self._closed = False
         self._closing = False           # QUIT sent: the end is no break
@@ -102,9 +119,18 @@ class ClientBase:
         """The address of the broker in use."""
         return addr_text(self._o.brokers[self._current])
 
+    def counters(self) -> Counters:
+        """A snapshot of the client's counters (see ``Counters``)."""
+        with self._guard():
+            return self._core.counters.snapshot()
+
     # -- connections
     def _announce(self, i: int, resumed: bool) -> None:
         self._current = i
+        with self._guard():
+            self._core.count("reconnects")
+            if resumed:
+                self._core.count("resumes")
         self._emit("resumed" if resumed else "new_session", i)
 
     def _emit(self, kind: str, i: int | None, detail: str = "") -> None:
@@ -173,7 +199,7 @@ class ClientBase:
     # -- requests
     def _check_open(self) -> None:
         if self._closed:
-            raise UsageError("the client is closed")
+            raise Closed("the client is closed")
 
     def _acquire(self, key: str, timeout: float | None, fut: Future,
                  owner: Any, *, shared: bool, limit: int | None,
@@ -204,8 +230,7 @@ class ClientBase:
         return dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
 
     # -- watches
-    def _add_watch(self, key: str,
-                   listener: Callable[[P.KeyState], None]) -> bool:
+    def _add_watch(self, key: str, listener: Callable[[Any], None]) -> bool:
         """With the guard held: listen to key's states; True when the key
         was not watched yet (the caller sends WATCH)."""
         P.check_key(key)
@@ -219,8 +244,7 @@ class ClientBase:
             self.defer(functools.partial(listener, ws.state))
         return new
 
-    def _drop_watch(self, key: str,
-                    listener: Callable[[P.KeyState], None]) -> bool:
+    def _drop_watch(self, key: str, listener: Callable[[Any], None]) -> bool:
         """With the guard held: stop listening; True when nobody listens
         any more (the caller sends UNWATCH)."""
         ws = self._core.watches.get(key)
@@ -237,9 +261,11 @@ class ClientBase:
 class HoldBase:
     """A hold's read-only face and the requests on it."""
 
-    def __init__(self, client: ClientBase, state: HoldState) -> None:
+    def __init__(self, client: ClientBase, state: HoldState,
+                 keep: Any = None) -> None:
         self._client = client
         self._st = state
+        self._keep = keep       # a Client handle: alive while the hold is
         self._released = False
 
     key = property(lambda self: self._st.key)
@@ -264,12 +290,14 @@ class HoldBase:
 
     def _releasing(self) -> None:
         if self._released:
-            raise UsageError("%s was released already" % self.key)
+            raise UsageError(describe(self.key, "released already"),
+                             key=self.key)
         self._released = True
 
     def _usable(self) -> None:
         if self._released:
-            raise UsageError("%s was released" % self.key)
+            raise UsageError(describe(self.key, "released already"),
+                             key=self.key)
         if self._st.lost_error is not None:
             raise self._st.lost_error
 
@@ -294,19 +322,56 @@ class HoldBase:
 
 
 class WatchBase:
-    """A watch's read-only face: the latest state and the leader."""
+    """A watch's read-only face: the latest state and the leader, or the
+    error that ended it."""
 
     def __init__(self, key: str,
-                 on_change: Callable[[P.KeyState], None] | None) -> None:
+                 on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None
+                 ) -> None:
         self.key = key
         self._on_change = on_change
+        self._on_error = on_error
         self._state: P.KeyState | None = None
+        self._error: LockBrokerError | None = None
         self._closed = False
 
     @property
     def state(self) -> P.KeyState | None:
         """The latest state (None before the first)."""
         return self._state
+
+    @property
+    def error(self) -> LockBrokerError | None:
+        """What ended the watch (the broker refused WATCH, e.g. after a
+        failover to a broker without it); None while it runs."""
+        return self._error
+
+    def _seen(self, x: P.KeyState | LockBrokerError) -> bool:
+        """Take a state or the watch's end (with the driver's lock or
+        loop); True for a state."""
+        if isinstance(x, LockBrokerError):
+            self._error = x
+            self._closed = True
+            return False
+        self._state = x
+        return True
+
+    def _notify_user(self, x: P.KeyState | LockBrokerError) -> None:
+        """The user's callback for x (outside any lock of ours)."""
+        if isinstance(x, LockBrokerError):
+            if self._on_error is not None:
+                self._on_error(x)
+        elif self._on_change is not None:
+            self._on_change(x)
+
+    def _check(self) -> None:
+        """Raise what ended the watch, or UsageError once it is closed."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(describe(self.key, "the watch is closed"),
+                             key=self.key)
 
     @property
     def leader(self) -> str | None:

@@ -27,11 +27,11 @@ from collections import deque
 from typing import Any, Callable, Generator, Iterable, Protocol
 
 from . import protocol as P
-from .errors import (ERR_CLASSES, BrokerError, ConnectError,
-                     LockBrokerError, LockBusy, LockLost, LockTimeout,
-                     NotHeld, ProtocolError, SessionLost, Unavailable,
-                     UsageError, VersionError, WaitCancelled,
-                     error_from_reply)
+from .counters import CounterEvent, Tally
+from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
+                     LockTimeout, NotHeld, ProtocolError, SessionLost,
+                     Unavailable, UsageError, VersionError, WaitCancelled,
+                     busy, describe, error_for_code, error_from_reply, lost)
 
 log = logging.getLogger("lockbroker")
 
@@ -71,7 +71,8 @@ class HoldState:
     """One hold of this session on a key, as the core knows it."""
 
     __slots__ = ("key", "token", "kind", "limit", "value", "lost_error",
-                 "session", "released", "listeners", "owner", "has_local")
+                 "session", "released", "listeners", "owner", "has_local",
+                 "granted_at", "ended")
 
     def __init__(self, key: str, token: int, kind: str, limit: int | None,
                  value: str | None, session: int) -> None:
@@ -86,6 +87,8 @@ class HoldState:
         self.listeners: list[Callable[[LockLost], None]] = []
         self.owner: Any = None            # the thread or task that took it
         self.has_local = False            # holds the local key lock
+        self.granted_at = time.monotonic()
+        self.ended = False                # counted in Core.counters
 
     @property
     def lost(self) -> bool:
@@ -94,7 +97,8 @@ class HoldState:
 
 class WatchState:
     """A key this session watches, the latest state seen, and who wants to
-    hear of changes."""
+    hear of changes: each listener is called with each state, or once with
+    the error that ended the watch (the broker refused WATCH)."""
 
     __slots__ = ("key", "state", "seq", "listeners", "active")
 
@@ -102,7 +106,8 @@ class WatchState:
         self.key = key
         self.state: P.KeyState | None = None
         self.seq = 0
-        self.listeners: list[Callable[[P.KeyState], None]] = []
+        self.listeners: list[Callable[[P.KeyState | LockBrokerError],
+                                      None]] = []
         self.active = True
 
 
@@ -148,7 +153,9 @@ class Request:
         if self.replay and not self.abandoned:
             return True
         settle(self.fut, exc=ConnectError(
-            "the connection was lost before the reply to %s" % self.text))
+            describe(self.key or self.text.split(" ", 1)[0],
+                     "the connection was lost before the reply"),
+            key=self.key or None, request=self.text))
         return False
 
 
@@ -170,6 +177,7 @@ class Acquire(Request):
         self.shared = shared
         self.limit = limit
         self.deadline = deadline        # time.monotonic(), None: no end
+        self.started = time.monotonic()
         # a caller who would wait hears TIMEOUT, not BUSY, even when the
         # deadline passed before the request could be written
         self.patient = deadline is None or deadline > time.monotonic()
@@ -230,14 +238,16 @@ class Acquire(Request):
 
     def event(self, core: "Core", ev: P.Event) -> None:
         core.waits.pop(self.key, None)
+        line = " ".join(("EVENT", ev.kind, ev.key) + ev.args)
         if ev.kind == "GRANTED" and ev.args:
             self.granted(core, ev.args[0])
         elif ev.kind == "TIMEOUT":
-            self.not_granted(core)
+            self.not_granted(core, line)
         else:                       # FAILED <CODE>
             code = ev.args[0] if ev.args else "UNAVAILABLE"
-            cls = ERR_CLASSES.get(code, Unavailable)
-            self.finish(core, exc=cls("the wait for %s failed" % self.key))
+            self.finish(core, exc=error_for_code(
+                code, "the wait ended", self.text, key=self.key,
+                reply=line))
 
     def granted(self, core: "Core", word: str) -> None:
         try:
@@ -256,24 +266,32 @@ class Acquire(Request):
         hold.has_local, self.has_local = self.has_local, False
         core.holds[self.key] = hold
         self.state = "done"
+        core.count("waits", self.key, hold.granted_at - self.started)
         settle(self.fut, hold)
 
-    def not_granted(self, core: "Core") -> None:
+    def not_granted(self, core: "Core", reply: str = "BUSY") -> None:
         if self.cancel_error is not None:
             self.finish(core, exc=self.cancel_error)
         elif self.wait_ms == 0 and not self.patient:
-            self.finish(core, exc=LockBusy("%s is held" % self.key))
+            self.finish(core, exc=busy(self.key, reply, self.text))
         elif self.deadline is None or self.deadline - time.monotonic() > 0.001:
             core.submit(self)       # the broker clamped the wait: go on
         else:
-            self.finish(core, exc=LockTimeout(
-                "%s: the wait ran out" % self.key))
+            self.finish(core, exc=self.timed_out(reply))
+
+    def timed_out(self, reply: str | None = None) -> LockTimeout:
+        """The error of a wait whose deadline passed."""
+        took = "%.3g s" % (self.deadline - self.started) \
+            if self.deadline is not None else "its wait"
+        return LockTimeout(describe(self.key, "not granted within " + took),
+                           key=self.key, reply=reply, request=self.text)
 
     def finish(self, core: "Core", exc: BaseException) -> None:
         """Ends without a hold."""
         if self.state == "done":
             return
         self.state = "done"
+        core.count("waits", self.key, time.monotonic() - self.started)
         if core.waits.get(self.key) is self:
             del core.waits[self.key]
         if self.has_local:
@@ -327,8 +345,8 @@ class Release(Request):
         core.let_go(self.hold)
 
     def reply(self, core: "Core", line: str) -> None:
-        self.ended(core)
         if line.startswith("OK"):
+            self.ended(core)
             settle(self.fut, None)
             return
         err: BrokerError = error_from_reply(line, self.text)
@@ -336,13 +354,16 @@ class Release(Request):
                 self.hold.lost_error is not None:
             err = self.hold.lost_error
         elif isinstance(err, LockLost):
+            err = lost(self.key, self.hold.token, err.text, reply=line,
+                       request=self.text)
             core.mark_lost(self.hold, err)
         elif isinstance(err, Unavailable):
             # the broker frees it once Redis answers: for us it is gone
-            log.warning("RELEASE %s: %s (the broker finishes it)",
-                        self.key, err.text)
+            log.warning("%s (the broker finishes the release)", err)
+            self.ended(core)
             settle(self.fut, None)
             return
+        self.ended(core)
         settle(self.fut, exc=err)
 
     def dropped(self, core: "Core", resumed: bool,
@@ -368,9 +389,9 @@ class HoldRequest(Request):
 
     def reply(self, core: "Core", line: str) -> None:
         if line.startswith("ERR LOST"):
-            err = error_from_reply(line, self.text)
-            assert isinstance(err, LockLost)
-            core.mark_lost(self.hold, err)
+            text = line.split(" ", 2)[2] if line.count(" ") > 1 else ""
+            core.mark_lost(self.hold, lost(self.key, self.hold.token, text,
+                                           reply=line, request=self.text))
             settle(self.fut, exc=self.hold.lost_error)
             return
         super().reply(core, line)
@@ -379,8 +400,9 @@ class HoldRequest(Request):
                 listed: set[str]) -> bool:
         if resumed and self.key in listed:
             return True
-        settle(self.fut, exc=self.hold.lost_error or LockLost(
-            "%s was not kept across the reconnect" % self.key))
+        settle(self.fut, exc=self.hold.lost_error or lost(
+            self.key, self.hold.token, "not kept across the reconnect",
+            request=self.text))
         return False
 
 
@@ -394,7 +416,9 @@ class Cancel(Request):
     def reply(self, core: "Core", line: str) -> None:
         acq = core.waits.get(self.key)
         if line == "OK 1" and acq is not None:
-            acq.finish(core, exc=acq.cancel_error or WaitCancelled(self.key))
+            acq.finish(core, exc=acq.cancel_error or WaitCancelled(
+                describe(self.key, "the wait was cancelled"), key=self.key,
+                reply=line, request=self.text))
         settle(self.fut, line)
 
     def dropped(self, core: "Core", resumed: bool,
@@ -411,6 +435,16 @@ class Watch(Request):
     def __init__(self, key: str, fut: Future) -> None:
         super().__init__("WATCH " + key, fut)
         self.key = key
+
+    def reply(self, core: "Core", line: str) -> None:
+        if line.startswith("ERR"):
+            # e.g. a broker without WATCH after a failover: the watch ends,
+            # loudly, and is not asked for again
+            err = error_from_reply(line, self.text)
+            core.watch_failed(self.key, err)
+            settle(self.fut, exc=err)
+            return
+        super().reply(core, line)
 
     def dropped(self, core: "Core", resumed: bool,
                 listed: set[str]) -> bool:
@@ -460,6 +494,8 @@ class Core:
         self.blocking = 0                   # 1.1 blocking waits in flight
         self.listed: set[str] = set()       # the keys a RESUME gave back
         self.resume_error: BrokerError | None = None
+        self.counters = Tally()
+        self.on_counter: Callable[[CounterEvent], None] | None = None
 
     # -- writing
     def submit(self, req: Request, front: bool = False,
@@ -507,8 +543,8 @@ class Core:
         if ev.kind == "LOST":
             hold = self.holds.get(ev.key)
             if hold is not None and ev.args and ev.args[0] == str(hold.token):
-                self.mark_lost(hold, LockLost(
-                    "EVENT LOST %s %s" % (ev.key, ev.args[0])))
+                self.mark_lost(hold, lost(ev.key, hold.token, reply=" ".join(
+                    ("EVENT", ev.kind, ev.key) + ev.args)))
         elif ev.kind in ("GRANTED", "TIMEOUT", "FAILED"):
             acq = self.find_wait(ev.key)
             if acq is not None:
@@ -544,8 +580,10 @@ class Core:
         if hold.lost or hold.released:
             return
         hold.lost_error = err
-        log.log(logging.DEBUG if quiet else logging.WARNING,
-                "lost %s (token %d): %s", hold.key, hold.token, err)
+        log.log(logging.DEBUG if quiet else logging.WARNING, "%s", err)
+        if not quiet:
+            self.count("losses", hold.key)
+        self.hold_ended(hold)
         self.let_go(hold)
         for fn in list(hold.listeners):
             self.driver.defer(functools.partial(fn, err))
@@ -557,8 +595,26 @@ class Core:
 
     def forget(self, hold: HoldState) -> None:
         hold.released = True
+        self.hold_ended(hold)
         if self.holds.get(hold.key) is hold:
             del self.holds[hold.key]
+
+    def hold_ended(self, hold: HoldState) -> None:
+        """Count a hold's end once (released, lost or the session's end);
+        a ghost (a grant nobody knew of, token 0) is not counted."""
+        if not hold.ended and hold.token:
+            hold.ended = True
+            self.count("holds", hold.key,
+                       time.monotonic() - hold.granted_at)
+
+    def count(self, name: str, key: str | None = None,
+              seconds: float = 0.0) -> None:
+        """One event for the counters (and the hook, after the lock)."""
+        self.counters.add(name, seconds)
+        hook = self.on_counter
+        if hook is not None:
+            self.driver.defer(functools.partial(
+                hook, CounterEvent(name, key, seconds)))
 
     def stray_grant(self, key: str) -> None:
         """A grant nobody will use (its caller gave up, or a RESUME listed
@@ -576,7 +632,8 @@ class Core:
             # nothing to send: the broker holds nothing for it any more
             # (and a RELEASE could end a later hold of the same key)
             self.forget(hold)
-            settle(fut, exc=hold.lost_error or SessionLost(hold.key))
+            settle(fut, exc=hold.lost_error or lost(
+                hold.key, hold.token, "the session ended", cls=SessionLost))
             return
         lk = self.local.get(hold.key)
         if lk is not None and hold.has_local:
@@ -601,7 +658,9 @@ class Core:
                              "client by the same thread or task" % acq.key)
         if acq.deadline is not None and acq.deadline <= time.monotonic():
             acq.state = "done"          # one try, and this client has it
-            settle(acq.fut, exc=LockBusy("%s is held" % acq.key))
+            self.count("waits", acq.key)
+            settle(acq.fut, exc=busy(acq.key, None, acq.text,
+                                     "another thread or task of this client"))
             return
         acq.state = "local"
         lk.queue.append(acq)
@@ -630,6 +689,18 @@ class Core:
         for fn in list(w.listeners):
             self.driver.defer(functools.partial(fn, state))
 
+    def watch_failed(self, key: str, err: LockBrokerError) -> None:
+        """The broker refused to watch key: its listeners are told, and it
+        is watched no more (never asked for again)."""
+        w = self.watches.get(key)
+        if w is None or not w.active:
+            return
+        del self.watches[key]
+        w.active = False
+        log.error("%s: the watch ended", err)
+        for fn in list(w.listeners):
+            self.driver.defer(functools.partial(fn, err))
+
     # -- connections
     def connection_lost(self) -> None:
         """The connection is gone: what was in flight waits for the next."""
@@ -655,7 +726,7 @@ class Core:
                     req.ended(self)     # the session's end frees it
                     settle(req.fut, None)
                 settle(req.fut, exc=exc)
-        self.end_session(SessionLost(str(exc)), quiet)
+        self.end_session(str(exc), quiet)
 
     def shutdown(self, exc: LockBrokerError) -> None:
         """The client is closed: everything fails, the requests queued
@@ -669,9 +740,11 @@ class Core:
             self.local.clear()
             self.fail_all(exc, quiet=True)
 
-    def end_session(self, err: LockLost, quiet: bool = False) -> None:
+    def end_session(self, why: str, quiet: bool = False) -> None:
+        """The session is gone: every hold is lost (SessionLost, why)."""
         for hold in list(self.holds.values()):
-            self.mark_lost(hold, err, quiet)
+            self.mark_lost(hold, lost(hold.key, hold.token, why,
+                                      cls=SessionLost), quiet)
         self.holds.clear()
         self.session += 1
 
@@ -745,8 +818,9 @@ class Core:
                          if isinstance(r, Release)}
             for key, hold in list(self.holds.items()):
                 if key not in listed and key not in releasing:
-                    self.mark_lost(hold, LockLost(
-                        "%s was not kept by the RESUME" % key))
+                    self.mark_lost(hold, lost(
+                        key, hold.token, "not kept by the RESUME",
+                        request="RESUME"))
                     self.forget(hold)
             for key in sorted(listed - set(self.holds)):
                 ghost = HoldState(key, 0, "exclusive", None, None,
@@ -765,9 +839,9 @@ class Core:
                 front.append(req)
         if not resumed:
             why = self.resume_error
-            self.end_session(SessionLost(
-                "the session could not be resumed: %s" % why if why else
-                "the connection was lost, and the session with it"))
+            self.end_session(
+                "the session could not be resumed (%s)" % why.text if why
+                else "the connection was lost, and the session with it")
             for key, w in self.watches.items():
                 if w.active and not any(isinstance(r, Watch) and r.key == key
                                         for r in front):

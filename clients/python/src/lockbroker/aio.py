@@ -13,17 +13,20 @@ its ``async with`` (which then raises ``LockLost``).
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from typing import Any, AsyncIterator, Callable, Generator, cast
 
+from . import _exits
 from . import protocol as P
-from ._base import ClientBase, HoldBase, WatchBase
+from ._base import ClientBase, HoldBase, WatchBase, no_answer
 from ._common import addr_text, linger_ms
 from ._core import HoldState, Request, Watch as WatchRequest, log
 from ._net import tune
-from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
-                     LockTimeout, NotAuthenticated, ProtocolError,
-                     UsageError, VersionError, WaitCancelled)
+from .errors import (BrokerError, Closed, ConnectError, LockBrokerError,
+                     LockLost, LockTimeout, NotAuthenticated, ProtocolError,
+                     UsageError, VersionError, WaitCancelled, describe)
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
@@ -122,6 +125,7 @@ class AsyncClient(ClientBase):
             self._install(proto, i, resumed=False)
             self._emit("connected", i)
             self._spawn(self._ping_loop())
+            _exits.track(self)
             return self
         raise ConnectError("no broker answered: " + "; ".join(errors))
 
@@ -256,8 +260,7 @@ class AsyncClient(ClientBase):
         if not done:
             req.abandoned = True
             req.fut.add_done_callback(_retrieve)
-            raise ConnectError("no answer to %s within %.1f s"
-                               % (req.text, self._o.request_timeout))
+            raise no_answer(req.text, self._o.request_timeout)
         return req.fut.result()
 
     def _check_open(self) -> None:
@@ -311,11 +314,11 @@ class AsyncClient(ClientBase):
                     # the broker's answer is on its way
                     await asyncio.wait({fut}, timeout=self._o.margin)
                 if not fut.done():
-                    acq.cancel(self._core, LockTimeout(
-                        "%s: the wait ran out" % key))
+                    acq.cancel(self._core, acq.timed_out())
                     self._flush()
         except asyncio.CancelledError:
-            acq.cancel(self._core, WaitCancelled("cancelled"))
+            acq.cancel(self._core, WaitCancelled(
+                describe(key, "the wait was cancelled"), key=key))
             if fut.done() and fut.exception() is None:
                 # granted before the cancel reached it: nobody will use it
                 rel = loop.create_future()
@@ -334,9 +337,10 @@ class AsyncClient(ClientBase):
             self._check_request(key, token, None)))
 
     async def watch(self, key: str,
-                    on_change: Callable[[P.KeyState], None] | None = None
+                    on_change: Callable[[P.KeyState], None] | None = None,
+                    on_error: Callable[[LockBrokerError], None] | None = None
                     ) -> "AsyncWatch":
-        w = AsyncWatch(self, key, on_change)
+        w = AsyncWatch(self, key, on_change, on_error)
         if self._add_watch(key, w._listener):
             try:
                 await self._call(WatchRequest(key, None))
@@ -369,6 +373,7 @@ class AsyncClient(ClientBase):
             self._closed = True
             return
         self._closing = True
+        _exits.untrack(self)
         if self._connected:
             try:
                 await asyncio.wait_for(self._call(
@@ -378,12 +383,43 @@ class AsyncClient(ClientBase):
                 pass
         self._closed = True
         self._connected = False
-        self._core.shutdown(UsageError("the client was closed"))
+        self._core.shutdown(Closed("the client was closed"))
         if self._proto is not None:
             self._proto.transport.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def end_now(self, bound: float) -> None:
+        """The end of the process with the client still open (see
+        _exits.py): the event loop has usually stopped, so QUIT goes
+        straight to the socket, and what the broker still sends is read
+        until it closes the connection (closing a socket with unread data
+        would reset the connection instead).  Over TLS the loop's TLS
+        state is out of reach: that session ends with the connection, and
+        its grace applies."""
+        if self._closed or self._closing or self._proto is None:
+            return
+        self._closing = True
+        _exits.untrack(self)
+        transport = self._proto.transport
+        raw = transport.get_extra_info("socket")
+        if raw is None or self._o.tls is not None or raw.fileno() < 0:
+            return
+        # a line the loop had not finished writing is ended first
+        quit_line = b"\nQUIT\n" if transport.get_write_buffer_size() \
+            else b"QUIT\n"
+        end = time.monotonic() + bound
+        try:
+            with socket.socket(fileno=os.dup(raw.fileno())) as s:
+                s.settimeout(bound)
+                s.sendall(quit_line)
+                while time.monotonic() < end:
+                    s.settimeout(max(0.01, end - time.monotonic()))
+                    if not s.recv(65536):
+                        break
+        except OSError:
+            pass
 
     async def __aenter__(self) -> "AsyncClient":
         return await self.connect()
@@ -441,7 +477,7 @@ class AsyncHold(HoldBase):
         done, _ = await asyncio.wait({fut}, timeout=c._o.request_timeout)
         if not done:
             fut.add_done_callback(_retrieve)
-            raise ConnectError("no answer to RELEASE %s" % self.key)
+            raise no_answer("RELEASE " + self.key, c._o.request_timeout)
         fut.result()
 
     async def renew(self, ttl: float | None = None) -> float:
@@ -460,7 +496,10 @@ class AsyncHold(HoldBase):
 
     async def __aenter__(self) -> "AsyncHold":
         self._task = task = asyncio.current_task()
-        self._cancelling = task.cancelling() if task is not None else 0
+        # Python >= 3.11 counts cancel requests: one from elsewhere is
+        # told apart from the loss's own
+        self._cancelling = task.cancelling() \
+            if task is not None and hasattr(task, "cancelling") else 0
         self.add_lost_callback(self._on_lost)
         return self
 
@@ -473,7 +512,8 @@ class AsyncHold(HoldBase):
             except LockLost as e:
                 release_error = e
         if self._cancelled_by_loss and exc_type is asyncio.CancelledError \
-                and task is not None and task.uncancel() <= self._cancelling \
+                and task is not None and (not hasattr(task, "uncancel") or
+                                          task.uncancel() <= self._cancelling) \
                 and self._st.lost_error is not None:
             raise self._st.lost_error from exc
         if release_error is not None and exc_type is None:
@@ -481,43 +521,51 @@ class AsyncHold(HoldBase):
 
 class AsyncWatch(WatchBase):
     """A key's holders as the broker tells them (see ``lockbroker.Watch``):
-    ``state``, ``leader``, ``await wait(predicate)``, ``async for state in
-    watch``, ``await close()``."""
+    ``state``, ``leader``, ``error``, ``await wait(predicate)``, ``async for
+    state in watch`` (the current state, then each change), ``await
+    close()``."""
 
     def __init__(self, client: AsyncClient, key: str,
-                 on_change: Callable[[P.KeyState], None] | None) -> None:
-        super().__init__(key, on_change)
+                 on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None) -> None:
+        super().__init__(key, on_change, on_error)
         self._client = client
         self._changed = asyncio.Event()
+        self._seq = 0
 
-    def _listener(self, state: P.KeyState) -> None:
-        self._state = state
+    def _listener(self, x: P.KeyState | LockBrokerError) -> None:
+        if self._seen(x):
+            self._seq += 1
         self._changed.set()
         self._changed = asyncio.Event()
-        if self._on_change is not None:
-            self._on_change(state)
+        self._notify_user(x)
 
     async def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
                    timeout: float | None = None) -> P.KeyState:
         async def until() -> P.KeyState:
             while self._state is None or (predicate is not None and
                                           not predicate(self._state)):
-                if self._closed:
-                    raise UsageError("the watch is closed")
+                self._check()
                 await self._changed.wait()
             return self._state
         try:
             return await asyncio.wait_for(until(), timeout)
         except asyncio.TimeoutError:
-            raise LockTimeout("watch %s: no such state in time"
-                              % self.key) from None
+            raise LockTimeout(describe(
+                self.key, "the watch saw no such state within %.3g s"
+                % timeout), key=self.key) from None
 
     async def __aiter__(self) -> AsyncIterator[P.KeyState]:
-        while not self._closed:
-            changed = self._changed
-            await changed.wait()
-            if self._closed or self._state is None:
+        seen = 0
+        while True:
+            while self._seq == seen and not self._closed:
+                await self._changed.wait()
+            if self._error is not None:
+                raise self._error
+            if self._closed:
                 return
+            seen = self._seq
+            assert self._state is not None
             yield self._state
 
     async def close(self) -> None:

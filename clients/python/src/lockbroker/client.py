@@ -9,23 +9,32 @@ line and hands it to the core, which completes the request or routes the
 event; a writer thread writes what the core queues itself and sends the
 idle PING; a callback thread runs the user's callbacks (lost holds, watch
 changes, the reconnect hook), so a callback may call the client.
+
+``Client`` is a handle on a ``_Session`` (the object those threads run):
+holds, waits and watches keep the handle alive, the threads do not, so
+an app that drops its last reference to the client ends the session
+(QUIT, see _exits.py), as the end of the process does.
 """
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterator, cast
 
+from . import _exits
 from . import protocol as P
-from ._base import ClientBase, HoldBase, WatchBase
+from ._base import ClientBase, HoldBase, WatchBase, no_answer
 from ._common import addr_text, linger_ms
 from ._core import Acquire, Request, Watch as WatchRequest, log
 from ._net import PlainStream, open_stream
-from .errors import (BrokerError, ConnectError, LockBrokerError, LockLost,
-                     LockTimeout, NotAuthenticated, ProtocolError,
-                     UsageError, VersionError, WaitCancelled)
+from .counters import Counters
+from .errors import (BrokerError, Closed, ConnectError, LockBrokerError,
+                     LockLost, LockTimeout, NotAuthenticated, ProtocolError,
+                     VersionError, WaitCancelled, describe)
 
 
 class Outcome:
@@ -117,14 +126,9 @@ class _LineReader:
         return line.rstrip(b"\r").decode("ascii", "replace")
 
 
-class Client(ClientBase):
-    __doc__ = """A connection to a lockbroker (one session), shared by any
-    number of threads.
-
-    """ + (ClientBase.__doc__ or "").split("\n\n", 1)[1] + """
-    Raises ``ConnectError`` when no broker answers, ``VersionError`` for a
-    broker without protocol 1.2, ``NotAuthenticated`` for a refused token.
-    """
+class _Session(ClientBase):
+    """What a Client's threads run: the connection, the core, the threads.
+    The public methods are Client's (their documentation is there)."""
 
     def _start(self) -> None:
         self._mu = threading.Lock()
@@ -146,6 +150,7 @@ class Client(ClientBase):
                                         name="lockbroker-writer")
         self._reader.start()
         self._writer.start()
+        _exits.track(self)
 
     def _guard(self) -> threading.Lock:
         return self._mu
@@ -349,18 +354,14 @@ class Client(ClientBase):
         req.fut.wait(timeout)
         if not req.fut.done():
             req.abandoned = True
-            raise ConnectError("no answer to %s within %.1f s"
-                               % (req.text, timeout))
+            raise no_answer(req.text, timeout)
         return req.fut.result()
 
-    def start_lock(self, key: str, timeout: float | None = None, *,
-                   shared: bool = False, limit: int | None = None,
-                   ttl: float | None = None, value: str | None = None,
-                   on_lost: Callable[[LockLost], None] | None = None
-                   ) -> "LockRequest":
-        """Start taking key and return at once: a ``LockRequest`` whose
-        ``result()`` gives the ``Hold`` and whose ``cancel()`` withdraws
-        the wait (CANCEL).  Arguments as for ``lock``."""
+    def start_lock(self, key: str, timeout: float | None, *,
+                   shared: bool, limit: int | None, ttl: float | None,
+                   value: str | None,
+                   on_lost: Callable[[LockLost], None] | None,
+                   keep: Any) -> "LockRequest":
         # the thread object, not its ident: an ident is reused once its
         # thread ends, while a hold may outlive the thread that took it
         acq = self._acquire(key, timeout, Outcome(),
@@ -371,7 +372,125 @@ class Client(ClientBase):
             self._check_open()
             self._core.start(acq)
         self._flush()
-        return LockRequest(self, acq)
+        return LockRequest(self, acq, keep)
+
+    def owner(self, key: str) -> P.KeyState:
+        return cast(P.KeyState, self._call(self._owner_request(key,
+                                                               Outcome())))
+
+    def check(self, key: str, token: int) -> P.CheckResult:
+        return cast(P.CheckResult, self._call(
+            self._check_request(key, token, Outcome())))
+
+    def watch(self, key: str,
+              on_change: Callable[[P.KeyState], None] | None,
+              on_error: Callable[[LockBrokerError], None] | None,
+              keep: Any) -> "Watch":
+        w = Watch(self, key, on_change, on_error, keep)
+        with self._mu:
+            new = self._add_watch(key, w._relay)
+        if new:
+            try:
+                self._call(WatchRequest(key, Outcome()))
+            except BaseException:
+                w.close()
+                raise
+        return w
+
+    def _unwatch(self, w: "Watch") -> None:
+        with self._mu:
+            if not self._drop_watch(w.key, w._relay):
+                return
+        try:
+            self._call(Request("UNWATCH " + w.key, Outcome(), replay=False))
+        except (ConnectError, BrokerError):
+            pass        # a new session has no watch anyway
+
+    def held(self) -> list[str]:
+        return cast("list[str]", self._call(
+            Request("HELD", Outcome(), P.parse_list)))
+
+    def ping(self) -> None:
+        self._call(Request("PING", Outcome()))
+
+    def stats(self) -> dict[str, str]:
+        return self._stats(self._call(Request("STATS", Outcome())))
+
+    def close(self) -> None:
+        self.end_now(2.0)
+
+    def end_now(self, bound: float) -> None:
+        """QUIT, waiting at most bound seconds for the broker's answer
+        (then the connection ends all the same), and stop the threads."""
+        with self._mu:
+            if self._closed or self._closing:
+                return
+            self._closing = True
+            connected = self._connected
+            quit_req = Request("QUIT", Outcome(), replay=False)
+            if connected:
+                self._core.submit(quit_req, wake=False)
+        _exits.untrack(self)
+        if connected:
+            self._flush()
+            quit_req.fut.wait(min(bound, self._o.request_timeout))
+        with self._mu:
+            self._closed = True
+            self._connected = False
+            self._core.shutdown(Closed("the client was closed"))
+            self._writer_cv.notify()
+        self._stopped.set()
+        self._stream.shutdown()
+        me = threading.current_thread()
+        for t in (self._reader, self._writer):
+            if t is not me:
+                t.join(bound)
+        self._stream.close()
+        self._callbacks.stop()
+
+
+def _forward(name: str) -> property:
+    """A property of the Client handle that is its session's."""
+    return property(lambda self: getattr(self._s, name),
+                    doc=getattr(ClientBase, name).__doc__)
+
+
+class Client:
+    __doc__ = """A connection to a lockbroker (one session), shared by any
+    number of threads.
+
+    """ + (ClientBase.__doc__ or "").split("\n\n", 1)[1] + """
+    Raises ``ConnectError`` when no broker answers, ``VersionError`` for a
+    broker without protocol 1.2, ``NotAuthenticated`` for a refused token.
+    """
+
+    # The arguments are ClientBase's (one list for Client and AsyncClient):
+    # help() and inspect show them.
+    @functools.wraps(ClientBase.__init__, assigned=("__annotations__",),
+                     updated=())
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self._s = _Session(*args, **options)
+        _exits.track(self._s, self)
+
+    client_id = _forward("client_id")
+    version = _forward("version")
+    broker = _forward("broker")
+
+    def counters(self) -> Counters:
+        """A snapshot of the client's counters (see ``Counters``)."""
+        return self._s.counters()
+
+    def start_lock(self, key: str, timeout: float | None = None, *,
+                   shared: bool = False, limit: int | None = None,
+                   ttl: float | None = None, value: str | None = None,
+                   on_lost: Callable[[LockLost], None] | None = None
+                   ) -> "LockRequest":
+        """Start taking key and return at once: a ``LockRequest`` whose
+        ``result()`` gives the ``Hold`` and whose ``cancel()`` withdraws
+        the wait (CANCEL).  Arguments as for ``lock``."""
+        return self._s.start_lock(key, timeout, shared=shared, limit=limit,
+                                  ttl=ttl, value=value, on_lost=on_lost,
+                                  keep=self)
 
     def lock(self, key: str, timeout: float | None = None, *,
              shared: bool = False, limit: int | None = None,
@@ -403,79 +522,41 @@ class Client(ClientBase):
 
     def owner(self, key: str) -> P.KeyState:
         """Who holds key now, on any broker (with the holder's value)."""
-        return cast(P.KeyState, self._call(self._owner_request(key,
-                                                               Outcome())))
+        return self._s.owner(key)
 
     def check(self, key: str, token: int) -> P.CheckResult:
         """Whether token's hold on key is alive in Redis now (CHECK)."""
-        return cast(P.CheckResult, self._call(
-            self._check_request(key, token, Outcome())))
+        return self._s.check(key, token)
 
     def watch(self, key: str,
-              on_change: Callable[[P.KeyState], None] | None = None
+              on_change: Callable[[P.KeyState], None] | None = None,
+              on_error: Callable[[LockBrokerError], None] | None = None
               ) -> "Watch":
         """Follow key's holders (WATCH): a ``Watch`` with the latest state,
         ``wait()`` for a state, iteration over changes; ``on_change`` is
-        called with every state."""
-        w = Watch(self, key, on_change)
-        with self._mu:
-            new = self._add_watch(key, w._listener)
-        if new:
-            try:
-                self._call(WatchRequest(key, Outcome()))
-            except BaseException:
-                w.close()
-                raise
-        return w
-
-    def _unwatch(self, w: "Watch") -> None:
-        with self._mu:
-            if not self._drop_watch(w.key, w._listener):
-                return
-        try:
-            self._call(Request("UNWATCH " + w.key, Outcome(), replay=False))
-        except (ConnectError, BrokerError):
-            pass        # a new session has no watch anyway
+        called with every state, ``on_error`` with what ends the watch if
+        the broker refuses it (e.g. after a failover to a broker without
+        WATCH).  Raises the broker's error (``BadCommand``) at once if it
+        refuses the first WATCH."""
+        return self._s.watch(key, on_change, on_error, self)
 
     def held(self) -> list[str]:
         """The keys this session holds, as the broker lists them (HELD)."""
-        return cast("list[str]", self._call(
-            Request("HELD", Outcome(), P.parse_list)))
+        return self._s.held()
 
     def ping(self) -> None:
-        self._call(Request("PING", Outcome()))
+        self._s.ping()
 
     def stats(self) -> dict[str, str]:
         """The broker's counters (STATS)."""
-        return self._stats(self._call(Request("STATS", Outcome())))
+        return self._s.stats()
 
     def close(self) -> None:
         """End the session (QUIT): the broker releases everything it
-        holds.  Waits in progress end with ``UsageError``."""
-        with self._mu:
-            if self._closed:
-                return
-            self._closing = True
-            connected = self._connected
-            quit_req = Request("QUIT", Outcome(), replay=False)
-            if connected:
-                self._core.submit(quit_req, wake=False)
-        if connected:
-            self._flush()
-            quit_req.fut.wait(min(2.0, self._o.request_timeout))
-        with self._mu:
-            self._closed = True
-            self._connected = False
-            self._core.shutdown(UsageError("the client was closed"))
-            self._writer_cv.notify()
-        self._stopped.set()
-        self._stream.shutdown()
-        me = threading.current_thread()
-        for t in (self._reader, self._writer):
-            if t is not me:
-                t.join(5)
-        self._stream.close()
-        self._callbacks.stop()
+        holds.  Waits in progress end with ``Closed``.  (The end of the
+        process, or of the last reference to this object, does the
+        same.)"""
+        self._s.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -493,9 +574,10 @@ class LockRequest:
     the ``Hold``, ``cancel()`` gives up (the broker is told CANCEL; a grant
     that races it is given back)."""
 
-    def __init__(self, client: Client, acq: Acquire) -> None:
+    def __init__(self, client: _Session, acq: Acquire, keep: Any) -> None:
         self._client = client
         self._acq = acq
+        self._keep = keep               # the Client: alive while we are
         self._hold: Hold | None = None
 
     @property
@@ -508,7 +590,8 @@ class LockRequest:
     def cancel(self) -> None:
         """Withdraw the wait; ``result()`` then raises ``WaitCancelled``
         (unless it was granted before: then it gives the hold)."""
-        self._stop(WaitCancelled("the wait for %s was cancelled" % self.key))
+        self._stop(WaitCancelled(describe(self.key, "the wait was cancelled"),
+                                 key=self.key))
 
     def _stop(self, exc: BaseException) -> None:
         c = self._client
@@ -533,12 +616,12 @@ class LockRequest:
                     if at_broker:   # the broker's answer is on its way
                         fut.wait(c._o.margin)
                     if not fut.done():
-                        self._stop(LockTimeout(
-                            "%s: the wait ran out" % self.key))
+                        self._stop(acq.timed_out())
         except BaseException:
-            self._stop(WaitCancelled("interrupted"))
+            self._stop(WaitCancelled(describe(self.key, "interrupted"),
+                                     key=self.key))
             raise
-        self._hold = Hold(c, fut.result())
+        self._hold = Hold(c, fut.result(), self._keep)
         return self._hold
 
 
@@ -549,7 +632,7 @@ class Hold(HoldBase):
     was lost raises its ``LockLost`` (unless another exception is on its
     way): the work done under it was not protected to its end."""
 
-    _client: Client
+    _client: _Session
 
     def release(self, linger: float | None = None) -> None:
         """RELEASE; ``linger``: seconds the key stays taken after (nobody,
@@ -563,7 +646,7 @@ class Hold(HoldBase):
         c._flush()
         fut.wait(c._o.request_timeout)
         if not fut.done():
-            raise ConnectError("no answer to RELEASE %s" % self.key)
+            raise no_answer("RELEASE " + self.key, c._o.request_timeout)
         fut.result()
 
     def renew(self, ttl: float | None = None) -> float:
@@ -592,22 +675,36 @@ class Watch(WatchBase):
     """The holders of a key as the broker tells them (WATCH): ``state`` is
     the latest (None before the first), ``leader`` the value of an
     exclusive holder (the elected leader's), ``wait()`` waits for a state,
-    iterating yields each state as it comes.  ``close()`` ends it."""
+    iterating yields each state as it comes.  ``close()`` ends it.  If the
+    broker refuses the watch (a failover to a broker without WATCH),
+    ``error`` says why, ``on_error`` is called with it, and ``wait()`` and
+    iteration raise it."""
 
-    def __init__(self, client: Client, key: str,
-                 on_change: Callable[[P.KeyState], None] | None) -> None:
-        super().__init__(key, on_change)
+    def __init__(self, client: _Session, key: str,
+                 on_change: Callable[[P.KeyState], None] | None,
+                 on_error: Callable[[LockBrokerError], None] | None,
+                 keep: Any) -> None:
+        super().__init__(key, on_change, on_error)
         self._client = client
+        self._keep = keep               # the Client: alive while we are
         self._cv = threading.Condition()
         self._seq = 0
+        # what the session calls: it must not keep this watch (and the
+        # Client with it) alive once its user let go of both
+        me = weakref.WeakMethod(self._listener)
 
-    def _listener(self, state: P.KeyState) -> None:
+        def relay(x: P.KeyState | LockBrokerError) -> None:
+            listener = me()
+            if listener is not None:
+                listener(x)
+        self._relay = relay
+
+    def _listener(self, x: P.KeyState | LockBrokerError) -> None:
         with self._cv:
-            self._state = state
-            self._seq += 1
+            if self._seen(x):
+                self._seq += 1
             self._cv.notify_all()
-        if self._on_change is not None:
-            self._on_change(state)
+        self._notify_user(x)
 
     def wait(self, predicate: Callable[[P.KeyState], bool] | None = None,
              timeout: float | None = None) -> P.KeyState:
@@ -617,13 +714,13 @@ class Watch(WatchBase):
         with self._cv:
             while self._state is None or (predicate is not None and
                                           not predicate(self._state)):
-                if self._closed:
-                    raise UsageError("the watch is closed")
+                self._check()
                 left = None if deadline is None else \
                     deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise LockTimeout("watch %s: no such state in time"
-                                      % self.key)
+                    raise LockTimeout(describe(
+                        self.key, "the watch saw no such state within %.3g s"
+                        % timeout), key=self.key)
                 self._cv.wait(left)
             return self._state
 
@@ -633,6 +730,8 @@ class Watch(WatchBase):
             with self._cv:
                 while self._seq == seen and not self._closed:
                     self._cv.wait()
+                if self._error is not None:
+                    raise self._error
                 if self._closed:
                     return
                 seen = self._seq

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import ProtocolError
+from .errors import BadArgument, ProtocolError
 
 MAX_KEY = 256           # the broker's default max_key_len
 MAX_VALUE = 256
@@ -51,19 +51,22 @@ def acquire_line(key: str, *, shared: bool = False, limit: int | None = None,
                  wait_ms: int = 0, ttl_ms: int | None = None,
                  value: str | None = None, asynchronous: bool = True) -> str:
     """``ACQUIRE <key> [SHARED | LIMIT n] [WAIT ms] [TTL ms] [VALUE v]
-    [ASYNC]``."""
+    [ASYNC]``.  A request the broker would refuse with ERR BADARG raises
+    BadArgument (a ValueError) before it is sent."""
     words = ["ACQUIRE", check_key(key)]
     if shared and limit is not None:
-        raise ValueError("shared and limit exclude each other")
+        raise BadArgument("shared and limit exclude each other", key=key)
     if shared:
         words.append("SHARED")
     if limit is not None:
         if not isinstance(limit, int) or not 1 <= limit <= 1000000:
-            raise ValueError("limit is 1..1000000, not %r" % (limit,))
+            raise BadArgument("limit is 1..1000000, not %r" % (limit,),
+                              key=key)
         words += ["LIMIT", str(limit)]
     if value is not None:
         if shared or limit is not None:
-            raise ValueError("a value goes on an exclusive hold only")
+            raise BadArgument("a value goes on an exclusive hold only",
+                              key=key)
         words += ["VALUE", check_value(value)]
     if wait_ms:
         words += ["WAIT", str(wait_ms)]

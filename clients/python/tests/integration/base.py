@@ -85,11 +85,6 @@ class BrokerTest(unittest.TestCase):
         self.addCleanup(c.close)
         return c
 
-    def needs(self, *words: str) -> None:
-        """Skip the test, saying why, while the broker answers ERR BADCMD
-        to one of these words (VALUE, WATCH, CHECK: probed once per run)."""
-        self.step("needs " + " ".join(words))
-
     def needs_12(self) -> None:
         """Fail at once, saying why, on a broker without protocol 1.2 (the
         test is expected to fail until it lands: never faked here)."""

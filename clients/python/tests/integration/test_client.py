@@ -53,7 +53,7 @@ class TestTakeRenewRelease(BrokerTest):
 
     def test_liveness_options_on_the_socket(self) -> None:
         c = self.client(ping_interval=2, ping_timeout=3)
-        sock = c._stream.sock
+        sock = c._s._stream.sock
         self.assertEqual(sock.getsockopt(socket.SOL_SOCKET,
                                          socket.SO_KEEPALIVE), 1)
         self.assertEqual(sock.getsockopt(socket.IPPROTO_TCP,
@@ -277,6 +277,81 @@ class TestResume(BrokerTest):
         c.lock("k", timeout=3).release()
 
 
+class TestCountersAndErrors(BrokerTest):
+    BROKERS = ["broker b1", "broker b2"]
+
+    def test_the_counters_after_a_scripted_run(self) -> None:
+        told: list[lockbroker.CounterEvent] = []
+        events = Events()
+        c = self.client("b1", "b2", on_counter=told.append, on_event=events)
+        other = self.client("b2")
+        hold = c.lock("a")                          # waits 1
+        time.sleep(0.2)
+        hold.release()                              # holds 1, >= 0.2 s
+        other.lock("b")
+        with self.assertRaises(lockbroker.LockBusy):
+            c.lock("b", timeout=0)                  # waits 2
+        with self.assertRaises(lockbroker.LockTimeout):
+            c.lock("b", timeout=0.3)                # waits 3, >= 0.3 s
+        doomed = c.lock("l", ttl=0.6)               # waits 4
+        self.step("redis del l")
+        wait_for(lambda: doomed.lost, 3, "the loss")   # losses 1, holds 2
+        kept = c.lock("k", ttl=5)                   # waits 5
+        self.step("kill b1")
+        wait_for(lambda: "resumed" in events.kinds, 8, "the resume")
+        kept.release()                              # holds 3
+        n = c.counters()
+        self.assertEqual((n.waits, n.holds, n.losses, n.resumes,
+                          n.reconnects), (5, 3, 1, 1, 1))
+        self.assertGreaterEqual(n.wait_seconds_total, 0.3)
+        self.assertLess(n.wait_seconds_total, 3.0)
+        self.assertGreaterEqual(n.hold_seconds_total, 0.2)
+        wait_for(lambda: len(told) == 11, 2, "a hook call per count")
+        self.assertEqual(sorted(e.name for e in told),
+                         ["holds"] * 3 + ["losses", "reconnects", "resumes"]
+                         + ["waits"] * 5)
+        self.assertEqual([e.key for e in told if e.name == "waits"],
+                         ["a", "b", "b", "l", "k"])
+        self.assertAlmostEqual(sum(e.seconds for e in told
+                                   if e.name == "holds"),
+                               n.hold_seconds_total)
+
+    def test_errors_say_what_happened_to_which_key(self) -> None:
+        c, other = self.client(), self.client()
+        hold = c.lock("lost:py", ttl=0.6)
+        self.step("redis del lost:py")
+        wait_for(lambda: hold.lost, 3, "the loss")
+        e = hold.lost_error
+        self.assertEqual(str(e), "lost:py: the lock was lost (token %d)"
+                         % hold.token)
+        self.assertEqual((e.key, e.reply, e.request, e.token),
+                         ("lost:py", "EVENT LOST lost:py %d" % hold.token,
+                          None, hold.token))
+        other.lock("busy")
+        with self.assertRaises(lockbroker.LockBusy) as cm:
+            c.lock("busy", timeout=0)
+        self.assertEqual(str(cm.exception), "busy: held by another session")
+        self.assertEqual((cm.exception.reply, cm.exception.request),
+                         ("BUSY", "ACQUIRE busy ASYNC"))
+        with self.assertRaises(lockbroker.LockTimeout) as cm2:
+            c.lock("busy", timeout=0.25)
+        self.assertEqual(str(cm2.exception),
+                         "busy: not granted within 0.25 s")
+        other.lock("sem", limit=2)
+        with self.assertRaises(lockbroker.BadArgument) as cm3:
+            c.lock("sem", limit=3, timeout=0)
+        self.assertEqual(str(cm3.exception), "sem: bad argument (the key is "
+                         "a semaphore with LIMIT 2)")
+        self.assertEqual((cm3.exception.key, cm3.exception.reply,
+                          cm3.exception.request),
+                         ("sem", "ERR BADARG the key is a semaphore with "
+                          "LIMIT 2", "ACQUIRE sem LIMIT 3 ASYNC"))
+        c.close()
+        with self.assertRaises(lockbroker.Closed) as cm4:
+            c.lock("any")
+        self.assertEqual(str(cm4.exception), "the client is closed")
+
+
 class TestTLS(BrokerTest):
     BROKERS = ["broker b1 tls"]
 
@@ -310,8 +385,10 @@ class TestAuth(BrokerTest):
     def test_denied_keys(self) -> None:
         c = self.client("b2", auth="billing-token")
         c.lock("invoices:2024-06").release()
-        with self.assertRaises(lockbroker.Denied):
+        with self.assertRaises(lockbroker.Denied) as cm:
             c.lock("reports:daily", timeout=0)
+        self.assertEqual(str(cm.exception), "reports:daily: denied: outside "
+                         "this app's keys (app billing may not use this key)")
         t0 = time.monotonic()
         with self.assertRaises(lockbroker.Denied):
             c.lock("reports:daily", timeout=5)

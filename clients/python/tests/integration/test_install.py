@@ -7,6 +7,7 @@ example runs with the broker's address put in its place instead)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import zipfile
 
 from base import BrokerTest, stop_servers
 
@@ -114,6 +116,55 @@ class TestInstall(BrokerTest):
              "import lockbroker; print(lockbroker.__file__)"],
             stdout=subprocess.PIPE, text=True, cwd=tmp, timeout=30).stdout
         self.assertIn(venv, where)
+
+    def test_the_requirements_line_installs_the_built_wheel(self) -> None:
+        """The README's line for a requirements.txt, with the wheel this
+        package builds (pyproject.toml: setuptools and wheel, Python >=
+        3.9) in a --find-links folder, into Debian's python3's venv."""
+        with open(os.path.join(PKG, "README.md")) as f:
+            readme = f.read()
+        install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+        line = re.search(r"```text\n(.*?)```", install, re.S).group(1)
+        self.assertRegex(line.strip(), r"^lockbroker\b")
+        tmp = tempfile.mkdtemp(prefix="lbc-req-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        wheels = os.path.join(tmp, "wheels")
+        run = subprocess.run(
+            [debian_python(), "-m", "pip", "wheel", "--quiet",
+             "--no-build-isolation", "--no-index", "--no-deps",
+             "--wheel-dir", wheels, PKG],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=300, cwd=tmp)
+        self.assertEqual(run.returncode, 0, run.stdout)
+        wheel, = os.listdir(wheels)
+        with zipfile.ZipFile(os.path.join(wheels, wheel)) as z:
+            meta = z.read(next(n for n in z.namelist()
+                               if n.endswith("/METADATA"))).decode()
+        self.assertIn("Requires-Python: >=3.9", meta)
+        venv = os.path.join(tmp, "venv")
+        subprocess.run([debian_python(), "-m", "venv", venv], check=True,
+                       timeout=120)
+        with open(os.path.join(tmp, "requirements.txt"), "w") as f:
+            f.write(line)
+        pip = subprocess.run(
+            [os.path.join(venv, "bin", "pip"), "install", "--quiet",
+             "--no-index", "--find-links", wheels, "-r", "requirements.txt"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=300, cwd=tmp)
+        self.assertEqual(pip.returncode, 0, pip.stdout)
+        got = subprocess.run(
+            [os.path.join(venv, "bin", "python"), "-c",
+             "import lockbroker; print(lockbroker.__version__)"],
+            stdout=subprocess.PIPE, text=True, cwd=tmp, timeout=30).stdout
+        self.assertEqual(got.strip(), "0.1.0")
+
+    def test_the_sources_parse_as_python_3_9(self) -> None:
+        """requires-python >= 3.9: no syntax of a later Python."""
+        src = os.path.join(PKG, "src", "lockbroker")
+        for name in sorted(os.listdir(src)):
+            if name.endswith(".py"):
+                with open(os.path.join(src, name)) as f:
+                    ast.parse(f.read(), name, feature_version=(3, 9))
 
 
 if __name__ == "__main__":

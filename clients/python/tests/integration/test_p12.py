@@ -7,6 +7,7 @@ without protocol 1.2 (never faked here)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import unittest
 
@@ -27,7 +28,6 @@ class TestP12(BrokerTest):
         self.needs_12()
 
     def test_value_owner_check_proclaim(self) -> None:
-        self.needs("VALUE", "CHECK")
         c, other = self.client("b1"), self.client("b2")
         hold = c.lock("svc:primary", value="10.0.0.7:8080")
         s = other.owner("svc:primary")
@@ -47,7 +47,6 @@ class TestP12(BrokerTest):
         self.assertIsNone(c.owner("svc:primary").value)
 
     def test_watch(self) -> None:
-        self.needs("WATCH", "VALUE")
         c, other = self.client("b1"), self.client("b2")
         w = other.watch("jobs:k")
         self.assertTrue(w.wait(timeout=3).free)
@@ -62,7 +61,6 @@ class TestP12(BrokerTest):
         w.close()
 
     def test_election(self) -> None:
-        self.needs("WATCH", "VALUE")
         a, b, follower = (self.client("b1"), self.client("b2"),
                           self.client("b1"))
         w = follower.watch("svc:leader")
@@ -74,6 +72,71 @@ class TestP12(BrokerTest):
         lead.release()                      # resign
         self.assertGreater(req.result().token, lead.token)
         w.wait(lambda s: w.leader == "10.0.0.2:80", 3)
+
+    def test_election_with_threads_as_the_readme_shows_it(self) -> None:
+        a, b, follower = (self.client("b1"), self.client("b2"),
+                          self.client("b1"))
+        leaders: list[str | None] = []
+        watching = threading.Event()
+
+        def observe() -> None:
+            with follower.watch("svc:leader") as w:
+                for _ in w:
+                    leaders.append(w.leader)
+                    watching.set()
+                    if w.leader == "10.0.0.8:80":
+                        return
+        observer = threading.Thread(target=observe)
+        observer.start()
+        self.assertTrue(watching.wait(3))
+        with a.elect("svc:leader", "10.0.0.7:80") as leadership:
+            took: list[lockbroker.Hold] = []
+            candidate = threading.Thread(target=lambda: took.append(
+                b.elect("svc:leader", "10.0.0.8:80")))
+            candidate.start()
+            time.sleep(0.3)
+            self.assertEqual(took, [])          # one leader at a time
+            self.assertFalse(leadership.lost)
+        candidate.join(5)                       # resigned: b leads
+        self.assertGreater(took[0].token, leadership.token)
+        observer.join(5)
+        self.assertFalse(observer.is_alive())
+        self.assertIsNone(leaders[0])
+        self.assertEqual([x for x in leaders if x],
+                         ["10.0.0.7:80", "10.0.0.8:80"])
+
+    def test_election_with_asyncio_as_the_readme_shows_it(self) -> None:
+        async def t():
+            a = lockbroker.AsyncClient(self.addr("b1"))
+            b = lockbroker.AsyncClient(self.addr("b2"))
+            follower = lockbroker.AsyncClient(self.addr("b1"))
+            async with a, b, follower:
+                leaders: list[str | None] = []
+
+                async def observe() -> None:
+                    async with await follower.watch("svc:leader") as w:
+                        async for _ in w:
+                            leaders.append(w.leader)
+                            if w.leader == "10.0.0.8:80":
+                                return
+                observer = asyncio.ensure_future(observe())
+                async with a.elect("svc:leader", "10.0.0.7:80") as first:
+                    nxt = asyncio.ensure_future(
+                        b.elect("svc:leader", "10.0.0.8:80"))
+                    await asyncio.sleep(0.3)
+                    self.assertFalse(nxt.done())
+                second = await asyncio.wait_for(nxt, 5)
+                self.assertGreater(second.token, first.token)
+                await asyncio.wait_for(observer, 5)
+                self.assertEqual([x for x in leaders if x],
+                                 ["10.0.0.7:80", "10.0.0.8:80"])
+                # a leadership lost cancels the block, which raises LockLost
+                await second.release()
+                with self.assertRaises(lockbroker.LockLost):
+                    async with a.elect("svc:leader", "10.0.0.7:80", ttl=0.6):
+                        self.step("redis del svc:leader")
+                        await asyncio.sleep(10)
+        asyncio.run(asyncio.wait_for(t(), 30))
 
     def test_a_hundred_waits_one_cancelled(self) -> None:
         holder, c = self.client(), self.client()
@@ -94,7 +157,6 @@ class TestP12(BrokerTest):
         self.client().lock("q50", timeout=0).release()
 
     def test_a_queued_wait_and_a_watch_across_a_resume(self) -> None:
-        self.needs("WATCH")
         events = Events()
         c = self.client("b1", "b2", on_event=events)
         other = self.client("b2")
@@ -110,7 +172,6 @@ class TestP12(BrokerTest):
         self.assertEqual(s.kind, "exclusive")
 
     def test_async_cancel_and_watch(self) -> None:
-        self.needs("WATCH")
         async def t():
             c = lockbroker.AsyncClient(self.addr("b1"))
             holder = lockbroker.AsyncClient(self.addr("b2"))

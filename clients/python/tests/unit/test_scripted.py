@@ -1,10 +1,10 @@
 """Unit tests of the two drivers (Client's threads, AsyncClient's loop)
 and their routing, against a scripted in-process server: each connection
 plays a script (expect this line, send these).  It speaks only the lines
-a test scripts, so the protocol 1.2 flows (ASYNC waits, CANCEL, WATCH,
-EVENT QUEUED after RESUME, the version check) are exercised here while the
-real broker of this branch speaks 1.1; the integration tests cover them
-against real brokers once 1.2 lands."""
+a test scripts, so it plays what a real broker does only in a corner (an
+EVENT QUEUED after RESUME, a broker too old, one that refuses VALUE or
+WATCH after a failover); the integration tests cover the flows against
+real brokers."""
 
 from __future__ import annotations
 
@@ -256,6 +256,107 @@ class TestThreaded(DriverTest):
                 time.sleep(0.02)
         self.assertIn("resumed", events)
         self.assertLess(time.monotonic() - t0, 2.0)
+        srv.check()
+
+
+def refuses_value_and_watch(c: Conn) -> None:
+    """A broker without ACQUIRE ... VALUE and WATCH (protocol 1.2 part 1's
+    first half): each refusal is answered once; a library that asked
+    again would meet QUIT's expectation instead."""
+    c.hello()
+    c.expect(r"ACQUIRE svc:leader VALUE 10\.0\.0\.7:80 ASYNC")
+    c.send("ERR BADARG VALUE is not supported by this broker yet")
+    c.expect("WATCH svc:leader")
+    c.send("ERR BADCMD unknown command")
+    quit_(c)
+
+
+def watch_refused_after_a_new_session(first_ok: str):
+    """Two connections: a watch that works, the connection breaks, the
+    session cannot be resumed, and the new session's WATCH is refused (a
+    failover to a broker without WATCH); then only QUIT."""
+    def first(c: Conn) -> None:
+        c.hello()
+        c.expect("WATCH k")
+        c.send("OK", first_ok)          # then the connection breaks
+
+    def second(c: Conn) -> None:
+        c.hello(resume="ERR NOSESSION expired")
+        c.expect(r"HELLO GRACE \d+")
+        c.send("OK %s lockbroker/1.2.0 %s" % (CID, SECRET))
+        c.expect("WATCH k")
+        c.send("ERR BADCMD unknown command")
+        quit_(c)
+    return Scripted(first, second)
+
+
+class TestRefusedWords(DriverTest):
+    """A broker that refuses a word the library needs: the caller, and a
+    watch's listeners, are told at once; nothing is asked again."""
+
+    def test_elect_and_watch_raise_the_refusal(self) -> None:
+        srv = Scripted(refuses_value_and_watch)
+        with lockbroker.Client(srv.addr) as client:
+            with self.assertRaises(lockbroker.BadArgument) as cm:
+                client.elect("svc:leader", "10.0.0.7:80", timeout=0)
+            self.assertEqual(str(cm.exception), "svc:leader: bad argument "
+                             "(VALUE is not supported by this broker yet)")
+            with self.assertRaises(lockbroker.BadCommand) as cm2:
+                client.watch("svc:leader")
+            self.assertEqual(str(cm2.exception), "svc:leader: the broker "
+                             "does not know WATCH (unknown command)")
+            self.assertEqual(cm2.exception.request, "WATCH svc:leader")
+        srv.check()
+
+    def test_elect_without_a_deadline_is_not_retried(self) -> None:
+        def script(c: Conn) -> None:
+            c.hello()
+            c.expect(r"ACQUIRE svc:leader VALUE 10\.0\.0\.7:80 WAIT \d+ "
+                     r"ASYNC")
+            c.send("ERR BADARG VALUE is not supported by this broker yet")
+            quit_(c)
+        srv = Scripted(script)
+        with lockbroker.Client(srv.addr) as client:
+            t0 = time.monotonic()
+            with self.assertRaises(lockbroker.BadArgument):
+                client.elect("svc:leader", "10.0.0.7:80")
+            self.assertLess(time.monotonic() - t0, 2.0)
+        srv.check()
+
+    def test_a_watch_refused_after_a_new_session_ends_loudly(self) -> None:
+        srv = watch_refused_after_a_new_session("EVENT FREE k")
+        told: list[BaseException] = []
+        with lockbroker.Client(srv.addr, ping_interval=0.2,
+                               ping_timeout=0.2) as client:
+            w = client.watch("k", on_error=told.append)
+            self.assertTrue(w.wait(timeout=3).free)
+            with self.assertRaises(lockbroker.BadCommand):
+                w.wait(lambda s: not s.free, timeout=5)
+            self.assertIsInstance(w.error, lockbroker.BadCommand)
+            with self.assertRaises(lockbroker.BadCommand):
+                list(w)
+            deadline = time.monotonic() + 2
+            while not told and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(told, [w.error])
+            w.close()
+        srv.check()
+
+    def test_asyncio_the_same(self) -> None:
+        srv = watch_refused_after_a_new_session("EVENT FREE k")
+        told: list[BaseException] = []
+
+        async def t():
+            async with lockbroker.AsyncClient(
+                    srv.addr, ping_interval=0.2, ping_timeout=0.2) as client:
+                w = await client.watch("k", on_error=told.append)
+                seen = []
+                with self.assertRaises(lockbroker.BadCommand):
+                    async for state in w:
+                        seen.append(state.kind)
+                self.assertEqual(seen, ["free"])
+                self.assertEqual(told, [w.error])
+        asyncio.run(asyncio.wait_for(t(), 20))
         srv.check()
 
 
