@@ -52,7 +52,7 @@ UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace_record grace grace_resume stream tls redial \
 	      resolve node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
-	      locks/holds locks/grant locks/values locks/renew locks/handoff \
+	      locks/holds locks/grant locks/values locks/multi locks/renew locks/handoff \
 	      locks/watch locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_WORDS 10	/* the longest valid request has 10 words */
+/* the longest valid request: ACQUIRE ALL <n> with 64 keys and its options */
+#define MAX_WORDS (3 + PROTO_ALL_MAX + 8)
 
 /* How the arguments after the verb are read. */
 enum shape {
@@ -42,6 +43,8 @@ struct cmd_def {
 #define OPT_VALUE  32u	/* 1.2: a word of 1..PROTO_VALUE_MAX bytes */
 #define OPT_ASYNC  64u	/* 1.2: a flag */
 #define OPT_VFLAG  128u	/* 1.2: OWNER's VALUE, a flag */
+#define OPT_DELAY  256u	/* 1.2: ACQUIRE ... DELAY <ms> */
+#define OPT_ALL    512u	/* 1.2: the ALL <n> <key>... form is allowed */
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
@@ -49,11 +52,14 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 			  "HELLO [name] [GRACE <ms>]" },
 	[CMD_ACQUIRE] = { "ACQUIRE", SHAPE_KEY_OPTS,
 			  OPT_WAIT | OPT_TTL | OPT_SHARED | OPT_LIMIT |
-			  OPT_VALUE | OPT_ASYNC,
+			  OPT_VALUE | OPT_ASYNC | OPT_DELAY | OPT_ALL,
 			  "ACQUIRE <key> [SHARED | LIMIT <n>] [WAIT <ms>] "
-			  "[TTL <ms>] [VALUE <text>] [ASYNC]" },
-	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY_OPTS, OPT_LINGER,
-			  "RELEASE <key> [LINGER <ms>]" },
+			  "[TTL <ms>] [VALUE <text>] [DELAY <ms>] [ASYNC] | "
+			  "ACQUIRE ALL <n> <key>... [WAIT <ms>] [TTL <ms>] "
+			  "[ASYNC]" },
+	[CMD_RELEASE] = { "RELEASE", SHAPE_KEY_OPTS, OPT_LINGER | OPT_ALL,
+			  "RELEASE <key> [LINGER <ms>] | RELEASE ALL <n> "
+			  "<key>..." },
 	[CMD_RENEW]   = { "RENEW",   SHAPE_KEY_OPTS, OPT_TTL,
 			  "RENEW <key> [TTL <ms>]" },
 	[CMD_OWNER]   = { "OWNER",   SHAPE_KEY_OPTS, OPT_VFLAG,
@@ -62,11 +68,13 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_STATS]   = { "STATS",   SHAPE_NONE, 0, "STATS" },
 	[CMD_PING]    = { "PING",    SHAPE_NONE, 0, "PING" },
 	[CMD_QUIT]    = { "QUIT",    SHAPE_NONE, 0, "QUIT" },
-	[CMD_EVENTS]  = { "EVENTS",  SHAPE_ONOFF, 0, "EVENTS ON|OFF" },
+	[CMD_EVENTS]  = { "EVENTS",  SHAPE_ONOFF, 0,
+			  "EVENTS ON [WANTED] | EVENTS OFF" },
 	[CMD_AUTH]    = { "AUTH",    SHAPE_WORD, 0, "AUTH <token>" },
 	[CMD_RESUME]  = { "RESUME",  SHAPE_WORD2, 0,
 			  "RESUME <client-id> <secret>" },
-	[CMD_CANCEL]  = { "CANCEL",  SHAPE_KEY, 0, "CANCEL <key>" },
+	[CMD_CANCEL]  = { "CANCEL",  SHAPE_KEY, OPT_ALL,
+			  "CANCEL <key> | CANCEL ALL <n> <key>..." },
 	[CMD_PROCLAIM] = { "PROCLAIM", SHAPE_KEY_VALUE, 0,
 			  "PROCLAIM <key> <value>" },
 	[CMD_WATCH]   = { "WATCH",   SHAPE_KEY, 0, "WATCH <key>" },
@@ -236,6 +244,8 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 			opt = (allowed & OPT_VFLAG) ? OPT_VFLAG : OPT_VALUE;
 		else if (word_is(&w[i], "ASYNC"))
 			opt = OPT_ASYNC;
+		else if (word_is(&w[i], "DELAY"))
+			opt = OPT_DELAY;
 		else
 			return bad(why, "unknown option");
 		if (!(allowed & opt))
@@ -294,6 +304,11 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 				return bad(why, "WAIT given twice");
 			req->has_wait = 1;
 			req->wait_ms = v;
+		} else if (opt == OPT_DELAY) {
+			if (req->has_delay)
+				return bad(why, "DELAY given twice");
+			req->has_delay = 1;
+			req->delay_ms = v;
 		} else if (opt == OPT_LINGER) {
 			if (req->has_linger)
 				return bad(why, "LINGER given twice");
@@ -308,6 +323,81 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 			req->ttl_ms = v;
 		}
 	}
+	return PERR_NONE;
+}
+
+/*
+ * 1.2's multi-key form after the verb: "ALL <n> <key>..." with n 2..64
+ * and n distinct keys.  ALL is that form only when such a count follows
+ * it, so a key named ALL keeps working: returns 0 then (not this form),
+ * else the words taken (2 + n), or -1 with *why set.
+ */
+static int
+parse_all(const struct word *w, int nargs, const struct proto_limits *lim,
+    struct proto_req *req, const char **why)
+{
+	long n;
+
+	if (nargs < 2 || !word_is(&w[0], "ALL"))
+		return 0;
+	n = parse_ms(&w[1]);
+	if (n < PROTO_ALL_MIN || n > PROTO_ALL_MAX)
+		return 0;
+	if (nargs < 2 + n) {
+		*why = "ALL <n> takes n keys (2..64)";
+		return -1;
+	}
+	for (long i = 0; i < n; i++) {
+		if (parse_key(&w[2 + i], lim, req, why) != PERR_NONE)
+			return -1;
+		for (long j = 0; j < i; j++)
+			if (req->keylens[j] == w[2 + i].len &&
+			    memcmp(req->keys[j], w[2 + i].p, w[2 + i].len) == 0) {
+				*why = "ALL names a key twice";
+				return -1;
+			}
+		req->keys[i] = w[2 + i].p;
+		req->keylens[i] = w[2 + i].len;
+	}
+	req->nkeys = (int)n;
+	req->key = req->keys[0];
+	req->keylen = req->keylens[0];
+	return 2 + (int)n;
+}
+
+/* The options a request of shape SHAPE_KEY_OPTS or SHAPE_KEY may take
+ * after its key, or its ALL form's keys (only WAIT, TTL and ASYNC go with
+ * ALL). */
+static enum proto_err
+parse_after_keys(const struct word *w, int nargs, const struct cmd_def *def,
+    const struct proto_limits *lim, struct proto_req *req, const char **why)
+{
+	int took = (def->opts & OPT_ALL) ? parse_all(w, nargs, lim, req, why) :
+	    0;
+
+	if (took < 0)
+		return PERR_BADARG;
+	if (took == 0) {
+		if (nargs < 1)
+			return bad(why, "missing key");
+		if (def->shape == SHAPE_KEY && nargs != 1)
+			return bad(why, "takes exactly one key");
+		if (parse_key(&w[0], lim, req, why) != PERR_NONE)
+			return PERR_BADARG;
+		took = 1;
+	}
+	if (parse_opts(&w[took], nargs - took, def->opts & ~OPT_ALL, req,
+	    why) != PERR_NONE)
+		return PERR_BADARG;
+	if (req->nkeys > 0 && (req->shared || req->limit > 0 ||
+	    req->valuelen > 0 || req->has_delay || req->has_linger))
+		return bad(why, "only WAIT, TTL and ASYNC go with ALL");
+	if (req->valuelen > 0 && (req->shared || req->limit > 0))
+		return bad(why, "VALUE is for exclusive holds: not with "
+		    "SHARED or LIMIT");
+	if (req->has_delay && (req->shared || req->limit > 0))
+		return bad(why, "DELAY is for exclusive holds: not with "
+		    "SHARED or LIMIT");
 	return PERR_NONE;
 }
 
@@ -382,21 +472,8 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 		req->word2len = w[2].len;
 		return PERR_NONE;
 	case SHAPE_KEY:
-		if (nargs != 1)
-			return bad(why, "takes exactly one key");
-		return parse_key(&w[1], lim, req, why);
 	case SHAPE_KEY_OPTS:
-		if (nargs < 1)
-			return bad(why, "missing key");
-		if (parse_key(&w[1], lim, req, why) != PERR_NONE)
-			return PERR_BADARG;
-		if (parse_opts(&w[2], nargs - 1, def->opts, req, why) !=
-		    PERR_NONE)
-			return PERR_BADARG;
-		if (req->valuelen > 0 && (req->shared || req->limit > 0))
-			return bad(why, "VALUE is for exclusive holds: not with "
-			    "SHARED or LIMIT");
-		return PERR_NONE;
+		return parse_after_keys(&w[1], nargs, def, lim, req, why);
 	case SHAPE_KEY_VALUE:
 		if (nargs != 2)
 			return bad(why, "takes a key and a value");
@@ -412,8 +489,15 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 			return bad(why, "token must be decimal 1..2^53-1");
 		return PERR_NONE;
 	case SHAPE_ONOFF:
+		if (nargs == 2 && word_is(&w[1], "ON") &&
+		    word_is(&w[2], "WANTED")) {
+			/* 1.2: and notices of waiters (EVENT WANTED) */
+			req->on = 1;
+			req->wanted = 1;
+			return PERR_NONE;
+		}
 		if (nargs != 1)
-			return bad(why, "takes ON or OFF");
+			return bad(why, "takes ON [WANTED] or OFF");
 		if (word_is(&w[1], "ON"))
 			req->on = 1;
 		else if (word_is(&w[1], "OFF"))

@@ -19,6 +19,8 @@
 #define PROTO_LIMIT_MAX 1000000L	/* most permits a LIMIT may give */
 #define PROTO_VALUE_MAX 256		/* 1.2: longest VALUE, bytes */
 #define PROTO_TOKEN_MAX 9007199254740991LL	/* 2^53-1: CHECK's token */
+#define PROTO_ALL_MIN 2			/* 1.2: ACQUIRE ALL <n>: 2..64 keys */
+#define PROTO_ALL_MAX 64
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -85,9 +87,16 @@ struct proto_req {
 	int async;			/* 1.2: ACQUIRE ... ASYNC */
 	int with_value;			/* 1.2: OWNER <key> VALUE */
 	long long token;		/* 1.2: CHECK's token */
-	int has_wait, has_ttl, has_grace, has_linger;
+	int has_wait, has_ttl, has_grace, has_linger, has_delay;
 	long wait_ms, ttl_ms, grace_ms, linger_ms;
+	long delay_ms;			/* 1.2: ACQUIRE ... DELAY <ms> */
 	int on;				/* EVENTS ON (1) / OFF (0) */
+	int wanted;			/* 1.2: EVENTS ON WANTED */
+	/* 1.2: ACQUIRE ALL <n> <key>..., RELEASE ALL ..., CANCEL ALL ...:
+	 * nkeys (0: the one-key form) distinct keys, key/keylen the first */
+	int nkeys;
+	const char *keys[PROTO_ALL_MAX];
+	size_t keylens[PROTO_ALL_MAX];
 	int shared;			/* 1.1: ACQUIRE ... SHARED */
 	long limit;			/* 1.1: ACQUIRE ... LIMIT n (0: none) */
 };

@@ -172,13 +172,20 @@ send_denied(struct session *s, const char *key, size_t keylen)
 int
 key_denied(struct session *s, const struct proto_req *req)
 {
-	if (s->app == NULL || acl_app_allows(s->app, req->key, req->keylen))
-		return 0;
-	if ((req->cmd == CMD_RELEASE || req->cmd == CMD_RENEW) &&
-	    locks_holds_key(s->cl, req->key, req->keylen))
-		return 0;
-	send_denied(s, req->key, req->keylen);
-	return 1;
+	/* every key of an ALL form, else its one key */
+	for (int i = 0; i < (req->nkeys > 0 ? req->nkeys : 1); i++) {
+		const char *key = req->nkeys > 0 ? req->keys[i] : req->key;
+		size_t keylen = req->nkeys > 0 ? req->keylens[i] : req->keylen;
+
+		if (s->app == NULL || acl_app_allows(s->app, key, keylen))
+			continue;
+		if ((req->cmd == CMD_RELEASE || req->cmd == CMD_RENEW) &&
+		    locks_holds_key(s->cl, key, keylen))
+			continue;
+		send_denied(s, key, keylen);
+		return 1;
+	}
+	return 0;
 }
 
 /* AUTH with an access list: the token's SHA-256 names the app. */

@@ -32,7 +32,8 @@ struct await {
 	struct lclient *w;		/* its waiter (locks_waiter_new) */
 	TAILQ_ENTRY(await) link;	/* in aw->ended once ended */
 	enum await_state state;
-	unsigned record_wait:1;		/* its grant waits for the record */
+	unsigned record_wait;		/* its grant waits for the record: the
+					 * writes to come (ALL: one per key) */
 	unsigned resumed:1;		/* queued again after a RESUME */
 	unsigned full:1;		/* may not queue (await_info.full) */
 	long kind, ttl_ms;
@@ -40,6 +41,8 @@ struct await {
 	char *value;			/* its VALUE (NUL-ended), NULL none */
 	unsigned cancel_due:1;		/* CANCEL waits for that record */
 	long long token;		/* held back: the grant's */
+	long long *tokens;		/* ... an ALL grant's (nkeys) */
+	int nkeys;			/* an ALL wait's keys (key: its name) */
 	size_t keylen;
 	char key[];
 };
@@ -68,8 +71,11 @@ await_free(struct await *a)
 {
 	locks_client_free(a->w);
 	free(a->value);
+	free(a->tokens);
 	free(a);
 }
+
+
 
 static void
 reap_cb(evutil_socket_t fd, short what, void *arg)
@@ -104,6 +110,11 @@ w_reply(void *arg, const struct lk_result *r)
 	if (r->status == LK_OK && a->record_wait) {
 		a->state = AW_HELD_BACK;
 		a->token = r->n;
+		if (r->ntokens > 0) {
+			a->tokens = xcalloc(r->ntokens, sizeof *a->tokens);
+			memcpy(a->tokens, r->tokens, r->ntokens *
+			    sizeof *r->tokens);
+		}
 		return;
 	}
 	end_wait(a);
@@ -222,6 +233,7 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	a->state = AW_ASKING;
 	a->resumed = info->resumed ? 1 : 0;
 	a->full = info->full ? 1 : 0;
+	a->nkeys = info->nkeys;
 	a->kind = info->kind;
 	a->ttl_ms = info->ttl_ms;
 	a->deadline = info->deadline;
@@ -232,9 +244,14 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	}
 	keytab_insert(aw->keys, &a->by_key);
 	a->w = locks_waiter_new(owner, &waiter_ops, a);
-	locks_acquire_value(a->w, a->key, a->keylen, a->kind, left > 0 ?
-	    (long)(left < LONG_MAX ? left : LONG_MAX) : 0, a->ttl_ms,
-	    info->value, info->valuelen);
+	if (info->nkeys > 0)
+		locks_acquire_all(a->w, info->keys, info->keylens,
+		    (size_t)info->nkeys, left > 0 ? (long)(left < LONG_MAX ?
+		    left : LONG_MAX) : 0, a->ttl_ms);
+	else
+		locks_acquire_value(a->w, a->key, a->keylen, a->kind,
+		    left > 0 ? (long)(left < LONG_MAX ? left : LONG_MAX) : 0,
+		    a->ttl_ms, info->value, info->valuelen);
 }
 
 int
@@ -272,6 +289,8 @@ tell_held_back(struct await *a)
 	struct awaits *aw = a->aw;
 	struct lk_result r = { .status = LK_OK, .n = a->token };
 	int cancel = a->cancel_due;
+
+	/* (an ALL wait is never held back: a grace session has none) */
 
 	end_wait(a);
 	aw->ops->outcome(aw->arg, a->key, a->keylen, &r);

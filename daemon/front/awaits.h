@@ -34,6 +34,12 @@ struct await_info {
 					 * waits: answered at once (granted,
 					 * BUSY, an error) it goes on, but one
 					 * that would queue is answered LIMIT */
+	/* ACQUIRE ALL ... ASYNC (1.2): nkeys keys (0: one key, key); key
+	 * is then the wait's name, "ALL <n> <key>..." as on the wire, which
+	 * CANCEL ALL names it by and its EVENT lines carry */
+	int nkeys;
+	const char *const *keys;
+	const size_t *keylens;
 };
 
 struct await_ops {

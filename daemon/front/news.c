@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -97,6 +98,23 @@ send_kind_err(struct session *s, const struct lk_result *r)
 		send_err(s, PERR_BADARG, "the key is a lock, not a semaphore");
 }
 
+/* ACQUIRE ALL's OK: a token per key, in the request's order. */
+static void
+send_tokens(struct session *s, const long long *tokens, size_t n)
+{
+	if (evbuffer_add(s->out, "OK", 2) != 0) {
+		broken(s);
+		return;
+	}
+	for (size_t i = 0; i < n && !s->broken; i++)
+		if (evbuffer_add_printf(s->out, " %lld", tokens[i]) < 0)
+			broken(s);
+	if (!s->broken && evbuffer_add(s->out, "\r\n", 2) != 0)
+		broken(s);
+}
+
+static void relall_next(struct session *s, const struct lk_result *r);
+
 static void
 on_reply(void *arg, const struct lk_result *r)
 {
@@ -104,15 +122,32 @@ on_reply(void *arg, const struct lk_result *r)
 
 	if (r->waited && s->appstat != NULL)
 		histo_observe(s->appstat->wait, r->waited_us);
+	if (s->relall != NULL) {
+		relall_next(s, r);	/* RELEASE ALL: the next key */
+		return;
+	}
 	if (s->await_record && r->status == LK_OK) {
 		s->stashed = 1;		/* news_grace_recorded sends it */
 		s->stash_token = r->n;
+		if (r->ntokens > 0) {
+			s->stash_tokens = xcalloc(r->ntokens,
+			    sizeof *s->stash_tokens);
+			memcpy(s->stash_tokens, r->tokens, r->ntokens *
+			    sizeof *r->tokens);
+			s->stash_n = r->ntokens;
+		}
 		return;
 	}
 	if (r->status == LK_BUSY)
 		send_line(s, "BUSY");
+	else if (r->status == LK_KIND && r->ntokens == 0 &&
+	    s->cmd == CMD_ACQUIRE && s->all)
+		send_line(s, "ERR BADARG key %zu of ALL is %s", r->index + 1,
+		    r->n > 0 ? "a semaphore" : "held shared");
 	else if (r->status == LK_KIND || r->status == LK_UPGRADE)
 		send_kind_err(s, r);
+	else if (r->status == LK_OK && r->ntokens > 0)
+		send_tokens(s, r->tokens, r->ntokens);
 	else if (r->status != LK_OK)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
@@ -153,7 +188,8 @@ on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
 	    ttl_ms, kind, fresh) && !awaits_hold_for_record(s->aw, key,
 	    keylen))
-		s->await_record = 1;	/* the request's own grant */
+		s->await_record++;	/* the request's own grant (ACQUIRE
+					 * ALL: one per key) */
 }
 
 static int
@@ -227,10 +263,18 @@ news_grace_recorded(void *arg, const char *key, size_t keylen)
 		return;
 	if (!s->await_record)
 		return;
+	if (key != NULL && --s->await_record > 0)
+		return;		/* another key of an ACQUIRE ALL to come */
 	s->await_record = 0;
 	if (s->stashed) {
 		s->stashed = 0;
-		send_line(s, "OK %lld", s->stash_token);
+		if (s->stash_n > 0)
+			send_tokens(s, s->stash_tokens, s->stash_n);
+		else
+			send_line(s, "OK %lld", s->stash_token);
+		free(s->stash_tokens);
+		s->stash_tokens = NULL;
+		s->stash_n = 0;
 		answered(s);
 	}
 }
@@ -303,6 +347,36 @@ on_await_queued(void *arg, const struct await_info *info)
 
 /* EVENT lines of waits go whether or not EVENTS ON was said: the client
  * asked for them with ASYNC. */
+/* EVENT GRANTED ALL <n> <key> <token>...: the wait's name "ALL <n>
+ * <key>..." with each key's token after it. */
+static void
+send_granted_all(struct session *s, const char *name, size_t len,
+    const long long *tokens, size_t n)
+{
+	const char *p = name, *end = name + len;
+	size_t words = 0, k = 0;
+
+	if (evbuffer_add(s->out, "EVENT GRANTED", 13) != 0) {
+		broken(s);
+		return;
+	}
+	while (p < end && !s->broken) {
+		const char *w = p;
+
+		while (p < end && *p != ' ')
+			p++;
+		if (evbuffer_add_printf(s->out, " %.*s", (int)(p - w), w) < 0)
+			broken(s);
+		if (words++ >= 2 && k < n &&
+		    evbuffer_add_printf(s->out, " %lld", tokens[k++]) < 0)
+			broken(s);
+		if (p < end)
+			p++;
+	}
+	if (!s->broken && evbuffer_add(s->out, "\r\n", 2) != 0)
+		broken(s);
+}
+
 static void
 on_await_outcome(void *arg, const char *key, size_t keylen,
     const struct lk_result *r)
@@ -313,7 +387,9 @@ on_await_outcome(void *arg, const char *key, size_t keylen,
 		(void)grace_wait(s->grace, key, keylen, NULL);
 	if (r->waited && s->appstat != NULL)
 		histo_observe(s->appstat->wait, r->waited_us);
-	if (r->status == LK_OK)
+	if (r->status == LK_OK && r->ntokens > 0)
+		send_granted_all(s, key, keylen, r->tokens, r->ntokens);
+	else if (r->status == LK_OK)
 		send_line(s, "EVENT GRANTED %.*s %lld", (int)keylen, key, r->n);
 	else if (r->status == LK_BUSY)
 		send_line(s, "EVENT TIMEOUT %.*s", (int)keylen, key);
@@ -470,3 +546,103 @@ news_grace_watch_found(void *arg, const char *key, size_t keylen)
 	    (size_t)s->b->cfg->max_watches_per_session);
 }
 
+
+/* --- RELEASE ALL (1.2) ------------------------------------------------- */
+
+/*
+ * RELEASE ALL <n> <key>...: the keys released one after the other, each
+ * as RELEASE (one request of the lock table at a time, the next from the
+ * session's own turn, never from inside a reply), then one line: OK and
+ * each key's holds left, in order; or, when one failed, the first
+ * failure's error naming its key, after the others were released.
+ */
+struct relall {
+	size_t n, next;
+	unsigned inflight:1;
+	int failed;			/* the first key that failed, -1 none */
+	enum proto_err err;
+	char why[160];
+	long long left[PROTO_ALL_MAX];
+	char *keys[PROTO_ALL_MAX];
+	size_t lens[PROTO_ALL_MAX];
+};
+
+static void
+relall_free(struct relall *ra)
+{
+	for (size_t i = 0; i < ra->n; i++)
+		free(ra->keys[i]);
+	free(ra);
+}
+
+/* A release of RELEASE ALL answered. */
+static void
+relall_next(struct session *s, const struct lk_result *r)
+{
+	struct relall *ra = s->relall;
+	size_t i = ra->next - 1;
+
+	ra->inflight = 0;
+	if (r->status == LK_OK) {
+		ra->left[i] = r->n;
+	} else if (ra->failed < 0) {
+		ra->failed = (int)i;
+		ra->err = status_err(r->status);
+		snprintf(ra->why, sizeof ra->why, "%s", r->why != NULL ?
+		    r->why : "");
+	}
+	if (!s->dispatching)
+		stream_more(s->st);
+}
+
+void
+news_relall_step(struct session *s)
+{
+	struct relall *ra = s->relall;
+
+	while (ra != NULL && !ra->inflight && ra->next < ra->n) {
+		ra->inflight = 1;
+		ra->next++;
+		locks_release(s->cl, ra->keys[ra->next - 1],
+		    ra->lens[ra->next - 1], 0);
+	}
+	if (ra == NULL || ra->inflight || ra->next < ra->n)
+		return;
+	s->relall = NULL;
+	if (ra->failed >= 0) {
+		send_line(s, "ERR %s %.*s: %s", proto_err_name(ra->err),
+		    (int)ra->lens[ra->failed], ra->keys[ra->failed],
+		    ra->why);
+	} else {
+		send_tokens(s, ra->left, ra->n);
+	}
+	relall_free(ra);
+	s->busy = 0;
+}
+
+/* The session ends: a RELEASE ALL's state goes (its holds are released
+ * with the session's). */
+void
+news_relall_free(struct session *s)
+{
+	if (s->relall != NULL)
+		relall_free(s->relall);
+	s->relall = NULL;
+}
+
+void
+news_relall_start(struct session *s, const struct proto_req *req)
+{
+	struct relall *ra = xcalloc(1, sizeof *ra);
+
+	ra->n = (size_t)req->nkeys;
+	ra->failed = -1;
+	for (size_t i = 0; i < ra->n; i++) {
+		ra->keys[i] = xmalloc(req->keylens[i] + 1);
+		memcpy(ra->keys[i], req->keys[i], req->keylens[i]);
+		ra->lens[i] = req->keylens[i];
+	}
+	s->relall = ra;
+	s->busy = 1;
+	news_relall_step(s);
+}

@@ -107,6 +107,80 @@ cmd_resume(struct session *s, const struct proto_req *req)
 
 /* --- requests -------------------------------------------------------- */
 
+/* An ALL request's name, "ALL <n> <key>..." as on the wire: what an
+ * ASYNC one is found by (CANCEL ALL) and its EVENT lines carry. */
+static char *
+all_name(const struct proto_req *req, size_t *len)
+{
+	size_t cap = 16, l;
+	char *name;
+
+	for (int i = 0; i < req->nkeys; i++)
+		cap += req->keylens[i] + 1;
+	name = xmalloc(cap);
+	l = (size_t)snprintf(name, cap, "ALL %d", req->nkeys);
+	for (int i = 0; i < req->nkeys; i++) {
+		name[l++] = ' ';
+		memcpy(name + l, req->keys[i], req->keylens[i]);
+		l += req->keylens[i];
+	}
+	name[l] = '\0';
+	*len = l;
+	return name;
+}
+
+/* ACQUIRE ALL <n> <key>... [WAIT] [TTL] [ASYNC] (1.2). */
+static void
+cmd_acquire_all(struct session *s, const struct proto_req *req)
+{
+	long wait_ms = req->has_wait ? req->wait_ms : -1;
+	long ttl_ms = req->has_ttl ? req->ttl_ms : 0;
+	struct await_info info = { 0 };
+	size_t namelen;
+	char *name;
+
+	if (s->b->cfg->redis_replica_acks > 0) {
+		send_err(s, PERR_BADARG, "ACQUIRE ALL does not wait for "
+		    "replicas: not with redis_replica_acks");
+		return;
+	}
+	if (req->async && s->grace != NULL) {
+		send_err(s, PERR_BADARG, "ACQUIRE ALL ... ASYNC is not for "
+		    "grace sessions (a blocking ACQUIRE ALL is)");
+		return;
+	}
+	s->all = 1;
+	if (!req->async) {
+		s->used = 1;
+		s->busy = 1;
+		locks_acquire_all(s->cl, req->keys, req->keylens,
+		    (size_t)req->nkeys, wait_ms, ttl_ms);
+		return;
+	}
+	name = all_name(req, &namelen);
+	if (awaits_has(s->aw, name, namelen)) {
+		free(name);
+		send_err(s, PERR_BADARG, "this session already waits for "
+		    "these keys");
+		return;
+	}
+	s->used = 1;
+	s->busy = 1;
+	info.key = name;
+	info.keylen = namelen;
+	info.kind = LK_EXCLUSIVE;
+	info.ttl_ms = ttl_ms;
+	info.deadline = wall_ms() + (wait_ms > s->b->cfg->max_wait_ms ?
+	    s->b->cfg->max_wait_ms : wait_ms > 0 ? wait_ms : 0);
+	info.full = awaits_count(s->aw) >=
+	    (size_t)s->b->cfg->max_waiters_per_session;
+	info.nkeys = req->nkeys;
+	info.keys = req->keys;
+	info.keylens = req->keylens;
+	awaits_acquire(session_awaits(s), s->cl, &info);
+	free(name);
+}
+
 static void
 cmd_acquire(struct session *s, const struct proto_req *req)
 {
@@ -114,8 +188,12 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	    LK_EXCLUSIVE;
 	long wait_ms = req->has_wait ? req->wait_ms : -1;
 	long ttl_ms = req->has_ttl ? req->ttl_ms : 0;
-	struct await_info info;
+	struct await_info info = { 0 };
 
+	if (req->nkeys > 0) {
+		cmd_acquire_all(s, req);
+		return;
+	}
 	if (awaits_has(s->aw, req->key, req->keylen)) {
 		send_err(s, PERR_BADARG, req->async ? "this session already "
 		    "waits for the key" : "this session waits for the key "
@@ -168,15 +246,19 @@ cmd_unwatch(struct session *s, const struct proto_req *req)
 static void
 cmd_cancel(struct session *s, const struct proto_req *req)
 {
-	int n = awaits_cancel(s->aw, req->key, req->keylen);
+	size_t len = req->keylen;
+	char *name = req->nkeys > 0 ? all_name(req, &len) : NULL;
+	const char *key = name != NULL ? name : req->key;
+	int n = awaits_cancel(s->aw, key, len);
 
 	if (n < 0) {
 		s->busy = 1;	/* after the grant's EVENT: on_await_cancelled */
-		return;
+	} else {
+		if (n > 0 && s->grace != NULL)
+			(void)grace_wait(s->grace, key, len, NULL);
+		send_line(s, "OK %d", n);
 	}
-	if (n > 0 && s->grace != NULL)
-		(void)grace_wait(s->grace, req->key, req->keylen, NULL);
-	send_line(s, "OK %d", n);
+	free(name);
 }
 
 /* Run one parsed request.  Sets busy when the reply comes later. */
@@ -184,6 +266,7 @@ static void
 dispatch(struct session *s, const struct proto_req *req)
 {
 	s->cmd = req->cmd;
+	s->all = 0;
 	switch (req->cmd) {
 	case CMD_HELLO:
 		cmd_hello(s, req);
@@ -221,6 +304,10 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_RELEASE:
 		if (key_denied(s, req))
 			return;
+		if (req->nkeys > 0) {
+			news_relall_start(s, req);
+			return;
+		}
 		s->busy = 1;
 		locks_release(s->cl, req->key, req->keylen,
 		    req->has_linger ? req->linger_ms : 0);
@@ -289,6 +376,7 @@ on_lines(void *arg)
 	/* states of watched keys the client was not reading when they came
 	 * (its output has drained, or it sent more) */
 	watches_flush(s->wa);
+	news_relall_step(s);	/* a RELEASE ALL's next key, or its line */
 	while (!s->busy) {
 		struct proto_req req;
 		enum proto_err err;
@@ -403,6 +491,8 @@ session_free(struct session *s)
 	if (s->tls)
 		b->stats.tls_sessions--;
 	awaits_free(s->aw);	/* queued waits go silently, before s->cl */
+	news_relall_free(s);
+	free(s->stash_tokens);
 	watches_free(s->wa);	/* (a grace record keeps them for a RESUME) */
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :

@@ -57,11 +57,17 @@ struct session {
 	unsigned quit:1;		/* ended by QUIT */
 	unsigned used:1;		/* took or asked for locks: no RESUME */
 	unsigned killed:1;		/* resumed by another connection */
-	unsigned await_record:1;	/* a grant's OK waits for its record */
+	unsigned await_record;		/* a grant's OK waits for its record
+					 * writes: how many (ACQUIRE ALL: one
+					 * per key) */
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
 	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
+	unsigned all:1;			/* ... is an ALL form (1.2) */
 	long long stash_token;
+	long long *stash_tokens;	/* ... ACQUIRE ALL's (stash_n) */
+	size_t stash_n;
+	struct relall *relall;		/* a RELEASE ALL in progress */
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
 	 * verified against tls_ca_cert_file (tls_auth_clients yes or
@@ -105,5 +111,10 @@ void news_grace_watch_found(void *arg, const char *key, size_t keylen);
 struct awaits *session_awaits(struct session *s);
 struct watches *session_watches(struct session *s);
 int watch_key(struct session *s, const char *key, size_t keylen);
+/* RELEASE ALL: started; its next key released, or its line sent, from
+ * the session's own turn (on_lines). */
+void news_relall_start(struct session *s, const struct proto_req *req);
+void news_relall_step(struct session *s);
+void news_relall_free(struct session *s);
 
 #endif

@@ -60,6 +60,7 @@ status_err(enum lk_status st)
 	case LK_LIMIT: return PERR_LIMIT;
 	case LK_KIND: return PERR_BADARG;
 	case LK_UPGRADE: return PERR_BADARG;
+	case LK_BADARG: return PERR_BADARG;
 	default: return PERR_NONE;
 	}
 }

@@ -197,7 +197,7 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Pump the key again at when (ms), e.g. when a dead holder's TTL ends. */
-static void
+void
 lock_retry_at(struct lock *lk, int64_t when)
 {
 	if (lk->retry_ev == NULL &&
@@ -275,7 +275,8 @@ lock_pump(struct lock *lk)
 			continue;
 		if (lk->releasing || !may_try(lk, w->wkind) ||
 		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
-		    w->wkind == LK_SHARED))) {
+		    w->wkind == LK_SHARED)) ||
+		    (lk->mhold_us != 0 && w->wstart_us > lk->mhold_us)) {
 			/* (a writer's "held elsewhere" may be readers there,
 			 * which a reader may join); a reader held back by a
 			 * writer's announcement asks Redis when it ends */
@@ -321,6 +322,10 @@ lock_pump(struct lock *lk)
 		lt->stats.acquire_errors++;
 		lk_reply(w, LK_UNAVAILABLE, 0, "Redis is unreachable");
 	}
+	/* an ACQUIRE ALL naming the key may go now: tried on the next turn,
+	 * with every key of its set (multi.c) */
+	if (lk->mrefs != 0 && lt->multi_ev != NULL)
+		event_active(lt->multi_ev, EV_TIMEOUT, 0);
 	lock_gc(lk);
 }
 
@@ -576,8 +581,8 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_UNREACHABLE);
 		return;
 	}
-	if (lk != NULL && wait_ms == 0 &&
-	    (has_blocked_waiter(lk) || !may_try(lk, kind))) {
+	if (lk != NULL && wait_ms == 0 && (has_blocked_waiter(lk) ||
+	    !may_try(lk, kind) || lk->mhold_us != 0)) {
 		/* Someone is ahead, or what is held here excludes it: the
 		 * key will not be free for a one-try request.  (A release
 		 * alone in flight is no one: the request queues behind it

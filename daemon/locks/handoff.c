@@ -125,6 +125,10 @@ handoff_target(const struct lock *lk, const struct hold *h)
 		;
 	if (w == NULL || h->kind == LK_SHARED || w->wkind != h->kind)
 		return NULL;
+	/* an ACQUIRE ALL waiting long for the key comes before later ones:
+	 * the key is set free for it instead */
+	if (lk->mhold_us != 0 && w->wstart_us > lk->mhold_us)
+		return NULL;
 	return w;
 }
 

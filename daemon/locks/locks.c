@@ -24,6 +24,9 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->keys = keytab_new();
 	watch_init(lt);
 	TAILQ_INIT(&lt->held);
+	TAILQ_INIT(&lt->mwaits);
+	if ((lt->multi_ev = event_new(base, -1, 0, multi_cb, lt)) == NULL)
+		fatalx("cannot create an event");
 	TAILQ_INIT(&lt->marked);
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
 	lt->pending_ev = evtimer_new(base, pending_cb, lt);
@@ -69,11 +72,13 @@ locks_free(struct locks *lt)
 		return;
 	cleanup_free(lt);
 	watch_free(lt);
+	multi_free(lt);
 	keytab_each(lt->keys, free_entry, NULL);
 	keytab_free(lt->keys);
 	event_free(lt->renew_ev);
 	event_free(lt->pending_ev);
 	event_free(lt->mark_ev);
+	event_free(lt->multi_ev);
 	free(lt);
 }
 
@@ -135,6 +140,7 @@ locks_client_free(struct lclient *cl)
 		waiter_remove(cl);
 		lock_pump(lk);
 	}
+	multi_client_gone(cl);
 	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
 		long long token = h->token;
 		int releasing = h->releasing;
@@ -165,6 +171,7 @@ locks_client_eof(struct lclient *cl)
 	struct lock *lk = cl->wlock;
 
 	cl->no_wait = 1;
+	multi_client_eof(cl);
 	if (lk == NULL)
 		return;
 	cl->deadline = now_ms();
@@ -228,6 +235,7 @@ locks_client_handover(struct lclient *cl, const struct lk_client_ops *ops,
 		waiter_remove(cl);
 		lock_pump(lk);
 	}
+	multi_client_gone(cl);	/* (a grant on its way is given back) */
 	/* its own release or renewal in flight still ends its hold; a
 	 * verdict it waited for (hold_doubt) is nobody's to hear now */
 	cl->answer_due = 0;

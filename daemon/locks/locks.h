@@ -38,7 +38,7 @@ struct lclient;
  * n > 0 a semaphore of n permits); LK_UPGRADE: the session holds the key
  * shared and asked for it exclusive. */
 enum lk_status { LK_OK, LK_BUSY, LK_NOTHELD, LK_LOST, LK_UNAVAILABLE,
-    LK_LIMIT, LK_KIND, LK_UPGRADE };
+    LK_LIMIT, LK_KIND, LK_UPGRADE, LK_BADARG };
 
 /* A holder OWNER shows (valid during the reply only); at most
  * LK_OWNER_SHOWN are. */
@@ -67,6 +67,11 @@ struct lk_result {
 	 * from the request to the grant (the acquire_wait sample). */
 	int waited;
 	int64_t waited_us;
+	/* ACQUIRE ALL's OK: ntokens tokens, in the keys' order (n unused);
+	 * LK_KIND for it: index is the key's */
+	const long long *tokens;
+	size_t ntokens;
+	size_t index;
 };
 
 struct lk_client_ops {
@@ -255,6 +260,24 @@ void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
 #define LK_VALUE_MAX 256
 void locks_acquire_value(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
+/*
+ * ACQUIRE ALL (protocol 1.2): exclusive holds of n distinct keys
+ * (LK_ALL_MIN..LK_ALL_MAX), granted together or none, answered once:
+ * LK_OK with ntokens tokens; LK_BUSY (a key held: at once without a wait,
+ * or when it ran out); LK_BADARG (a key this session holds, or redis_
+ * replica_acks set); LK_KIND (a key of another kind: index, n); LK_LIMIT
+ * (the n keys would pass max_locks_per_session, or the counter); as
+ * ACQUIRE otherwise.  While it waits it holds nothing (no deadlock with
+ * requests that name keys in another order); it is tried when every key
+ * is free as far as this broker knows, FIFO among such waits, and after
+ * LK_ALL_PATIENCE_MS later single-key requests here stop taking its keys.
+ */
+#define LK_ALL_MIN 2
+#define LK_ALL_MAX 64
+#define LK_ALL_PATIENCE_MS 1000
+void locks_acquire_all(struct lclient *cl, const char *const *keys,
+    const size_t *keylens, size_t n, long wait_ms, long ttl_ms);
+
 /* linger_ms > 0: the last hold leaves the key taken that long (LINGER). */
 void locks_release(struct lclient *cl, const char *key, size_t keylen,
     long linger_ms);

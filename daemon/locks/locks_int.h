@@ -32,6 +32,7 @@
  *   holds.c    a hold begins, ends, is lost, or doubted (hold_doubt)
  *   grant.c    lock_pump, attempts, grants, deadlines, orphans, ACQUIRE
  *   values.c   a hold's value (1.2): replaced, kept fresh beside renewals
+ *   multi.c    ACQUIRE ALL (1.2): waits for key sets, all or nothing
  *   renew.c    RENEW, batched renewal, the jeopardy rule
  *   handoff.c  RELEASE, the hand-off in one script call, the early pass
  *   watch.c    WATCH (1.2): watched keys read again as they change
@@ -179,6 +180,11 @@ struct lock {
 	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
 	 * first (granted by Redis), the next to hand out, the last; 0 none */
 	long long chain_first, chain_next, chain_last;
+	unsigned mrefs;			/* ACQUIRE ALL waits naming the key */
+	int64_t mhold_us;		/* the start of the oldest of them that
+					 * waited LK_ALL_PATIENCE_MS: single
+					 * requests that came later hold back
+					 * (0 none) */
 	char name[];
 };
 
@@ -244,6 +250,7 @@ struct lclient {
 					 * Redis's connection was being made:
 					 * it waits for that, then is tried
 					 * once (lock_pump) */
+	struct mwait *mw;		/* its ACQUIRE ALL in progress */
 };
 
 /* Who holds what cl is granted: its owner for a waiter, else itself. */
@@ -294,6 +301,8 @@ struct locks {
 	TAILQ_HEAD(, lclient) marked;	/* waiting writers marked in Redis */
 	struct event *mark_ev;		/* refreshes their marks */
 	struct keytab *watched;		/* watch.c: keys watched here */
+	TAILQ_HEAD(, mwait) mwaits;	/* multi.c: ACQUIRE ALL waits, FIFO */
+	struct event *multi_ev;		/* tries them (a key may be free) */
 	struct locks_stats stats;
 };
 
@@ -384,6 +393,14 @@ void lock_pump(struct lock *lk);
 void deadline_cb(evutil_socket_t fd, short what, void *arg);
 void acquire_with(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
+void lock_retry_at(struct lock *lk, int64_t when);
+
+/* multi.c */
+struct mwait;
+void multi_cb(evutil_socket_t fd, short what, void *arg);
+void multi_client_gone(struct lclient *cl);
+void multi_client_eof(struct lclient *cl);
+void multi_free(struct locks *lt);
 
 /* values.c */
 void value_refresh(struct hold *h);

@@ -134,7 +134,7 @@ void
 lock_gc(struct lock *lk)
 {
 	if (lk->nholds || lk->whead || lk->refs || lk->attempts ||
-	    lk->releasing)
+	    lk->releasing || lk->mrefs)
 		return;
 	keytab_remove(lk->lt->keys, &lk->te);
 	if (lk->retry_ev)

@@ -41,6 +41,7 @@ struct call {
 		store_check_fn *check;
 		store_session_fn *session;
 		store_takeover_fn *takeover;
+		store_all_fn *all;
 	} fn;
 	void *arg;
 	size_t nrenew;
@@ -80,6 +81,7 @@ int decode_takeover(struct call *c, const redisReply *r, int can_park);
 int decode_release(struct call *c, const redisReply *r, int can_park);
 int decode_renew(struct call *c, const redisReply *r, int can_park);
 int decode_check(struct call *c, const redisReply *r, int can_park);
+int decode_all(struct call *c, const redisReply *r, int can_park);
 
 /* calls.c */
 int calls_value_piece(struct piece *p, const char *owner, size_t ownerlen,

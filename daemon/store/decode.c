@@ -298,3 +298,67 @@ decode_check(struct call *c, const redisReply *r, int can_park)
 	    r->element[1]->integer : 0);
 	return 0;
 }
+
+/* acquire_all.lua: {1, token...}, {0, i, pttl, ...}, {2, ms}, {3, i,
+ * kind} or {-1, 0}; indexes 1-based there, 0-based for the caller. */
+int
+decode_all(struct call *c, const redisReply *r, int can_park)
+{
+	long long tokens[STORE_ALL_MAX], pttl[STORE_ALL_MAX];
+	size_t busy[STORE_ALL_MAX];
+	struct store_all_result res = { .tokens = tokens, .busy = busy,
+	    .pttl = pttl };
+
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.all(c->arg, 0, &res);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->elements > 1 + 2 * STORE_ALL_MAX)
+		return -1;
+	for (size_t i = 0; i < r->elements; i++)
+		if (!resp_is_int(r->element[i]))
+			return -1;
+	res.granted = (int)r->element[0]->integer;
+	switch (res.granted) {
+	case 1:
+		res.n = r->elements - 1;
+		if (res.n > STORE_ALL_MAX)
+			return -1;
+		for (size_t i = 0; i < res.n; i++)
+			tokens[i] = r->element[i + 1]->integer;
+		break;
+	case 0:
+		if ((r->elements - 1) % 2 != 0)
+			return -1;
+		res.nbusy = (r->elements - 1) / 2;
+		for (size_t i = 0; i < res.nbusy; i++) {
+			long long at = r->element[1 + 2 * i]->integer;
+
+			if (at < 1 || at > STORE_ALL_MAX)
+				return -1;
+			busy[i] = (size_t)(at - 1);
+			pttl[i] = r->element[2 + 2 * i]->integer;
+		}
+		break;
+	case 2:
+		res.ms = r->element[1]->integer;
+		break;
+	case 3:
+		if (r->elements != 3 || r->element[1]->integer < 1 ||
+		    r->element[1]->integer > STORE_ALL_MAX ||
+		    r->element[2]->integer < 0 ||
+		    r->element[2]->integer > LONG_MAX)
+			return -1;
+		res.index = (size_t)(r->element[1]->integer - 1);
+		res.kind = (long)r->element[2]->integer;
+		break;
+	case -1:
+		break;
+	default:
+		return -1;
+	}
+	c->fn.all(c->arg, 1, &res);
+	return 0;
+}

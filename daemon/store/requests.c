@@ -5,6 +5,7 @@
  * (calls_int.h).  Routing, sending and redirections are calls.c's.
  */
 #include "calls_int.h"
+#include "log.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -624,4 +625,219 @@ store_takeover(struct store *st, const char *key, size_t keylen,
 	p[4] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	return calls_script(st, &r, decode_takeover, SCRIPT_TAKEOVER, 2, p, 5,
 	    (union call_fn){ .takeover = fn }, arg);
+}
+
+/* --- ACQUIRE ALL ------------------------------------------------------- */
+
+/*
+ * One ACQUIRE ALL across the slots its keys live in (one call in single
+ * and Sentinel mode): a call per slot, one after the other in slot order,
+ * and none while the one before has not granted.  So no two brokers ever
+ * hold parts of each other's sets while waiting for the rest: a busy slot
+ * gives back what the earlier ones granted, and the request waits (in the
+ * lock table) holding nothing.
+ */
+struct allreq {
+	struct store *st;
+	store_all_fn *fn;
+	void *arg;
+	size_t n;
+	long ttl_ms;
+	int will_wait;
+	size_t next;			/* order[next..n): not asked yet */
+	size_t cur, curn;		/* the call in flight: order[cur..+curn) */
+	int slot[STORE_ALL_MAX];	/* each key's slot (-1 single mode) */
+	size_t order[STORE_ALL_MAX];	/* key indexes by slot */
+	long long tokens[STORE_ALL_MAX];
+	char *keys[STORE_ALL_MAX];
+	size_t keylens[STORE_ALL_MAX];
+	size_t ownerlen;
+	char owner[];
+};
+
+static void
+allreq_free(struct allreq *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->keys[i]);
+	free(a);
+}
+
+static void
+gave_back(void *arg, int ok, int released)
+{
+	(void)arg;
+	(void)released;
+	if (!ok)
+		log_warn("ACQUIRE ALL: a key taken in an earlier slot could "
+		    "not be given back; it is freed at its TTL");
+}
+
+/* Give back what the slots before the one in flight granted. */
+static void
+allreq_give_back(struct allreq *a)
+{
+	for (size_t i = 0; i < a->cur; i++) {
+		size_t k = a->order[i];
+
+		(void)store_release(a->st, a->keys[k], a->keylens[k], a->owner,
+		    a->ownerlen, a->tokens[k], 0, gave_back, NULL);
+	}
+}
+
+static int allreq_send(struct allreq *a);
+
+static void
+allreq_done(void *arg, int ok, const struct store_all_result *r)
+{
+	struct allreq *a = arg;
+	size_t busy[STORE_ALL_MAX];
+	struct store_all_result out = *r;
+
+	if (ok && r->granted == 1 && r->n == a->curn) {
+		for (size_t i = 0; i < a->curn; i++)
+			a->tokens[a->order[a->cur + i]] = r->tokens[i];
+		if (a->next < a->n && allreq_send(a) == 0)
+			return;
+		if (a->next < a->n) {
+			/* the next slot's master is not up */
+			a->cur = a->next;
+			allreq_give_back(a);
+			a->fn(a->arg, 0, &out);
+		} else {
+			out.tokens = a->tokens;
+			out.n = a->n;
+			a->fn(a->arg, 1, &out);
+		}
+		allreq_free(a);
+		return;
+	}
+	if (ok && r->granted == 1)
+		ok = 0;		/* not the shape asked for */
+	allreq_give_back(a);
+	/* indexes of this call's keys, as the caller numbers them */
+	for (size_t i = 0; ok && i < r->nbusy; i++)
+		busy[i] = a->order[a->cur + r->busy[i]];
+	out.busy = busy;
+	if (ok && r->granted == 3)
+		out.index = a->order[a->cur + r->index];
+	a->fn(a->arg, ok, &out);
+	allreq_free(a);
+}
+
+/* Send the call of the next slot's keys. */
+static int
+allreq_send(struct allreq *a)
+{
+	struct store *st = a->st;
+	size_t g = a->next, gn = 0, np = 0, nk;
+	int slot = a->slot[a->order[g]], ta = 0, rc;
+	char ttl[24], num[24];
+	char (*wk)[256];
+	struct piece *p;
+	struct route r;
+	struct call *c;
+
+	while (g + gn < a->n && a->slot[a->order[g + gn]] == slot)
+		gn++;
+	calls_route_slot(st, slot, &r);
+	p = xcalloc(3 * gn + 16 + TENURE_ARGS, sizeof *p);
+	wk = xcalloc(gn, sizeof *wk);
+	for (size_t i = 0; i < gn; i++) {
+		size_t k = a->order[g + i];
+
+		p[np++] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen,
+		    a->keys[k], a->keylens[k] };
+	}
+	p[np++] = (struct piece){ st->keys.fence, strlen(st->keys.fence), r.tag,
+	    r.taglen };
+	p[np++] = (struct piece){ st->keys.delay, strlen(st->keys.delay), r.tag,
+	    r.taglen };
+	if (r.slot >= 0)
+		p[np++] = (struct piece){ st->keys.tenure,
+		    strlen(st->keys.tenure), r.tag, r.taglen };
+	for (size_t i = 0; i < gn; i++) {
+		size_t k = a->order[g + i];
+
+		p[np++] = (struct piece){ wk[i], calls_side_prefix(
+		    st->keys.watched, &r, wk[i], sizeof wk[i]), a->keys[k],
+		    a->keylens[k] };
+	}
+	nk = np;
+	p[np++] = (struct piece){ a->owner, a->ownerlen, NULL, 0 };
+	p[np++] = (struct piece){ ttl, (size_t)snprintf(ttl, sizeof ttl, "%ld",
+	    a->ttl_ms), NULL, 0 };
+	p[np++] = (struct piece){ num, (size_t)snprintf(num, sizeof num, "%zu",
+	    gn), NULL, 0 };
+	p[np++] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted),
+	    r.tag, r.taglen };
+	p[np++] = (struct piece){ st->keys.idsp, STORE_ID_LEN + 1, NULL, 0 };
+	p[np++] = (struct piece){ a->will_wait ? "1" : "0", 1, NULL, 0 };
+	p[np++] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	for (size_t i = 0; i < gn; i++) {
+		size_t k = a->order[g + i];
+
+		p[np++] = (struct piece){ a->keys[k], a->keylens[k], NULL, 0 };
+	}
+	if (r.slot >= 0) {
+		ta = 3 + (int)np;
+		np += (size_t)tenure_pieces(&p[np]);
+	}
+	c = calls_new(st, &r, decode_all, SCRIPT_ACQUIRE_ALL, (int)nk, p,
+	    (int)np);
+	free(p);
+	free(wk);
+	if (c == NULL)
+		return -1;
+	c->fn.all = allreq_done;
+	c->arg = a;
+	c->cmd.tenure_arg = ta;
+	if ((rc = calls_start(c)) == 0) {
+		a->cur = g;
+		a->curn = gn;
+		a->next = g + gn;
+	}
+	return rc;
+}
+
+int
+store_acquire_all(struct store *st, const char *const *keys,
+    const size_t *keylens, size_t n, const char *owner, size_t ownerlen,
+    long ttl_ms, int will_wait, store_all_fn *fn, void *arg)
+{
+	struct allreq *a;
+
+	if (n < 2 || n > STORE_ALL_MAX || !calls_may_grant(st))
+		return -1;
+	a = xcalloc(1, sizeof *a + ownerlen + 1);
+	a->st = st;
+	a->fn = fn;
+	a->arg = arg;
+	a->n = n;
+	a->ttl_ms = ttl_ms;
+	a->will_wait = will_wait;
+	memcpy(a->owner, owner, ownerlen);
+	a->ownerlen = ownerlen;
+	for (size_t i = 0; i < n; i++) {
+		a->keys[i] = xmalloc(keylens[i] + 1);
+		memcpy(a->keys[i], keys[i], keylens[i]);
+		a->keylens[i] = keylens[i];
+		a->slot[i] = calls_key_slot(st, keys[i], keylens[i]);
+		a->order[i] = i;
+	}
+	/* by slot (a stable insertion sort: n <= 64) */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && a->slot[a->order[j - 1]] >
+		    a->slot[a->order[j]]; j--) {
+			size_t t = a->order[j];
+
+			a->order[j] = a->order[j - 1];
+			a->order[j - 1] = t;
+		}
+	if (allreq_send(a) != 0) {
+		allreq_free(a);
+		return -1;
+	}
+	return 0;
 }

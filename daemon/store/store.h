@@ -247,6 +247,36 @@ int store_acquire(struct store *st, const char *key, size_t keylen,
     long reserve, long long seen, const char *text, size_t textlen,
     store_acquire_fn *fn, void *arg);
 /*
+ * ACQUIRE ALL (protocol 1.2): exclusive holds of n keys (2..STORE_ALL_MAX)
+ * for owner, granted together or none (acquire_all.lua, one call per
+ * slot: in cluster mode the slots are taken in slot order, and when a
+ * later one is busy the earlier ones are given back before the answer).
+ * What the callback gets (valid during the call only):
+ *   granted 1   tokens[0..n): each key's new token, in the keys' order;
+ *   granted 0   held elsewhere: busy[0..nbusy) the indexes of the keys
+ *               found held, pttl[] their PTTLs (-1 no expiry);
+ *   granted 2   every key free, but a lock delay runs ms more;
+ *   granted 3   key index is of another kind (kind 0 shared, n permits);
+ *   granted -1  the fencing counter has no n tokens left.
+ */
+#define STORE_ALL_MAX 64
+struct store_all_result {
+	int granted;
+	const long long *tokens;
+	size_t n;
+	const size_t *busy;
+	const long long *pttl;
+	size_t nbusy;
+	long long ms;
+	size_t index;
+	long kind;
+};
+typedef void store_all_fn(void *arg, int ok, const struct store_all_result *r);
+int store_acquire_all(struct store *st, const char *const *keys,
+    const size_t *keylens, size_t n, const char *owner, size_t ownerlen,
+    long ttl_ms, int will_wait, store_all_fn *fn, void *arg);
+
+/*
  * The mark of an exclusive waiter (owner) on key, which readers on other
  * brokers do not overtake (wmark.lua): STORE_WMARK_WAIT makes it (its
  * stamp: Redis's time now, announced to the other brokers, which hear it
