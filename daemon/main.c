@@ -402,10 +402,26 @@ on_store_changed(void *arg, const char *key, size_t keylen)
 
 static void
 on_store_wanted(void *arg, const char *key, size_t keylen, int writer,
-    long long stamp)
+    long long stamp, const char *from)
 {
 	locks_store_wanted(((struct broker *)arg)->locks, key, keylen, writer,
 	    stamp);
+	locks_store_waiter_heard(((struct broker *)arg)->locks, from, key,
+	    keylen);
+}
+
+static void
+on_store_queue(void *arg, const char *from, const char *key, size_t keylen,
+    unsigned waiters, long oldest_ms)
+{
+	locks_store_queue(((struct broker *)arg)->locks, from, key, keylen,
+	    waiters, oldest_ms);
+}
+
+static void
+on_store_ask(void *arg, const char *key, size_t keylen, int to_me)
+{
+	locks_store_ask(((struct broker *)arg)->locks, key, keylen, to_me);
 }
 
 static void
@@ -510,6 +526,7 @@ main(int argc, char **argv)
 			.up = on_store_up, .down = on_store_down,
 			.released = on_store_released,
 			.changed = on_store_changed, .wanted = on_store_wanted,
+			.queue = on_store_queue, .ask = on_store_ask,
 			.subscribed = on_store_subscribed,
 			.rerouted = on_store_rerouted, .arg = &b
 		};

@@ -188,6 +188,10 @@ static const struct opt opts[] = {
 	  .def = "600000", .min = 1, .max = 2147483647, .live = 1,
 	  .help = "largest TTL a client may ask for (larger ones are "
 	  "clamped)" },
+	{ .name = "max_delay_ms", .type = T_INT, .off = OFF(max_delay_ms),
+	  .def = "60000", .min = 0, .max = 86400000, .live = 1,
+	  .help = "largest ACQUIRE ... DELAY (lock delay after a holder's "
+	  "session ended without QUIT); larger ones answer ERR BADARG" },
 	{ .name = "max_wait_ms", .type = T_INT, .off = OFF(max_wait_ms),
 	  .def = "2147483647", .min = 0, .max = 2147483647, .live = 1,
 	  .help = "longest WAIT honoured (larger ones are clamped)" },

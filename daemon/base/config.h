@@ -44,6 +44,7 @@ struct config {
 	long min_ttl_ms;		/* smaller TTLs are raised to it */
 	long max_ttl_ms;		/* larger TTLs are clamped to it */
 	long max_wait_ms;
+	long max_delay_ms;		/* ACQUIRE ... DELAY's bound */
 	long max_grace_ms;		/* HELLO GRACE clamped to it; 0 = off */
 	long max_line;
 	long max_key_len;

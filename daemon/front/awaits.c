@@ -39,6 +39,7 @@ struct await {
 	long kind, ttl_ms;
 	int64_t deadline;		/* Unix ms */
 	char *value;			/* its VALUE (NUL-ended), NULL none */
+	long delay_ms;			/* its DELAY, < 0 none */
 	unsigned cancel_due:1;		/* CANCEL waits for that record */
 	long long token;		/* held back: the grant's */
 	long long *tokens;		/* ... an ALL grant's (nkeys) */
@@ -152,13 +153,14 @@ w_queued(void *arg)
 	info.resumed = a->resumed;
 	info.value = a->value;
 	info.valuelen = a->value != NULL ? strlen(a->value) : 0;
+	info.delay_ms = a->delay_ms;
 	a->aw->ops->queued(a->aw->arg, &info);
 }
 
 /* A waiter holds nothing (its grants are its owner's): no loss, no
  * record, no doubt of its own. */
 static const struct lk_client_ops waiter_ops = { w_reply, NULL, NULL,
-    NULL, w_queued };
+    NULL, w_queued, NULL };
 
 /* --- the session's calls ------------------------------------------- */
 
@@ -237,6 +239,7 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	a->kind = info->kind;
 	a->ttl_ms = info->ttl_ms;
 	a->deadline = info->deadline;
+	a->delay_ms = info->delay_ms;
 	if (info->valuelen > 0) {
 		a->value = xmalloc(info->valuelen + 1);
 		memcpy(a->value, info->value, info->valuelen);
@@ -251,7 +254,7 @@ awaits_acquire(struct awaits *aw, struct lclient *owner,
 	else
 		locks_acquire_value(a->w, a->key, a->keylen, a->kind,
 		    left > 0 ? (long)(left < LONG_MAX ? left : LONG_MAX) : 0,
-		    a->ttl_ms, info->value, info->valuelen);
+		    a->ttl_ms, info->value, info->valuelen, info->delay_ms);
 }
 
 int

@@ -30,6 +30,10 @@ struct await_info {
 	int resumed;			/* queued again after a RESUME */
 	const char *value;		/* ACQUIRE ... VALUE (1.2), NULL none */
 	size_t valuelen;
+	long delay_ms;			/* ACQUIRE ... DELAY (1.2), < 0 none;
+					 * not in a grace record's wait: a
+					 * wait queued again after a RESUME
+					 * has none */
 	int full;			/* the session has its bound of queued
 					 * waits: answered at once (granted,
 					 * BUSY, an error) it goes on, but one

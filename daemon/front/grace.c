@@ -75,10 +75,10 @@ ghost_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 ghost_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, long kind, int fresh)
+    long ttl_ms, long kind, long delay_ms, int fresh)
 {
 	(void)fresh;
-	grace_changed(arg, key, keylen, holds, ttl_ms, kind, 0);
+	grace_changed(arg, key, keylen, holds, ttl_ms, kind, delay_ms, 0);
 }
 
 static int
@@ -88,7 +88,7 @@ ghost_doubt(void *arg)
 }
 
 const struct lk_client_ops grace_ghost_ops = { ghost_reply, ghost_lost,
-    ghost_changed, ghost_doubt, NULL };
+    ghost_changed, ghost_doubt, NULL, NULL };
 
 /* --- lifetime --------------------------------------------------------- */
 
@@ -203,11 +203,12 @@ fresh_done(void *arg, int ok, long long status, const struct store_str *rest,
 
 int
 grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms, long kind, int fresh)
+    unsigned holds, long ttl_ms, long kind, long delay_ms, int fresh)
 {
 	char num[4][24], val[HOLD_VAL_MAX];
 	struct rargs r = RARGS(num);
-	int l = holds == 0 ? 0 : grace_hold_val(val, holds, ttl_ms, kind), rc;
+	int l = holds == 0 ? 0 : grace_hold_val(val, holds, ttl_ms, kind,
+	    delay_ms), rc;
 
 	if (g == NULL || g->dead || g->quiet || g->opening ||
 	    g->state == G_RESUMING)

@@ -31,6 +31,7 @@ struct lclient;
  * protocol's PROTO_LIMIT_MAX, which session.c checks it equals); a
  * larger kind read back is taken for an exclusive hold. */
 #define GRACE_PERMITS_MAX 1000000L
+#define GRACE_DELAY_MAX 86400000L	/* max_delay_ms's own bound */
 /* A queued wait's value in the record: "<kind> <ttl-ms> <deadline>". */
 #define GRACE_WAIT_VAL_MAX 384	/* 3 numbers and a VALUE (1.2) */
 
@@ -126,7 +127,7 @@ size_t grace_stop(struct broker *b, int final);
  * in the record, so a RESUME after its broker died gives it back.
  */
 int grace_changed(struct grace *g, const char *key, size_t keylen,
-    unsigned holds, long ttl_ms, long kind, int fresh);
+    unsigned holds, long ttl_ms, long kind, long delay_ms, int fresh);
 /*
  * A queued wait of g's session (ACQUIRE ... ASYNC) in the record: val
  * "<kind> <ttl-ms> <deadline Unix ms> [<value>]" (at most GRACE_WAIT_VAL_MAX - 1

@@ -35,7 +35,7 @@ struct event;
 /* An ended record stays this long: every connection left behind touches
  * it (and learns it is over) within a touch period. */
 #define TOMBSTONE_MS (2 * TOUCH_MAX_MS + TOUCH_MIN_MS)
-#define HOLD_VAL_MAX 48			/* "<holds> <ttl> [<kind>]" */
+#define HOLD_VAL_MAX 64		/* "<holds> <ttl> [<kind> [<delay>]]" */
 
 enum gstate { G_ATTACHED, G_DETACHED, G_RESUMING, G_ENDING };
 
@@ -117,7 +117,8 @@ void grace_unref(struct grace *g);
 void grace_timer_in(struct grace *g, long ms);
 long grace_touch_period(const struct grace *g);
 long grace_attached_px(const struct grace *g);
-int grace_hold_val(char *buf, unsigned holds, long ttl_ms, long kind);
+int grace_hold_val(char *buf, unsigned holds, long ttl_ms, long kind,
+    long delay_ms);
 void grace_rargs_add(struct rargs *r, const char *p, size_t len);
 void grace_rargs_str(struct rargs *r, const char *p);
 void grace_rargs_num(struct rargs *r, long long v);

@@ -110,10 +110,16 @@ struct holdvals {
 
 /* A hold's value in the record: "<holds> <ttl>" for an exclusive lock
  * (as before shared locks), "<holds> <ttl> <kind>" for a shared hold (0)
- * or a permit (n). */
+ * or a permit (n), "<holds> <ttl> -1 <delay>" for an exclusive lock with
+ * a lock delay (brokers before lock delays read a kind below 0 as an
+ * exclusive lock, and stop there). */
 int
-grace_hold_val(char *buf, unsigned holds, long ttl_ms, long kind)
+grace_hold_val(char *buf, unsigned holds, long ttl_ms, long kind,
+    long delay_ms)
 {
+	if (kind == LK_EXCLUSIVE && delay_ms > 0)
+		return snprintf(buf, HOLD_VAL_MAX, "%u %ld -1 %ld", holds,
+		    ttl_ms, delay_ms);
 	return kind == LK_EXCLUSIVE ? snprintf(buf, HOLD_VAL_MAX, "%u %ld",
 	    holds, ttl_ms) : snprintf(buf, HOLD_VAL_MAX, "%u %ld %ld", holds,
 	    ttl_ms, kind);
@@ -121,10 +127,10 @@ grace_hold_val(char *buf, unsigned holds, long ttl_ms, long kind)
 
 static void
 add_hold(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, long kind)
+    long ttl_ms, long kind, long delay_ms)
 {
 	struct holdvals *h = arg;
-	int l = grace_hold_val(h->val[h->n], holds, ttl_ms, kind);
+	int l = grace_hold_val(h->val[h->n], holds, ttl_ms, kind, delay_ms);
 
 	grace_rargs_add(h->r, key, keylen);
 	grace_rargs_add(h->r, h->val[h->n++], (size_t)l);

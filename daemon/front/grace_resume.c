@@ -19,6 +19,7 @@ struct takeover {
 	long ttl_ms;
 	int64_t sent_us;		/* when takeover.lua was sent */
 	long kind;
+	long delay_ms;			/* its lock delay, 0: none */
 	size_t keylen;
 	char key[];
 };
@@ -119,7 +120,7 @@ takeover_done(void *arg, int ok, int granted, long long token,
 		g->failed = 1;
 	} else if (granted == 1 && !g->dead && locks_adopt(g->cl, t->key,
 	    t->keylen, t->kind, token, t->holds, t->ttl_ms, t->sent_us, text,
-	    textlen) != 0) {
+	    textlen, t->delay_ms) != 0) {
 		/* a stale hold here is being released: rare; free the key
 		 * rather than leave it taken, unlisted, until its TTL */
 		log_warn("session %s: '%.*s' was being released here by "
@@ -136,9 +137,10 @@ takeover_done(void *arg, int ok, int granted, long long token,
 	grace_unref(g);
 }
 
-/* "<holds> <ttl> [<kind>]" as written by hold_val. */
+/* "<holds> <ttl> [<kind> [<delay>]]" as written by grace_hold_val. */
 static void
-hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind)
+hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind,
+    long *delay_ms)
 {
 	char buf[HOLD_VAL_MAX];
 	size_t l = v->len < sizeof buf - 1 ? v->len : sizeof buf - 1;
@@ -149,6 +151,10 @@ hold_parse(const struct store_str *v, unsigned *holds, long *ttl, long *kind)
 	*holds = (unsigned)strtoul(buf, &end, 10);
 	*ttl = strtol(end, &end, 10);
 	*kind = strtol(end, &kend, 10);
+	*delay_ms = kend != end && *kind == LK_EXCLUSIVE ?
+	    strtol(kend, NULL, 10) : 0;
+	if (*delay_ms < 0 || *delay_ms > GRACE_DELAY_MAX)
+		*delay_ms = 0;
 	if (kend == end || *kind < 0 || *kind > GRACE_PERMITS_MAX)
 		*kind = LK_EXCLUSIVE;
 	if (*holds == 0)
@@ -259,7 +265,8 @@ resume_done(void *arg, int ok, long long status, const struct store_str *rest,
 		t->g = g;
 		t->keylen = rest[i].len;
 		memcpy(t->key, rest[i].p, rest[i].len);
-		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms, &t->kind);
+		hold_parse(&rest[i + 1], &t->holds, &t->ttl_ms, &t->kind,
+		    &t->delay_ms);
 		t->sent_us = now_us();
 		g->refs++;
 		g->pending++;

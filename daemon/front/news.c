@@ -179,15 +179,30 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	}
 }
 
+/* EVENTS ON WANTED: waiters queue for a key the session holds. */
+static void
+on_wanted(void *arg, const char *key, size_t keylen, unsigned waiters,
+    long oldest_ms)
+{
+	struct session *s = arg;
+
+	if (s->events && s->wanted) {
+		send_line(s, "EVENT WANTED %.*s %u %ld", (int)keylen, key,
+		    waiters, oldest_ms);
+		if (!s->dispatching)
+			stream_more(s->st);
+	}
+}
+
 static void
 on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, long kind, int fresh)
+    long ttl_ms, long kind, long delay_ms, int fresh)
 {
 	struct session *s = arg;
 
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
-	    ttl_ms, kind, fresh) && !awaits_hold_for_record(s->aw, key,
-	    keylen))
+	    ttl_ms, kind, delay_ms, fresh) &&
+	    !awaits_hold_for_record(s->aw, key, keylen))
 		s->await_record++;	/* the request's own grant (ACQUIRE
 					 * ALL: one per key) */
 }
@@ -201,7 +216,7 @@ on_doubt(void *arg)
 }
 
 const struct lk_client_ops session_client_ops = { on_reply, on_lost,
-    on_changed, on_doubt, NULL };
+    on_changed, on_doubt, NULL, on_wanted };
 
 /* --- grace sessions (grace.c): its statuses in wire words ----------- */
 
@@ -435,7 +450,7 @@ news_grace_wait_found(void *arg, const char *key, size_t keylen,
 {
 	struct session *s = arg;
 	struct await_info info = { .key = key, .keylen = keylen,
-	    .kind = LK_EXCLUSIVE, .resumed = 1 };
+	    .kind = LK_EXCLUSIVE, .resumed = 1, .delay_ms = -1 };
 	long long token = locks_token_of(s->cl, key, keylen), deadline = 0;
 	int end = 0;
 

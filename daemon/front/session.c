@@ -194,6 +194,11 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 		cmd_acquire_all(s, req);
 		return;
 	}
+	if (req->has_delay && req->delay_ms > s->b->cfg->max_delay_ms) {
+		send_line(s, "ERR BADARG DELAY is at most max_delay_ms (%ld)",
+		    s->b->cfg->max_delay_ms);
+		return;
+	}
 	if (awaits_has(s->aw, req->key, req->keylen)) {
 		send_err(s, PERR_BADARG, req->async ? "this session already "
 		    "waits for the key" : "this session waits for the key "
@@ -204,7 +209,8 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	s->busy = 1;
 	if (!req->async) {
 		locks_acquire_value(s->cl, req->key, req->keylen, kind,
-		    wait_ms, ttl_ms, req->value, req->valuelen);
+		    wait_ms, ttl_ms, req->value, req->valuelen,
+		    req->has_delay ? req->delay_ms : -1);
 		return;
 	}
 	info.key = req->key;
@@ -216,6 +222,7 @@ cmd_acquire(struct session *s, const struct proto_req *req)
 	info.resumed = 0;
 	info.value = req->value;
 	info.valuelen = req->valuelen;
+	info.delay_ms = req->has_delay ? req->delay_ms : -1;
 	info.full = awaits_count(s->aw) >=
 	    (size_t)s->b->cfg->max_waiters_per_session;
 	awaits_acquire(session_awaits(s), s->cl, &info);
@@ -291,6 +298,8 @@ dispatch(struct session *s, const struct proto_req *req)
 		return;
 	case CMD_EVENTS:
 		s->events = (unsigned)req->on;
+		s->wanted = (unsigned)req->wanted;
+		locks_client_notices(s->cl, req->wanted);
 		send_line(s, "OK");
 		return;
 	case CMD_AUTH:
@@ -494,6 +503,8 @@ session_free(struct session *s)
 	news_relall_free(s);
 	free(s->stash_tokens);
 	watches_free(s->wa);	/* (a grace record keeps them for a RESUME) */
+	if (s->quit || b->stopping)
+		locks_client_clean(s->cl);	/* no lock delay */
 	if (s->grace != NULL)
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);

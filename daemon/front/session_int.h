@@ -51,6 +51,7 @@ struct session {
 	unsigned busy:1;		/* a request awaits its reply */
 	unsigned dispatching:1;		/* inside on_lines() */
 	unsigned events:1;		/* EVENTS ON */
+	unsigned wanted:1;		/* ... WANTED (1.2) */
 	unsigned authed:1;		/* AUTH passed (or none needed) */
 	unsigned broken:1;		/* reply lost: free, send no more */
 	unsigned tls:1;			/* over TLS (counted in tls_sessions) */

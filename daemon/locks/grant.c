@@ -68,7 +68,8 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	w->wvalue = NULL;
 	mark_leave(w, STORE_WMARK_GRANTED);
 	waiter_remove(w);
-	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us);
+	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us,
+	    w->wdelay);
 	h->value = value;
 	lt->stats.acquires++;
 	lk_reply_waited(w, token, t - w->wstart_us);
@@ -121,16 +122,35 @@ limit_sweep(struct lock *lk)
 void
 release_orphan(struct lock *lk, const char *id, long long token)
 {
-	struct op *op = lk_op_new(lk->lt, lk, NULL);
+	release_delayed(lk, id, token, 0);
+}
+
+/* The same, the key kept taken delay_ms more (a lingering release) when
+ * delay_ms > 0: a lock delay after an unclean end of its session. */
+void
+release_delayed(struct lock *lk, const char *id, long long token,
+    long delay_ms)
+{
+	struct locks *lt = lk->lt;
+	struct op *op = lk_op_new(lt, lk, NULL);
+	int rc;
 
 	owner_copy(op->id, id);
 	op->token = token;
+	op->linger_ms = delay_ms > 0 ? delay_ms : 0;
 	/* (its value too: a grant nobody takes may have written one) */
-	if (lk->lt->st == NULL || store_release(lk->lt->st, lk->name,
-	    lk->te.keylen, op->id, strlen(op->id), token, 1, release_done,
-	    op) != 0) {
+	if (lt->st == NULL)
+		rc = -1;
+	else if (op->linger_ms > 0)
+		rc = store_linger(lt->st, lk->name, lk->te.keylen, op->id,
+		    strlen(op->id), token, op->linger_ms, 1, release_done, op);
+	else
+		rc = store_release(lt->st, lk->name, lk->te.keylen, op->id,
+		    strlen(op->id), token, 1, release_done, op);
+	if (rc != 0) {
 		/* Redis is down: free it as soon as Redis is back. */
-		pending_add(lk->lt, PEND_RELEASE, lk, id, token);
+		pending_add_until(lt, PEND_RELEASE, lk, id, token,
+		    op->linger_ms > 0 ? now_ms() + op->linger_ms : 0, 0);
 		lk_op_done(op);
 		free(op);
 		return;
@@ -520,14 +540,15 @@ void
 locks_acquire(struct lclient *cl, const char *key, size_t keylen,
     long kind, long wait_ms, long ttl_ms)
 {
-	acquire_with(cl, key, keylen, kind, wait_ms, ttl_ms, NULL, 0);
+	acquire_with(cl, key, keylen, kind, wait_ms, ttl_ms, NULL, 0, -1);
 }
 
 /* ACQUIRE, and its value (exclusive; none: valuelen 0) for the grant to
  * write; a reentrant one with a value is values.c's. */
 void
 acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
-    long wait_ms, long ttl_ms, const char *value, size_t valuelen)
+    long wait_ms, long ttl_ms, const char *value, size_t valuelen,
+    long delay_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lclient *hc = lk_holder(cl);	/* who holds what it gets */
@@ -552,6 +573,8 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 	if (h != NULL) {
 		/* reentrant; an exclusive hold covers a shared request */
 		h->count++;
+		if (delay_ms >= 0 && h->kind == LK_EXCLUSIVE)
+			h->delay_ms = delay_ms;
 		lt->stats.acquires++;
 		lk_held_changed(h, h->count, 0);
 		lk_reply(cl, LK_OK, h->token, NULL);
@@ -601,8 +624,10 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 	waiter_push(lk, cl, kind, coming > 0 ? coming : wait_ms,
 	    lk_clamp_ttl(lt, ttl_ms));
 	cl->conn_wait = coming > 0;
-	if (kind == LK_EXCLUSIVE)
+	if (kind == LK_EXCLUSIVE) {
 		cl->wvalue = value_copy(value, valuelen);
+		cl->wdelay = delay_ms > 0 ? delay_ms : 0;
+	}
 	lock_pump(lk);
 	if (cl->wlock == lk && cl->op == NULL && !cl->conn_wait) {
 		/* not tried at once: it waits behind others here.  A reader

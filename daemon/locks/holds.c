@@ -90,7 +90,7 @@ reply_not_held(struct lclient *cl, const char *key, size_t keylen,
 
 struct hold *
 hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
-    long ttl, int64_t sent_us)
+    long ttl, int64_t sent_us, long delay_ms)
 {
 	struct locks *lt = lk->lt;
 	struct hold *h = xcalloc(1, sizeof *h);
@@ -104,6 +104,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	h->token = token;
 	h->count = 1;
 	h->ttl_ms = ttl;
+	h->delay_ms = delay_ms > 0 ? delay_ms : 0;
 	h->start_us = now_us();
 	h->unsure = cl->resumable;
 	/* The TTL started in Redis at most when the request was sent. */
@@ -118,6 +119,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
 	lt->stats.locks_held++;
 	renew_schedule(lt, h->renew_at);
 	lk_held_changed(h, 1, 1);
+	notice_hold_start(h);
 	return h;
 }
 

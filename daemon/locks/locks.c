@@ -31,8 +31,12 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->renew_ev = evtimer_new(base, renew_cb, lt);
 	lt->pending_ev = evtimer_new(base, pending_cb, lt);
 	lt->mark_ev = evtimer_new(base, mark_cb, lt);
+	TAILQ_INIT(&lt->notices);
+	lt->notice_ev = evtimer_new(base, notice_cb, lt);
+	lt->report_ev = event_new(base, -1, 0, report_cb, lt);
 	if (lt->renew_ev == NULL || lt->pending_ev == NULL ||
-	    lt->mark_ev == NULL)
+	    lt->mark_ev == NULL || lt->notice_ev == NULL ||
+	    lt->report_ev == NULL)
 		fatalx("cannot create renew timers");
 	lt->pending_retry_ms = PENDING_RETRY_MIN_MS;
 	lt->stats.hold.bounds = histo_hold_bounds_us;
@@ -58,6 +62,7 @@ free_entry(struct keytab_entry *e, void *arg)
 
 	(void)arg;
 	keytab_remove(lk->lt->keys, e);
+	notice_lock_gone(lk);
 	if (lk->retry_ev)
 		event_free(lk->retry_ev);
 	free(lk);
@@ -78,6 +83,8 @@ locks_free(struct locks *lt)
 	event_free(lt->renew_ev);
 	event_free(lt->pending_ev);
 	event_free(lt->mark_ev);
+	event_free(lt->notice_ev);
+	event_free(lt->report_ev);
 	event_free(lt->multi_ev);
 	free(lt);
 }
@@ -144,18 +151,21 @@ locks_client_free(struct lclient *cl)
 	while ((h = TAILQ_FIRST(&cl->held)) != NULL) {
 		long long token = h->token;
 		int releasing = h->releasing;
+		/* a lock delay: the key stays taken, so not handed on */
+		long delay = cl->clean ? 0 : h->delay_ms;
 
 		lk = h->lk;
 		pass_before_release(lt, h);
-		if (!releasing)
+		if (!releasing && delay == 0)
 			limit_sweep(lk);
-		if (!releasing && pass_local(lk, h, handoff_target(lk, h))) {
+		if (!releasing && delay == 0 &&
+		    pass_local(lk, h, handoff_target(lk, h))) {
 			lock_pump(lk);
 			continue;	/* passed on: h has ended */
 		}
 		hold_end(h);
 		if (!releasing)
-			release_orphan(lk, cl->id, token);
+			release_delayed(lk, cl->id, token, delay);
 		lock_pump(lk);
 	}
 	lost_clear(cl);
@@ -163,6 +173,13 @@ locks_client_free(struct lclient *cl)
 	event_free(cl->deadline_ev);
 	free(cl);
 	(void)lt;
+}
+
+void
+locks_client_clean(struct lclient *cl)
+{
+	if (cl != NULL)
+		cl->clean = 1;
 }
 
 void
@@ -348,7 +365,7 @@ locks_doubt_settled(struct lclient *cl)
 int
 locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
     long long token, unsigned holds, long ttl_ms, int64_t sent_us,
-    const char *value, size_t valuelen)
+    const char *value, size_t valuelen, long delay_ms)
 {
 	struct locks *lt = cl->lt;
 	struct lock *lk = lock_get(lt, key, keylen);
@@ -370,11 +387,13 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 	}
 	if ((h = hold_of(lk, cl)) == NULL) {
 		h = hold_start(lk, cl, kind, token, lk_clamp_ttl(lt, ttl_ms),
-		    sent_us);
+		    sent_us, delay_ms);
 		/* what the takeover set in Redis, whatever the clamp says */
 		h->confirmed_ms = sent_us / 1000 + ttl_ms;
 	}
 	h->unsure = 0;			/* it came from the record */
+	if (h->kind == LK_EXCLUSIVE)
+		h->delay_ms = delay_ms > 0 ? delay_ms : 0;
 	h->count = holds > 0 ? holds : 1;
 	if (valuelen > 0 && h->kind == LK_EXCLUSIVE) {
 		/* kept fresh from now on by this hold's renewals */
@@ -387,13 +406,14 @@ locks_adopt(struct lclient *cl, const char *key, size_t keylen, long kind,
 
 void
 locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
-    size_t keylen, unsigned holds, long ttl_ms, long kind), void *arg)
+    size_t keylen, unsigned holds, long ttl_ms, long kind, long delay_ms),
+    void *arg)
 {
 	const struct hold *h;
 
 	TAILQ_FOREACH(h, &cl->held, hlink)
 		fn(arg, h->lk->name, h->lk->te.keylen, h->count, h->ttl_ms,
-		    h->kind);
+		    h->kind, h->delay_ms);
 }
 
 /* --- reads: OWNER, CHECK ----------------------------------------------- */

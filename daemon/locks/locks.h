@@ -82,9 +82,10 @@ struct lk_client_ops {
 	/* Optional (grace sessions record their holds in Redis): a hold of
 	 * the client changed; holds 0 when it ended (released, lost); fresh
 	 * when it was just granted (its OK follows at once); kind as the
-	 * hold was asked for (LK_EXCLUSIVE, LK_SHARED, permits). */
+	 * hold was asked for (LK_EXCLUSIVE, LK_SHARED, permits); delay_ms
+	 * its lock delay (ACQUIRE ... DELAY), 0 none. */
 	void (*changed)(void *arg, const char *key, size_t keylen,
-	    unsigned holds, long ttl_ms, long kind, int fresh);
+	    unsigned holds, long ttl_ms, long kind, long delay_ms, int fresh);
 	/* Optional (grace sessions): a hold of a resumable client was found
 	 * gone in Redis, which may only mean that a RESUME elsewhere took
 	 * the session over.  Returns 1 when the owner checks and then calls
@@ -96,6 +97,11 @@ struct lk_client_ops {
 	 * was not granted at once and waits on (its wait runs): said once
 	 * per ACQUIRE, before its reply, which comes later. */
 	void (*queued)(void *arg);
+	/* Optional (EVENTS ON WANTED, locks_client_notices): waiters of any
+	 * broker queue for key, which the client holds: how many, and the
+	 * oldest one's wait (ms).  At most once a second per key. */
+	void (*wanted)(void *arg, const char *key, size_t keylen,
+	    unsigned waiters, long oldest_ms);
 };
 
 /* Why a held lock was lost: counted per cause (STATS lost_*, /metrics
@@ -169,6 +175,14 @@ void locks_store_wanted(void *arg, const char *key, size_t keylen,
 void locks_store_subscribed(void *arg);
 /* A watched key's holders or value changed elsewhere (store.h). */
 void locks_store_changed(void *arg, const char *key, size_t keylen);
+/* WANTED notices (marks.c): another broker's queue for key (store.h's
+ * queue hook), a holder's ask for such reports (ask), a waiter of
+ * broker from announced itself (the wanted hook's, any kind). */
+void locks_store_queue(void *arg, const char *from, const char *key,
+    size_t keylen, unsigned waiters, long oldest_ms);
+void locks_store_ask(void *arg, const char *key, size_t keylen, int to_me);
+void locks_store_waiter_heard(void *arg, const char *from, const char *key,
+    size_t keylen);
 void locks_store_rerouted(void *arg);
 /* Clean-ups (releases, forgets, early hand-offs to bring into Redis)
  * waiting for Redis to answer again. */
@@ -189,8 +203,14 @@ struct lclient *locks_client_new(struct locks *lt, const char *id,
  */
 struct lclient *locks_waiter_new(struct lclient *owner,
     const struct lk_client_ops *ops, void *arg);
-/* The session is gone: release what it holds, drop what it waits for. */
+/* The session is gone: release what it holds, drop what it waits for.
+ * A hold taken with a lock delay (ACQUIRE ... DELAY) is kept taken in
+ * Redis for that delay (a lingering release), unless the session ended
+ * cleanly: locks_client_clean first (QUIT, KILL, the broker stopping). */
 void locks_client_free(struct lclient *cl);
+void locks_client_clean(struct lclient *cl);
+/* on: cl hears of waiters for what it holds (ops->wanted). */
+void locks_client_notices(struct lclient *cl, int on);
 /*
  * The client will send nothing more (EOF, e.g. a half-close): a waiting
  * ACQUIRE is answered BUSY now (or by its attempt in flight, if it is not
@@ -239,11 +259,11 @@ void locks_doubt_settled(struct lclient *cl);
  * and the hold keeps fresh from now on. */
 int locks_adopt(struct lclient *cl, const char *key, size_t keylen,
     long kind, long long token, unsigned holds, long ttl_ms, int64_t sent_us,
-    const char *value, size_t valuelen);
-/* Visit cl's holds with their counts, TTLs and kinds. */
+    const char *value, size_t valuelen, long delay_ms);
+/* Visit cl's holds with their counts, TTLs, kinds and lock delays. */
 void locks_holds(const struct lclient *cl, void (*fn)(void *arg,
-    const char *key, size_t keylen, unsigned holds, long ttl_ms, long kind),
-    void *arg);
+    const char *key, size_t keylen, unsigned holds, long ttl_ms, long kind,
+    long delay_ms), void *arg);
 
 /* kind: LK_EXCLUSIVE, LK_SHARED or n permits; wait_ms < 0: none given
  * (one try); ttl_ms <= 0: the default. */
@@ -256,10 +276,14 @@ void locks_acquire(struct lclient *cl, const char *key, size_t keylen,
  * however the grant comes (at once, after a wait, handed over).  A
  * reentrant ACQUIRE with a value replaces the hold's and is answered OK
  * (the same token) once Redis holds it: LK_LOST, LK_UNAVAILABLE else.
+ * delay_ms (exclusive; < 0: none given): the hold's lock delay, kept
+ * taken that long after its session ends without a clean end (see
+ * locks_client_free); a reentrant ACQUIRE with one sets the hold's.
  */
 #define LK_VALUE_MAX 256
 void locks_acquire_value(struct lclient *cl, const char *key, size_t keylen,
-    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
+    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen,
+    long delay_ms);
 /*
  * ACQUIRE ALL (protocol 1.2): exclusive holds of n distinct keys
  * (LK_ALL_MIN..LK_ALL_MAX), granted together or none, answered once:

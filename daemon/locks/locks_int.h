@@ -110,6 +110,11 @@ struct hold {
 					 * at most STORE_VALUE_MAX bytes), kept
 					 * fresh beside renewals; NULL: none */
 	unsigned count;			/* reentrant holds */
+	int64_t noticed_ms;		/* its last EVENT WANTED (marks.c) */
+	unsigned notice_owed:1;		/* ... and one waits for its turn */
+	long delay_ms;			/* lock delay (ACQUIRE ... DELAY): kept
+					 * taken that long after an unclean
+					 * end of its session; 0: none */
 	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
 	long ttl_ms;
 	int64_t start_us;		/* granted (or adopted) here: the hold
@@ -185,6 +190,8 @@ struct lock {
 					 * waited LK_ALL_PATIENCE_MS: single
 					 * requests that came later hold back
 					 * (0 none) */
+	struct notice *nt;		/* WANTED notices (marks.c), NULL while
+					 * none concern the key */
 	char name[];
 };
 
@@ -225,6 +232,7 @@ struct lclient {
 	char *wvalue;			/* the value to acquire with (1.2,
 					 * exclusive; NUL-ended), NULL none:
 					 * the hold takes it when granted */
+	long wdelay;			/* ... and its lock delay (0: none) */
 	int64_t deadline;		/* monotonic ms; wait ends */
 	int64_t wstart_us;		/* when the wait began */
 	struct event *deadline_ev;
@@ -236,6 +244,10 @@ struct lclient {
 	unsigned no_wait:1;		/* EOF seen: ACQUIREs are one try */
 	unsigned detached:1;		/* a grace session with no connection:
 					 * its holds may be resumed elsewhere */
+	unsigned clean:1;		/* ends cleanly: no lock delay */
+	unsigned notices:1;		/* wants WANTED notices of its holds */
+	unsigned wcounted:1;		/* its wait counts in its key's queue
+					 * (queued: lk_queued) */
 	unsigned closing:1;		/* being freed: no more news */
 	unsigned resumable:1;		/* a grace session's: no early
 					 * hand-off from its holds */
@@ -303,6 +315,11 @@ struct locks {
 	struct keytab *watched;		/* watch.c: keys watched here */
 	TAILQ_HEAD(, mwait) mwaits;	/* multi.c: ACQUIRE ALL waits, FIFO */
 	struct event *multi_ev;		/* tries them (a key may be free) */
+	TAILQ_HEAD(, notice) notices;	/* marks.c: keys with notice state */
+	struct event *notice_ev;	/* ... its timer: owed notices, reports
+					 * refreshed, reports heard expiring */
+	int64_t notice_at_ms;		/* ... when it fires */
+	struct event *report_ev;	/* ... queue reports, once per turn */
 	struct locks_stats stats;
 };
 
@@ -337,6 +354,12 @@ void chain_end(struct lock *lk);
 void renew_schedule(struct locks *lt, int64_t when);
 
 /* marks.c */
+struct notice;
+void notice_queue_changed(struct lock *lk, int grew);
+void notice_hold_start(struct hold *h);
+void notice_lock_gone(struct lock *lk);
+void notice_cb(evutil_socket_t fd, short what, void *arg);
+void report_cb(evutil_socket_t fd, short what, void *arg);
 void mark_wait(struct lclient *w);
 void mark_leave(struct lclient *w, int op);
 void mark_cb(evutil_socket_t fd, short what, void *arg);
@@ -370,7 +393,7 @@ void lost_clear(struct lclient *cl);
 void reply_not_held(struct lclient *cl, const char *key, size_t keylen,
     int releasing);
 struct hold *hold_start(struct lock *lk, struct lclient *cl, long kind,
-    long long token, long ttl, int64_t sent_us);
+    long long token, long ttl, int64_t sent_us, long delay_ms);
 void hold_end(struct hold *h);
 void hold_release_deferred(struct hold *h, long linger_ms);
 void lk_lost_count(struct locks *lt, enum lk_lost_cause cause);
@@ -387,16 +410,20 @@ struct hold *grant_local(struct lock *lk, struct lclient *w, long kind,
 int waiter_over_limit(const struct lclient *w);
 void limit_sweep(struct lock *lk);
 void release_orphan(struct lock *lk, const char *id, long long token);
+void release_delayed(struct lock *lk, const char *id, long long token,
+    long delay_ms);
 void release_done(void *arg, int ok, int released);
 void lock_refused(struct lock *lk, long kind);
 void lock_pump(struct lock *lk);
 void deadline_cb(evutil_socket_t fd, short what, void *arg);
 void acquire_with(struct lclient *cl, const char *key, size_t keylen,
-    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen);
+    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen,
+    long delay_ms);
 void lock_retry_at(struct lock *lk, int64_t when);
 
 /* multi.c */
 struct mwait;
+void multi_queue_of(const struct lock *lk, unsigned *n, int64_t *oldest_us);
 void multi_cb(evutil_socket_t fd, short what, void *arg);
 void multi_client_gone(struct lclient *cl);
 void multi_client_eof(struct lclient *cl);

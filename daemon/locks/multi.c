@@ -41,11 +41,46 @@ struct mwait {
 	long ttl_ms;
 	unsigned inflight:1;		/* a store_acquire_all in flight */
 	unsigned patient:1;		/* waited LK_ALL_PATIENCE_MS */
+	unsigned queued:1;		/* not granted at once: it counts in
+					 * its keys' queues (WANTED notices) */
 	size_t n;
 	struct lock *lk[LK_ALL_MAX];
 };
 
 static void mwait_try(struct mwait *mw);
+
+/* mw was not granted at once: it waits, and its keys' holders may hear
+ * of it (WANTED notices). */
+static void
+mwait_queued(struct mwait *mw)
+{
+	if (mw->queued)
+		return;
+	mw->queued = 1;
+	for (size_t i = 0; i < mw->n; i++)
+		notice_queue_changed(mw->lk[i], 1);
+}
+
+void
+multi_queue_of(const struct lock *lk, unsigned *n, int64_t *oldest_us)
+{
+	const struct mwait *mw;
+
+	if (lk->mrefs == 0)
+		return;
+	TAILQ_FOREACH(mw, &lk->lt->mwaits, link) {
+		if (!mw->queued || mw->cl == NULL)
+			continue;
+		for (size_t i = 0; i < mw->n; i++) {
+			if (mw->lk[i] != lk)
+				continue;
+			(*n)++;
+			if (*oldest_us == 0 || mw->start_us < *oldest_us)
+				*oldest_us = mw->start_us;
+			break;
+		}
+	}
+}
 
 /* The oldest patient wait naming lk: its start, or 0. */
 static int64_t
@@ -80,6 +115,8 @@ mwait_end(struct mwait *mw)
 		struct lock *lk = mw->lk[i];
 
 		lk->mrefs--;
+		if (mw->queued)
+			notice_queue_changed(lk, 0);
 		lk->mhold_us = oldest_patient(lt, lk);
 		lock_pump(lk);		/* may free lk: mw no longer names it */
 	}
@@ -135,7 +172,7 @@ mwait_granted(struct mwait *mw, const long long *tokens)
 	histo_observe(&lt->stats.acquire_wait, t - mw->start_us);
 	for (size_t i = 0; i < mw->n; i++) {
 		hold_start(mw->lk[i], hc, LK_EXCLUSIVE, tokens[i], mw->ttl_ms,
-		    mw->sent_us);
+		    mw->sent_us, 0);
 		lt->stats.acquires++;
 	}
 	cl->mw = NULL;
@@ -230,6 +267,7 @@ all_done(void *arg, int ok, const struct store_all_result *r)
 			if (r->pttl[i] >= 0 && r->pttl[i] < 86400LL * 1000)
 				lock_retry_at(lk, now + r->pttl[i] + 1);
 		}
+		mwait_queued(mw);
 		lk_queued(cl);
 	} else if (over) {
 		mwait_answer(mw, LK_UNAVAILABLE, 0, WHY_NO_ANSWER);
@@ -401,6 +439,7 @@ locks_acquire_all(struct lclient *cl, const char *const *keys,
 		mwait_answer(mw, LK_BUSY, 0, NULL);
 		return;
 	} else {
+		mwait_queued(mw);
 		lk_queued(cl);
 	}
 	timer_at_ms(mw->ev, wait_ms > LK_ALL_PATIENCE_MS ?

@@ -42,6 +42,10 @@ lk_reply(struct lclient *cl, enum lk_status status, long long n, const char *why
 void
 lk_queued(struct lclient *w)
 {
+	if (!w->wcounted && w->wlock != NULL) {
+		w->wcounted = 1;
+		notice_queue_changed(w->wlock, 1);
+	}
 	if (w->told_queued || w->ops->queued == NULL)
 		return;
 	w->told_queued = 1;
@@ -69,7 +73,7 @@ lk_held_changed(const struct hold *h, unsigned count, int fresh)
 
 	if (cl->ops->changed != NULL && !cl->closing)
 		cl->ops->changed(cl->arg, h->lk->name, h->lk->te.keylen, count,
-		    h->ttl_ms, h->kind, fresh);
+		    h->ttl_ms, h->kind, h->delay_ms, fresh);
 }
 
 /* A TTL asked for, within [min_ttl_ms, max_ttl_ms]: below the floor the
@@ -137,6 +141,7 @@ lock_gc(struct lock *lk)
 	    lk->releasing || lk->mrefs)
 		return;
 	keytab_remove(lk->lt->keys, &lk->te);
+	notice_lock_gone(lk);
 	if (lk->retry_ev)
 		event_free(lk->retry_ev);
 	free(lk);

@@ -111,7 +111,8 @@ value_write(struct lclient *cl, struct hold *h, const char *text,
 
 void
 locks_acquire_value(struct lclient *cl, const char *key, size_t keylen,
-    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen)
+    long kind, long wait_ms, long ttl_ms, const char *value, size_t valuelen,
+    long delay_ms)
 {
 	struct lock *lk = lock_find(cl->lt, key, keylen);
 	struct hold *h = lk != NULL ? hold_of(lk, lk_holder(cl)) : NULL;
@@ -119,10 +120,13 @@ locks_acquire_value(struct lclient *cl, const char *key, size_t keylen,
 	if (h != NULL && valuelen > 0 && kind == LK_EXCLUSIVE &&
 	    h->kind == LK_EXCLUSIVE) {
 		/* reentrant with a new value: answered once Redis has it */
+		if (delay_ms >= 0)
+			h->delay_ms = delay_ms;
 		value_write(cl, h, value, valuelen, 1);
 		return;
 	}
-	acquire_with(cl, key, keylen, kind, wait_ms, ttl_ms, value, valuelen);
+	acquire_with(cl, key, keylen, kind, wait_ms, ttl_ms, value, valuelen,
+	    delay_ms);
 }
 
 void

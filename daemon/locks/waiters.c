@@ -55,6 +55,10 @@ waiter_remove(struct lclient *cl)
 	}
 	cl->wlock = NULL;
 	cl->wnext = NULL;
+	if (cl->wcounted) {
+		cl->wcounted = 0;
+		notice_queue_changed(lk, 0);
+	}
 	free(cl->wvalue);		/* (a grant took it first) */
 	cl->wvalue = NULL;
 	event_del(cl->deadline_ev);

@@ -79,6 +79,49 @@ keys_released_msg(const struct store_hooks *h, const char *msg, size_t len)
 	}
 }
 
+/* A decimal number at *p, then a blank: p moves past both; -1 if not. */
+static long long
+number_sp(const char **p, const char *end)
+{
+	long long v = 0;
+	const char *q = *p;
+
+	while (q < end && *q >= '0' && *q <= '9' && v < LLONG_MAX / 10)
+		v = v * 10 + (*q++ - '0');
+	if (q == *p || q == end || *q != ' ')
+		return -1;
+	*p = q + 1;
+	return v;
+}
+
+/* "<n> <ms> <key>" (a queue report) or "0 <key>" / "<broker-id> <key>"
+ * (a holder's ask, of every broker or of one). */
+static void
+queue_msg(const struct store_keys *k, const struct store_hooks *h,
+    const char *from, int ask, const char *p, const char *end)
+{
+	long long n = 0, ms = 0;
+	int to_me = 0;
+
+	if (ask && end - p > STORE_ID_LEN && p[STORE_ID_LEN] == ' ') {
+		if (memcmp(p, k->idsp, STORE_ID_LEN) != 0)
+			return;		/* another broker's */
+		to_me = 1;
+		p += STORE_ID_LEN + 1;
+	} else {
+		n = number_sp(&p, end);
+		ms = ask ? 0 : number_sp(&p, end);
+	}
+	if (n < 0 || ms < 0 || p == end)
+		return;			/* not that shape: ignored */
+	if (ask && h->ask != NULL)
+		h->ask(h->arg, p, (size_t)(end - p), to_me);
+	else if (!ask && h->queue != NULL)
+		h->queue(h->arg, from, p, (size_t)(end - p),
+		    n > UINT_MAX ? UINT_MAX : (unsigned)n,
+		    ms > LONG_MAX ? LONG_MAX : (long)ms);
+}
+
 void
 keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len)
@@ -86,8 +129,13 @@ keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
 	const char *p = msg + STORE_ID_LEN + 1, *end = msg + len;
 	long long stamp = 0;
 
-	if (h->wanted == NULL || len <= STORE_ID_LEN + 1 ||
-	    memcmp(msg, k->idsp, STORE_ID_LEN) == 0)
+	if (len <= STORE_ID_LEN + 1 || memcmp(msg, k->idsp, STORE_ID_LEN) == 0)
+		return;
+	if (msg[STORE_ID_LEN] == '=' || msg[STORE_ID_LEN] == '?') {
+		queue_msg(k, h, msg, msg[STORE_ID_LEN] == '?', p, end);
+		return;
+	}
+	if (h->wanted == NULL)
 		return;
 	if (msg[STORE_ID_LEN] == '!') {
 		while (p < end && *p >= '0' && *p <= '9' &&
@@ -100,5 +148,5 @@ keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
 			return;
 	}
 	h->wanted(h->arg, p, (size_t)(end - p), msg[STORE_ID_LEN] != '+',
-	    stamp);
+	    stamp, msg);
 }

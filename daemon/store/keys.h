@@ -47,6 +47,9 @@ void keys_free(struct store_keys *k);
  *   "<broker-id> <key>"          a writer waits (acquire.lua)
  *   "<broker-id>+<key>"          a reader or a permit waiter (sacquire.lua)
  *   "<broker-id>!<stamp> <key>"  a writer's mark was made (wmark.lua)
+ *   "<broker-id>=<n> <ms> <key>" its waiters for key (h->queue, notice.lua)
+ *   "<broker-id>?0 <key>"        a holder asks for those (h->ask)
+ *   "<broker-id>?<id> <key>"     ... of the broker <id> only
  */
 void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len);

@@ -272,6 +272,55 @@ store_wmark(struct store *st, const char *key, size_t keylen,
 	    (union call_fn){ .release = fn }, arg);
 }
 
+static void
+notice_done(void *arg, int ok, int released)
+{
+	(void)arg;
+	(void)ok;
+	(void)released;
+}
+
+/* notice.lua: head (this broker's id and what it says) then the key. */
+static int
+notice_send(struct store *st, const char *key, size_t keylen,
+    const char *head, size_t headlen)
+{
+	struct route r;
+	struct piece p[3];
+
+	calls_route_of(st, key, keylen, &r);
+	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key,
+	    keylen };
+	p[1] = (struct piece){ st->keys.wanted, strlen(st->keys.wanted), r.tag,
+	    r.taglen };
+	p[2] = (struct piece){ head, headlen, key, keylen };
+	return calls_script(st, &r, decode_release, SCRIPT_NOTICE, 1, p, 3,
+	    (union call_fn){ .release = notice_done }, NULL);
+}
+
+int
+store_queue_report(struct store *st, const char *key, size_t keylen,
+    unsigned waiters, long oldest_ms)
+{
+	char head[STORE_ID_LEN + 48];
+	int l = snprintf(head, sizeof head, "%.*s=%u %ld ", STORE_ID_LEN,
+	    st->keys.idsp, waiters, oldest_ms > 0 ? oldest_ms : 0);
+
+	return notice_send(st, key, keylen, head, (size_t)l);
+}
+
+int
+store_queue_ask(struct store *st, const char *key, size_t keylen,
+    const char *to)
+{
+	char head[2 * STORE_ID_LEN + 4];
+	int l = snprintf(head, sizeof head, "%.*s?%.*s ", STORE_ID_LEN,
+	    st->keys.idsp, to != NULL ? STORE_ID_LEN : 1, to != NULL ? to :
+	    "0");
+
+	return notice_send(st, key, keylen, head, (size_t)l);
+}
+
 int
 store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, int had_value,

@@ -69,7 +69,13 @@ struct store_hooks {
 	 * with this stamp ("<broker-id>!<stamp> <key>", store_wmark; brokers
 	 * older than writer marks find no such key and ignore it), else 0. */
 	void (*wanted)(void *arg, const char *key, size_t keylen, int writer,
-	    long long stamp);
+	    long long stamp, const char *from);
+	/* WANTED notices (store_queue_report, store_queue_ask) of another
+	 * broker (from: its id, STORE_ID_LEN bytes): its waiters for key
+	 * and the oldest one's wait; a holder's request for such reports. */
+	void (*queue)(void *arg, const char *from, const char *key,
+	    size_t keylen, unsigned waiters, long oldest_ms);
+	void (*ask)(void *arg, const char *key, size_t keylen, int to_me);
 	/* The subscriber is (re)subscribed: messages may have been missed. */
 	void (*subscribed)(void *arg);
 	/* Cluster mode: the slot map changed, keys may live elsewhere now
@@ -288,6 +294,20 @@ enum { STORE_WMARK_WAIT, STORE_WMARK_GRANTED, STORE_WMARK_GAVE_UP };
 int store_wmark(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, int op, long ttl_ms,
     store_release_fn *fn, void *arg);
+/*
+ * WANTED notices (EVENTS ON WANTED), on the key's wanted channel
+ * (notice.lua): store_queue_report tells the other brokers how many
+ * waiters this one has for key and how long the oldest has waited (they
+ * hear it through the queue hook); store_queue_ask asks the brokers with
+ * waiters for key to report (the ask hook), for a holder here that wants
+ * notices: to, a broker's id (STORE_ID_LEN bytes), asks that one only,
+ * which answers even with no waiter; NULL asks every broker.  Fire and
+ * forget.
+ */
+int store_queue_report(struct store *st, const char *key, size_t keylen,
+    unsigned waiters, long oldest_ms);
+int store_queue_ask(struct store *st, const char *key, size_t keylen,
+    const char *to);
 /*
  * Release owner's hold (token) and give the key to next_owner in one call
  * (an exclusive lock to an exclusive waiter, a permit to a waiter for one):

@@ -387,6 +387,31 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	return 0;
 }
 
+/* WANTED notices' messages: nothing sent (the notices are covered by
+ * tests/integration/locks/test_notices.py). */
+int
+store_queue_report(struct store *st, const char *key, size_t keylen,
+    unsigned waiters, long oldest_ms)
+{
+	(void)st;
+	(void)key;
+	(void)keylen;
+	(void)waiters;
+	(void)oldest_ms;
+	return 0;
+}
+
+int
+store_queue_ask(struct store *st, const char *key, size_t keylen,
+    const char *to)
+{
+	(void)st;
+	(void)key;
+	(void)keylen;
+	(void)to;
+	return 0;
+}
+
 /* Writer marks are not faked: refused, as when Redis is down, so the
  * lock table's other requests are all the tests see (the marks are
  * covered by tests/integration/locks/test_shared.py). */

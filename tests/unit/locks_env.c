@@ -43,7 +43,8 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 	r->losttoken = token;
 }
 
-const struct lk_client_ops ops = { on_reply, on_lost, NULL, NULL, NULL };
+const struct lk_client_ops ops = { on_reply, on_lost, NULL, NULL, NULL,
+    NULL };
 
 const char *const ids[NCL] = {
 	"aaaaaaaa-0000-4000-8000-000000000001",

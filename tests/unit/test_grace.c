@@ -177,12 +177,12 @@ on_lost(void *arg, const char *key, size_t keylen, long long token)
 
 static void
 on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
-    long ttl_ms, long kind, int fresh)
+    long ttl_ms, long kind, long delay_ms, int fresh)
 {
 	struct tsess *t = arg;
 
 	if (t->g != NULL && grace_changed(t->g, key, keylen, holds, ttl_ms,
-	    kind, fresh))
+	    kind, delay_ms, fresh))
 		t->await_record = 1;
 }
 
@@ -195,7 +195,7 @@ on_doubt(void *arg)
 }
 
 static const struct lk_client_ops client_ops = { on_reply, on_lost,
-    on_changed, on_doubt, NULL };
+    on_changed, on_doubt, NULL, NULL };
 
 /* --- the environment --------------------------------------------------- */
 

@@ -55,27 +55,52 @@ END_TEST
 #define ID "11111111-2222-3333-4444-555555555555"
 #define OTHER "99999999-2222-3333-4444-555555555555"
 
-static char got_key[64];
-static int got, got_writer;
+static char got_key[64], got_from[STORE_ID_LEN + 1];
+static int got, got_writer, got_queue, got_ask, got_to_me;
 static long long got_stamp;
+static unsigned got_n;
+static long got_ms;
 
 static void
 on_wanted(void *arg, const char *key, size_t keylen, int writer,
-    long long stamp)
+    long long stamp, const char *from)
 {
 	(void)arg;
 	got++;
 	snprintf(got_key, sizeof got_key, "%.*s", (int)keylen, key);
+	snprintf(got_from, sizeof got_from, "%.*s", STORE_ID_LEN, from);
 	got_writer = writer;
 	got_stamp = stamp;
 }
 
 static void
+on_queue(void *arg, const char *from, const char *key, size_t keylen,
+    unsigned n, long ms)
+{
+	(void)arg;
+	got_queue++;
+	snprintf(got_key, sizeof got_key, "%.*s", (int)keylen, key);
+	snprintf(got_from, sizeof got_from, "%.*s", STORE_ID_LEN, from);
+	got_n = n;
+	got_ms = ms;
+}
+
+static void
+on_ask(void *arg, const char *key, size_t keylen, int to_me)
+{
+	(void)arg;
+	got_ask++;
+	snprintf(got_key, sizeof got_key, "%.*s", (int)keylen, key);
+	got_to_me = to_me;
+}
+
+static void
 hear(const struct store_keys *k, const char *msg)
 {
-	struct store_hooks h = { .wanted = on_wanted };
+	struct store_hooks h = { .wanted = on_wanted, .queue = on_queue,
+	    .ask = on_ask };
 
-	got = 0;
+	got = got_queue = got_ask = 0;
 	got_key[0] = '\0';
 	keys_wanted_msg(k, &h, msg, strlen(msg));
 }
@@ -145,6 +170,46 @@ START_TEST(test_wanted_messages)
 }
 END_TEST
 
+/* WANTED notices: queue reports and a holder's asks (notice.lua). */
+START_TEST(test_queue_messages)
+{
+	struct store_keys k;
+
+	keys_init(&k, "lb", ID, 0);
+	hear(&k, OTHER "=3 1250 orders:42");
+	ck_assert_int_eq(got_queue, 1);
+	ck_assert_int_eq(got, 0);		/* not a waiter's announcement */
+	ck_assert_str_eq(got_key, "orders:42");
+	ck_assert_str_eq(got_from, OTHER);
+	ck_assert_uint_eq(got_n, 3);
+	ck_assert_int_eq(got_ms, 1250);
+	hear(&k, OTHER "=0 0 k");		/* that broker's queue emptied */
+	ck_assert_int_eq(got_queue, 1);
+	ck_assert_uint_eq(got_n, 0);
+	hear(&k, OTHER "?0 k");			/* every broker asked */
+	ck_assert_int_eq(got_ask, 1);
+	ck_assert_str_eq(got_key, "k");
+	ck_assert_int_eq(got_to_me, 0);
+	hear(&k, OTHER "?" ID " k");		/* this one asked */
+	ck_assert_int_eq(got_ask, 1);
+	ck_assert_int_eq(got_to_me, 1);
+	hear(&k, OTHER "?" OTHER " k");		/* another one: not ours */
+	ck_assert_int_eq(got_ask, 0);
+	hear(&k, ID "=1 5 k");			/* our own: skipped */
+	ck_assert_int_eq(got_queue, 0);
+	/* other shapes: ignored */
+	hear(&k, OTHER "=1 k");
+	ck_assert_int_eq(got_queue, 0);
+	hear(&k, OTHER "=x 1 k");
+	ck_assert_int_eq(got_queue, 0);
+	hear(&k, OTHER "=1 2 ");
+	ck_assert_int_eq(got_queue, 0);
+	hear(&k, OTHER "?0 ");
+	ck_assert_int_eq(got_ask, 0);
+	keys_free(&k);
+}
+END_TEST
+
 Suite *
 resp_suite(void)
 {
@@ -156,6 +221,7 @@ resp_suite(void)
 	tcase_add_test(tc, test_field_and_kinds);
 	tcase_add_test(tk, test_names);
 	tcase_add_test(tk, test_wanted_messages);
+	tcase_add_test(tk, test_queue_messages);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, tk);
 	return s;

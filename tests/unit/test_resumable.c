@@ -21,7 +21,7 @@ on_doubt(void *arg)
 }
 
 static const struct lk_client_ops grace_ops = { on_reply, on_lost, NULL,
-    on_doubt, NULL };
+    on_doubt, NULL, NULL };
 
 /* Client 0 as a grace session's lock client (resumable, with a doubt
  * hook). */

@@ -33,7 +33,7 @@ w_queued(void *arg)
 }
 
 static const struct lk_client_ops wops = { w_reply, on_lost, NULL, NULL,
-    w_queued };
+    w_queued, NULL };
 
 static struct lclient *
 waiter(struct env *e, int owner, struct wrec *wr)
