@@ -328,9 +328,9 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 
 /*
  * 1.2's multi-key form after the verb: "ALL <n> <key>..." with n 2..64
- * and n distinct keys.  ALL is that form only when such a count follows
- * it, so a key named ALL keeps working: returns 0 then (not this form),
- * else the words taken (2 + n), or -1 with *why set.
+ * and n distinct keys.  ALL is that form only when a count follows it,
+ * so a key named ALL keeps working: returns 0 then (not this form), else
+ * the words taken (2 + n), or -1 with *why set (a count out of 2..64).
  */
 static int
 parse_all(const struct word *w, int nargs, const struct proto_limits *lim,
@@ -341,8 +341,13 @@ parse_all(const struct word *w, int nargs, const struct proto_limits *lim,
 	if (nargs < 2 || !word_is(&w[0], "ALL"))
 		return 0;
 	n = parse_ms(&w[1]);
-	if (n < PROTO_ALL_MIN || n > PROTO_ALL_MAX)
-		return 0;
+	if (n < 0)
+		return 0;	/* a key named ALL and its options */
+	if (n < PROTO_ALL_MIN || n > PROTO_ALL_MAX) {
+		/* (no option is a number: no v1 line reads so) */
+		*why = "ALL <n> takes 2..64 keys";
+		return -1;
+	}
 	if (nargs < 2 + n) {
 		*why = "ALL <n> takes n keys (2..64)";
 		return -1;

@@ -476,8 +476,10 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
 	    w->wlock == lk)
 		mark_wait(w);	/* held: readers may be involved */
-	if (w != NULL && w->wlock == lk)
+	if (w != NULL && w->wlock == lk) {
+		notice_waiting(w);
 		lk_queued(w);	/* not granted at once: its wait goes on */
+	}
 	lock_pump(lk);
 }
 
@@ -638,6 +640,7 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
 		    lk->remote_busy))
 			mark_wait(cl);
+		notice_waiting(cl);
 		lk_queued(cl);
 	}
 }

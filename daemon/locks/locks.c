@@ -62,7 +62,7 @@ free_entry(struct keytab_entry *e, void *arg)
 
 	(void)arg;
 	keytab_remove(lk->lt->keys, e);
-	notice_lock_gone(lk);
+	notice_free(lk);
 	if (lk->retry_ev)
 		event_free(lk->retry_ev);
 	free(lk);

@@ -190,8 +190,10 @@ struct lock {
 					 * waited LK_ALL_PATIENCE_MS: single
 					 * requests that came later hold back
 					 * (0 none) */
+	unsigned mqueued;		/* ... of them not granted at once */
+	int64_t moldest_us;		/* ... the oldest one's start (0 none) */
 	struct notice *nt;		/* WANTED notices (marks.c), NULL while
-					 * none concern the key */
+					 * none concern the key; keeps lk */
 	char name[];
 };
 
@@ -355,9 +357,10 @@ void renew_schedule(struct locks *lt, int64_t when);
 
 /* marks.c */
 struct notice;
+void notice_waiting(struct lclient *w);
 void notice_queue_changed(struct lock *lk, int grew);
 void notice_hold_start(struct hold *h);
-void notice_lock_gone(struct lock *lk);
+void notice_free(struct lock *lk);
 void notice_cb(evutil_socket_t fd, short what, void *arg);
 void report_cb(evutil_socket_t fd, short what, void *arg);
 void mark_wait(struct lclient *w);
@@ -423,7 +426,6 @@ void lock_retry_at(struct lock *lk, int64_t when);
 
 /* multi.c */
 struct mwait;
-void multi_queue_of(const struct lock *lk, unsigned *n, int64_t *oldest_us);
 void multi_cb(evutil_socket_t fd, short what, void *arg);
 void multi_client_gone(struct lclient *cl);
 void multi_client_eof(struct lclient *cl);

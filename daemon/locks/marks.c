@@ -208,12 +208,16 @@ notice_get(struct lock *lk)
 	return nt;
 }
 
+/* nt concerns lk no more: lk may go now (lock_gc). */
 static void
 notice_drop(struct notice *nt)
 {
-	TAILQ_REMOVE(&nt->lk->lt->notices, nt, link);
-	nt->lk->nt = NULL;
+	struct lock *lk = nt->lk;
+
+	TAILQ_REMOVE(&lk->lt->notices, nt, link);
+	lk->nt = NULL;
 	free(nt);
+	lock_gc(lk);
 }
 
 /* This broker's waiters for lk (queued ones: not those being tried
@@ -230,7 +234,11 @@ queue_here(const struct lock *lk, int64_t *oldest_us)
 			if (*oldest_us == 0 || w->wstart_us < *oldest_us)
 				*oldest_us = w->wstart_us;
 		}
-	multi_queue_of(lk, &n, oldest_us);
+	if (lk->mqueued > 0) {		/* ACQUIRE ALL waits (multi.c) */
+		n += lk->mqueued;
+		if (*oldest_us == 0 || lk->moldest_us < *oldest_us)
+			*oldest_us = lk->moldest_us;
+	}
 	return n;
 }
 
@@ -328,6 +336,16 @@ report_send(struct notice *nt)
 		    n > 0 ? (long)((now_us() - oldest_us) / 1000) : 0);
 }
 
+/* w waits on (not granted at once): it counts in its key's queue. */
+void
+notice_waiting(struct lclient *w)
+{
+	if (w->wcounted || w->wlock == NULL)
+		return;
+	w->wcounted = 1;
+	notice_queue_changed(w->wlock, 1);
+}
+
 /* lk's queue here changed (grew: a waiter queued, else one left). */
 void
 notice_queue_changed(struct lock *lk, int grew)
@@ -354,19 +372,28 @@ notice_hold_start(struct hold *h)
 	event_active(h->lk->lt->report_ev, 0, 0);
 }
 
-/* lk is freed: a queue reported as not empty is reported empty. */
+/* The lock table goes (the broker stops): lk's notice state with it. */
 void
-notice_lock_gone(struct lock *lk)
+notice_free(struct lock *lk)
 {
-	struct notice *nt = lk->nt;
-
-	if (nt == NULL)
+	if (lk->nt == NULL)
 		return;
-	if (nt->reported_n > 0 && nt->report_until_ms > now_ms() &&
-	    lk->lt->st != NULL)
-		(void)store_queue_report(lk->lt->st, lk->name, lk->te.keylen,
-		    0, 0);
-	notice_drop(nt);
+	TAILQ_REMOVE(&lk->lt->notices, lk->nt, link);
+	free(lk->nt);
+	lk->nt = NULL;
+}
+
+/* Nothing of nt is needed any more: no noticing holder here, no other
+ * broker's report counted, no notice owed, and no holder elsewhere asked
+ * for reports, or this broker's queue is empty and was reported so. */
+static int
+notice_idle(const struct notice *nt, int holder, int64_t now)
+{
+	int64_t oldest_us;
+
+	return !holder && nt->nheard == 0 && !nt->owed && !nt->report_due &&
+	    (nt->report_until_ms <= now || (nt->reported_n == 0 &&
+	    queue_here(nt->lk, &oldest_us) == 0));
 }
 
 void
@@ -387,6 +414,8 @@ report_cb(evutil_socket_t fd, short what, void *arg)
 			nt->owed = 0;
 			notice_holders(nt->lk, 0);	/* (may owe again) */
 		}
+		if (notice_idle(nt, noticing(nt->lk), now_ms()))
+			notice_drop(nt);	/* (the key may go now) */
 	}
 }
 
@@ -436,9 +465,7 @@ notice_cb(evutil_socket_t fd, short what, void *arg)
 		if (nt->report_until_ms > now && nt->reported_n > 0 &&
 		    now - nt->reported_ms >= REPORT_REFRESH_MS)
 			report_send(nt);
-		if (!holder && nt->nheard == 0 && !nt->owed &&
-		    (nt->report_until_ms <= now || (nt->reported_n == 0 &&
-		    lk->whead == NULL && lk->mrefs == 0)))
+		if (notice_idle(nt, holder, now))
 			notice_drop(nt);
 		else
 			owed |= nt->owed;

@@ -49,37 +49,39 @@ struct mwait {
 
 static void mwait_try(struct mwait *mw);
 
-/* mw was not granted at once: it waits, and its keys' holders may hear
- * of it (WANTED notices). */
+/* mw was not granted at once: it waits, and counts in its keys' queues
+ * (lk->mqueued, moldest_us), which their holders may hear of (WANTED
+ * notices). */
 static void
 mwait_queued(struct mwait *mw)
 {
-	if (mw->queued)
+	if (mw->queued || mw->cl == NULL)
 		return;
 	mw->queued = 1;
-	for (size_t i = 0; i < mw->n; i++)
-		notice_queue_changed(mw->lk[i], 1);
+	for (size_t i = 0; i < mw->n; i++) {
+		struct lock *lk = mw->lk[i];
+
+		lk->mqueued++;
+		if (lk->moldest_us == 0 || mw->start_us < lk->moldest_us)
+			lk->moldest_us = mw->start_us;
+		notice_queue_changed(lk, 1);
+	}
 }
 
-void
-multi_queue_of(const struct lock *lk, unsigned *n, int64_t *oldest_us)
+/* The oldest queued wait naming lk: its start, or 0. */
+static int64_t
+oldest_queued(const struct locks *lt, const struct lock *lk)
 {
 	const struct mwait *mw;
 
-	if (lk->mrefs == 0)
-		return;
-	TAILQ_FOREACH(mw, &lk->lt->mwaits, link) {
-		if (!mw->queued || mw->cl == NULL)
+	TAILQ_FOREACH(mw, &lt->mwaits, link) {
+		if (!mw->queued)
 			continue;
-		for (size_t i = 0; i < mw->n; i++) {
-			if (mw->lk[i] != lk)
-				continue;
-			(*n)++;
-			if (*oldest_us == 0 || mw->start_us < *oldest_us)
-				*oldest_us = mw->start_us;
-			break;
-		}
+		for (size_t i = 0; i < mw->n; i++)
+			if (mw->lk[i] == lk)
+				return mw->start_us;
 	}
+	return 0;
 }
 
 /* The oldest patient wait naming lk: its start, or 0. */
@@ -115,8 +117,11 @@ mwait_end(struct mwait *mw)
 		struct lock *lk = mw->lk[i];
 
 		lk->mrefs--;
-		if (mw->queued)
+		if (mw->queued) {
+			lk->mqueued--;
+			lk->moldest_us = oldest_queued(lt, lk);
 			notice_queue_changed(lk, 0);
+		}
 		lk->mhold_us = oldest_patient(lt, lk);
 		lock_pump(lk);		/* may free lk: mw no longer names it */
 	}

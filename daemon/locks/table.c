@@ -42,10 +42,6 @@ lk_reply(struct lclient *cl, enum lk_status status, long long n, const char *why
 void
 lk_queued(struct lclient *w)
 {
-	if (!w->wcounted && w->wlock != NULL) {
-		w->wcounted = 1;
-		notice_queue_changed(w->wlock, 1);
-	}
 	if (w->told_queued || w->ops->queued == NULL)
 		return;
 	w->told_queued = 1;
@@ -138,10 +134,9 @@ void
 lock_gc(struct lock *lk)
 {
 	if (lk->nholds || lk->whead || lk->refs || lk->attempts ||
-	    lk->releasing || lk->mrefs)
-		return;
+	    lk->releasing || lk->mrefs || lk->nt)
+		return;		/* (notices: marks.c frees lk after them) */
 	keytab_remove(lk->lt->keys, &lk->te);
-	notice_lock_gone(lk);
 	if (lk->retry_ev)
 		event_free(lk->retry_ev);
 	free(lk);

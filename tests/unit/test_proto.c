@@ -445,7 +445,76 @@ static const struct row v12_rows[] = {
 	{ ERR("CHECK k 12a", PERR_BADARG) },
 	{ ERR("CHECK k", PERR_BADARG) },
 	{ ERR("CHECK k 1 2", PERR_BADARG) },
+	/* ALL <n> <key>... (2..64 distinct keys); a key named ALL stays one */
+	{ OK("ACQUIRE ALL 2 a b WAIT 5 ASYNC", CMD_ACQUIRE), KEY("a"),
+	  WAIT(5) },
+	{ OK("RELEASE ALL 2 a b", CMD_RELEASE), KEY("a") },
+	{ OK("CANCEL all 3 a b c", CMD_CANCEL), KEY("a") },
+	{ OK("ACQUIRE ALL", CMD_ACQUIRE), KEY("ALL") },
+	{ OK("ACQUIRE ALL WAIT 5", CMD_ACQUIRE), KEY("ALL"), WAIT(5) },
+	{ OK("RELEASE ALL", CMD_RELEASE), KEY("ALL") },
+	{ ERR("ACQUIRE ALL 1 a", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 65 a", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 0", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a a", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a b c", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a b SHARED", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a b VALUE v", PERR_BADARG) },
+	{ ERR("ACQUIRE ALL 2 a b DELAY 5", PERR_BADARG) },
+	{ ERR("RELEASE ALL 2 a b LINGER 5", PERR_BADARG) },
+	{ ERR("OWNER ALL 2 a b", PERR_BADARG) },
+	/* DELAY (exclusive only) and EVENTS ON WANTED */
+	{ OK("ACQUIRE k DELAY 5000 WAIT 1", CMD_ACQUIRE), KEY("k"), WAIT(1) },
+	{ ERR("ACQUIRE k DELAY", PERR_BADARG) },
+	{ ERR("ACQUIRE k DELAY 1 DELAY 2", PERR_BADARG) },
+	{ ERR("ACQUIRE k SHARED DELAY 1", PERR_BADARG) },
+	{ ERR("ACQUIRE k LIMIT 2 DELAY 1", PERR_BADARG) },
+	{ ERR("RELEASE k DELAY 1", PERR_BADARG) },
+	{ OK("EVENTS ON WANTED", CMD_EVENTS), ON },
+	{ OK("events on wanted", CMD_EVENTS), ON },
+	{ ERR("EVENTS OFF WANTED", PERR_BADARG) },
+	{ ERR("EVENTS WANTED", PERR_BADARG) },
+	{ ERR("EVENTS ON WANTED WANTED", PERR_BADARG) },
 };
+
+/* ALL's keys point into the line, in order; DELAY's and WANTED's fields. */
+START_TEST(test_all_fields)
+{
+	struct proto_req req;
+	char *buf;
+
+	ck_assert_int_eq(parse_str("ACQUIRE ALL 3 x yy zzz TTL 9", KEYMAX, &req,
+	    &buf), PERR_NONE);
+	ck_assert_int_eq(req.nkeys, 3);
+	ck_assert_uint_eq(req.keylens[1], 2);
+	ck_assert(memcmp(req.keys[2], "zzz", 3) == 0);
+	ck_assert_int_eq(req.has_ttl, 1);
+	free(buf);
+	ck_assert_int_eq(parse_str("ACQUIRE ALL TTL 9", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.nkeys, 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("ACQUIRE k DELAY 60000", KEYMAX, &req,
+	    &buf), PERR_NONE);
+	ck_assert_int_eq(req.has_delay, 1);
+	ck_assert_int_eq(req.delay_ms, 60000);
+	free(buf);
+	ck_assert_int_eq(parse_str("ACQUIRE k", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.has_delay, 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("EVENTS ON WANTED", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.on, 1);
+	ck_assert_int_eq(req.wanted, 1);
+	free(buf);
+	ck_assert_int_eq(parse_str("EVENTS ON", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.wanted, 0);
+	free(buf);
+}
+END_TEST
 
 START_TEST(test_valid_forms) { check_row(&valid_rows[_i]); } END_TEST
 START_TEST(test_v12) { check_row(&v12_rows[_i]); } END_TEST
@@ -1001,6 +1070,7 @@ proto_suite(void)
 	tcase_add_loop_test(tc, test_valid_forms, 0, NROWS(valid_rows));
 	tcase_add_loop_test(tc, test_v12, 0, NROWS(v12_rows));
 	tcase_add_test(tc, test_v12_fields);
+	tcase_add_test(tc, test_all_fields);
 	tcase_add_loop_test(tc, test_case, 0, NROWS(case_rows));
 	tcase_add_loop_test(tc, test_blanks, 0, NROWS(blank_rows));
 	tcase_add_loop_test(tc, test_bytes, 0, NROWS(byte_rows));
