@@ -23,11 +23,9 @@ back with plain Redis commands, as an app's own client would.
   - Bad input gets a clear ERR, and the session goes on.
 """
 
-import os
 import re
 import signal
 import subprocess
-import time
 import unittest
 
 import harness

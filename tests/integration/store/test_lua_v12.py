@@ -17,9 +17,9 @@ import os
 import time
 import unittest
 
-from harness import Redis, RedisError
+from harness import Redis
 from test_lua_multi import (BROKER, DELAY, FENCE, P, RELEASED, SCRIPTS,
-                            WANTED, Subscriber, expand, generated, lk)
+                            WANTED, Subscriber, expand, lk, load_library)
 
 _redis = None
 
@@ -243,14 +243,7 @@ class TestLuaV12Library(TestLuaV12):
 
     @classmethod
     def setUpClass(cls):
-        gen = generated()
-        try:
-            _redis.cli("FUNCTION", "LOAD", gen["library"])
-        except RedisError as e:
-            if "already exists" not in str(e):
-                raise
-        cls.fn = {f[:-4]: gen[f[:-4] + ".fn"]
-                  for f in os.listdir(SCRIPTS) if f.endswith(".lua")}
+        cls.fn = load_library(_redis)
 
     def ev(self, script, keys, args):
         return _redis.cli("FCALL", self.fn[script], len(keys), *keys, *args)
