@@ -307,7 +307,7 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 {
 	struct broker *b = arg;
 	struct config next;
-	struct acl *acl = NULL;
+	struct acl *acl = NULL, *fenced = NULL;
 	struct tls *tls = NULL;
 	int test_only = 0;
 	char err[512];
@@ -328,13 +328,16 @@ reload_cb(evutil_socket_t sig, short what, void *arg)
 	if (parse_args(b->argc, b->argv, &next, &test_only, err,
 	    sizeof err) != 0 ||
 	    acl_from_config(&next, &acl, err, sizeof err) != 0 ||
+	    fenced_globs(&next, &fenced, err, sizeof err) != 0 ||
 	    (b->tls != NULL &&
 	    (tls = tls_from_config(&next, err, sizeof err)) == NULL)) {
 		log_error("reload failed, configuration unchanged: %s", err);
 		acl_unref(acl);
+		acl_unref(fenced);
 		config_free(&next);
 	} else {
 		acl_install(b, acl);
+		fenced_install(b, fenced);
 		config_keep_static(b->cfg, &next, note_restart);
 		config_free(b->cfg);
 		*b->cfg = next;
@@ -442,7 +445,7 @@ main(int argc, char **argv)
 	struct config cfg;
 	struct broker b;
 	struct event *sigterm, *sigint, *sighup, *drain = NULL;
-	struct acl *acl = NULL;
+	struct acl *acl = NULL, *fenced = NULL;
 	struct timeval tick = { 0, 20 * 1000 };
 	char broker_id[CLIENTID_LEN + 1];
 	sigset_t stopsigs;
@@ -455,14 +458,17 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 2;
 	}
-	/* The access list and the TLS files are part of the configuration:
-	 * -t loads them too, and a bad one is a bad configuration (2). */
+	/* The access list, the fenced write keys' globs and the TLS files
+	 * are part of the configuration: -t loads them too, and a bad one is
+	 * a bad configuration (2). */
 	memset(&b, 0, sizeof b);
 	if (acl_from_config(&cfg, &acl, err, sizeof err) != 0 ||
+	    fenced_globs(&cfg, &fenced, err, sizeof err) != 0 ||
 	    (cfg.tls_port != 0 &&
 	    (b.tls = tls_from_config(&cfg, err, sizeof err)) == NULL)) {
 		fprintf(stderr, "lockbrokerd: %s\n", err);
 		acl_unref(acl);
+		acl_unref(fenced);
 		config_free(&cfg);
 		return 2;
 	}
@@ -472,6 +478,7 @@ main(int argc, char **argv)
 		printf("configuration OK (Redis host names are resolved when "
 		    "the broker connects, not by -t)\n");
 		acl_unref(acl);
+		acl_unref(fenced);
 		tls_free(b.tls);
 		config_free(&cfg);
 		return 0;
@@ -489,6 +496,7 @@ main(int argc, char **argv)
 	TAILQ_INIT(&b.appstats);
 	b.by_id = keytab_new();
 	acl_install(&b, acl);
+	fenced_install(&b, fenced);
 	b.cfg = &cfg;
 	b.started_ms = now_ms();
 	b.held_key_len = cfg.max_key_len;
@@ -614,6 +622,7 @@ out:
 	tls_free(b.tls);
 	event_base_free(b.base);
 	acl_unref(b.acl);
+	acl_unref(b.fenced);
 	appstats_free(&b);
 	keytab_free(b.by_id);
 	free(b.linebuf);

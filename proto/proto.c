@@ -25,7 +25,8 @@ enum shape {
 	SHAPE_KEY_OPTS,		/* key then WAIT/TTL options */
 	SHAPE_ONOFF,		/* ON or OFF */
 	SHAPE_KEY_VALUE,	/* 1.2: key and a VALUE word (PROCLAIM) */
-	SHAPE_KEY_TOKEN		/* 1.2: key and a token (CHECK) */
+	SHAPE_KEY_TOKEN,	/* 1.2: key and a token (CHECK) */
+	SHAPE_FENCED		/* 1.2: SETIF, DELIF (parse_fenced) */
 };
 
 struct cmd_def {
@@ -81,6 +82,11 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_UNWATCH] = { "UNWATCH", SHAPE_KEY, 0, "UNWATCH <key>" },
 	[CMD_CHECK]   = { "CHECK",   SHAPE_KEY_TOKEN, 0,
 			  "CHECK <key> <token>" },
+	[CMD_SETIF]   = { "SETIF",   SHAPE_FENCED, 0,
+			  "SETIF <datakey> <value> HOLDING <key> <token> "
+			  "[PX <ms>|KEEPTTL]" },
+	[CMD_DELIF]   = { "DELIF",   SHAPE_FENCED, 0,
+			  "DELIF <datakey> HOLDING <key> <token>" },
 };
 
 static const char *const err_names[PERR__COUNT] = {
@@ -406,6 +412,62 @@ parse_after_keys(const struct word *w, int nargs, const struct cmd_def *def,
 	return PERR_NONE;
 }
 
+/*
+ * SETIF <datakey> <value> HOLDING <key> <token> [PX <ms>|KEEPTTL]
+ * DELIF <datakey> HOLDING <key> <token>
+ * w: the words after the verb, n of them.  The data key is a new key
+ * (max_key_len); the lock key one that may have been taken under a larger
+ * limit (max_held_key_len), as CHECK's.
+ */
+static enum proto_err
+parse_fenced(const struct word *w, int n, const struct proto_limits *lim,
+    struct proto_req *req, const char **why)
+{
+	int setif = req->cmd == CMD_SETIF, i = setif ? 2 : 1;
+	long v;
+
+	if (n < i + 3 || !word_is(&w[i], "HOLDING"))
+		return bad(why, setif ? "takes <datakey> <value> HOLDING <key> "
+		    "<token> [PX <ms>|KEEPTTL]" : "takes <datakey> HOLDING "
+		    "<key> <token>");
+	if (w[0].len > lim->max_key_len)
+		return bad(why, "data key too long");
+	req->datakey = w[0].p;
+	req->datakeylen = w[0].len;
+	if (setif) {
+		/* one word: split() made it 1.. bytes of 0x21..0x7e */
+		if (w[1].len > PROTO_DATA_MAX)
+			return bad(why, "value longer than 1024 bytes");
+		req->data = w[1].p;
+		req->datalen = w[1].len;
+	}
+	if (parse_key(&w[i + 1], lim, req, why) != PERR_NONE)
+		return PERR_BADARG;
+	if ((req->token = parse_token(&w[i + 2])) < 0)
+		return bad(why, "token must be decimal 1..2^53-1");
+	i += 3;
+	if (i == n)
+		return PERR_NONE;
+	if (!setif)
+		return bad(why, "DELIF takes no option");
+	if (word_is(&w[i], "KEEPTTL") && i + 1 == n) {
+		req->keepttl = 1;
+		return PERR_NONE;
+	}
+	if (!word_is(&w[i], "PX"))
+		return bad(why, word_is(&w[i], "KEEPTTL") ? "PX and KEEPTTL "
+		    "exclude each other, and come once" : "unknown option "
+		    "(PX <ms> or KEEPTTL)");
+	if (i + 1 == n || (v = parse_ms(&w[i + 1])) < 1)
+		return bad(why, "PX must be decimal 1..2147483647 ms");
+	if (i + 2 != n)
+		return bad(why, "PX and KEEPTTL exclude each other, and come "
+		    "once");
+	req->has_px = 1;
+	req->px_ms = v;
+	return PERR_NONE;
+}
+
 enum proto_err
 proto_parse(const char *line, size_t len, const struct proto_limits *lim,
     struct proto_req *req, int *empty, const char **why)
@@ -493,6 +555,8 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 		if ((req->token = parse_token(&w[2])) < 0)
 			return bad(why, "token must be decimal 1..2^53-1");
 		return PERR_NONE;
+	case SHAPE_FENCED:
+		return parse_fenced(&w[1], nargs, lim, req, why);
 	case SHAPE_ONOFF:
 		if (nargs == 2 && word_is(&w[1], "ON") &&
 		    word_is(&w[2], "WANTED")) {

@@ -21,6 +21,7 @@
 #define PROTO_TOKEN_MAX 9007199254740991LL	/* 2^53-1: CHECK's token */
 #define PROTO_ALL_MIN 2			/* 1.2: ACQUIRE ALL <n>: 2..64 keys */
 #define PROTO_ALL_MAX 64
+#define PROTO_DATA_MAX 1024		/* 1.2: longest SETIF value, bytes */
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -40,6 +41,8 @@ enum proto_cmd {
 	CMD_WATCH,			/* 1.2: events on a key's holders */
 	CMD_UNWATCH,			/* 1.2 */
 	CMD_CHECK,			/* 1.2: is a token's hold alive? */
+	CMD_SETIF,			/* 1.2: a write fenced by a hold */
+	CMD_DELIF,			/* 1.2: a delete fenced by a hold */
 	CMD__COUNT
 };
 
@@ -86,7 +89,14 @@ struct proto_req {
 	size_t valuelen;		/* 0: none given */
 	int async;			/* 1.2: ACQUIRE ... ASYNC */
 	int with_value;			/* 1.2: OWNER <key> VALUE */
-	long long token;		/* 1.2: CHECK's token */
+	long long token;		/* 1.2: CHECK's token; SETIF's, DELIF's
+					 * (of the hold on key) */
+	const char *datakey;		/* 1.2: SETIF, DELIF: the key written */
+	size_t datakeylen;
+	const char *data;		/* 1.2: SETIF's value */
+	size_t datalen;
+	int has_px, keepttl;		/* 1.2: SETIF ... PX <ms> | KEEPTTL */
+	long px_ms;
 	int has_wait, has_ttl, has_grace, has_linger, has_delay;
 	long wait_ms, ttl_ms, grace_ms, linger_ms;
 	long delay_ms;			/* 1.2: ACQUIRE ... DELAY <ms> */

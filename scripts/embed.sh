@@ -56,7 +56,11 @@
 # FREES only, "batch_read_<hash>" (no-writes) READS only; each refuses a
 # call of another kind.  Without functions (EVALSHA, EVAL) there are no
 # flags: the batch script runs any call, as before.
-FREES="release forget"
+# The fenced writes: setif writes (no flag: refused under OOM before it
+# runs, as a grant is; as EVAL, its SET is refused, after the check, so
+# nothing is written either way); delif only reads and deletes, so it is
+# in FREES: a full Redis still lets an app delete its data, fenced.
+FREES="release forget delif"
 READS="owner check"
 set -eu
 out=$1; shift

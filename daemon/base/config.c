@@ -178,6 +178,12 @@ static const struct opt opts[] = {
 	{ .name = "prefix", .type = T_STR, .off = OFF(prefix),
 	  .def = "lockbroker", .min = 1, .max = 64,
 	  .help = "prefix of every Redis key and channel the broker uses" },
+	{ .name = "fenced_write_keys", .type = T_STR,
+	  .off = OFF(fenced_write_keys), .def = "", .min = 0, .max = 4095,
+	  .live = 1,
+	  .help = "data keys SETIF and DELIF may write for sessions of no "
+	  "acl_file app: GLOB,... as in acl_file's keys, never '<prefix>:' "
+	  "names (empty: fenced writes off)" },
 	{ .name = "default_ttl_ms", .type = T_INT, .off = OFF(default_ttl_ms),
 	  .def = "30000", .min = 1, .max = 2147483647, .live = 1,
 	  .help = "TTL of a lock in Redis when ACQUIRE gives none" },

@@ -56,6 +56,9 @@ struct config {
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */
 	char *acl_file;			/* "" = no per-app access list */
+	char *fenced_write_keys;	/* globs of the data keys SETIF and
+					   DELIF may write for sessions of no
+					   app; "" = none (front/fenced.c) */
 	long tls_port;			/* 0 = no TLS listener */
 	char *tls_cert_file;		/* PEM chain, leaf first */
 	char *tls_key_file;

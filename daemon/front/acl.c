@@ -304,7 +304,10 @@ perr(const struct pline *l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(l->err, l->errlen, "%s:%u: %s", l->src, l->no, msg);
+	if (l->no == 0)		/* a list of globs alone: no file line */
+		snprintf(l->err, l->errlen, "%s: %s", l->src, msg);
+	else
+		snprintf(l->err, l->errlen, "%s:%u: %s", l->src, l->no, msg);
 	return -1;
 }
 
@@ -519,6 +522,46 @@ acl_parse(const char *text, size_t len, const char *source, char *err,
 	}
 	return acl;
 fail:
+	acl_free(acl);
+	return NULL;
+}
+
+struct acl *
+acl_parse_globs(const char *globs, const char *name, char *err,
+    size_t errlen)
+{
+	struct pline l = { name, 0, err, errlen };
+	struct acl *acl = calloc(1, sizeof *acl);
+	struct acl_app *a = calloc(1, sizeof *a);
+	size_t len = strlen(globs);
+
+	if (acl == NULL || a == NULL) {
+		free(acl);
+		free(a);
+		snprintf(err, errlen, "%s: out of memory", name);
+		return NULL;
+	}
+	acl->refs = 1;
+	snprintf(a->name, sizeof a->name, "%s", name);
+	/* an acl_file line's words hold no blank nor any byte a key cannot */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)globs[i] < 0x21 ||
+		    (unsigned char)globs[i] > 0x7e) {
+			perr(&l, "byte 0x%02x at %zu: patterns are printable "
+			    "ASCII, separated by commas without blanks",
+			    (unsigned char)globs[i], i + 1);
+			goto fail;
+		}
+	if (add_patterns(&l, a, globs, len) != 0)
+		goto fail;
+	if (app_append(acl, a) != 0) {
+		a = NULL;	/* freed by app_append */
+		perr(&l, "out of memory");
+		goto fail;
+	}
+	return acl;
+fail:
+	app_free(a);
 	acl_free(acl);
 	return NULL;
 }

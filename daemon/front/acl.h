@@ -40,6 +40,16 @@ struct acl_app;
 struct acl *acl_parse(const char *text, size_t len, const char *source,
     char *err, size_t errlen);
 
+/*
+ * A list of globs alone, in the syntax of an acl_file line's keys list
+ * ("<glob>[,<glob>...]", checked alike), e.g. conf fenced_write_keys:
+ * a list of one app, called name, with those patterns and no token (no
+ * session authenticates as it: acl_app_at(list, 0) is for matching
+ * keys).  NULL with "name: message" in err for a bad or empty list.
+ */
+struct acl *acl_parse_globs(const char *globs, const char *name, char *err,
+    size_t errlen);
+
 /* Read path (at most ACL_FILE_MAX bytes) and parse it.  NULL + err. */
 struct acl *acl_load(const char *path, char *err, size_t errlen);
 

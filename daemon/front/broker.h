@@ -90,6 +90,8 @@ struct broker {
 	TAILQ_HEAD(, grace) graces;	/* grace.c */
 	struct acl *acl;		/* acl_file (+ auth_token's app), or
 					 * NULL when acl_file is "" */
+	struct acl *fenced;		/* fenced_write_keys' globs, one app
+					 * (fenced.c), NULL when "" */
 	TAILQ_HEAD(, appstat) appstats;	/* appstats.c */
 	size_t napp_waits;		/* rows with a wait histogram of their
 					 * own (at most APP_WAIT_MAX) */
@@ -136,6 +138,13 @@ void handshake_stop_all(struct broker *b);
 struct session *session_new(struct broker *b, int fd, struct ssl_st *ssl,
     const char *peer_cn);
 void session_free(struct session *s);
+
+/* fenced.c: the globs of cfg's fenced_write_keys (*out NULL when it is
+ * empty: fenced writes off for sessions of no app); -1 with err for a bad
+ * list.  fenced_install puts them in force (start-up, SIGHUP). */
+int fenced_globs(const struct config *cfg, struct acl **out, char *err,
+    size_t errlen);
+void fenced_install(struct broker *b, struct acl *globs);
 
 /* appstats.c: the row of app name (made if new; never NULL). */
 struct appstat *appstat_get(struct broker *b, const char *name);

@@ -152,7 +152,8 @@ on_reply(void *arg, const struct lk_result *r)
 		send_err(s, status_err(r->status), r->why ? r->why : "");
 	else if (s->cmd == CMD_OWNER)
 		send_owner(s, r);
-	else if (s->cmd == CMD_PROCLAIM)
+	else if (s->cmd == CMD_PROCLAIM || s->cmd == CMD_SETIF ||
+	    s->cmd == CMD_DELIF)
 		send_line(s, "OK");
 	else if (s->cmd == CMD_CHECK && r->kind == 1)
 		send_line(s, "OK CURRENT");

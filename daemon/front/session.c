@@ -364,6 +364,10 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_UNWATCH:
 		cmd_unwatch(s, req);
 		return;
+	case CMD_SETIF:
+	case CMD_DELIF:
+		cmd_fenced(s, req);
+		return;
 	case CMD__COUNT:
 		break;
 	}

@@ -7,6 +7,8 @@
  *   wire.c     lines out: a reply, an error, a reply lost (broken)
  *   auth.c     who the session is and what it may see and touch: the
  *              index of sessions by client-id, AUTH, apps and their keys
+ *   fenced.c   writes fenced by a hold (SETIF, DELIF): which data keys a
+ *              session may write
  *   news.c     what comes back later from below, in wire words: the lock
  *              table's replies and losses, grace sessions, ASYNC waits,
  *              watched keys' states
@@ -95,6 +97,9 @@ int session_set_app(struct session *s, const struct acl_app *app);
 int key_denied(struct session *s, const struct proto_req *req);
 void cmd_auth(struct session *s, const struct proto_req *req);
 int allowed_before_auth(const char *line, size_t len);
+
+/* fenced.c: SETIF, DELIF, their data keys checked first */
+void cmd_fenced(struct session *s, const struct proto_req *req);
 
 /* news.c */
 extern const struct lk_client_ops session_client_ops;

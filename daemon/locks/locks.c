@@ -1,7 +1,8 @@
 /*
  * locks.c - the lock table's life, its clients (one per session) and
- * their grace hooks, and OWNER: the entry points of locks.h that belong
- * to no one concern below (ACQUIRE is in grant.c, RELEASE in handoff.c,
+ * their grace hooks, OWNER, CHECK and the writes fenced by a hold
+ * (SETIF, DELIF): the entry points of locks.h that belong to no one
+ * concern below (ACQUIRE is in grant.c, RELEASE in handoff.c,
  * RENEW in renew.c, the store's hooks in events.c; locks_int.h gives the
  * order of the files).
  */
@@ -416,7 +417,7 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind, h->delay_ms);
 }
 
-/* --- reads: OWNER, CHECK ----------------------------------------------- */
+/* --- reads (OWNER, CHECK), and writes fenced by a hold --------------- */
 
 _Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");
 
@@ -483,6 +484,37 @@ locks_check(struct lclient *cl, const char *key, size_t keylen,
 
 	if (cl->lt->st == NULL || store_check(cl->lt->st, key, keylen, token,
 	    check_done, op) != 0)
+		read_unsent(cl, op);
+}
+
+_Static_assert(LK_KEEPTTL == STORE_KEEPTTL, "SETIF ... KEEPTTL");
+
+static void
+fenced_done(void *arg, int ok, int written)
+{
+	struct lclient *cl = read_answered(arg, ok);
+
+	if (cl == NULL)
+		return;
+	if (written == STORE_DONE)
+		lk_reply(cl, LK_OK, 0, NULL);
+	else
+		lk_reply(cl, LK_NOTHELD, 0, "the hold is not alive in Redis: "
+		    "nothing written");
+}
+
+/* A write with a read's life: a client gone before Redis answers is not
+ * answered (lk_op_done), and the write is made or not all the same. */
+void
+locks_fenced(struct lclient *cl, const char *key, size_t keylen,
+    long long token, const char *datakey, size_t datakeylen,
+    const char *value, size_t valuelen, long ttl_ms)
+{
+	struct op *op = lk_op_new(cl->lt, NULL, cl);
+
+	if (cl->lt->st == NULL || store_fenced(cl->lt->st, key, keylen, token,
+	    datakey, datakeylen, value, valuelen, ttl_ms, fenced_done,
+	    op) != 0)
 		read_unsent(cl, op);
 }
 

@@ -312,6 +312,18 @@ void locks_renew(struct lclient *cl, const char *key, size_t keylen,
  * token, 0 when free), or LK_UNAVAILABLE. */
 void locks_check(struct lclient *cl, const char *key, size_t keylen,
     long long token);
+/*
+ * SETIF, DELIF: write datakey (the app's own Redis name) only if token's
+ * hold of key is alive in Redis (any broker, any kind), in one Redis call:
+ * value (valuelen 0: delete datakey) with TTL ttl_ms (0: none, as SET;
+ * LK_KEEPTTL: the TTL datakey has).  Replies LK_OK (written, or deleted
+ * or absent already), LK_NOTHELD (the hold is not alive: nothing
+ * written) or LK_UNAVAILABLE.
+ */
+#define LK_KEEPTTL (-1L)
+void locks_fenced(struct lclient *cl, const char *key, size_t keylen,
+    long long token, const char *datakey, size_t datakeylen,
+    const char *value, size_t valuelen, long ttl_ms);
 void locks_owner(struct lclient *cl, const char *key, size_t keylen);
 /* PROCLAIM: replace the value of cl's exclusive hold of key (text,
  * 1..256 printable bytes, checked by the parser).  Replies LK_OK,

@@ -240,7 +240,8 @@ decode_takeover(struct call *c, const redisReply *r, int can_park)
 }
 
 /* release, forget, linger, wmark, pass (store_pass_fn is of the same
- * type), and a grant's undo: what Redis showed of the hold */
+ * type), value, a grant's undo, and the fenced writes (setif, delif: 1
+ * written, 0 the hold is not alive): what Redis showed of the hold */
 int
 decode_release(struct call *c, const redisReply *r, int can_park)
 {

@@ -611,6 +611,43 @@ store_check(struct store *st, const char *key, size_t keylen,
 }
 
 int
+store_fenced(struct store *st, const char *key, size_t keylen,
+    long long token, const char *datakey, size_t datakeylen,
+    const char *value, size_t valuelen, long ttl_ms, store_release_fn *fn,
+    void *arg)
+{
+	char tok[24], ttl[24];
+	int kl = snprintf(tok, sizeof tok, "%lld", token);
+	int tl = ttl_ms == STORE_KEEPTTL ? snprintf(ttl, sizeof ttl, "keepttl") :
+	    snprintf(ttl, sizeof ttl, "%ld", ttl_ms > 0 ? ttl_ms : 0);
+	struct piece p[5] = {
+		{ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen },
+		{ datakey, datakeylen, NULL, 0 },
+		{ tok, (size_t)kl, NULL, 0 },
+		{ value, valuelen, NULL, 0 },
+		{ ttl, (size_t)tl, NULL, 0 },
+	};
+	struct route r;
+
+	if (!calls_may_grant(st))
+		return -1;
+	calls_route_of(st, key, keylen, &r);
+	return calls_script(st, &r, decode_release, valuelen > 0 ?
+	    SCRIPT_SETIF : SCRIPT_DELIF, 2, p, valuelen > 0 ? 5 : 3,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+int
+store_same_slot(const struct store *st, const char *key, size_t keylen,
+    const char *datakey, size_t datakeylen)
+{
+	int slot = calls_key_slot(st, key, keylen);
+
+	return slot < 0 ||
+	    (unsigned)slot == slot_of(datakey, datakeylen, NULL, 0);
+}
+
+int
 store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
     int had_value, store_release_fn *fn, void *arg)

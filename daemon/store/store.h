@@ -377,6 +377,27 @@ int store_watch(struct store *st, const char *key, size_t keylen,
 /* Is token's hold of key alive in Redis now (CHECK)?  Read only. */
 int store_check(struct store *st, const char *key, size_t keylen,
     long long token, store_check_fn *fn, void *arg);
+/*
+ * A fenced write (SETIF, DELIF): set datakey to value (valuelen 0: delete
+ * datakey) only if token's hold of key is alive in Redis, as store_check
+ * reads it, in one call (setif.lua, delif.lua): no grant, expiry or
+ * release falls between the check and the write.  datakey is the app's
+ * own name, no prefix; in cluster mode it must be in the lock key's slot
+ * (store_same_slot).  ttl_ms: the data key's TTL, 0 none (as SET),
+ * STORE_KEEPTTL the one it has.  released: STORE_DONE written (deleted, or
+ * absent already), STORE_GONE the hold is not alive (nothing written).
+ * Sent only while grants may be (the Sentinel lease): a write to a master
+ * the sentinels no longer vouch for may be lost with it.
+ */
+#define STORE_KEEPTTL (-1L)
+int store_fenced(struct store *st, const char *key, size_t keylen,
+    long long token, const char *datakey, size_t datakeylen,
+    const char *value, size_t valuelen, long ttl_ms, store_release_fn *fn,
+    void *arg);
+/* Whether one script may name key's lock and datakey: always, but in
+ * cluster mode only when datakey is in the lock key's slot. */
+int store_same_slot(const struct store *st, const char *key, size_t keylen,
+    const char *datakey, size_t datakeylen);
 
 /*
  * RELEASE ... LINGER: end owner's hold (token) but leave the key taken

@@ -119,6 +119,51 @@ local function get_str(k)
   return v
 end
 
+-- A lingering release's value ("<client-id>/linger:<token>", linger.lua):
+-- the key stays taken, but its hold has ended.
+local function lingering(value)
+  return string.find(value, '/linger:', 1, true) ~= nil
+end
+
+-- Is the hold that token want (decimal, as the scripts write tokens)
+-- names alive in k now?  Alive: the exclusive holder's value ends
+-- ":<want>", or a live holder of a shared lock or a semaphore does; a
+-- lingering release is no live hold.  Returns true, or false and the
+-- current token: the exclusive holder's, the newest live one of a shared
+-- lock or a semaphore, -1 when no hold is alive (the key is free, holds
+-- bytes no broker wrote, or a RELEASE ... LINGER keeps it).  Tokens are
+-- compared as the strings the scripts write (%d), never as numbers.  Read
+-- only: expired holders are skipped, not removed.  CHECK asks it, and a
+-- fenced write before it writes (check.lua, setif.lua, delif.lua).
+local function hold_alive(k, want)
+  local v = get_str(k)
+  if v and lingering(v) then
+    return false, -1
+  end
+  if v then
+    local t = token_of(v)
+    if t == want then
+      return true
+    end
+    return false, t and tonumber(t) or -1
+  end
+  if v == false or redis.call('TYPE', k).ok ~= 'zset' then
+    return false, -1
+  end
+  local newest = -1
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', k, '(' .. num(now_ms()),
+      '+inf')) do
+    local t = not lingering(m) and token_of(m)
+    if t == want then
+      return true
+    end
+    if t and tonumber(t) > newest then
+      newest = tonumber(t)
+    end
+  end
+  return false, newest
+end
+
 -- A new fencing token from counter, and up to extra more set aside right
 -- after it (the broker hands them out itself, in order, to its own waiters
 -- for this key: early hand-off; fewer near the end), or nil when the

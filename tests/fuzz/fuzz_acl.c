@@ -1,6 +1,6 @@
 /*
  * fuzz_acl.c - libFuzzer target for the acl_file parser and the glob
- * matcher of daemon/acl.c (issue 15).
+ * matcher of daemon/front/acl.c (access lists).
  *
  * The first byte picks the mode.  Even: the rest is an access list file,
  * parsed from a buffer of exactly its length (ASan sees any read past
@@ -8,7 +8,10 @@
  * accepted list must hold valid names in line order, each found by
  * acl_app_named, and take the auth_token app.  Odd: the rest is a pattern
  * and a key split at the first NUL, matched by acl_glob_match and, when
- * both are short, by a naive recursive matcher that must agree.
+ * both are short, by a naive recursive matcher that must agree; the
+ * pattern part is also parsed as a list of globs alone (acl_parse_globs,
+ * conf fenced_write_keys), which must accept exactly what an acl_file
+ * line's keys list accepts and match keys alike.
  *
  *   make fuzz FUZZ_SECONDS=60     (a third of the time goes here)
  */
@@ -32,6 +35,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NAIVE_MAX 14			/* naive matching is exponential */
 
+/*
+ * list[0..n) (no NUL in it) as a list of globs alone and as the keys list
+ * of an acl_file line: accepted by both or by neither (a list the line
+ * holds as one word of printable bytes, within the line limit), and when
+ * accepted, key matched alike.
+ */
+static void
+fuzz_globs(const char *list, size_t n, const char *key, size_t kl)
+{
+	static const char head[] = "app x token-sha256 "
+	    "0000000000000000000000000000000000000000000000000000000000000000"
+	    " keys ";
+	size_t hl = sizeof head - 1;
+	char *z = malloc(n + 1), *line = malloc(hl + n + 1), err[700];
+	struct acl *g, *f;
+	int word = n > 0 && hl + n <= ACL_LINE_MAX;
+
+	CHECK(z != NULL && line != NULL);
+	memcpy(z, list, n);
+	z[n] = '\0';
+	memcpy(line, head, hl);
+	memcpy(line + hl, list, n);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)list[i] < 0x21 ||
+		    (unsigned char)list[i] > 0x7e)
+			word = 0;
+	g = acl_parse_globs(z, "globs", err, sizeof err);
+	if (g == NULL)
+		CHECK(strncmp(err, "globs: ", 7) == 0);
+	else
+		CHECK(acl_count(g) == 1 && acl_app_named(g, "globs") == NULL);
+	if (word) {
+		f = acl_parse(line, hl + n, "f", err, sizeof err);
+		CHECK((g != NULL) == (f != NULL));
+		if (g != NULL && f != NULL)
+			CHECK(acl_app_allows(acl_app_at(g, 0), key, kl) ==
+			    acl_app_allows(acl_app_at(f, 0), key, kl));
+		acl_unref(f);
+	} else {
+		CHECK(g == NULL);
+	}
+	acl_unref(g);
+	free(line);
+	free(z);
+}
+
 static void
 fuzz_glob(const char *d, size_t n)
 {
@@ -41,6 +90,7 @@ fuzz_glob(const char *d, size_t n)
 	size_t sl = n - pl - (nul != NULL);
 	int got;
 
+	fuzz_globs(d, pl, s, sl);	/* no NUL before pl */
 	/* a lone trailing '\' is refused by the parser: never matched */
 	if (pl > 0 && d[pl - 1] == '\\') {
 		size_t k = 0;

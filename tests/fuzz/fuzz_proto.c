@@ -49,14 +49,35 @@ takes_key(enum proto_cmd c)
 {
 	return c == CMD_ACQUIRE || c == CMD_RELEASE || c == CMD_RENEW ||
 	    c == CMD_OWNER || c == CMD_CANCEL || c == CMD_PROCLAIM ||
-	    c == CMD_WATCH || c == CMD_UNWATCH || c == CMD_CHECK;
+	    c == CMD_WATCH || c == CMD_UNWATCH || c == CMD_CHECK ||
+	    c == CMD_SETIF || c == CMD_DELIF;
 }
+
+static int
+fenced(enum proto_cmd c)
+{
+	return c == CMD_SETIF || c == CMD_DELIF;
+}
+
+/* p[0..n) is a word: 1..max bytes of 0x21..0x7e, inside the line. */
+static void
+check_word(const char *p, size_t n, size_t max, const char *line,
+    size_t len);
 
 /* p[0..n) lies inside line[0..len). */
 static int
 inside(const char *p, size_t n, const char *line, size_t len)
 {
 	return p >= line && n <= len && (size_t)(p - line) <= len - n;
+}
+
+static void
+check_word(const char *p, size_t n, size_t max, const char *line, size_t len)
+{
+	CHECK(p != NULL && n >= 1 && n <= max, line, len);
+	CHECK(inside(p, n, line, len), line, len);
+	for (size_t i = 0; i < n; i++)
+		CHECK(p[i] >= 0x21 && p[i] <= 0x7e, line, len);
 }
 
 /* Invariants of an accepted, non-empty request. */
@@ -135,10 +156,42 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	    line, len);
 	CHECK(r->with_value == 0 || (r->with_value == 1 &&
 	    r->cmd == CMD_OWNER), line, len);
-	if (r->cmd == CMD_CHECK)
+	if (r->cmd == CMD_CHECK || fenced(r->cmd))
 		CHECK(r->token >= 1 && r->token <= PROTO_TOKEN_MAX, line, len);
 	else
 		CHECK(r->token == 0, line, len);
+	/* 1.2: SETIF's data key, value and TTL; DELIF's data key */
+	if (fenced(r->cmd))
+		check_word(r->datakey, r->datakeylen, MAX_KEY_LEN, line, len);
+	else
+		CHECK(r->datakey == NULL && r->datakeylen == 0, line, len);
+	if (r->cmd == CMD_SETIF)
+		check_word(r->data, r->datalen, PROTO_DATA_MAX, line, len);
+	else
+		CHECK(r->data == NULL && r->datalen == 0, line, len);
+	CHECK(r->has_px == 0 || (r->has_px == 1 && r->cmd == CMD_SETIF &&
+	    r->px_ms >= 1 && r->px_ms <= PROTO_MS_MAX), line, len);
+	CHECK(r->keepttl == 0 || (r->keepttl == 1 && r->cmd == CMD_SETIF &&
+	    !r->has_px), line, len);
+	/* the words of the lock come after HOLDING, in the line's order */
+	if (fenced(r->cmd))
+		CHECK(r->datakey < r->key && (r->data == NULL ||
+		    (r->datakey < r->data && r->data < r->key)), line, len);
+}
+
+/* SETIF and DELIF, written back in their canonical form. */
+static char *
+put_fenced(char *p, const struct proto_req *r)
+{
+	p += sprintf(p, " %.*s", (int)r->datakeylen, r->datakey);
+	if (r->data != NULL)
+		p += sprintf(p, " %.*s", (int)r->datalen, r->data);
+	p += sprintf(p, " HOLDING %.*s %lld", (int)r->keylen, r->key, r->token);
+	if (r->has_px)
+		p += sprintf(p, " PX %ld", r->px_ms);
+	if (r->keepttl)
+		p += sprintf(p, " KEEPTTL");
+	return p;
 }
 
 /*
@@ -148,13 +201,15 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 static void
 check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 {
-	char out[1024], *p = out;
+	char out[4096], *p = out;	/* the longest: SETIF, ~1600 bytes */
 	struct proto_req r2;
 	const char *why;
 	int empty;
 
 	p += sprintf(p, "%s", proto_cmd_name(r->cmd));
-	if (r->key != NULL)
+	if (fenced(r->cmd))
+		p = put_fenced(p, r);
+	else if (r->key != NULL)
 		p += sprintf(p, " %.*s", (int)r->keylen, r->key);
 	if (r->word != NULL)
 		p += sprintf(p, " %.*s", (int)r->wordlen, r->word);
@@ -203,6 +258,13 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	CHECK(r2.valuelen == r->valuelen && r2.async == r->async &&
 	    r2.with_value == r->with_value && r2.token == r->token, line, len);
 	CHECK(r->value == NULL || memcmp(r2.value, r->value, r->valuelen) == 0,
+	    line, len);
+	CHECK(r2.datakeylen == r->datakeylen && r2.datalen == r->datalen &&
+	    r2.has_px == r->has_px && r2.px_ms == r->px_ms &&
+	    r2.keepttl == r->keepttl, line, len);
+	CHECK(r->datakey == NULL || memcmp(r2.datakey, r->datakey,
+	    r->datakeylen) == 0, line, len);
+	CHECK(r->data == NULL || memcmp(r2.data, r->data, r->datalen) == 0,
 	    line, len);
 }
 

@@ -590,6 +590,20 @@ store_check(struct store *st, const char *key, size_t keylen,
 	return -1;
 }
 
+/* SETIF, DELIF: no unit test drives them (front/test_fenced.py does, on
+ * a real Redis); refused, so locks_fenced answers UNAVAILABLE. */
+int
+store_fenced(struct store *st, const char *key, size_t keylen,
+    long long token, const char *datakey, size_t datakeylen,
+    const char *value, size_t valuelen, long ttl_ms, store_release_fn *fn,
+    void *arg)
+{
+	(void)st; (void)key; (void)keylen; (void)token; (void)datakey;
+	(void)datakeylen; (void)value; (void)valuelen; (void)ttl_ms;
+	(void)fn; (void)arg;
+	return -1;
+}
+
 /* PROCLAIM and value refreshes: no unit test drives them
  * (front/test_v12_owner_value.py does, on a real Redis); refused. */
 int

@@ -428,6 +428,38 @@ START_TEST(test_token_app)
 }
 END_TEST
 
+/* A list of globs alone (conf fenced_write_keys): the keys list's syntax
+ * and checks, one app with no token; errors name the list, no line. */
+START_TEST(test_globs_alone)
+{
+	static const char *const bad[] = { "", "a,", ",a", "a,,b", "a b",
+	    "a,\tb", "x[1]", "a\\", "a\x7f" };
+	char err[256];
+	struct acl *acl = acl_parse_globs("fw:*,orders:??,lit\\*,c\\,d",
+	    "fenced_write_keys", err, sizeof err);
+	const struct acl_app *a;
+
+	ck_assert_msg(acl != NULL, "%s", err);
+	ck_assert_uint_eq(acl_count(acl), 1);
+	a = acl_app_at(acl, 0);
+	ck_assert_str_eq(acl_app_name(a), "fenced_write_keys");
+	ck_assert(allows(a, "fw:") && allows(a, "fw:a/b:c"));
+	ck_assert(allows(a, "orders:42") && !allows(a, "orders:421"));
+	ck_assert(allows(a, "lit*") && !allows(a, "litx"));
+	ck_assert(allows(a, "c,d") && !allows(a, "c"));
+	ck_assert(!allows(a, "xfw:1") && !allows(a, "FW:1"));
+	/* no session authenticates as it */
+	ck_assert_ptr_null(acl_app_named(acl, "fenced_write_keys"));
+	acl_unref(acl);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_msg(acl_parse_globs(bad[i], "fenced_write_keys", err,
+		    sizeof err) == NULL, "'%s' accepted", bad[i]);
+		ck_assert_msg(strncmp(err, "fenced_write_keys: ", 19) == 0 &&
+		    strstr(err, ":0:") == NULL, "%s", err);
+	}
+}
+END_TEST
+
 /* Sessions keep a list alive after the broker dropped it (SIGHUP). */
 START_TEST(test_refcount)
 {
@@ -504,6 +536,7 @@ acl_suite(void)
 	tcase_add_test(tc, test_glob_against_naive);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_token_app);
+	tcase_add_test(tc, test_globs_alone);
 	tcase_add_test(tc, test_refcount);
 	tcase_add_test(tc, test_sha256);
 	tcase_add_test(tc, test_load);

@@ -401,6 +401,8 @@ static const struct row verb_rows[] = {
 
 static enum proto_err parse_str(const char *line, size_t max_key_len,
     struct proto_req *req, char **bufp);
+static char *make_line(const char *verb, size_t n, char c,
+    const char *tail);
 
 /* Protocol 1.2: ASYNC and VALUE on ACQUIRE, OWNER ... VALUE, CANCEL,
  * PROCLAIM, WATCH, UNWATCH, CHECK; and their errors, each beside a valid
@@ -476,6 +478,42 @@ static const struct row v12_rows[] = {
 	{ ERR("EVENTS OFF WANTED", PERR_BADARG) },
 	{ ERR("EVENTS WANTED", PERR_BADARG) },
 	{ ERR("EVENTS ON WANTED WANTED", PERR_BADARG) },
+	/* SETIF, DELIF: the key is the lock's (HOLDING <key>); the data
+	 * key, the value and the TTL are checked by test_fenced_fields */
+	{ OK("SETIF d v HOLDING k 1", CMD_SETIF), KEY("k") },
+	{ OK("setif d v holding k 9007199254740991 px 5000", CMD_SETIF),
+	  KEY("k") },
+	{ OK("SETIF d v HOLDING k 7 KEEPTTL", CMD_SETIF), KEY("k") },
+	{ OK("DELIF d HOLDING k 7", CMD_DELIF), KEY("k") },
+	{ OK("SETIF HOLDING HOLDING HOLDING HOLDING 3", CMD_SETIF),
+	  KEY("HOLDING") },
+	{ OK("DELIF PX HOLDING KEEPTTL 3", CMD_DELIF), KEY("KEEPTTL") },
+	{ ERR("SETIF", PERR_BADARG) },
+	{ ERR("SETIF d", PERR_BADARG) },
+	{ ERR("SETIF d v k 1", PERR_BADARG) },
+	{ ERR("SETIF d v OWNING k 1", PERR_BADARG) },
+	{ ERR("SETIF d HOLDING k 1", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 0", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k -1", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 12a", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 9007199254740992", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX 0", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX x", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX 2147483648", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX 5 KEEPTTL", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 KEEPTTL PX 5", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 KEEPTTL KEEPTTL", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 PX 5 PX 6", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 TTL 5", PERR_BADARG) },
+	{ ERR("SETIF d v HOLDING k 1 extra", PERR_BADARG) },
+	{ ERR("DELIF", PERR_BADARG) },
+	{ ERR("DELIF d HOLDING k", PERR_BADARG) },
+	{ ERR("DELIF d v HOLDING k 1", PERR_BADARG) },
+	{ ERR("DELIF d HOLDING k 1 KEEPTTL", PERR_BADARG) },
+	{ ERR("DELIF d HOLDING k 1 PX 5", PERR_BADARG) },
+	{ ERR("DELIF d HOLDING k 0", PERR_BADARG) },
 };
 
 /* ALL's keys point into the line, in order; DELAY's and WANTED's fields. */
@@ -566,6 +604,74 @@ START_TEST(test_v12_fields)
 	big[11 + 257] = '\0';
 	ck_assert_int_eq(parse_str(big, KEYMAX, &req, &buf), PERR_BADARG);
 	free(buf);
+}
+END_TEST
+/*
+ * SETIF and DELIF: the data key and the value point into the line; the
+ * data key is bound by max_key_len, the lock key by the held-key limit
+ * (as CHECK's), the value by PROTO_DATA_MAX; PX and KEEPTTL as given.
+ */
+START_TEST(test_fenced_fields)
+{
+	struct proto_limits lim = { .max_key_len = 4,
+	    .max_held_key_len = 8 };
+	struct proto_req req;
+	const char *why;
+	char *buf, *line;
+	int empty;
+	static const char l1[] = "SETIF data v4l HOLDING lock 42 PX 1500";
+
+	ck_assert_int_eq(parse_str(l1, KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_int_eq(req.cmd, CMD_SETIF);
+	ck_assert(req.datakeylen == 4 && memcmp(req.datakey, "data", 4) == 0);
+	ck_assert(inside(req.datakey, req.datakeylen, buf, sizeof l1 - 1));
+	ck_assert(req.datalen == 3 && memcmp(req.data, "v4l", 3) == 0);
+	ck_assert(inside(req.data, req.datalen, buf, sizeof l1 - 1));
+	ck_assert(req.keylen == 4 && memcmp(req.key, "lock", 4) == 0);
+	ck_assert(req.token == 42 && req.has_px && req.px_ms == 1500 &&
+	    !req.keepttl);
+	ck_assert(req.valuelen == 0 && !req.has_ttl && !req.has_wait);
+	free(buf);
+	ck_assert_int_eq(parse_str("SETIF d v HOLDING k 1 keepttl", KEYMAX,
+	    &req, &buf), PERR_NONE);
+	ck_assert(req.keepttl && !req.has_px);
+	free(buf);
+	ck_assert_int_eq(parse_str("SETIF d v HOLDING k 1", KEYMAX, &req,
+	    &buf), PERR_NONE);
+	ck_assert(!req.keepttl && !req.has_px);
+	free(buf);
+	ck_assert_int_eq(parse_str("DELIF dk HOLDING k 9", KEYMAX, &req,
+	    &buf), PERR_NONE);
+	ck_assert_int_eq(req.cmd, CMD_DELIF);
+	ck_assert(req.datakeylen == 2 && req.data == NULL && req.datalen == 0);
+	ck_assert(req.token == 9 && !req.keepttl && !req.has_px);
+	free(buf);
+	/* other commands carry none of it */
+	ck_assert_int_eq(parse_str("CHECK k 9", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert(req.datakey == NULL && req.data == NULL);
+	free(buf);
+
+	/* the value: 1024 bytes pass, 1025 do not */
+	line = make_line("SETIF d", PROTO_DATA_MAX, 'v', " HOLDING k 1");
+	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_uint_eq(req.datalen, PROTO_DATA_MAX);
+	free(buf);
+	free(line);
+	line = make_line("SETIF d", PROTO_DATA_MAX + 1, 'v', " HOLDING k 1");
+	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_BADARG);
+	free(buf);
+	free(line);
+
+	/* the data key: max_key_len; the lock key: the held-key limit */
+	ck_assert_int_eq(proto_parse("DELIF dddd HOLDING kkkkkkkk 1", 29, &lim,
+	    &req, &empty, &why), PERR_NONE);
+	ck_assert_int_eq(proto_parse("DELIF ddddd HOLDING k 1", 23, &lim,
+	    &req, &empty, &why), PERR_BADARG);
+	ck_assert_int_eq(proto_parse("DELIF d HOLDING kkkkkkkkk 1", 27, &lim,
+	    &req, &empty, &why), PERR_BADARG);
+	ck_assert_int_eq(proto_parse("SETIF ddddd v HOLDING k 1", 25, &lim,
+	    &req, &empty, &why), PERR_BADARG);
 }
 END_TEST
 START_TEST(test_case) { check_row(&case_rows[_i]); } END_TEST
@@ -1071,6 +1177,7 @@ proto_suite(void)
 	tcase_add_loop_test(tc, test_v12, 0, NROWS(v12_rows));
 	tcase_add_test(tc, test_v12_fields);
 	tcase_add_test(tc, test_all_fields);
+	tcase_add_test(tc, test_fenced_fields);
 	tcase_add_loop_test(tc, test_case, 0, NROWS(case_rows));
 	tcase_add_loop_test(tc, test_blanks, 0, NROWS(blank_rows));
 	tcase_add_loop_test(tc, test_bytes, 0, NROWS(byte_rows));

@@ -76,6 +76,11 @@ What each test guards:
         overlap and tokens strictly increase per name across the move;
         last, redis_map_changes and "slot map" log lines grow on both
         brokers.
+    test_fenced_writes_in_the_lock_slot  for {tag}ged names on every
+        master: SETIF (PX, KEEPTTL) and DELIF through either broker write
+        the data key with the lock's {tag} on the slot's master (a plain
+        GET there reads it), a stale token writes nothing, and a data key
+        of another slot is ERR BADARG naming the slot rule.
     test_round_trips_per_master_on_metrics  /metrics has one
         lockbroker_redis_rtt_seconds series per master (node="ip:port",
         the masters CLUSTER SLOTS names); a grant and a release of a name
@@ -670,6 +675,46 @@ class TestSharedCluster(ClusterCase):
             self.assertEqual(h.req("RELEASE " + name), "OK 0")
             self.assertEqual(o.req("CHECK %s %d" % (name, tok)),
                              "OK STALE -")
+
+    def test_fenced_writes_in_the_lock_slot(self):
+        """1.2: SETIF and DELIF run on the master of the lock key's slot;
+        a data key with the lock's {tag} is written there (read back with
+        a plain GET on that master), through either broker; a data key of
+        another slot is ERR BADARG naming the rule, nothing written."""
+        topo = self.topo
+        A = self.cluster_broker(topo, "--fenced_write_keys", "*")
+        B = self.cluster_broker(topo, "--fenced_write_keys", "*")
+        h = self.session(A, "h")
+        o = self.session(B, "o")
+        tags = ["fw%d" % i for i in range(12)]
+        self.assertEqual(len(set(topo.master_of_slot(hash_slot(
+            "{%s}" % t)) for t in tags)), 3)
+        for tag in tags:
+            name, data = "{%s}:lock" % tag, "{%s}:data" % tag
+            self.assertEqual(hash_slot(data), self.slot_of(name))
+            tok = self.grant(h, name)
+            self.assertEqual(h.req("SETIF %s v1 HOLDING %s %d PX 30000"
+                                   % (data, name, tok)), "OK")
+            self.assertEqual(o.req("SETIF %s v2 HOLDING %s %d KEEPTTL"
+                                   % (data, name, tok)), "OK")
+            self.assertEqual(topo.get(data), "v2")
+            self.assertErr(o.req("SETIF %s v3 HOLDING %s %d"
+                                 % (data, name, tok + 1)), "NOTHELD")
+            # another slot: refused before Redis, with the rule
+            other = "{x%s}:data" % tag
+            self.assertNotEqual(hash_slot(other), self.slot_of(name))
+            for line in ("SETIF %s v HOLDING %s %d" % (other, name, tok),
+                         "DELIF %s HOLDING %s %d" % (other, name, tok)):
+                r = o.req(line)
+                self.assertErr(r, "BADARG")
+                self.assertIn("slot", r)
+            self.assertIsNone(topo.get(other))
+            self.assertEqual(h.req("DELIF %s HOLDING %s %d"
+                                   % (data, name, tok)), "OK")
+            self.assertIsNone(topo.get(data))
+            self.assertEqual(h.req("RELEASE " + name), "OK 0")
+        for s in (h, o):
+            s.sync()
 
     def test_watch_and_value_across_three_masters(self):
         """1.2: ACQUIRE ... VALUE writes the value in the grant's slot; a

@@ -91,13 +91,15 @@ class TestLibrary(FunctionCase):
 
     def test_flags_let_releases_and_reads_run_when_redis_is_full(self):
         """Releases are flagged allow-oom (they only delete and publish),
-        reads no-writes; the rest none, so Redis refuses them under
+        and so is a fenced delete (delif); reads no-writes; the rest none
+        (a fenced write, setif, among them), so Redis refuses them under
         maxmemory.  Each batch function runs calls of its kind only."""
         self.own.cli("FUNCTION", "LOAD", generated()["library"])
         h = self.ours.rsplit("_", 1)[1]
         flags = {f[1]: sorted(f[5]) for lib in
                  self.own.cli("FUNCTION", "LIST") for f in lib[5]}
         want = {"release": ["allow-oom"], "forget": ["allow-oom"],
+                "delif": ["allow-oom"],
                 "batch_free": ["allow-oom"], "owner": ["no-writes"],
                 "check": ["no-writes"], "batch_read": ["no-writes"]}
         for name, fl in sorted(flags.items()):

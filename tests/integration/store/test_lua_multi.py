@@ -109,6 +109,20 @@ def lk(name):
     return P + ":lock:" + name
 
 
+def load_library(redis):
+    """The function library embed.sh makes, loaded into redis as a
+    broker's handshake loads it (one loaded before is kept); returns
+    {script name: its function's name}, for FCALL."""
+    gen = generated()
+    try:
+        redis.cli("FUNCTION", "LOAD", gen["library"])
+    except RedisError as e:
+        if "already exists" not in str(e):
+            raise
+    return {f[:-4]: gen[f[:-4] + ".fn"]
+            for f in os.listdir(SCRIPTS) if f.endswith(".lua")}
+
+
 class Subscriber:
     """One connection SUBSCRIBEd to a channel; next() is its next message
     (None if none arrives in time)."""
@@ -726,14 +740,7 @@ class TestLuaMultiLibrary(TestLuaMulti):
 
     @classmethod
     def setUpClass(cls):
-        gen = generated()
-        try:
-            _redis.cli("FUNCTION", "LOAD", gen["library"])
-        except RedisError as e:
-            if "already exists" not in str(e):
-                raise
-        cls.fn = {f[:-4]: gen[f[:-4] + ".fn"]
-                  for f in os.listdir(SCRIPTS) if f.endswith(".lua")}
+        cls.fn = load_library(_redis)
 
     def ev(self, script, keys, args):
         return self.r("FCALL", self.fn[script], len(keys), *keys, *args)

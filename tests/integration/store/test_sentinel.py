@@ -409,14 +409,17 @@ class TestSharedTopology(SentinelCase):
         # The Sentinel lease: with 2 of 3 sentinels gone the broker finds
         # the master (one sentinel still names it) but grants nothing, as
         # the two it cannot hear could fail the master over; it serves
-        # once a majority vouch again.
+        # once a majority vouch again.  Nor does it write fenced data
+        # (SETIF, DELIF) meanwhile: a write to a master the sentinels may
+        # be failing over may be lost with it.
         topo = self.topo
         topo.stop_sentinel(0)
         self.addCleanup(topo.start_sentinel, 0)
         topo.pause_sentinel(1)
         resumed = []
         self.addCleanup(lambda: resumed or topo.resume_sentinel(1))
-        b = self.sentinel_broker(topo, wait_ready=False)
+        b = self.sentinel_broker(topo, "--fenced_write_keys", "fw:*",
+                                 wait_ready=False)
         c = wait_until(lambda: b.client(), 5.0, what="broker listening")
         self.addCleanup(c.close)
         wait_until(lambda: parse_stats(c.req("STATS"))["redis_master"] ==
@@ -425,6 +428,8 @@ class TestSharedTopology(SentinelCase):
         self.assertEqual(st["redis"], "down", st)
         self.assertEqual(st["lease_ms"], "0", st)
         self.assertErr(c.req("ACQUIRE k"), "UNAVAILABLE")
+        for line in ("SETIF fw:k v HOLDING k 1", "DELIF fw:k HOLDING k 1"):
+            self.assertErr(c.req(line), "UNAVAILABLE")
         t0 = time.monotonic()
         topo.resume_sentinel(1)
         resumed.append(1)
@@ -435,6 +440,8 @@ class TestSharedTopology(SentinelCase):
         tok = self.grant(a, "k")
         self.assertEqual(self.lock_value(topo.master_addr(), "k"),
                          "%s:%d" % (a.cid, tok))
+        self.assertEqual(a.req("SETIF fw:k v HOLDING k %d" % tok), "OK")
+        self.assertEqual(cli(topo.master_addr(), "GET", "fw:k"), "v")
         self.assertLess(up_s, 5.0)
 
     def test_wrong_master_name(self):
