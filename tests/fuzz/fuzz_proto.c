@@ -177,6 +177,30 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	if (fenced(r->cmd))
 		CHECK(r->datakey < r->key && (r->data == NULL ||
 		    (r->datakey < r->data && r->data < r->key)), line, len);
+	/* 1.2: ALL <n> <key>... (2..64 distinct keys, the first is key;
+	 * only WAIT, TTL, ASYNC beside), DELAY, EVENTS ON WANTED */
+	if (r->nkeys != 0) {
+		CHECK(r->nkeys >= PROTO_ALL_MIN && r->nkeys <= PROTO_ALL_MAX &&
+		    (r->cmd == CMD_ACQUIRE || r->cmd == CMD_RELEASE ||
+		    r->cmd == CMD_CANCEL), line, len);
+		CHECK(r->key == r->keys[0] && r->keylen == r->keylens[0],
+		    line, len);
+		CHECK(!r->shared && r->limit == 0 && r->value == NULL &&
+		    !r->has_delay && !r->has_linger, line, len);
+		for (int i = 0; i < r->nkeys; i++) {
+			check_word(r->keys[i], r->keylens[i], MAX_KEY_LEN, line,
+			    len);
+			for (int j = 0; j < i; j++)
+				CHECK(r->keylens[i] != r->keylens[j] ||
+				    memcmp(r->keys[i], r->keys[j],
+				    r->keylens[i]) != 0, line, len);
+		}
+	}
+	CHECK(r->has_delay == 0 || (r->has_delay == 1 &&
+	    r->cmd == CMD_ACQUIRE && !r->shared && r->limit == 0 &&
+	    r->delay_ms >= 0 && r->delay_ms <= PROTO_MS_MAX), line, len);
+	CHECK(r->wanted == 0 || (r->wanted == 1 && r->cmd == CMD_EVENTS &&
+	    r->on == 1), line, len);
 }
 
 /* SETIF and DELIF, written back in their canonical form. */
@@ -201,7 +225,8 @@ put_fenced(char *p, const struct proto_req *r)
 static void
 check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 {
-	char out[4096], *p = out;	/* the longest: SETIF, ~1600 bytes */
+	/* the longest: ALL with 64 keys of MAX_KEY_LEN bytes */
+	char out[PROTO_ALL_MAX * (MAX_KEY_LEN + 1) + 4096], *p = out;
 	struct proto_req r2;
 	const char *why;
 	int empty;
@@ -209,7 +234,11 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	p += sprintf(p, "%s", proto_cmd_name(r->cmd));
 	if (fenced(r->cmd))
 		p = put_fenced(p, r);
-	else if (r->key != NULL)
+	else if (r->nkeys > 0) {
+		p += sprintf(p, " ALL %d", r->nkeys);
+		for (int i = 0; i < r->nkeys; i++)
+			p += sprintf(p, " %.*s", (int)r->keylens[i], r->keys[i]);
+	} else if (r->key != NULL)
 		p += sprintf(p, " %.*s", (int)r->keylen, r->key);
 	if (r->word != NULL)
 		p += sprintf(p, " %.*s", (int)r->wordlen, r->word);
@@ -224,7 +253,10 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	if (r->limit > 0)
 		p += sprintf(p, " LIMIT %ld", r->limit);
 	if (r->cmd == CMD_EVENTS)
-		p += sprintf(p, " %s", r->on ? "ON" : "OFF");
+		p += sprintf(p, " %s", r->wanted ? "ON WANTED" : r->on ? "ON" :
+		    "OFF");
+	if (r->has_delay)
+		p += sprintf(p, " DELAY %ld", r->delay_ms);
 	if (r->has_wait)
 		p += sprintf(p, " WAIT %ld", r->wait_ms);
 	if (r->has_ttl)
@@ -266,6 +298,12 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	    r->datakeylen) == 0, line, len);
 	CHECK(r->data == NULL || memcmp(r2.data, r->data, r->datalen) == 0,
 	    line, len);
+	CHECK(r2.nkeys == r->nkeys && r2.has_delay == r->has_delay &&
+	    (!r->has_delay || r2.delay_ms == r->delay_ms) &&
+	    r2.wanted == r->wanted, line, len);
+	for (int i = 0; i < r->nkeys; i++)
+		CHECK(r2.keylens[i] == r->keylens[i] && memcmp(r2.keys[i],
+		    r->keys[i], r->keylens[i]) == 0, line, len);
 }
 
 static void
