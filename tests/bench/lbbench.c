@@ -9,7 +9,9 @@
  *                    --library FILE)
  *                    --conns N --seconds S [--warmup S] [--max-pairs N]
  *       Each connection loops ACQUIRE k / RELEASE k on its own key, one
- *       request in flight (it waits for each reply).  Against Redis (one
+ *       request in flight (it waits for each reply).  --all N (broker
+ *       only, protocol 1.2): ACQUIRE ALL N / RELEASE ALL N of its own N
+ *       keys (k:0 .. k:N-1) instead.  Against Redis (one
  *       hiredis connection per simulated client, a client-id-sized owner)
  *       the same pair is one of:
  *       --plain: the plain fencing-lock pair a user would run instead of
@@ -177,6 +179,7 @@ static struct {
 	long max_pairs;
 	int hold_ms, wait_ms;
 	int permits;			/* handoff: LIMIT, 0 for a plain lock */
+	int all;			/* pairs: ACQUIRE ALL of so many keys */
 	int async;			/* handoff --async: ACQUIRE ... ASYNC */
 	int keys, depth;
 	const char *tls_ca;		/* --tls: verify against this CA */
@@ -691,12 +694,33 @@ lconn_open_next(void)
 
 /* --- pairs through the broker ---------------------------------------- */
 
+/* pairs --all: " ALL <n> <key>:0 ... <key>:<n-1>" */
+static const char *
+all_keys(const struct lconn *c)
+{
+	static char buf[OUT_CAP];
+	size_t len = 0;
+	int n = snprintf(buf, sizeof buf, " ALL %d", bn.all);
+
+	for (int i = 0; n > 0 && (size_t)n < sizeof buf - len && i < bn.all;
+	    i++) {
+		len += (size_t)n;
+		n = snprintf(buf + len, sizeof buf - len, " %s:%d", c->key, i);
+	}
+	if (n < 0 || (size_t)n >= sizeof buf - len)
+		die("--all: the keys do not fit a request line");
+	return buf;
+}
+
 static void
 pair_start(struct lconn *c)
 {
 	c->t_sent = now_ns();
 	c->state = S_ACQUIRE;
-	lconn_send(c, "ACQUIRE %s", c->key);
+	if (bn.all > 0)
+		lconn_send(c, "ACQUIRE%s", all_keys(c));
+	else
+		lconn_send(c, "ACQUIRE %s", c->key);
 }
 
 static void
@@ -710,7 +734,10 @@ pairs_line(struct lconn *c, const char *line)
 		if (in_window(t))
 			samples_add(&bn.acq, t - c->t_sent);
 		c->state = S_RELEASE;
-		lconn_send(c, "RELEASE %s", c->key);
+		if (bn.all > 0)
+			lconn_send(c, "RELEASE%s", all_keys(c));
+		else
+			lconn_send(c, "RELEASE %s", c->key);
 		return;
 	}
 	if (c->state == S_RELEASE && ok) {
@@ -1345,7 +1372,7 @@ usage(void)
 	fputs("usage: lbbench pairs    --broker H:P | --redis H:P (--plain |\n"
 	    "                         --scripts DIR | --library FILE)\n"
 	    "                         --conns N [--seconds S] [--warmup S]"
-	    " [--max-pairs N]\n"
+	    " [--max-pairs N] [--all N]\n"
 	    "       lbbench handoff  --broker H:P [--broker H:P] --conns N\n"
 	    "                         [--seconds S] [--hold-ms MS] [--wait-ms MS]\n"
 	    "                         [--permits P] [--async]\n"
@@ -1428,6 +1455,8 @@ parse_args(int argc, char **argv)
 			bn.wait_ms = atoi(v);
 		} else if (strcmp(o, "--permits") == 0) {
 			bn.permits = atoi(v);
+		} else if (strcmp(o, "--all") == 0) {
+			bn.all = atoi(v);
 		} else if (strcmp(o, "--keys") == 0) {
 			bn.keys = atoi(v);
 		} else if (strcmp(o, "--depth") == 0) {

@@ -61,6 +61,7 @@ import topology  # noqa: E402  (Redis Cluster nodes and ClusterTopology)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAIR_CONNS = (1, 50, 500)
 CPU_CONNS = 50                  # the pairs run CPU time is taken around
+ALL_KEYS = (2, 8)               # ACQUIRE ALL pairs: keys per request
 IDLE_SESSIONS = 10000
 LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
@@ -408,6 +409,12 @@ class Bench:
                 pairs[("tls", n)] = self.measured(
                     redis, {"broker": b1.pid}, "pairs", "--broker",
                     b1.tls_addr, "--tls", ca, *common)
+                # ACQUIRE ALL / RELEASE ALL (1.2) of each connection's own
+                # ALL_KEYS keys, beside the single-key pairs above
+                for k in ALL_KEYS:
+                    pairs[("all", k)] = self.measured(
+                        redis, {"broker": b1.pid}, "pairs", "--broker",
+                        b1.addr, "--all", k, *common)
         b2.close()
         self.procs.remove(b2)
 
@@ -1204,6 +1211,17 @@ def pair_rows(r, row):
         "", "", ratio_str(t["rate"], b["rate"], "%.2f"))
     row("CPU ms per 1,000 pairs (%d conns) over TLS: lockbrokerd"
         % CPU_CONNS, per_k(t["cpu"]["broker"], t["total"]))
+    # ACQUIRE ALL of k keys: the ratio column is ALL / single-key pairs
+    for k in ALL_KEYS:
+        a = p.get(("all", k))
+        if a is None:
+            continue
+        row("ACQUIRE ALL %d + RELEASE ALL %d pairs/s, %d conns (single "
+            "key: %s), and ALL/single" % (k, k, CPU_CONNS, n0(b["rate"])),
+            n0(a["rate"]), "", "", ratio_str(a["rate"], b["rate"], "%.2f"))
+        row("  ... p50 / p99 ms; Redis script us per pair",
+            "%s / %s; %.1f" % (ms(a["pair_p50_us"]), ms(a["pair_p99_us"]),
+                               work(a)["script_us"]))
 
 
 def handoff_rows(r, row):
