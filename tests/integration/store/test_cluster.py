@@ -749,6 +749,79 @@ class TestSharedCluster(ClusterCase):
                              1)
         w.sync()
 
+    def test_acquire_all_across_three_masters(self):
+        """1.2: ACQUIRE ALL of keys on three masters (and two in one slot
+        by their {tag}): all granted, each key on its master with its
+        holder's value and a token of its own slot's counter; one key
+        held elsewhere gives back the others (none left in Redis), and
+        the set is granted once it is released; opposite orders from two
+        brokers never deadlock."""
+        topo = self.topo
+        A = self.cluster_broker(topo)
+        B = self.cluster_broker(topo)
+        a = self.session(A, "a")
+        b = self.session(B, "b")
+        names = ["m12-%d" % i for i in range(9)] + ["{t}x", "{t}y"]
+        self.assertEqual(len(set(topo.master_of_slot(self.slot_of(n))
+                                 for n in names)), 3)
+        line = "ALL %d %s" % (len(names), " ".join(names))
+        toks = [int(t) for t in a.req("ACQUIRE " + line).split()[1:]]
+        self.assertEqual(len(toks), len(names))
+        for n, t in zip(names, toks):
+            self.assertOn(topo, n, a, t)
+        self.assertEqual(a.req("RELEASE " + line),
+                         "OK" + " 0" * len(names))
+        for n in names:
+            self.assertIsNone(self.value(topo, n))
+        # one key held by b: BUSY, nothing of a's left on any master
+        tb = self.grant(b, names[5])
+        self.assertEqual(a.req("ACQUIRE " + line), "BUSY")
+        for n in names:
+            if n != names[5]:
+                self.assertIsNone(self.value(topo, n), n)
+        self.assertOn(topo, names[5], b, tb)
+        a.send("ACQUIRE %s WAIT 10000" % line)
+        time.sleep(0.2)
+        self.assertEqual(b.req("RELEASE " + names[5]), "OK 0")
+        toks = [int(t) for t in a.read(10).split()[1:]]
+        self.assertEqual(len(toks), len(names))
+        self.assertGreater(toks[5], tb)
+        self.assertEqual(a.req("RELEASE " + line), "OK" + " 0" * len(names))
+        # opposite orders, two brokers, keys on two masters
+        pair = [n for n in names[:9]
+                if topo.master_of_slot(self.slot_of(n)) !=
+                topo.master_of_slot(self.slot_of(names[0]))][:1] + \
+            [names[0]]
+        done = []
+
+        def loop(s, order, rounds):
+            for _ in range(rounds):
+                r = s.req("ACQUIRE ALL 2 %s %s WAIT 10000" % order,
+                          timeout=15)
+                self.assertTrue(r.startswith("OK "), r)
+                self.assertEqual(s.req("RELEASE ALL 2 %s %s" % order),
+                                 "OK 0 0")
+            done.append(1)
+        t = threading.Thread(target=loop, args=(b, tuple(pair), 300))
+        t.start()
+        loop(a, tuple(reversed(pair)), 300)
+        t.join(60)
+        self.assertEqual(len(done), 2)
+        # WANTED notices reach a holder on another broker through the
+        # slot's wanted channel (SPUBLISH), for keys on every master
+        self.assertEqual(a.req("EVENTS ON WANTED"), "OK")
+        for n in names[:9:4]:
+            tok = self.grant(a, n)
+            b.send("ACQUIRE %s WAIT 5000" % n)
+            harness.wait_until(lambda: any(
+                e.startswith("EVENT WANTED %s 1 " % n)
+                for e in a.drain_events(0.1)), 5, what="EVENT WANTED " + n)
+            self.assertEqual(a.req("RELEASE " + n), "OK 0")
+            self.assertGreater(self.token(b.read(5)), tok)
+            self.assertEqual(b.req("RELEASE " + n), "OK 0")
+        for s in (a, b):
+            s.sync()
+
     def fence_counters(self, addr):
         """{slot: value} of the <prefix>:fence:* keys on addr."""
         out = {}
