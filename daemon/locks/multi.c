@@ -68,30 +68,16 @@ mwait_queued(struct mwait *mw)
 	}
 }
 
-/* The oldest queued wait naming lk: its start, or 0. */
+/* The oldest wait naming lk that is patient (patient 1: waited
+ * LK_ALL_PATIENCE_MS) or queued (0: not granted at once): its start, or
+ * 0.  (mwaits is oldest first.) */
 static int64_t
-oldest_queued(const struct locks *lt, const struct lock *lk)
+oldest_naming(const struct locks *lt, const struct lock *lk, int patient)
 {
 	const struct mwait *mw;
 
 	TAILQ_FOREACH(mw, &lt->mwaits, link) {
-		if (!mw->queued)
-			continue;
-		for (size_t i = 0; i < mw->n; i++)
-			if (mw->lk[i] == lk)
-				return mw->start_us;
-	}
-	return 0;
-}
-
-/* The oldest patient wait naming lk: its start, or 0. */
-static int64_t
-oldest_patient(const struct locks *lt, const struct lock *lk)
-{
-	const struct mwait *mw;
-
-	TAILQ_FOREACH(mw, &lt->mwaits, link) {
-		if (!mw->patient)
+		if (patient ? !mw->patient : !mw->queued)
 			continue;
 		for (size_t i = 0; i < mw->n; i++)
 			if (mw->lk[i] == lk)
@@ -119,10 +105,10 @@ mwait_end(struct mwait *mw)
 		lk->mrefs--;
 		if (mw->queued) {
 			lk->mqueued--;
-			lk->moldest_us = oldest_queued(lt, lk);
+			lk->moldest_us = oldest_naming(lt, lk, 0);
 			notice_queue_changed(lk, 0);
 		}
-		lk->mhold_us = oldest_patient(lt, lk);
+		lk->mhold_us = oldest_naming(lt, lk, 1);
 		lock_pump(lk);		/* may free lk: mw no longer names it */
 	}
 	free(mw);
