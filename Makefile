@@ -50,7 +50,7 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace_record grace grace_resume stream tls redial \
-	      resolve node cluster shardsub \
+	      resolve order node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
 	      locks/holds locks/grant locks/values locks/multi locks/renew locks/handoff \
 	      locks/watch locks/events locks/locks

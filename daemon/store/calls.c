@@ -34,6 +34,7 @@ static int retry_later(struct call *c);
 static void
 call_free(struct call *c)
 {
+	node_cmd_done(&c->cmd);		/* (a cluster retry given up) */
 	if (c->retry_ev != NULL)
 		event_free(c->retry_ev);
 	free(c);

@@ -14,6 +14,7 @@
  * redis_replica_acks).
  */
 #include "node.h"
+#include "order.h"
 #include "log.h"
 #include "resp.h"
 #include "util.h"
@@ -76,124 +77,21 @@ cmd_new(size_t size, enum script_id script, int nkeys,
 	return c;
 }
 
-/* --- order ------------------------------------------------------------ */
-
-/*
- * Redis runs one connection's commands in the order they come, but a
- * call it refuses before running it (NOSCRIPT: the script cache was
- * emptied; "Function not found": the library was) is sent again only
- * once its answer is read: behind every call sent meanwhile, and those
- * may have run already, since this broker (for an earlier loss) or
- * another one loaded the library again between them.  An early
- * hand-off's pass sent again behind its new holder's renewal made that
- * holder lose the key (Redis still showed the old one), and the pass then
- * gave the key to a session that had forgotten it.  So a call about a
- * key (cmd.ndeps) waits in the queue until every earlier call of this
- * node about that key has its last answer, its resend's included; calls
- * about other keys go on meanwhile.  Calls of one batch run in order
- * within it and are sent again with it, so calls about one key may share
- * a batch, never follow each other in two.  What it costs: a call about a
- * key with a call in flight waits for that one's round trip (the next
- * pass of a hand-off chain, a release during its key's renewal).
- */
-#define DEP_BUCKETS 8192		/* a power of two */
-
-static unsigned
-dep_bucket(const char *p, size_t len)
-{
-	uint32_t h = 2166136261u;	/* FNV-1a */
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 16777619u;
-	}
-	return h & (DEP_BUCKETS - 1);
-}
-
-/* A queue walk's marks on buckets (node.marks, a row of bits each):
- * MARK_BLOCKED, the calls about them wait (a call about them was kept
- * back, or left in an earlier command of this walk); MARK_OPEN + kind, a
- * call about them is in the walk's batch of that kind, still open. */
-enum { MARK_BLOCKED, MARK_OPEN, MARK_ROWS = MARK_OPEN + SCRIPT__KINDS };
-#define MARK_BYTES (DEP_BUCKETS / 8)
-
-static int
-marked(const struct node *n, int row, unsigned b)
-{
-	return (n->marks[row * MARK_BYTES + b / 8] & (1u << (b % 8))) != 0;
-}
-
-static void
-deps_mark(struct node *n, const struct cmd *c, int row)
-{
-	for (int i = 0; i < c->ndeps; i++) {
-		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
-
-		n->marks[row * MARK_BYTES + b / 8] |=
-		    (unsigned char)(1u << (b % 8));
-	}
-}
-
-/* c (going in a batch of kind) may go in this walk: no call in flight is
- * about one of its keys, none kept back or sent before it in this walk,
- * none in the open batch of another kind (which may leave first). */
-static int
-deps_free(const struct node *n, const struct cmd *c, int kind)
-{
-	for (int i = 0; i < c->ndeps; i++) {
-		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
-
-		if (n->deps[b] != 0 || marked(n, MARK_BLOCKED, b))
-			return 0;
-		for (int k = 0; k < SCRIPT__KINDS; k++)
-			if (k != kind && marked(n, MARK_OPEN + k, b))
-				return 0;
-	}
-	return 1;
-}
-
-/* No call in flight is about one of c's keys. */
-static int
-deps_idle(const struct node *n, const struct cmd *c)
-{
-	for (int i = 0; i < c->ndeps; i++)
-		if (n->deps[dep_bucket(c->argv[3 + i], c->argvlen[3 + i])] != 0)
-			return 0;
-	return 1;
-}
-
-/* c went out for the first time (counted until its last answer), or has
- * its last answer. */
-static void
-deps_count(struct cmd *c, int sent)
-{
-	struct node *n = c->node;
-
-	if (c->ordered == sent)
-		return;
-	c->ordered = sent;
-	for (int i = 0; i < c->ndeps; i++) {
-		unsigned b = dep_bucket(c->argv[3 + i], c->argvlen[3 + i]);
-
-		if (sent)
-			n->deps[b]++;
-		else
-			n->deps[b]--;
-	}
-}
-
 /* c has its last answer, or none (its link went, or it could not be
  * sent): the calls about its keys behind it may go. */
 static void
 cmd_answered(struct cmd *c)
 {
-	struct node *n = c->node;
+	struct node *n = deps_count(c, 0);
 
-	if (c->ordered) {
-		deps_count(c, 0);
-		if (n->qhead != NULL)
-			queue_run(n);
-	}
+	if (n != NULL && n->qhead != NULL)
+		queue_run(n);
+}
+
+void
+node_cmd_done(struct cmd *c)
+{
+	cmd_answered(c);
 }
 
 /* No answer for c (its link went, or it could not be sent). */
@@ -481,6 +379,18 @@ is_noscript(const redisReply *r)
 	    strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* A Redis Cluster's refusal of a call it did not run, which calls.c
+ * follows (order.c: not its last answer). */
+static int
+is_cluster_retry(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && (
+	    strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+	    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+	    strncmp(r->str, "ASK ", 4) == 0 ||
+	    strncmp(r->str, "MOVED ", 6) == 0);
+}
+
 /* FCALL's answer when the function is not loaded. */
 static int
 is_nofunction(const redisReply *r)
@@ -518,7 +428,8 @@ cmd_done(struct cmd *c, const redisReply *r)
 			cmd_fail(c);
 		return;
 	}
-	cmd_answered(c);
+	if (!is_cluster_retry(r))
+		cmd_answered(c);	/* (else: node_cmd_done, at the end) */
 	g = c->group;		/* its reply came: no longer a member */
 	c->group = NULL;
 	if (c->reply(c, r, g != NULL) == CMD_PARK && g != NULL) {
@@ -831,6 +742,22 @@ queue_push(struct node *n, struct cmd *c)
 	n->queued++;
 }
 
+/* c to n's queue: at its end, or at its head when c was sent before (a
+ * cluster retry): the calls about its keys behind it waited for it. */
+static void
+queue_add(struct node *n, struct cmd *c)
+{
+	if (!c->ordered) {
+		queue_push(n, c);
+		return;
+	}
+	c->qnext = n->qhead;
+	n->qhead = c;
+	if (n->qtail == NULL)
+		n->qtail = c;
+	n->queued++;
+}
+
 /* Take c, after prev (NULL: the head), out of n's queue. */
 static void
 queue_unlink(struct node *n, struct cmd *prev, struct cmd *c)
@@ -992,7 +919,7 @@ node_call(struct node *n, struct cmd *c)
 	group_left(c);		/* sent again: it joins its new turn's */
 	c->node = n;
 	if (n->env->batching && node_usable(n)) {
-		queue_push(n, c);
+		queue_add(n, c);
 		queue_run(n);
 		return 0;
 	}
@@ -1000,18 +927,18 @@ node_call(struct node *n, struct cmd *c)
 	    n->qhead == NULL && deps_idle(n, c))
 		return cmd_send(c);
 	if (node_usable(n)) {
-		queue_push(n, c);
+		queue_add(n, c);
 		queue_run(n);
 		return 0;
 	}
 	if (n->env->wait_link && !n->env->link.closing && !n->link.dying &&
 	    n->link.state != LINK_UP) {
-		queue_push(n, c);
+		queue_add(n, c);
 		link_retry_now(&n->link);	/* one waiting out a backoff */
 		return 0;
 	}
 	if (node_coming(n)) {
-		queue_push(n, c);	/* sent by node_up, failed by node_down */
+		queue_add(n, c);	/* sent by node_up, failed by node_down */
 		return 0;
 	}
 	return -1;

@@ -106,7 +106,9 @@ struct cmd {
 					 * its order with other calls about
 					 * them is kept; 1 unless set */
 	int ordered;			/* counted in its node's deps, from
-					 * its first send to its last answer */
+					 * its first send to its last answer
+					 * (a cluster retry's included) */
+	struct node *dep_node;		/* ... that node (order.c) */
 	size_t bytes;			/* about its size on the wire */
 	const char **argv;
 	size_t *argvlen;
@@ -207,6 +209,9 @@ int node_coming(const struct node *n);
  * again).
  */
 int node_call(struct node *n, struct cmd *c);
+/* c is done for good (answered, or given up after cluster refusals):
+ * the calls about its keys that waited for it may go.  Idempotent. */
+void node_cmd_done(struct cmd *c);
 /* Tear n's link down (a reply says it is no master now). */
 void node_kill(struct node *n, const char *why);
 

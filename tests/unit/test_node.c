@@ -46,6 +46,8 @@ struct tcall {
 	struct cmd cmd;
 	int id;
 	int park;			/* ask to be parked when it may */
+	int keep;			/* an error answer: kept, as calls.c
+					 * keeps a call it follows (cluster) */
 };
 
 static int
@@ -61,6 +63,8 @@ t_reply(struct cmd *c, const redisReply *r, int can_park)
 	    .acked = -9 };
 	if (t->park && can_park && r != NULL)
 		return CMD_PARK;
+	if (t->keep && r != NULL && r->type == REDIS_REPLY_ERROR)
+		return CMD_DONE;	/* the test sends it again, or not */
 	free(t);
 	return CMD_DONE;
 }
@@ -789,6 +793,61 @@ START_TEST(test_one_key_waits_for_a_resend)
 }
 END_TEST
 
+/* A Redis Cluster's refusal (TRYAGAIN: the slot migrates and some of the
+ * call's keys are on the other side) is not the call's last answer: the
+ * calls about its key behind it wait until it is sent again and answered,
+ * and it goes ahead of them; calls about other keys go on.  One given up
+ * (node_cmd_done) lets them go too. */
+START_TEST(test_one_key_waits_for_a_cluster_retry)
+{
+	struct node *n = up_node(0, 0);
+	redisReply *e = reply_err("TRYAGAIN Multiple keys request during "
+	    "rehashing of slot");
+	struct tcall *pass = t_call_on(1, SCRIPT_PASS, "k", "a");
+	struct tcall *gone = t_call_on(5, SCRIPT_PASS, "m", "e");
+	struct fake_sent *s;
+
+	n->fn = 1;
+	pass->keep = gone->keep = 1;
+	node_call(n, &pass->cmd);
+	node_call(n, &gone->cmd);
+	turn();
+	fake_reply(fake_sent_pop(), e);		/* 1 refused */
+	fake_reply(fake_sent_pop(), e);		/* 5 refused */
+	ck_assert_uint_eq(nheard, 2);
+	node_call(n, &t_call_on(2, SCRIPT_RELEASE, "k", "b")->cmd);
+	node_call(n, &t_call_on(3, SCRIPT_RENEW, "j", "c")->cmd);
+	node_call(n, &t_call_on(4, SCRIPT_RELEASE, "m", "d")->cmd);
+	turn();
+	/* only 3: the releases of k and m wait */
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	ck_assert_str_eq(fake_sent_peek(0)->text,
+	    "FCALL fn-renew 1 lbt:lock:j c");
+	answer_int(fake_sent_pop(), 1);
+	node_call(n, &pass->cmd);		/* the retry, ahead of 2 */
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	ck_assert_str_eq(fake_sent_peek(0)->text, "FCALL fn-pass 1 lbt:lock:k a");
+	pass->keep = 0;
+	answer_int(fake_sent_pop(), 1);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-release 1 lbt:lock:k b");
+	answer_int(s, 1);
+	ck_assert_uint_eq(fake_sent_count(), 0);	/* 4 still waits */
+	node_cmd_done(&gone->cmd);		/* 5 given up */
+	free(gone);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-release 1 lbt:lock:m d");
+	answer_int(s, 1);
+	ck_assert_int_eq(heard[nheard - 1].id, 4);
+	ck_assert_uint_eq(n->queued, 0);
+	reply_free(e);
+	done(n);
+}
+END_TEST
+
 /* Batching: calls about one key may share a batch (it runs them in
  * order and is sent again whole), never follow each other in two: a
  * batch's successor about one of its keys waits for its last answer,
@@ -1008,6 +1067,7 @@ node_suite(void)
 	tcase_add_test(tc, test_function_not_found_reloads_once);
 	tcase_add_test(tc, test_link_lost_fails_calls);
 	tcase_add_test(tc, test_one_key_waits_for_a_resend);
+	tcase_add_test(tc, test_one_key_waits_for_a_cluster_retry);
 	tcase_add_test(tc, test_batch_about_one_key);
 	tcase_add_test(tc, test_batch_bound_keeps_order);
 	tcase_add_test(tc, test_call_about_many_keys);
