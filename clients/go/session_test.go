@@ -296,6 +296,49 @@ func TestIdlePingDeadline(t *testing.T) {
 	ev.wait(t, Resumed)
 }
 
+// A reply that takes longer than PingTimeout to arrive is no silence: the
+// PING sent while it comes waits behind it, and each read of it counts.
+func TestIdlePingWaitsForALongReply(t *testing.T) {
+	ev := newEvents()
+	fb := newFakeBroker(t)
+	c, fc := connectFake(t, fb, Config{PingInterval: 100 * time.Millisecond, PingTimeout: 150 * time.Millisecond, OnEvent: ev.hook})
+	type held struct {
+		keys []string
+		err  error
+	}
+	done := make(chan held, 1)
+	go func() {
+		keys, err := c.Held(context.Background())
+		done <- held{keys, err}
+	}()
+	fc.expect("HELD")
+	fc.expect("PING") // 100 ms without a byte from the broker
+	// the answer, a piece every 50 ms over 4 times PingTimeout
+	reply := "OK 3 orders:1 orders:2 orders:3"
+	for i := 0; i < len(reply); i += 3 {
+		end := i + 3
+		if end > len(reply) {
+			end = len(reply)
+		}
+		if _, err := fc.nc.Write([]byte(reply[i:end])); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fc.send("", "OK PONG")
+	r := <-done
+	if r.err != nil || strings.Join(r.keys, ",") != "orders:1,orders:2,orders:3" {
+		t.Fatalf("%+v", r)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.seen {
+		if e.Kind == Disconnected {
+			t.Fatalf("the connection was declared dead: %v", e.Err)
+		}
+	}
+}
+
 func TestResumeSettlesHolds(t *testing.T) {
 	ev := newEvents()
 	fb := newFakeBroker(t)
