@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -408,7 +410,7 @@ class SessionTest {
             return false;
         });
         client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
-                .replyTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
                     @Override
                     public void disconnected(String address, Throwable cause) {
                         hook.add("down");
@@ -423,6 +425,37 @@ class SessionTest {
         assertEquals("resumed", hook.poll(5, TimeUnit.SECONDS));
         assertTrue(pings.get() >= 2);
         assertEquals("RESUME " + f.clientId + " " + f.secret, f.awaitLine("RESUME"));
+    }
+
+    @Test
+    void aReplyStillArrivingIsNoSilence() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> {
+            if (!line.equals("HELD")) {
+                return false;
+            }
+            try {
+                Thread.sleep(250);                      // the client's PING goes out meanwhile
+                String reply = "OK 3 orders:1 orders:2 orders:3\r\n";
+                for (int i = 0; i < reply.length(); i += 3) {     // then the answer, over 1.5 s
+                    c.sendRaw(reply.substring(i, Math.min(reply.length(), i + 3)));
+                    Thread.sleep(50);
+                }
+            } catch (InterruptedException e) {
+                throw new IOException(e);
+            }
+            return true;                                // the PING is answered after it, in order
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
+                    @Override
+                    public void disconnected(String address, Throwable cause) {
+                        hook.add("down " + cause.getMessage());
+                    }
+                }));
+        assertEquals(List.of("orders:1", "orders:2", "orders:3"), c.held());
+        assertEquals("PING", f.awaitLine("PING"));        // sent while the answer was arriving
+        assertNull(hook.poll(300, TimeUnit.MILLISECONDS), "the connection was declared dead");
     }
 
     // ------------------------------------------------------------------ resume
