@@ -428,6 +428,34 @@ class SessionTest {
     }
 
     @Test
+    void aRequestLeftUnansweredDoesNotHoldThePingBack() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> c.index == 0 && (line.equals("HELD") || line.equals("PING")));
+        LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
+                    @Override
+                    public void disconnected(String address, Throwable cause) {
+                        hook.add("down " + cause.getMessage());
+                    }
+                }));
+        Thread t = new Thread(() -> {
+            try {
+                c.held();               // asked as the broker froze: answered by nobody
+            } catch (RuntimeException e) {
+                // the connection's end
+            }
+        });
+        t.setDaemon(true);
+        long t0 = System.nanoTime();
+        t.start();
+        String down = hook.poll(5, TimeUnit.SECONDS);
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        assertNotNull(down);
+        assertTrue(down.contains("PING"), down);
+        assertTrue(ms < 2000, "found after " + ms + " ms, not the PING's 0.4 s (the reply timeout is 10 s)");
+    }
+
+    @Test
     void aReplyStillArrivingIsNoSilence() throws Exception {
         BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
         FakeBroker f = fake((c, line) -> {
