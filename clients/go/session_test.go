@@ -68,6 +68,49 @@ func TestOldBrokerWaitsBlocking(t *testing.T) {
 	}
 }
 
+// A 1.1 broker holds every reply back behind a blocking wait: no PING
+// goes out meanwhile, and the wait's silence is not the broker's.
+func TestOldBrokerBlockingWaitIsNoSilence(t *testing.T) {
+	fb := newFakeBroker(t)
+	ev := newEvents()
+	done := make(chan *Client, 1)
+	go func() {
+		c, err := Connect(context.Background(), Config{Brokers: []string{fb.addr}, AllowOldBroker: true,
+			PingInterval: 100 * time.Millisecond, PingTimeout: 200 * time.Millisecond, OnEvent: ev.hook})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- c
+	}()
+	fc := fb.accept()
+	fc.hello("1.1.0", "cid", "s")
+	c := <-done
+	defer c.closeNow()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ch := goLock(ctx, c, "k")
+	line := fc.next()
+	for line == "PING" { // an idle PING may come first
+		fc.send("OK PONG")
+		line = fc.next()
+	}
+	if !strings.HasPrefix(line, "ACQUIRE k WAIT ") {
+		t.Fatalf("the client sent %q", line)
+	}
+	fc.quiet(800 * time.Millisecond)
+	fc.send("OK 5")
+	if r := waitLock(t, ch); r.err != nil || r.h.Token() != 5 {
+		t.Fatal(r.err)
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.seen {
+		if e.Kind == Disconnected {
+			t.Fatalf("the connection was declared dead: %v", e.Err)
+		}
+	}
+}
+
 func TestEventLostGoesToItsHold(t *testing.T) {
 	c, fc := connectFake(t, newFakeBroker(t), Config{})
 	b := lockNow(t, c, fc, "b", "11")

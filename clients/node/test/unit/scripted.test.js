@@ -307,6 +307,30 @@ test('a reply still arriving is no silence: the PING waits behind it, each chunk
   assert.deepEqual(events, []);
 });
 
+test("an old broker's blocking wait (tests only) is no silence: the PING's deadline waits for it", async () => {
+  const s = await scripted(async (p) => {
+    await p.hello('1.1.0');
+    while ((await p.expect('PING|ACQUIRE k WAIT \\d+'))[0] === 'PING') p.send('OK PONG'); // an idle PING may come first
+    await new Promise((r) => { setTimeout(r, 800); }); // every reply held back meanwhile
+    p.send('OK 5');
+    await p.quit();
+  });
+  const events = [];
+  process.env.LOCKBROKER_ALLOW_OLD = '1';
+  let c;
+  try {
+    c = await lb.Client.connect(s.addr, { pingInterval: 100, pingTimeout: 200 });
+  } finally {
+    delete process.env.LOCKBROKER_ALLOW_OLD;
+  }
+  c.on('connection', (ev) => events.push(ev.kind));
+  const hold = await c.lock('k', { wait: 3000 });
+  await c.close();
+  await s.check();
+  assert.equal(hold.token, 5);
+  assert.deepEqual(events, []);
+});
+
 test('an event loop kept busy past pingTimeout is not a silent broker: what came meanwhile is read first', async () => {
   const s = await scripted(async (p) => {
     await p.hello();

@@ -263,6 +263,33 @@ class TestThreaded(DriverTest):
         self.assertEqual(held, ["orders:1", "orders:2", "orders:3"])
         self.assertEqual(events, ["connected"])
 
+    def test_an_old_brokers_blocking_wait_is_no_silence(self) -> None:
+        """A 1.1 broker holds every reply back behind a blocking wait
+        (tests only): the PING's deadline waits for it."""
+        def script(c: Conn) -> None:
+            c.hello("1.1.0")
+            while c.expect(r"PING|ACQUIRE k WAIT \d+").group(0) == "PING":
+                c.send("OK PONG")       # an idle PING may come first
+            time.sleep(0.8)
+            c.send("OK 5")
+            while c.expect("PING|QUIT").group(0) == "PING":
+                c.send("OK PONG")
+            c.send("OK")
+        srv = Scripted(script)
+        events: list[str] = []
+        os.environ["LOCKBROKER_ALLOW_OLD"] = "1"
+        try:
+            client = lockbroker.Client(
+                srv.addr, ping_interval=0.1, ping_timeout=0.2,
+                on_event=lambda e: events.append(e.kind))
+        finally:
+            del os.environ["LOCKBROKER_ALLOW_OLD"]
+        with client:
+            token = client.lock("k", timeout=3).token
+        srv.check()
+        self.assertEqual(token, 5)
+        self.assertEqual(events, ["connected"])
+
     def test_bytes_waiting_in_the_socket_are_no_silence(self) -> None:
         """The reader held up (a C extension keeping the GIL, say) while
         the PONG waits in the socket: the PING's deadline passes three

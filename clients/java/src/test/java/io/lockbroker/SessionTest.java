@@ -428,6 +428,36 @@ class SessionTest {
     }
 
     @Test
+    void aBlockingWaitOfAnOldBrokerIsNoSilence() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> {
+            if (!line.startsWith("ACQUIRE k WAIT ")) {
+                return false;
+            }
+            try {
+                Thread.sleep(800);                      // a 1.1 broker holds every reply back meanwhile
+            } catch (InterruptedException e) {
+                throw new IOException(e);
+            }
+            c.send("OK 5");
+            return true;
+        });
+        f.version = "1.1.0";
+        LockClient c = client(LockClient.builder().addresses(f.address()).allowOldBroker(true)
+                .pingInterval(Duration.ofMillis(100)).pingTimeout(Duration.ofMillis(200))
+                .sessionListener(new SessionListener() {
+                    @Override
+                    public void disconnected(String address, Throwable cause) {
+                        hook.add("down " + cause.getMessage());
+                    }
+                }));
+        try (Hold h = c.acquire("k", Duration.ofSeconds(3))) {
+            assertEquals(5, h.token());
+        }
+        assertNull(hook.poll(100, TimeUnit.MILLISECONDS), "the connection was declared dead");
+    }
+
+    @Test
     void aRequestLeftUnansweredDoesNotHoldThePingBack() throws Exception {
         BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
         FakeBroker f = fake((c, line) -> c.index == 0 && (line.equals("HELD") || line.equals("PING")));
