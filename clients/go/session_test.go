@@ -41,11 +41,13 @@ func TestVersionCheck(t *testing.T) {
 	}
 }
 
-func TestOldBrokerWaitsBlocking(t *testing.T) {
-	fb := newFakeBroker(t)
+// connectOld connects a client to fb playing a 1.1 broker (AllowOldBroker).
+func connectOld(t *testing.T, fb *fakeBroker, cfg Config) (*Client, *fakeConn) {
+	t.Helper()
+	cfg.Brokers, cfg.AllowOldBroker = []string{fb.addr}, true
 	done := make(chan *Client, 1)
 	go func() {
-		c, err := Connect(context.Background(), Config{Brokers: []string{fb.addr}, AllowOldBroker: true})
+		c, err := Connect(context.Background(), cfg)
 		if err != nil {
 			t.Error(err)
 		}
@@ -54,7 +56,27 @@ func TestOldBrokerWaitsBlocking(t *testing.T) {
 	fc := fb.accept()
 	fc.hello("1.1.0", "cid", "s")
 	c := <-done
-	defer c.closeNow()
+	if c == nil {
+		t.FailNow()
+	}
+	t.Cleanup(c.closeNow)
+	return c, fc
+}
+
+// noDisconnect fails the test if the client declared a connection dead.
+func noDisconnect(t *testing.T, ev *events) {
+	t.Helper()
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.seen {
+		if e.Kind == Disconnected {
+			t.Fatalf("the connection was declared dead: %v", e.Err)
+		}
+	}
+}
+
+func TestOldBrokerWaitsBlocking(t *testing.T) {
+	c, fc := connectOld(t, newFakeBroker(t), Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	ch := goLock(ctx, c, "k")
@@ -71,21 +93,9 @@ func TestOldBrokerWaitsBlocking(t *testing.T) {
 // A 1.1 broker holds every reply back behind a blocking wait: no PING
 // goes out meanwhile, and the wait's silence is not the broker's.
 func TestOldBrokerBlockingWaitIsNoSilence(t *testing.T) {
-	fb := newFakeBroker(t)
 	ev := newEvents()
-	done := make(chan *Client, 1)
-	go func() {
-		c, err := Connect(context.Background(), Config{Brokers: []string{fb.addr}, AllowOldBroker: true,
-			PingInterval: 100 * time.Millisecond, PingTimeout: 200 * time.Millisecond, OnEvent: ev.hook})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- c
-	}()
-	fc := fb.accept()
-	fc.hello("1.1.0", "cid", "s")
-	c := <-done
-	defer c.closeNow()
+	c, fc := connectOld(t, newFakeBroker(t), Config{PingInterval: 100 * time.Millisecond,
+		PingTimeout: 200 * time.Millisecond, OnEvent: ev.hook})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	ch := goLock(ctx, c, "k")
@@ -102,13 +112,7 @@ func TestOldBrokerBlockingWaitIsNoSilence(t *testing.T) {
 	if r := waitLock(t, ch); r.err != nil || r.h.Token() != 5 {
 		t.Fatal(r.err)
 	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	for _, e := range ev.seen {
-		if e.Kind == Disconnected {
-			t.Fatalf("the connection was declared dead: %v", e.Err)
-		}
-	}
+	noDisconnect(t, ev)
 }
 
 func TestEventLostGoesToItsHold(t *testing.T) {
@@ -373,13 +377,7 @@ func TestIdlePingWaitsForALongReply(t *testing.T) {
 	if r.err != nil || strings.Join(r.keys, ",") != "orders:1,orders:2,orders:3" {
 		t.Fatalf("%+v", r)
 	}
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	for _, e := range ev.seen {
-		if e.Kind == Disconnected {
-			t.Fatalf("the connection was declared dead: %v", e.Err)
-		}
-	}
+	noDisconnect(t, ev)
 }
 
 func TestResumeSettlesHolds(t *testing.T) {

@@ -51,6 +51,25 @@ class SessionTest {
         return c;
     }
 
+    /** A listener that tells q of each dropped connection ("down <why>"). */
+    static SessionListener downs(BlockingQueue<String> q) {
+        return new SessionListener() {
+            @Override
+            public void disconnected(String address, Throwable cause) {
+                q.add("down " + cause.getMessage());
+            }
+        };
+    }
+
+    /** A fake broker's script sleeping (its thread holds the connection's later lines back). */
+    static void sleep(long ms) throws IOException {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            throw new IOException(e);
+        }
+    }
+
     static String arg(String line, int i) {
         return line.split(" ")[i];
     }
@@ -434,23 +453,14 @@ class SessionTest {
             if (!line.startsWith("ACQUIRE k WAIT ")) {
                 return false;
             }
-            try {
-                Thread.sleep(800);                      // a 1.1 broker holds every reply back meanwhile
-            } catch (InterruptedException e) {
-                throw new IOException(e);
-            }
+            sleep(800);                                 // a 1.1 broker holds every reply back meanwhile
             c.send("OK 5");
             return true;
         });
         f.version = "1.1.0";
         LockClient c = client(LockClient.builder().addresses(f.address()).allowOldBroker(true)
                 .pingInterval(Duration.ofMillis(100)).pingTimeout(Duration.ofMillis(200))
-                .sessionListener(new SessionListener() {
-                    @Override
-                    public void disconnected(String address, Throwable cause) {
-                        hook.add("down " + cause.getMessage());
-                    }
-                }));
+                .sessionListener(downs(hook)));
         try (Hold h = c.acquire("k", Duration.ofSeconds(3))) {
             assertEquals(5, h.token());
         }
@@ -462,12 +472,7 @@ class SessionTest {
         BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
         FakeBroker f = fake((c, line) -> c.index == 0 && (line.equals("HELD") || line.equals("PING")));
         LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
-                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
-                    @Override
-                    public void disconnected(String address, Throwable cause) {
-                        hook.add("down " + cause.getMessage());
-                    }
-                }));
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(downs(hook)));
         Thread t = new Thread(() -> {
             try {
                 c.held();               // asked as the broker froze: answered by nobody
@@ -492,25 +497,16 @@ class SessionTest {
             if (!line.equals("HELD")) {
                 return false;
             }
-            try {
-                Thread.sleep(250);                      // the client's PING goes out meanwhile
-                String reply = "OK 3 orders:1 orders:2 orders:3\r\n";
-                for (int i = 0; i < reply.length(); i += 3) {     // then the answer, over 1.5 s
-                    c.sendRaw(reply.substring(i, Math.min(reply.length(), i + 3)));
-                    Thread.sleep(50);
-                }
-            } catch (InterruptedException e) {
-                throw new IOException(e);
+            sleep(250);                                 // the client's PING goes out meanwhile
+            String reply = "OK 3 orders:1 orders:2 orders:3\r\n";
+            for (int i = 0; i < reply.length(); i += 3) {         // then the answer, over 1.5 s
+                c.sendRaw(reply.substring(i, Math.min(reply.length(), i + 3)));
+                sleep(50);
             }
             return true;                                // the PING is answered after it, in order
         });
         LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
-                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
-                    @Override
-                    public void disconnected(String address, Throwable cause) {
-                        hook.add("down " + cause.getMessage());
-                    }
-                }));
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(downs(hook)));
         assertEquals(List.of("orders:1", "orders:2", "orders:3"), c.held());
         assertEquals("PING", f.awaitLine("PING"));        // sent while the answer was arriving
         assertNull(hook.poll(300, TimeUnit.MILLISECONDS), "the connection was declared dead");
