@@ -58,7 +58,7 @@ type Client struct {
 }
 
 // Dial connects to the broker at addr ("host:port") with the defaults of
-// Config: a 5 s grace session, idle PING every 5 s.
+// Config: a 5 s grace session, an idle PING after 2 s of silence.
 func Dial(ctx context.Context, addr string) (*Client, error) {
 	return Connect(ctx, Config{Brokers: []string{addr}})
 }

@@ -19,6 +19,17 @@ const DefaultAddr = "127.0.0.1:7711"
 // long a crashed program's holds stay taken.
 const DefaultGrace = 5 * time.Second
 
+// DefaultPingInterval and DefaultPingTimeout are Config.PingInterval's
+// and Config.PingTimeout's defaults. A broker whose host vanished (no FIN,
+// no RST: only the idle PING notices) is found within their sum, 4 s, and
+// the session resumed on another broker while the broker-side record of a
+// DefaultGrace session still lives (the grace plus two of the broker's
+// touch periods after its last touch: 6.7 s at the least).
+const (
+	DefaultPingInterval = 2 * time.Second
+	DefaultPingTimeout  = 2 * time.Second
+)
+
 // NoGrace as Config.Grace asks for no grace session: a broken connection
 // ends the session, and every hold with it.
 const NoGrace time.Duration = -1
@@ -44,10 +55,12 @@ type Config struct {
 	// TLS, when not nil, connects with TLS (to the brokers' tls_port).
 	// ServerName defaults to the host of the address dialled.
 	TLS *tls.Config
-	// PingInterval: after this long without a line from the broker the
-	// client sends PING; PingTimeout later, still without a line, it
-	// declares the connection dead and reconnects. Defaults 5 s and 5 s;
-	// a negative PingInterval turns the idle PING off. TCP keepalive and
+	// PingInterval: after this long without a byte from the broker the
+	// client sends PING; PingTimeout later, still without one, it declares
+	// the connection dead and reconnects (a reply still arriving, however
+	// long it takes, is no silence; nor is a 1.1 blocking wait). Defaults
+	// 2 s and 2 s (DefaultPingInterval, DefaultPingTimeout); a negative
+	// PingInterval turns the idle PING off. TCP keepalive and
 	// TCP_USER_TIMEOUT (Linux) are set from their sum.
 	PingInterval time.Duration
 	PingTimeout  time.Duration
@@ -104,10 +117,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Grace = 0
 	}
 	if cfg.PingInterval == 0 {
-		cfg.PingInterval = 5 * time.Second
+		cfg.PingInterval = DefaultPingInterval
 	}
 	if cfg.PingTimeout <= 0 {
-		cfg.PingTimeout = 5 * time.Second
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second

@@ -31,7 +31,8 @@ type conn struct {
 	raw  net.Conn // the socket: closed to end the connection at once
 	rd   *bufio.Reader
 	born time.Time
-	// when the last line was read, as time since born (pinger)
+	// when bytes last came from the broker, as time since born (pinger):
+	// a long reply still arriving is no silence
 	lastRead atomic.Int64
 	done     chan struct{} // closed when the connection is lost
 
@@ -73,10 +74,22 @@ func dialConn(ctx context.Context, c *Client, addr string) (*conn, error) {
 		}
 		nc = t
 	}
-	cn := &conn{c: c, addr: addr, nc: nc, raw: raw, rd: bufio.NewReaderSize(nc, 64<<10),
-		born: time.Now(), done: make(chan struct{})}
+	cn := &conn{c: c, addr: addr, nc: nc, raw: raw, born: time.Now(), done: make(chan struct{})}
+	cn.rd = bufio.NewReaderSize(liveReader{cn}, 64<<10)
 	cn.cond = sync.NewCond(&c.mu)
 	return cn, nil
+}
+
+// liveReader is what the line reader reads from: every read that brings
+// bytes sets lastRead, whether or not they end a line.
+type liveReader struct{ cn *conn }
+
+func (r liveReader) Read(p []byte) (int, error) {
+	n, err := r.cn.nc.Read(p)
+	if n > 0 {
+		r.cn.lastRead.Store(int64(time.Since(r.cn.born)))
+	}
+	return n, err
 }
 
 // readLine reads one line, without its CR LF.
@@ -156,7 +169,6 @@ func (cn *conn) readLoop() {
 			cn.c.connLost(cn, err)
 			return
 		}
-		cn.lastRead.Store(int64(time.Since(cn.born)))
 		if err := cn.c.dispatch(cn, line); err != nil {
 			cn.c.connLost(cn, err)
 			return
@@ -183,10 +195,11 @@ func (cn *conn) writeLoop() {
 	}
 }
 
-// pingLoop: after PingInterval without a line from the broker, PING; if
-// PingTimeout passes after it without any line, the connection is dead (a
+// pingLoop: after PingInterval without a byte from the broker, PING; if
+// PingTimeout passes after it without any, the connection is dead (a
 // broker that stopped answering keeps its TCP connection open: only this
-// notices it).
+// notices it). A 1.1 blocking wait holds the PING's answer back: no PING
+// goes out while one is in flight.
 func (cn *conn) pingLoop() {
 	c := cn.c
 	every, deadline := c.cfg.PingInterval, c.cfg.PingTimeout

@@ -41,11 +41,13 @@ func TestVersionCheck(t *testing.T) {
 	}
 }
 
-func TestOldBrokerWaitsBlocking(t *testing.T) {
-	fb := newFakeBroker(t)
+// connectOld connects a client to fb playing a 1.1 broker (AllowOldBroker).
+func connectOld(t *testing.T, fb *fakeBroker, cfg Config) (*Client, *fakeConn) {
+	t.Helper()
+	cfg.Brokers, cfg.AllowOldBroker = []string{fb.addr}, true
 	done := make(chan *Client, 1)
 	go func() {
-		c, err := Connect(context.Background(), Config{Brokers: []string{fb.addr}, AllowOldBroker: true})
+		c, err := Connect(context.Background(), cfg)
 		if err != nil {
 			t.Error(err)
 		}
@@ -54,7 +56,27 @@ func TestOldBrokerWaitsBlocking(t *testing.T) {
 	fc := fb.accept()
 	fc.hello("1.1.0", "cid", "s")
 	c := <-done
-	defer c.closeNow()
+	if c == nil {
+		t.FailNow()
+	}
+	t.Cleanup(c.closeNow)
+	return c, fc
+}
+
+// noDisconnect fails the test if the client declared a connection dead.
+func noDisconnect(t *testing.T, ev *events) {
+	t.Helper()
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.seen {
+		if e.Kind == Disconnected {
+			t.Fatalf("the connection was declared dead: %v", e.Err)
+		}
+	}
+}
+
+func TestOldBrokerWaitsBlocking(t *testing.T) {
+	c, fc := connectOld(t, newFakeBroker(t), Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	ch := goLock(ctx, c, "k")
@@ -66,6 +88,31 @@ func TestOldBrokerWaitsBlocking(t *testing.T) {
 	if r := waitLock(t, ch); r.err != nil || r.h.Token() != 5 {
 		t.Fatal(r.err)
 	}
+}
+
+// A 1.1 broker holds every reply back behind a blocking wait: no PING
+// goes out meanwhile, and the wait's silence is not the broker's.
+func TestOldBrokerBlockingWaitIsNoSilence(t *testing.T) {
+	ev := newEvents()
+	c, fc := connectOld(t, newFakeBroker(t), Config{PingInterval: 100 * time.Millisecond,
+		PingTimeout: 200 * time.Millisecond, OnEvent: ev.hook})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ch := goLock(ctx, c, "k")
+	line := fc.next()
+	for line == "PING" { // an idle PING may come first
+		fc.send("OK PONG")
+		line = fc.next()
+	}
+	if !strings.HasPrefix(line, "ACQUIRE k WAIT ") {
+		t.Fatalf("the client sent %q", line)
+	}
+	fc.quiet(800 * time.Millisecond)
+	fc.send("OK 5")
+	if r := waitLock(t, ch); r.err != nil || r.h.Token() != 5 {
+		t.Fatal(r.err)
+	}
+	noDisconnect(t, ev)
 }
 
 func TestEventLostGoesToItsHold(t *testing.T) {
@@ -294,6 +341,43 @@ func TestIdlePingDeadline(t *testing.T) {
 	fc2.expect("PING")
 	fc2.send("OK PONG")
 	ev.wait(t, Resumed)
+}
+
+// A reply that takes longer than PingTimeout to arrive is no silence: the
+// PING sent while it comes waits behind it, and each read of it counts.
+func TestIdlePingWaitsForALongReply(t *testing.T) {
+	ev := newEvents()
+	fb := newFakeBroker(t)
+	c, fc := connectFake(t, fb, Config{PingInterval: 100 * time.Millisecond, PingTimeout: 150 * time.Millisecond, OnEvent: ev.hook})
+	type held struct {
+		keys []string
+		err  error
+	}
+	done := make(chan held, 1)
+	go func() {
+		keys, err := c.Held(context.Background())
+		done <- held{keys, err}
+	}()
+	fc.expect("HELD")
+	fc.expect("PING") // 100 ms without a byte from the broker
+	// the answer, a piece every 50 ms over 4 times PingTimeout
+	reply := "OK 3 orders:1 orders:2 orders:3"
+	for i := 0; i < len(reply); i += 3 {
+		end := i + 3
+		if end > len(reply) {
+			end = len(reply)
+		}
+		if _, err := fc.nc.Write([]byte(reply[i:end])); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fc.send("", "OK PONG")
+	r := <-done
+	if r.err != nil || strings.Join(r.keys, ",") != "orders:1,orders:2,orders:3" {
+		t.Fatalf("%+v", r)
+	}
+	noDisconnect(t, ev)
 }
 
 func TestResumeSettlesHolds(t *testing.T) {

@@ -24,9 +24,12 @@ export interface ClientOptions {
   connectTimeout?: number;
   /** The retry budget after a broken connection (default: the grace, or 10000 without one). */
   resumeTimeout?: number | null;
-  /** After this long without a line from the broker the client sends PING. Default 5000. */
+  /** After this long without a byte from the broker the client sends PING. Default 2000. */
   pingInterval?: number;
-  /** Without any line this long after the PING, the connection is declared dead. Default 5000. */
+  /**
+   * Without any byte from the broker this long after the PING, the connection is declared dead
+   * (a reply still arriving is no silence). Default 2000.
+   */
   pingTimeout?: number;
   /** How long a request other than a wait may go unanswered. Default 30000. */
   requestTimeout?: number | null;

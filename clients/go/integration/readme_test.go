@@ -49,6 +49,11 @@ func TestREADMEExample(t *testing.T) {
 		!strings.Contains(before, "Grace: time.Minute") || !strings.Contains(before, "defer c.Close()") {
 		t.Errorf("the paragraph before the example does not say the grace, how to raise it, and Close: %s", before)
 	}
+	found := lockbroker.DefaultPingInterval + lockbroker.DefaultPingTimeout
+	if !strings.Contains(strings.Join(strings.Fields(before), " "),
+		fmt.Sprintf("within %d seconds when its host vanished", int(found.Seconds()))) {
+		t.Errorf("the paragraph before the example does not say when a vanished broker is found (%v): %s", found, before)
+	}
 	m := regexp.MustCompile("(?s)```(\\w*)\n(.*?)```").FindSubmatch(readme)
 	if m == nil || string(m[1]) != "go" {
 		t.Fatal("the README's first code block is not Go")

@@ -43,8 +43,14 @@ const DEFAULTS = {
   name: null,
   connectTimeout: 5000,
   resumeTimeout: null, // the grace (10 s without one)
-  pingInterval: 5000,
-  pingTimeout: 5000,
+  // ms without a byte from the broker before the idle PING, and then
+  // without any before the connection is declared dead: a broker whose
+  // host vanished (no FIN, no RST) is found within their sum, 4 s, and the
+  // session resumed elsewhere while its record lives (the grace plus two
+  // of the broker's touch periods after its last touch: 6.7 s at the least
+  // for the default grace). The same in every lockbroker library.
+  pingInterval: 2000,
+  pingTimeout: 2000,
   requestTimeout: 30000,
   onEvent: null,
   onCounter: null,
@@ -147,6 +153,7 @@ class Client extends EventEmitter {
     this.current = 0; // the broker in use
     this.pingSent = null;
     this.pingTimer = null;
+    this.pingRecheck = null; // the PING's deadline judged after the I/O of this turn
     this.flushSoon = false;
     this.sleeping = null; // the reconnect's backoff: { timer, wake }
     this.core.onCounter = (event) => {
@@ -318,7 +325,7 @@ class Client extends EventEmitter {
     if (conn !== this.conn) return;
     this.conn = null;
     this.connected = false;
-    clearTimeout(this.pingTimer);
+    this.stopPing();
     this.core.connectionLost();
     if (this.closed || this.closing) return;
     this.reconnect(reason).catch((e) => debug('reconnect: %s', e.stack));
@@ -396,11 +403,12 @@ class Client extends EventEmitter {
     });
   }
 
-  // The idle PING: after pingInterval without a line from the broker,
-  // PING; without any line pingTimeout after it, the connection is dead
-  // (unless a 1.1 blocking wait holds the replies back).
-  schedulePing() {
-    clearTimeout(this.pingTimer);
+  // The idle PING: after pingInterval without a byte from the broker,
+  // PING; without any byte pingTimeout after it, the connection is dead
+  // (unless a 1.1 blocking wait holds the replies back). A reply still
+  // arriving is no silence: every chunk read counts (lastRx).
+  schedulePing(afterIo = false) {
+    this.stopPing();
     if (!this.connected || this.closed) return;
     const o = this.opts;
     const t = now();
@@ -410,6 +418,13 @@ class Client extends EventEmitter {
       if (lastRx >= this.pingSent) {
         this.pingSent = null;
       } else if (t - this.pingSent >= o.pingTimeout && !this.core.blocking) {
+        if (!afterIo) {
+          // an event loop kept busy (by the app) runs timers before it
+          // reads what came meanwhile: read first, then judge
+          this.pingRecheck = setImmediate(() => this.schedulePing(true));
+          this.pingRecheck.unref();
+          return;
+        }
         this.pingSent = null;
         this.conn.destroy(`no reply to PING within ${o.pingTimeout} ms`);
         return;
@@ -424,6 +439,13 @@ class Client extends EventEmitter {
     }
     this.pingTimer = setTimeout(() => this.schedulePing(), Math.max(10, due - t));
     this.pingTimer.unref();
+  }
+
+  stopPing() {
+    clearTimeout(this.pingTimer);
+    clearImmediate(this.pingRecheck);
+    this.pingTimer = null;
+    this.pingRecheck = null;
   }
 
   // -------------------------------------------------------- requests
@@ -625,7 +647,7 @@ class Client extends EventEmitter {
   // hold ended.
   shut() {
     this.connected = false;
-    clearTimeout(this.pingTimer);
+    this.stopPing();
     if (this.sleeping) this.sleeping.wake();
     this.core.shutdown(new ClosedError('the client was closed'));
   }

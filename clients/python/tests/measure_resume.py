@@ -16,8 +16,10 @@ time from the kill to its "resumed" event (RESUME answered on the second
 broker, holds back) is taken.  Prints p50 and max per round and over all
 rounds; exits 1 if a client was not resumed with its hold.  --fault pause
 stops the broker (SIGSTOP) instead: a broker whose host is gone, found
-only by the idle PING (ping_interval + ping_timeout; --ping sets both,
-default the library's).
+only by the idle PING (within ping_interval + ping_timeout; --ping sets
+both, default the library's), which must resume the sessions while their
+records live (the grace plus two touch periods after the broker's last
+touch: 6.7 s at the least for the default grace).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, HERE)
 
 import lockbroker  # noqa: E402
-from lockbroker._common import DEFAULT_GRACE  # noqa: E402
+from lockbroker._common import (  # noqa: E402
+    DEFAULT_GRACE, DEFAULT_PING_INTERVAL, DEFAULT_PING_TIMEOUT)
 from servers import Servers  # noqa: E402
 
 
@@ -99,9 +102,11 @@ def main() -> int:
                      times[-1] * 1000), flush=True)
     finally:
         servers.close()
-    print("all: %d resumes, p50 %.0f ms, max %.0f ms; default grace %.0f s"
-          % (len(every), statistics.median(every) * 1000, max(every) * 1000,
-             DEFAULT_GRACE))
+    print("all: %d resumes, p50 %.0f ms, max %.0f ms; grace %.0f s, ping "
+          "%.1f + %.1f s" % (len(every), statistics.median(every) * 1000,
+                             max(every) * 1000, DEFAULT_GRACE,
+                             ping.get("ping_interval", DEFAULT_PING_INTERVAL),
+                             ping.get("ping_timeout", DEFAULT_PING_TIMEOUT)))
     return 0
 
 

@@ -284,6 +284,71 @@ test('a silent broker: the idle PING misses its deadline, the session is resumed
   await second.check();
 });
 
+test('a reply still arriving is no silence: the PING waits behind it, each chunk counts', async () => {
+  const s = await scripted(async (p) => {
+    await p.hello();
+    await p.expect('HELD');
+    await p.expect('PING', 1000); // 100 ms without a byte
+    const reply = 'OK 3 orders:1 orders:2 orders:3\r\n';
+    for (let i = 0; i < reply.length; i += 2) { // a piece every 50 ms: over twice pingTimeout
+      p.socket.write(reply.slice(i, i + 2));
+      await new Promise((r) => { setTimeout(r, 50); });
+    }
+    p.send('OK PONG');
+    await p.quit();
+  });
+  const events = [];
+  const c = await lb.Client.connect(s.addr, { pingInterval: 100, pingTimeout: 400 });
+  c.on('connection', (ev) => events.push(ev.kind));
+  const held = await c.held();
+  await c.close();
+  await s.check();
+  assert.deepEqual(held, ['orders:1', 'orders:2', 'orders:3']);
+  assert.deepEqual(events, []);
+});
+
+test("an old broker's blocking wait (tests only) is no silence: the PING's deadline waits for it", async () => {
+  const s = await scripted(async (p) => {
+    await p.hello('1.1.0');
+    while ((await p.expect('PING|ACQUIRE k WAIT \\d+'))[0] === 'PING') p.send('OK PONG'); // an idle PING may come first
+    await new Promise((r) => { setTimeout(r, 800); }); // every reply held back meanwhile
+    p.send('OK 5');
+    await p.quit();
+  });
+  const events = [];
+  process.env.LOCKBROKER_ALLOW_OLD = '1';
+  let c;
+  try {
+    c = await lb.Client.connect(s.addr, { pingInterval: 100, pingTimeout: 200 });
+  } finally {
+    delete process.env.LOCKBROKER_ALLOW_OLD;
+  }
+  c.on('connection', (ev) => events.push(ev.kind));
+  const hold = await c.lock('k', { wait: 3000 });
+  await c.close();
+  await s.check();
+  assert.equal(hold.token, 5);
+  assert.deepEqual(events, []);
+});
+
+test('an event loop kept busy past pingTimeout is not a silent broker: what came meanwhile is read first', async () => {
+  const s = await scripted(async (p) => {
+    await p.hello();
+    await p.expect('PING', 1000);
+    p.send('OK PONG');
+    const end = Date.now() + 600; // the app hogs the loop: the PONG waits in the socket
+    while (Date.now() < end);
+    await p.quit();
+  });
+  const events = [];
+  const c = await lb.Client.connect(s.addr, { pingInterval: 100, pingTimeout: 200 });
+  c.on('connection', (ev) => events.push(ev.kind));
+  await new Promise((r) => { setTimeout(r, 400); });
+  await c.close();
+  await s.check();
+  assert.deepEqual(events, []);
+});
+
 test('a hold the RESUME does not list is lost; a new session when the grace ran out', async () => {
   const third = await scripted(async (p) => {
     await p.hello('1.2.0', 'ERR NOSESSION expired');

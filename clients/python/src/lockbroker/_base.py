@@ -12,8 +12,9 @@ import time
 from typing import Any, Callable, ContextManager, Generator, Sequence
 
 from . import protocol as P
-from ._common import (DEFAULT_GRACE, ConnectionEvent, Options, addr_text,
-                      emit, make_options, rotation, ttl_ms)
+from ._common import (DEFAULT_GRACE, DEFAULT_PING_INTERVAL,
+                      DEFAULT_PING_TIMEOUT, ConnectionEvent, Options,
+                      addr_text, emit, make_options, rotation, ttl_ms)
 from ._core import (Acquire, Core, Future, HoldRequest, HoldState, Request,
                     WatchState, log)
 from .counters import CounterEvent, Counters
@@ -47,10 +48,12 @@ class ClientBase:
     ``resume_timeout``: the retry budget after a broken connection
     (default: the grace); then holds are reported lost and requests fail,
     and the client keeps trying in the background.  ``ping_interval`` /
-    ``ping_timeout``: after that long without a line from the broker the
-    client sends PING, and without any line for ``ping_timeout`` more it
-    declares the connection dead.  ``request_timeout``: how long a request
-    other than a wait may go unanswered.  ``on_event``: a callable given a
+    ``ping_timeout`` (default 2 and 2): after ``ping_interval`` without a
+    byte from the broker the client sends PING, and with nothing more for
+    ``ping_timeout`` it declares the connection dead (a reply still
+    arriving, however long, is no silence; nor is a 1.1 blocking wait).
+    ``request_timeout``: how long a request other than a wait may go
+    unanswered.  ``on_event``: a callable given a
     ``ConnectionEvent`` on connects, disconnects, resumes and new sessions
     (the ``lockbroker`` logger says the same).  ``on_counter``: a callable
     given a ``CounterEvent`` each time one of ``counters()`` moves.
@@ -62,7 +65,8 @@ class ClientBase:
                  tls_server_name: str | None = None,
                  name: str | None = None, connect_timeout: float = 5.0,
                  resume_timeout: float | None = None,
-                 ping_interval: float = 5.0, ping_timeout: float = 5.0,
+                 ping_interval: float = DEFAULT_PING_INTERVAL,
+                 ping_timeout: float = DEFAULT_PING_TIMEOUT,
                  request_timeout: float = 30.0,
                  on_event: Callable[[ConnectionEvent], None] | None = None,
                  on_counter: Callable[[CounterEvent], None] | None = None
@@ -180,7 +184,7 @@ class ClientBase:
             if self._last_rx >= self._ping_sent:
                 self._ping_sent = None
             elif now - self._ping_sent >= self._o.ping_timeout and \
-                    not self._core.blocking:
+                    not self._core.blocking and not self._input_waiting():
                 self._ping_sent = None
                 return "no reply to PING within %.1f s" % self._o.ping_timeout
             return ""
@@ -188,6 +192,12 @@ class ClientBase:
             self._ping_sent = now
             self._core.submit(Request("PING", None, replay=False), wake=False)
         return ""
+
+    def _input_waiting(self) -> bool:
+        """Whether bytes from the broker wait to be read (a reader held
+        up, say by a C extension keeping the GIL, is no silent broker).
+        asyncio reads what came before it runs a timer's task."""
+        return False
 
     def _ping_check_in(self) -> float:
         """Seconds until _ping_due has something to do."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import queue
+import select
 import threading
 import time
 import weakref
@@ -307,6 +308,12 @@ class _Session(ClientBase):
             if dead:
                 self._drop(dead)
             self._flush()
+
+    def _input_waiting(self) -> bool:
+        try:
+            return bool(select.select([self._stream.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False            # closed meanwhile: the reader says so
 
     def _ping_check_in(self) -> float | None:    # type: ignore[override]
         if not self._connected:

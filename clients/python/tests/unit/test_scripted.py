@@ -112,6 +112,23 @@ def quit_(conn: Conn) -> None:
     conn.send("OK")
 
 
+def dribbled_held(c: Conn) -> None:
+    """A HELD whose answer takes over twice ping_timeout (0.4 s) to
+    arrive, two bytes every 50 ms, after the client's idle PING went out;
+    the PING is answered after it, in order; PINGs until QUIT."""
+    c.hello()
+    c.expect("HELD")
+    c.expect("PING")                    # 0.1 s without a byte
+    reply = b"OK 3 orders:1 orders:2 orders:3\r\n"
+    for i in range(0, len(reply), 2):
+        c.sock.sendall(reply[i:i + 2])
+        time.sleep(0.05)
+    c.send("OK PONG")
+    while c.expect("PING|QUIT").group(0) == "PING":
+        c.send("OK PONG")
+    c.send("OK")
+
+
 class DriverTest(unittest.TestCase):
     def setUp(self) -> None:
         self.env = os.environ.pop("LOCKBROKER_ALLOW_OLD", None)
@@ -234,6 +251,77 @@ class TestThreaded(DriverTest):
         with lockbroker.Client(srv.addr) as client:
             self.assertEqual(client.lock("k", timeout=0).token, 12)
         srv.check()
+
+    def test_a_reply_still_arriving_is_no_silence(self) -> None:
+        srv = Scripted(dribbled_held)
+        events: list[str] = []
+        with lockbroker.Client(srv.addr, ping_interval=0.1, ping_timeout=0.4,
+                               on_event=lambda e: events.append(e.kind)
+                               ) as client:
+            held = client.held()
+        srv.check()
+        self.assertEqual(held, ["orders:1", "orders:2", "orders:3"])
+        self.assertEqual(events, ["connected"])
+
+    def test_an_old_brokers_blocking_wait_is_no_silence(self) -> None:
+        """A 1.1 broker holds every reply back behind a blocking wait
+        (tests only): the PING's deadline waits for it."""
+        def script(c: Conn) -> None:
+            c.hello("1.1.0")
+            while c.expect(r"PING|ACQUIRE k WAIT \d+").group(0) == "PING":
+                c.send("OK PONG")       # an idle PING may come first
+            time.sleep(0.8)
+            c.send("OK 5")
+            while c.expect("PING|QUIT").group(0) == "PING":
+                c.send("OK PONG")
+            c.send("OK")
+        srv = Scripted(script)
+        events: list[str] = []
+        os.environ["LOCKBROKER_ALLOW_OLD"] = "1"
+        try:
+            client = lockbroker.Client(
+                srv.addr, ping_interval=0.1, ping_timeout=0.2,
+                on_event=lambda e: events.append(e.kind))
+        finally:
+            del os.environ["LOCKBROKER_ALLOW_OLD"]
+        with client:
+            token = client.lock("k", timeout=3).token
+        srv.check()
+        self.assertEqual(token, 5)
+        self.assertEqual(events, ["connected"])
+
+    def test_bytes_waiting_in_the_socket_are_no_silence(self) -> None:
+        """The reader held up (a C extension keeping the GIL, say) while
+        the PONG waits in the socket: the PING's deadline passes three
+        times over, and the connection is kept."""
+        gate = threading.Event()
+
+        def script(c: Conn) -> None:
+            c.hello()
+            c.expect("PING")
+            c.send("OK PONG")           # read at once
+            c.expect("PING")
+            c.send("OK PONG")           # read once the gate opens
+            while c.expect("PING|QUIT").group(0) == "PING":
+                c.send("OK PONG")
+            c.send("OK")
+        srv = Scripted(script)
+        events: list[str] = []
+        with lockbroker.Client(srv.addr, ping_interval=0.1, ping_timeout=0.2,
+                               on_event=lambda e: events.append(e.kind)
+                               ) as client:
+            driver = client._s
+            real = driver._stream.recv
+
+            def held_up() -> bytes:
+                gate.wait(5)
+                return real()
+            driver._stream.recv = held_up   # from the reader's next read
+            time.sleep(0.9)
+            gate.set()
+            time.sleep(0.1)
+        srv.check()
+        self.assertEqual(events, ["connected"])
 
     def test_a_silent_broker_is_declared_dead_by_the_idle_ping(self) -> None:
         def first(c: Conn) -> None:
@@ -363,6 +451,20 @@ class TestRefusedWords(DriverTest):
 class TestAsync(DriverTest):
     def run_async(self, coro) -> None:
         asyncio.run(asyncio.wait_for(coro, 20))
+
+    def test_a_reply_still_arriving_is_no_silence(self) -> None:
+        srv = Scripted(dribbled_held)
+        events: list[str] = []
+
+        async def t() -> list[str]:
+            async with lockbroker.AsyncClient(
+                    srv.addr, ping_interval=0.1, ping_timeout=0.4,
+                    on_event=lambda e: events.append(e.kind)) as client:
+                return await client.held()
+        held = asyncio.run(asyncio.wait_for(t(), 20))
+        srv.check()
+        self.assertEqual(held, ["orders:1", "orders:2", "orders:3"])
+        self.assertEqual(events, ["connected"])
 
     def test_an_old_broker_is_refused_at_connect(self) -> None:
         srv = Scripted(lambda c: c.hello("1.0.0"))

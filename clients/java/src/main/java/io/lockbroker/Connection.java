@@ -1,6 +1,7 @@
 package io.lockbroker;
 
 import java.io.BufferedInputStream;
+import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -8,6 +9,8 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * One TCP (or TLS) connection to a broker: requests written in order, pipelined, each with a handler
@@ -15,10 +18,14 @@ import java.util.concurrent.TimeUnit;
  * line to the oldest request's handler. Handlers and the listener run on the reader thread, in line
  * order, before the next line is read: they must not block (no request may wait for a reply there).
  *
- * <p>Liveness: {@link #tick} (called by the client's timer) sends an idle {@code PING} and declares
- * the connection dead when the oldest request has had no reply within the reply timeout (plus its own
- * wait, for a blocking 1.1 ACQUIRE). A dead or failed connection is closed once: every request still
- * waiting gets {@link Handler#failed}, then the listener's {@code closed}.
+ * <p>Liveness: {@link #tick} (called by the client's timer) declares the connection dead when the
+ * oldest request has had no reply within the reply timeout (plus its own wait, for a blocking 1.1
+ * ACQUIRE); once the connection serves a session, it also sends {@code PING} after the ping interval
+ * without a byte from the broker, and declares the connection dead when nothing at all comes within
+ * the ping timeout after it. Only that silence counts: a reply still arriving, however long, keeps
+ * the connection alive, and no PING goes out behind a blocking 1.1 ACQUIRE (its answer would wait).
+ * A dead or failed connection is closed once: every request still waiting gets
+ * {@link Handler#failed}, then the listener's {@code closed}.
  */
 final class Connection {
     /** Receives one request's reply, or its failure when the connection ends first. */
@@ -52,11 +59,13 @@ final class Connection {
         final String line;
         final Handler handler;
         final long deadline;
+        final boolean blocks;
 
-        Pending(String line, Handler handler, long deadline) {
+        Pending(String line, Handler handler, long deadline, boolean blocks) {
             this.line = line;
             this.handler = handler;
             this.deadline = deadline;
+            this.blocks = blocks;
         }
     }
 
@@ -72,13 +81,22 @@ final class Connection {
     private final Socket base;
     private final InputStream in;
     private final OutputStream out;
-    private final long replyTimeoutNanos;
+    /** The handshake's reply deadline until {@link #serving}, then the client's reply timeout. */
+    private volatile long replyTimeoutNanos;
     private final long pingIntervalNanos;
-    private final Object writeLock = new Object();
+    private final long pingTimeoutNanos;
+    private final ReentrantLock writeLock = new ReentrantLock();
     private final Object closeLock = new Object();
     private final ConcurrentLinkedQueue<Pending> pending = new ConcurrentLinkedQueue<>();
+    /** Blocking 1.1 ACQUIREs outstanding: a PING's answer would wait behind them. */
+    private final AtomicInteger blocking = new AtomicInteger();
     private long lastDeadline;
-    private volatile long lastActivity = System.nanoTime();
+    /** When bytes last came from the broker (System.nanoTime), whether or not they ended a line. */
+    private volatile long lastRead = System.nanoTime();
+    /** Set by {@link #serving}: the idle PING runs from then on. */
+    private volatile boolean pinging;
+    /** When the outstanding idle PING was due (the timer's own; 0: none outstanding). */
+    private long pingAt;
     private volatile boolean closing;
     private volatile boolean closed;
     private volatile Throwable closeCause;
@@ -86,17 +104,46 @@ final class Connection {
 
     /**
      * socket: the one read and written (an SSLSocket over base for TLS); base: the TCP socket, closed
-     * to end the connection at once from any thread.
+     * to end the connection at once from any thread. handshakeMs: the reply deadline until
+     * {@link #serving} (a broker that accepts connections but answers nothing is passed over soon).
      */
-    Connection(String address, Socket socket, Socket base, long replyTimeoutMs, long pingIntervalMs)
-            throws IOException {
+    Connection(String address, Socket socket, Socket base, long handshakeMs, long pingIntervalMs,
+            long pingTimeoutMs) throws IOException {
         this.address = address;
         this.socket = socket;
         this.base = base;
-        this.in = new BufferedInputStream(socket.getInputStream(), 16384);
+        this.in = new BufferedInputStream(new FilterInputStream(socket.getInputStream()) {
+            @Override
+            public int read() throws IOException {
+                int b = super.read();
+                if (b >= 0) {
+                    lastRead = System.nanoTime();
+                }
+                return b;
+            }
+
+            @Override
+            public int read(byte[] b, int off, int len) throws IOException {
+                int n = super.read(b, off, len);
+                if (n > 0) {
+                    lastRead = System.nanoTime();
+                }
+                return n;
+            }
+        }, 16384);
         this.out = socket.getOutputStream();
-        this.replyTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(replyTimeoutMs);
+        this.replyTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(handshakeMs);
         this.pingIntervalNanos = TimeUnit.MILLISECONDS.toNanos(pingIntervalMs);
+        this.pingTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(pingTimeoutMs);
+    }
+
+    /**
+     * The handshake is over: requests sent from now on have replyTimeoutMs for their reply, and the
+     * idle PING runs.
+     */
+    void serving(long replyTimeoutMs) {
+        replyTimeoutNanos = TimeUnit.MILLISECONDS.toNanos(replyTimeoutMs);
+        pinging = true;
     }
 
     /** Starts the reader thread; events and the end go to listener from then on. */
@@ -126,9 +173,27 @@ final class Connection {
      * refused as never sent.
      */
     void send(String line, Handler h, long blockMs) {
+        writeLock.lock();
+        sendLocked(line, h, blockMs);
+    }
+
+    /**
+     * The timer's PING: sent only if no other thread is writing (one stuck in a write to a broker
+     * that stopped reading must not stop the timer too). False if it was not sent.
+     */
+    private boolean trySend(String line, Handler h) {
+        if (!writeLock.tryLock()) {
+            return false;
+        }
+        sendLocked(line, h, 0);
+        return true;
+    }
+
+    /** send()'s body: called with the write lock held, returns with it released. */
+    private void sendLocked(String line, Handler h, long blockMs) {
         byte[] bytes = (line + "\n").getBytes(StandardCharsets.US_ASCII);
         IOException failure = null;
-        synchronized (writeLock) {
+        try {
             if (closed) {
                 failure = NOT_SENT;
             } else {
@@ -138,15 +203,19 @@ final class Connection {
                     dl = lastDeadline;
                 }
                 lastDeadline = dl;
-                pending.add(new Pending(line, h, dl));
+                pending.add(new Pending(line, h, dl, blockMs > 0));
+                if (blockMs > 0) {
+                    blocking.incrementAndGet();
+                }
                 try {
                     out.write(bytes);
                     out.flush();
-                    lastActivity = now;
                 } catch (IOException e) {
                     failure = e;
                 }
             }
+        } finally {
+            writeLock.unlock();
         }
         if (failure == NOT_SENT) {
             h.failed(new ConnectionLostException("connection to " + address + " ended before " + Wire.shown(line), closeCause,
@@ -209,8 +278,9 @@ final class Connection {
     }
 
     /**
-     * The timer's call: declares the connection dead when its oldest request is overdue, and sends a
-     * PING when nothing went either way for the ping interval.
+     * The timer's call (one thread): declares the connection dead when its oldest request is overdue,
+     * or when nothing came from the broker within the ping timeout after an idle PING was due; sends
+     * that PING after the ping interval without a byte from the broker.
      */
     void tick() {
         if (closing) {
@@ -218,13 +288,30 @@ final class Connection {
         }
         long now = System.nanoTime();
         Pending head = pending.peek();
-        if (head != null) {
-            if (now - head.deadline > 0) {
-                close(new IOException("no reply from " + address + " within "
-                        + TimeUnit.NANOSECONDS.toMillis(replyTimeoutNanos) + " ms to " + Wire.shown(head.line)));
+        if (head != null && now - head.deadline > 0) {
+            close(new IOException("no reply from " + address + " within "
+                    + TimeUnit.NANOSECONDS.toMillis(replyTimeoutNanos) + " ms to " + Wire.shown(head.line)));
+            return;
+        }
+        if (!pinging) {
+            return;
+        }
+        long last = lastRead;
+        if (pingAt != 0) {
+            if (last - pingAt < 0) {
+                if (now - pingAt >= pingTimeoutNanos) {
+                    close(new IOException("no reply from " + address + " to PING within "
+                            + TimeUnit.NANOSECONDS.toMillis(pingTimeoutNanos) + " ms"));
+                }
+                return;
             }
-        } else if (now - lastActivity >= pingIntervalNanos) {
-            send("PING", IGNORE, 0);
+            pingAt = 0;                 // something came: the broker lives
+        }
+        if (now - last >= pingIntervalNanos && blocking.get() == 0) {
+            // due even when it cannot be written now: a writer stuck for want of a reader is
+            // silence too, and ends the connection the same way
+            pingAt = now;
+            trySend("PING", IGNORE);
         }
     }
 
@@ -245,8 +332,11 @@ final class Connection {
             } catch (IOException e) {
                 // closing anyway
             }
-            synchronized (writeLock) {
+            writeLock.lock();
+            try {
                 closed = true;
+            } finally {
+                writeLock.unlock();
             }
             failPending();
         }
@@ -303,7 +393,6 @@ final class Connection {
                 if (line == null) {
                     throw new IOException("broker " + address + " closed the connection");
                 }
-                lastActivity = System.nanoTime();
                 if (line.isEmpty()) {
                     continue;
                 }
@@ -317,6 +406,9 @@ final class Connection {
                 Pending p = pending.poll();
                 if (p == null) {
                     throw new ProtocolErrorException("a reply with no request outstanding: " + line);
+                }
+                if (p.blocks) {
+                    blocking.decrementAndGet();
                 }
                 Reply r;
                 try {

@@ -38,6 +38,15 @@ public final class LockClient implements AutoCloseable {
     public static final String DEFAULT_ADDRESS = "127.0.0.1:7711";
     /** The default grace: how long a crashed app's holds stay taken (and a dropped connection may resume). */
     public static final Duration DEFAULT_GRACE = Duration.ofSeconds(5);
+    /**
+     * The default idle time before a PING, and the default wait for anything from the broker after it:
+     * a broker whose host vanished (no FIN, no RST) is found within their sum, 4 s, soon enough to
+     * resume a {@link #DEFAULT_GRACE} session on another broker while the broker-side record lives
+     * (the grace plus two of the broker's touch periods after its last touch: 6.7 s at the least).
+     */
+    public static final Duration DEFAULT_PING_INTERVAL = Duration.ofSeconds(2);
+    /** See {@link #DEFAULT_PING_INTERVAL}. */
+    public static final Duration DEFAULT_PING_TIMEOUT = Duration.ofSeconds(2);
 
     private static final Cleaner CLEANER = Cleaner.create();
 
@@ -209,7 +218,8 @@ public final class LockClient implements AutoCloseable {
         private SSLContext tls;
         private int connectTimeoutMs = 3000;
         private long replyTimeoutMs = 10_000;
-        private long pingIntervalMs = 5000;
+        private long pingIntervalMs = DEFAULT_PING_INTERVAL.toMillis();
+        private long pingTimeoutMs = DEFAULT_PING_TIMEOUT.toMillis();
         private long resumeBudgetMs = -1;
         private boolean allowOldBroker = "1".equals(System.getenv("LOCKBROKER_ALLOW_OLD"));
         private LostListener lostListener;
@@ -284,17 +294,33 @@ public final class LockClient implements AutoCloseable {
         }
 
         /**
-         * How long a reply may take before the connection is declared dead and the session resumed
-         * elsewhere (default 10 s). It bounds the idle PING too.
+         * How long a request's reply may take before the connection is declared dead and the session
+         * resumed elsewhere (default 10 s). A silent broker is found sooner by the idle PING
+         * ({@link #pingInterval}, {@link #pingTimeout}).
          */
         public Builder replyTimeout(Duration t) {
             this.replyTimeoutMs = Math.max(1, t.toMillis());
             return this;
         }
 
-        /** How long the connection may be idle before the client sends PING (default 5 s). */
+        /**
+         * How long the client may go without a byte from the broker before it sends PING (default
+         * 2 s).
+         */
         public Builder pingInterval(Duration t) {
             this.pingIntervalMs = Math.max(1, t.toMillis());
+            return this;
+        }
+
+        /**
+         * How long after that PING the client waits for anything from the broker before it declares
+         * the connection dead and resumes the session elsewhere (default 2 s). Only silence counts: a
+         * reply still arriving keeps the connection, and so does a blocking wait of a 1.1 broker. The
+         * two defaults find a broker whose host vanished within 4 s, while the default grace's session
+         * can still be resumed.
+         */
+        public Builder pingTimeout(Duration t) {
+            this.pingTimeoutMs = Math.max(1, t.toMillis());
             return this;
         }
 
@@ -335,7 +361,7 @@ public final class LockClient implements AutoCloseable {
         public LockClient connect() {
             long budget = resumeBudgetMs >= 0 ? resumeBudgetMs : graceMs > 0 ? graceMs : 10_000;
             return new LockClient(new Options(addresses, name, graceMs, authToken, tls, connectTimeoutMs,
-                    replyTimeoutMs, pingIntervalMs, budget, allowOldBroker, lostListener, sessionListener,
+                    replyTimeoutMs, pingIntervalMs, pingTimeoutMs, budget, allowOldBroker, lostListener, sessionListener,
                     counterListener));
         }
     }

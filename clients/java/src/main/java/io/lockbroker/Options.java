@@ -14,6 +14,7 @@ final class Options {
     final int connectTimeoutMs;
     final long replyTimeoutMs;
     final long pingIntervalMs;
+    final long pingTimeoutMs;
     final long resumeBudgetMs;
     final boolean allowOldBroker;
     final LostListener lostListener;
@@ -21,7 +22,7 @@ final class Options {
     final Consumer<CounterEvent> counterListener;
 
     Options(List<String> addresses, String name, long graceMs, String authToken, SSLContext tls,
-            int connectTimeoutMs, long replyTimeoutMs, long pingIntervalMs, long resumeBudgetMs,
+            int connectTimeoutMs, long replyTimeoutMs, long pingIntervalMs, long pingTimeoutMs, long resumeBudgetMs,
             boolean allowOldBroker, LostListener lostListener, SessionListener sessionListener,
             Consumer<CounterEvent> counterListener) {
         this.addresses = List.copyOf(addresses);
@@ -32,10 +33,19 @@ final class Options {
         this.connectTimeoutMs = connectTimeoutMs;
         this.replyTimeoutMs = replyTimeoutMs;
         this.pingIntervalMs = pingIntervalMs;
+        this.pingTimeoutMs = pingTimeoutMs;
         this.resumeBudgetMs = resumeBudgetMs;
         this.allowOldBroker = allowOldBroker;
         this.lostListener = lostListener;
         this.sessionListener = sessionListener;
         this.counterListener = counterListener;
+    }
+
+    /**
+     * How long each reply of a handshake (AUTH, HELLO, RESUME) may take: a broker that accepts
+     * connections but answers nothing (stopped, its host gone) is passed over for the next one.
+     */
+    long handshakeTimeoutMs() {
+        return Math.min(connectTimeoutMs, Math.max(1000, pingTimeoutMs));
     }
 }

@@ -304,7 +304,7 @@ final class Session implements Connection.Listener {
     /** A connection with AUTH done, its reader running; no session words sent yet. */
     private Connection dial(String addr) throws IOException {
         Socket[] s = Transport.open(addr, o.tls, o.connectTimeoutMs);
-        Connection c = new Connection(addr, s[0], s[1], o.replyTimeoutMs, o.pingIntervalMs);
+        Connection c = new Connection(addr, s[0], s[1], o.handshakeTimeoutMs(), o.pingIntervalMs, o.pingTimeoutMs);
         synchronized (mu) {
             setup = c;
         }
@@ -330,6 +330,7 @@ final class Session implements Connection.Listener {
         Wire.Hello h = Wire.hello(r);
         version(c, h);
         expectOk(c, "EVENTS ON");
+        c.serving(o.replyTimeoutMs);
         synchronized (mu) {
             clientId = h.clientId();
             secret = h.secret();
@@ -376,8 +377,9 @@ final class Session implements Connection.Listener {
     }
 
     /**
-     * Resumes the session, or starts a new one, on some broker: rounds over the addresses (the last
-     * one used first) with backoff, until it works, the budget runs out (DOWN, then on with fresh
+     * Resumes the session, or starts a new one, on some broker: rounds over the addresses (from the
+     * one after the broker in use: that one may be dead, or stopped and still accepting connections)
+     * with backoff, until it works, the budget runs out (DOWN, then on with fresh
      * sessions only), or the client closes.
      */
     private void recover(Throwable cause) {
@@ -391,7 +393,7 @@ final class Session implements Connection.Listener {
                 if (state == State.CLOSED) {
                     return;
                 }
-                first = next;
+                first = (next + 1) % n;     // the one in use may be dead, or stopped
             }
             for (int k = 0; k < n; k++) {
                 int i = (first + k) % n;
@@ -456,6 +458,7 @@ final class Session implements Connection.Listener {
                 if (r.ok()) {
                     List<String> keys = Wire.keyList(r);
                     expectOk(c, "EVENTS ON");
+                    c.serving(o.replyTimeoutMs);
                     owner.resumed(c, keys);
                     if (!take(c, index)) {
                         c.quit(500);

@@ -244,7 +244,7 @@ public final class Conformance {
         }
         if (o.containsKey("ping")) {
             Duration d = Duration.ofMillis(Long.parseLong(o.get("ping")));
-            bld.pingInterval(d).replyTimeout(d);
+            bld.pingInterval(d).pingTimeout(d);
         }
         if (o.containsKey("name")) {
             bld.name(o.get("name"));

@@ -45,6 +45,12 @@ final class FakeBroker implements AutoCloseable {
             out.flush();
         }
 
+        /** Bytes as they are (a piece of a line). */
+        synchronized void sendRaw(String text) throws IOException {
+            out.write(text.getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+        }
+
         void drop() {
             try {
                 s.close();

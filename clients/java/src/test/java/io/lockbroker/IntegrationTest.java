@@ -495,7 +495,7 @@ class IntegrationTest extends BrokerTests {
             Servers.Broker x2 = s.broker("z2");
             BlockingQueue<String> events = new ArrayBlockingQueue<>(10);
             try (LockClient c = LockClient.builder().addresses(x1.address(), x2.address())
-                    .pingInterval(Duration.ofMillis(300)).replyTimeout(Duration.ofMillis(1500))
+                    .pingInterval(Duration.ofMillis(300)).pingTimeout(Duration.ofMillis(1500))
                     .sessionListener(new SessionListener() {
                         @Override
                         public void disconnected(String address, Throwable cause) {

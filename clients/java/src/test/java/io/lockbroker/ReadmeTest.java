@@ -55,6 +55,9 @@ class ReadmeTest {
         String before = text.substring(0, text.indexOf("```"));
         assertTrue(before.contains("**" + LockClient.DEFAULT_GRACE.toSeconds() + " seconds** by default"), before);
         assertTrue(before.contains(".grace(Duration.ofSeconds("), "how to set a larger grace");
+        long found = LockClient.DEFAULT_PING_INTERVAL.plus(LockClient.DEFAULT_PING_TIMEOUT).toSeconds();
+        assertTrue(before.replaceAll("\\s+", " ").contains("within " + found + " seconds when its host vanished"),
+                "when a vanished broker is found: " + before);
     }
 
     @Test

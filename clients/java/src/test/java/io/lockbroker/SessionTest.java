@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -47,6 +49,25 @@ class SessionTest {
         LockClient c = b.connect();
         closing.add(c);
         return c;
+    }
+
+    /** A listener that tells q of each dropped connection ("down <why>"). */
+    static SessionListener downs(BlockingQueue<String> q) {
+        return new SessionListener() {
+            @Override
+            public void disconnected(String address, Throwable cause) {
+                q.add("down " + cause.getMessage());
+            }
+        };
+    }
+
+    /** A fake broker's script sleeping (its thread holds the connection's later lines back). */
+    static void sleep(long ms) throws IOException {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            throw new IOException(e);
+        }
     }
 
     static String arg(String line, int i) {
@@ -408,7 +429,7 @@ class SessionTest {
             return false;
         });
         client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
-                .replyTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(new SessionListener() {
                     @Override
                     public void disconnected(String address, Throwable cause) {
                         hook.add("down");
@@ -423,6 +444,72 @@ class SessionTest {
         assertEquals("resumed", hook.poll(5, TimeUnit.SECONDS));
         assertTrue(pings.get() >= 2);
         assertEquals("RESUME " + f.clientId + " " + f.secret, f.awaitLine("RESUME"));
+    }
+
+    @Test
+    void aBlockingWaitOfAnOldBrokerIsNoSilence() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> {
+            if (!line.startsWith("ACQUIRE k WAIT ")) {
+                return false;
+            }
+            sleep(800);                                 // a 1.1 broker holds every reply back meanwhile
+            c.send("OK 5");
+            return true;
+        });
+        f.version = "1.1.0";
+        LockClient c = client(LockClient.builder().addresses(f.address()).allowOldBroker(true)
+                .pingInterval(Duration.ofMillis(100)).pingTimeout(Duration.ofMillis(200))
+                .sessionListener(downs(hook)));
+        try (Hold h = c.acquire("k", Duration.ofSeconds(3))) {
+            assertEquals(5, h.token());
+        }
+        assertNull(hook.poll(100, TimeUnit.MILLISECONDS), "the connection was declared dead");
+    }
+
+    @Test
+    void aRequestLeftUnansweredDoesNotHoldThePingBack() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> c.index == 0 && (line.equals("HELD") || line.equals("PING")));
+        LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(downs(hook)));
+        Thread t = new Thread(() -> {
+            try {
+                c.held();               // asked as the broker froze: answered by nobody
+            } catch (RuntimeException e) {
+                // the connection's end
+            }
+        });
+        t.setDaemon(true);
+        long t0 = System.nanoTime();
+        t.start();
+        String down = hook.poll(5, TimeUnit.SECONDS);
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+        assertNotNull(down);
+        assertTrue(down.contains("PING"), down);
+        assertTrue(ms < 2000, "found after " + ms + " ms, not the PING's 0.4 s (the reply timeout is 10 s)");
+    }
+
+    @Test
+    void aReplyStillArrivingIsNoSilence() throws Exception {
+        BlockingQueue<String> hook = new ArrayBlockingQueue<>(10);
+        FakeBroker f = fake((c, line) -> {
+            if (!line.equals("HELD")) {
+                return false;
+            }
+            sleep(250);                                 // the client's PING goes out meanwhile
+            String reply = "OK 3 orders:1 orders:2 orders:3\r\n";
+            for (int i = 0; i < reply.length(); i += 3) {         // then the answer, over 1.5 s
+                c.sendRaw(reply.substring(i, Math.min(reply.length(), i + 3)));
+                sleep(50);
+            }
+            return true;                                // the PING is answered after it, in order
+        });
+        LockClient c = client(LockClient.builder().addresses(f.address()).pingInterval(Duration.ofMillis(100))
+                .pingTimeout(Duration.ofMillis(300)).sessionListener(downs(hook)));
+        assertEquals(List.of("orders:1", "orders:2", "orders:3"), c.held());
+        assertEquals("PING", f.awaitLine("PING"));        // sent while the answer was arriving
+        assertNull(hook.poll(300, TimeUnit.MILLISECONDS), "the connection was declared dead");
     }
 
     // ------------------------------------------------------------------ resume
