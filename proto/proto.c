@@ -24,7 +24,8 @@ enum shape {
 	SHAPE_KEY_OPTS,		/* key then WAIT/TTL options */
 	SHAPE_ONOFF,		/* ON or OFF */
 	SHAPE_KEY_VALUE,	/* 1.2: key and a VALUE word (PROCLAIM) */
-	SHAPE_KEY_TOKEN		/* 1.2: key and a token (CHECK) */
+	SHAPE_KEY_TOKEN,	/* 1.2: key and a token (CHECK) */
+	SHAPE_PAGE		/* admin: [glob] then LIMIT n, CURSOR c */
 };
 
 struct cmd_def {
@@ -42,6 +43,7 @@ struct cmd_def {
 #define OPT_VALUE  32u	/* 1.2: a word of 1..PROTO_VALUE_MAX bytes */
 #define OPT_ASYNC  64u	/* 1.2: a flag */
 #define OPT_VFLAG  128u	/* 1.2: OWNER's VALUE, a flag */
+#define OPT_GLOB   256u	/* admin LOCKS: a glob may come first */
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
@@ -73,6 +75,12 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 	[CMD_UNWATCH] = { "UNWATCH", SHAPE_KEY, 0, "UNWATCH <key>" },
 	[CMD_CHECK]   = { "CHECK",   SHAPE_KEY_TOKEN, 0,
 			  "CHECK <key> <token>" },
+	[CMD_LOCKS]   = { "LOCKS",   SHAPE_PAGE, OPT_GLOB,
+			  "LOCKS [<glob>] [LIMIT <n>] [CURSOR <c>]" },
+	[CMD_SESSIONS] = { "SESSIONS", SHAPE_PAGE, 0,
+			  "SESSIONS [CURSOR <c>] [LIMIT <n>]" },
+	[CMD_KILL]    = { "KILL",    SHAPE_WORD, 0, "KILL <client-id>" },
+	[CMD_FREE]    = { "FREE",    SHAPE_KEY, 0, "FREE <key>" },
 };
 
 static const char *const err_names[PERR__COUNT] = {
@@ -311,6 +319,53 @@ parse_opts(const struct word *w, int n, unsigned allowed,
 	return PERR_NONE;
 }
 
+/*
+ * The admin listings' words (LOCKS, SESSIONS): a glob first when the
+ * command takes one and the count of words is odd (so a glob may be
+ * called LIMIT or CURSOR, as a session may be called GRACE), then LIMIT
+ * <n> (1..PROTO_PAGE_MAX) and CURSOR <c> (a word of at most
+ * PROTO_CURSOR_MAX bytes, read by the broker), in any order, each once.
+ */
+static enum proto_err
+parse_page(const struct word *w, int n, unsigned allowed,
+    struct proto_req *req, const char **why)
+{
+	int i = 0;
+
+	if ((allowed & OPT_GLOB) && n % 2 == 1) {
+		if (w[0].len > PROTO_GLOB_MAX)
+			return bad(why, "glob longer than 1024 bytes");
+		req->word = w[0].p;
+		req->wordlen = w[0].len;
+		i = 1;
+	}
+	for (; i < n; i += 2) {
+		if (i + 1 >= n)
+			return bad(why, (allowed & OPT_GLOB) ? "takes [<glob>] "
+			    "[LIMIT <n>] [CURSOR <c>]" : "takes [CURSOR <c>] "
+			    "[LIMIT <n>]");
+		if (word_is(&w[i], "LIMIT")) {
+			long v = parse_ms(&w[i + 1]);
+
+			if (req->limit > 0)
+				return bad(why, "LIMIT given twice");
+			if (v < 1 || v > PROTO_PAGE_MAX)
+				return bad(why, "LIMIT must be decimal 1..100");
+			req->limit = v;
+		} else if (word_is(&w[i], "CURSOR")) {
+			if (req->word2 != NULL)
+				return bad(why, "CURSOR given twice");
+			if (w[i + 1].len > PROTO_CURSOR_MAX)
+				return bad(why, "CURSOR longer than 64 bytes");
+			req->word2 = w[i + 1].p;
+			req->word2len = w[i + 1].len;
+		} else {
+			return bad(why, "unknown option");
+		}
+	}
+	return PERR_NONE;
+}
+
 enum proto_err
 proto_parse(const char *line, size_t len, const struct proto_limits *lim,
     struct proto_req *req, int *empty, const char **why)
@@ -411,6 +466,8 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 		if ((req->token = parse_token(&w[2])) < 0)
 			return bad(why, "token must be decimal 1..2^53-1");
 		return PERR_NONE;
+	case SHAPE_PAGE:
+		return parse_page(&w[1], nargs, def->opts, req, why);
 	case SHAPE_ONOFF:
 		if (nargs != 1)
 			return bad(why, "takes ON or OFF");

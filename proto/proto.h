@@ -19,6 +19,11 @@
 #define PROTO_LIMIT_MAX 1000000L	/* most permits a LIMIT may give */
 #define PROTO_VALUE_MAX 256		/* 1.2: longest VALUE, bytes */
 #define PROTO_TOKEN_MAX 9007199254740991LL	/* 2^53-1: CHECK's token */
+#define PROTO_PAGE_MAX 100		/* admin LOCKS, SESSIONS: most entries
+					 * a reply holds (LIMIT, its default) */
+#define PROTO_CURSOR_MAX 64		/* admin: longest CURSOR word */
+#define PROTO_GLOB_MAX 1024		/* admin LOCKS: longest glob (an
+					 * access list's pattern) */
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -38,6 +43,10 @@ enum proto_cmd {
 	CMD_WATCH,			/* 1.2: events on a key's holders */
 	CMD_UNWATCH,			/* 1.2 */
 	CMD_CHECK,			/* 1.2: is a token's hold alive? */
+	CMD_LOCKS,			/* 1.2 admin: who holds what, paged */
+	CMD_SESSIONS,			/* 1.2 admin: this broker's sessions */
+	CMD_KILL,			/* 1.2 admin: end a session anywhere */
+	CMD_FREE,			/* 1.2 admin: free every hold of a key */
 	CMD__COUNT
 };
 
@@ -76,9 +85,10 @@ struct proto_req {
 	const char *key;		/* ACQUIRE, RELEASE, RENEW, OWNER */
 	size_t keylen;
 	const char *word;		/* HELLO name, AUTH token, RESUME
-					 * client-id (may be NULL) */
+					 * client-id, KILL's, LOCKS glob (may
+					 * be NULL) */
 	size_t wordlen;
-	const char *word2;		/* RESUME secret */
+	const char *word2;		/* RESUME secret, admin CURSOR */
 	size_t word2len;
 	const char *value;		/* 1.2: ACQUIRE ... VALUE, PROCLAIM's */
 	size_t valuelen;		/* 0: none given */
@@ -89,7 +99,9 @@ struct proto_req {
 	long wait_ms, ttl_ms, grace_ms, linger_ms;
 	int on;				/* EVENTS ON (1) / OFF (0) */
 	int shared;			/* 1.1: ACQUIRE ... SHARED */
-	long limit;			/* 1.1: ACQUIRE ... LIMIT n (0: none) */
+	long limit;			/* 1.1: ACQUIRE ... LIMIT n; admin
+					 * LOCKS, SESSIONS ... LIMIT n (0:
+					 * none) */
 };
 
 /*

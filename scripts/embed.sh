@@ -56,8 +56,12 @@
 # FREES only, "batch_read_<hash>" (no-writes) READS only; each refuses a
 # call of another kind.  Without functions (EVALSHA, EVAL) there are no
 # flags: the batch script runs any call, as before.
-FREES="release forget"
-READS="owner check"
+# CROSS: scripts that read keys they do not name (LOCKS: the keys SCAN
+# finds on a cluster master, of many slots) get "allow-cross-slot-keys"
+# too; no cluster-mode call goes in a batch.
+FREES="release forget free"
+READS="owner check locks peek"
+CROSS="locks"
 set -eu
 out=$1; shift
 lib=$(dirname "$0")/lib
@@ -181,6 +185,7 @@ LUA
     *" $n "*) fl="'allow-oom'" ;;
     *) case " $READS " in *" $n "*) fl="'no-writes'" ;; *) fl="" ;; esac ;;
     esac
+    case " $CROSS " in *" $n "*) fl="$fl, 'allow-cross-slot-keys'" ;; esac
     echo "redis.register_function{function_name = '${n}_@HASH@',"
     echo "  callback = S['$n'], flags = {$fl}}"
   done

@@ -55,6 +55,8 @@ struct config {
 	long tcp_keepalive_s;
 	char *auth_token;		/* "" = no AUTH needed */
 	char *acl_file;			/* "" = no per-app access list */
+	long admin_local;		/* 1: without acl_file, local sessions
+					   may use the admin words */
 	long tls_port;			/* 0 = no TLS listener */
 	char *tls_cert_file;		/* PEM chain, leaf first */
 	char *tls_key_file;

@@ -16,6 +16,7 @@
 #define LOCKBROKER_SESSION_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/queue.h>
 
 #include "broker.h"
@@ -33,6 +34,10 @@ struct lclient;
 struct stream;
 struct watches;
 struct lk_result;
+struct admin_req;
+
+/* "[" IPv6 "]:" port, NUL */
+#define ADMIN_PEER_MAX 56
 
 struct session {
 	struct broker *b;
@@ -61,7 +66,18 @@ struct session {
 	unsigned stashed:1;		/* and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
 	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
+	unsigned local:1;		/* on the unix socket or a loopback
+					 * address (admin_local) */
+	unsigned ended:1;		/* KILLed by an admin: closing, its
+					 * locks freed already */
 	long long stash_token;
+	/* the admin view (admin.c, names.c) */
+	char name[PROTO_NAME_MAX + 1];	/* its HELLO name ("" none) */
+	char peer[ADMIN_PEER_MAX];	/* "ip:port", "[ip]:port" or "unix" */
+	int64_t born_ms;		/* accepted then (SESSIONS' age) */
+	int64_t name_ms;		/* its name written in Redis then (0:
+					 * not written) */
+	struct admin_req *areq;		/* an admin request in progress */
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
 	 * verified against tls_ca_cert_file (tls_auth_clients yes or
@@ -105,5 +121,15 @@ void news_grace_watch_found(void *arg, const char *key, size_t keylen);
 struct awaits *session_awaits(struct session *s);
 struct watches *session_watches(struct session *s);
 int watch_key(struct session *s, const char *key, size_t keylen);
+
+/* names.c: the HELLO name in Redis, for LOCKS on every broker */
+void names_hello(struct session *s, const char *name, size_t len);
+void names_held(struct session *s);
+void names_gone(struct session *s, int detached);
+
+/* admin.c: the admin words and what they need of a session */
+void admin_peer(struct session *s, int fd);
+void admin_dispatch(struct session *s, const struct proto_req *req);
+void admin_session_gone(struct session *s);
 
 #endif
