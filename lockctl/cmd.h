@@ -1,6 +1,6 @@
 /*
  * cmd.h - what lockctl asks the broker: AUTH, one query (owner KEY, stats,
- * ping), KEY -- CMD or elect KEY -- CMD: acquire KEY, run CMD under it
+ * ping), the admin view (locks, kill, free), KEY -- CMD or elect KEY -- CMD: acquire KEY, run CMD under it
  * (child.c), give it back; or watch KEY: print its events.  Each returns
  * lockctl's exit status or exits (die).
  */
@@ -26,6 +26,11 @@ struct opts {
 void cmd_auth(struct conn *c, const char *path);
 /* owner KEY, stats, ping: one request, its reply on stdout. */
 int cmd_query(struct conn *c, const char *req);
+/* kill CLIENT-ID, free KEY: one request, its reply on stdout (0) or, an
+ * ERR, on stderr (70). */
+int cmd_admin(struct conn *c, const char *req);
+/* locks [GLOB]: every page of LOCKS, one holder per line on stdout. */
+int cmd_locks(struct conn *c, const char *glob);
 /*
  * Acquire KEY and run CMD under it: KEY -- CMD, and elect KEY -- CMD,
  * which is the same exclusive hold with o->value as the leader's value.
