@@ -12,6 +12,9 @@
 --          first key), ARGV[5] and the last token listed of that key
 -- ARGV[6]  the most holders to list
 -- ARGV[7]  the most SCAN calls
+-- ARGV[8]  SCAN's COUNT: the same for every page (a LIMIT may change
+--          from page to page), so that a page that goes on inside a
+--          batch gets that batch again from SCAN
 -- A page ends when it has listed ARGV[6] holders, made ARGV[7] calls, or
 -- SCAN said it is done.  Within one SCAN call's batch, keys go in the
 -- order of their "key hash" (the first 16 hex digits of the SHA1 of their
@@ -32,7 +35,7 @@
 -- @include holders.lua
 local pat, cut, cur = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local rh, rt = ARGV[4], tonumber(ARGV[5]) or 0
-local limit, calls = tonumber(ARGV[6]), tonumber(ARGV[7])
+local limit, calls, count = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {'0', '', 0, tonumber(t[1]) * 1000000 + tonumber(t[2])}
@@ -85,8 +88,7 @@ local function holders_by_token(k)
 end
 
 for _ = 1, calls do
-  local r = redis.call('SCAN', cur, 'MATCH', pat, 'COUNT',
-    math.max(limit - n, 10))
+  local r = redis.call('SCAN', cur, 'MATCH', pat, 'COUNT', count)
   local batch = {}
   for i, k in ipairs(r[2]) do
     batch[i] = {string.sub(redis.sha1hex(k), 1, 16), k}

@@ -136,7 +136,7 @@ int calls_grant(struct store *st, const struct route *r,
 /* requests.c: the admin view's reads (pages.c pages them) */
 int calls_locks(struct store *st, int slot, const char *pattern,
     size_t patlen, const char *scan, const char *hash, long long token,
-    size_t limit, size_t calls, calls_locks_fn *fn, void *arg);
+    size_t limit, size_t calls, size_t count, calls_locks_fn *fn, void *arg);
 int calls_peek(struct store *st, int slot, const struct store_str *keys,
     size_t n, calls_peek_fn *fn, void *arg);
 

@@ -28,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCAN_CALLS 50		/* SCAN calls a page makes at most (each
-				 * reads about `limit` keys of the
-				 * keyspace: a glob that matches little
-				 * still moves the walk on) */
+#define SCAN_CALLS 50		/* SCAN calls a page makes at most: a glob
+				 * that matches little still moves the walk
+				 * on, by SCAN_CALLS * SCAN_COUNT keys */
+#define SCAN_COUNT 100		/* SCAN's COUNT, every page alike: a page
+				 * that goes on inside a batch must get the
+				 * same batch from the same cursor */
 #define SCAN_DIGITS 20		/* a SCAN cursor: 64 bits */
 #define HASH_LEN 16		/* locks.lua's key hash: 64 bits in hex */
 #define PATTERN_MAX 2200	/* the escaped prefix and a glob */
@@ -504,7 +506,7 @@ store_locks(struct store *st, const char *glob, size_t globlen,
 	pg->arg = arg;
 	pg->slot = c.slot;
 	if (calls_locks(st, c.slot, pattern, patlen, c.scan, c.hash, c.token,
-	    limit, SCAN_CALLS, page_read, pg) != 0) {
+	    limit, SCAN_CALLS, SCAN_COUNT, page_read, pg) != 0) {
 		free(pg);
 		return -1;
 	}

@@ -745,16 +745,17 @@ store_name(struct store *st, const char *cid, size_t cidlen,
  * One page of locks.lua on the master serving slot (-1: the one master):
  * holders of the keys matching pattern (MATCH's syntax, the lock prefix
  * in it), from SCAN cursor scan, after key hash and token (hash "": from
- * the batch's first key), at most limit holders and calls SCAN calls.
+ * the batch's first key), at most limit holders and calls SCAN calls of
+ * COUNT count.
  */
 int
 calls_locks(struct store *st, int slot, const char *pattern, size_t patlen,
     const char *scan, const char *hash, long long token, size_t limit,
-    size_t calls, calls_locks_fn *fn, void *arg)
+    size_t calls, size_t count, calls_locks_fn *fn, void *arg)
 {
-	char cut[24], tok[24], lim[24], nc[24];
+	char cut[24], tok[24], lim[24], nc[24], cnt[24];
 	struct route r;
-	struct piece p[7];
+	struct piece p[8];
 
 	calls_route_slot(st, slot, &r);
 	p[0] = (struct piece){ pattern, patlen, NULL, 0 };
@@ -768,7 +769,9 @@ calls_locks(struct store *st, int slot, const char *pattern, size_t patlen,
 	    limit), NULL, 0 };
 	p[6] = (struct piece){ nc, (size_t)snprintf(nc, sizeof nc, "%zu",
 	    calls), NULL, 0 };
-	return calls_script(st, &r, decode_locks, SCRIPT_LOCKS, 0, p, 7,
+	p[7] = (struct piece){ cnt, (size_t)snprintf(cnt, sizeof cnt, "%zu",
+	    count), NULL, 0 };
+	return calls_script(st, &r, decode_locks, SCRIPT_LOCKS, 0, p, 8,
 	    (union call_fn){ .locks = fn }, arg);
 }
 
