@@ -230,8 +230,10 @@ pattern_of(const struct store *st, const char *glob, size_t globlen,
 			out[n++] = '\\';
 		out[n++] = c;
 	}
-	if (globlen == 0)
+	if (globlen == 0) {
 		out[n++] = '*';
+		return n;
+	}
 	memcpy(out + n, glob, globlen);
 	return n + globlen;
 }
