@@ -139,7 +139,7 @@ held_abandon(void)
 /* ---------------------------------------------------------- subcommands -- */
 
 int
-cmd_query(struct conn *c, const char *req)
+cmd_query(struct conn *c, const char *req, int err_status)
 {
 	char reply[LINE_MAX_LEN];
 
@@ -148,28 +148,7 @@ cmd_query(struct conn *c, const char *req)
 	conn_close(c);
 	if (!reply_ok(reply)) {
 		msg("%s", reply);
-		return 1;
-	}
-	if (printf("%s\n", reply) < 0 || fflush(stdout) == EOF)
-		die(1, "stdout: %s", strerror(errno));
-	return 0;
-}
-
-/*
- * kill CLIENT-ID, free KEY (the admin view): one request; its reply on
- * stdout and 0 when it is OK, else on stderr and EX_SOFTWARE (70).
- */
-int
-cmd_admin(struct conn *c, const char *req)
-{
-	char reply[LINE_MAX_LEN];
-
-	if (conn_call(c, req, reply, sizeof reply) < 0)
-		die(1, "%s", c->err);
-	conn_close(c);
-	if (!reply_ok(reply)) {
-		msg("%s", reply);
-		return EX_SOFTWARE;
+		return err_status;
 	}
 	if (printf("%s\n", reply) < 0 || fflush(stdout) == EOF)
 		die(1, "stdout: %s", strerror(errno));

@@ -24,11 +24,10 @@ struct opts {
 
 /* AUTH with the token from path; exits 1 if it cannot be read or fails. */
 void cmd_auth(struct conn *c, const char *path);
-/* owner KEY, stats, ping: one request, its reply on stdout. */
-int cmd_query(struct conn *c, const char *req);
-/* kill CLIENT-ID, free KEY: one request, its reply on stdout (0) or, an
- * ERR, on stderr (70). */
-int cmd_admin(struct conn *c, const char *req);
+/* owner KEY, stats, ping, and the admin view's kill CLIENT-ID and free
+ * KEY: one request, its reply on stdout (0), or any other reply on stderr
+ * (err_status: 1, or for kill and free EX_SOFTWARE, 70). */
+int cmd_query(struct conn *c, const char *req, int err_status);
 /* locks [GLOB]: every page of LOCKS, one holder per line on stdout. */
 int cmd_locks(struct conn *c, const char *glob);
 /*

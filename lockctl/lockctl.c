@@ -365,11 +365,11 @@ main(int argc, char **argv)
 		return cmd_locks(&c, a.key);
 	case MODE_KILL:
 	case MODE_FREE:
-		return cmd_admin(&c, req);
+		return cmd_query(&c, req, EX_SOFTWARE);
 	case MODE_OWNER:
 	case MODE_STATS:
 	case MODE_PING:
 		break;
 	}
-	return cmd_query(&c, req);
+	return cmd_query(&c, req, 1);
 }

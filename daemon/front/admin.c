@@ -254,6 +254,17 @@ cid_ok(const char *p, size_t len)
 	return 1;
 }
 
+/* p[0..len) into out when it is a client-id: 0, else -1. */
+static int
+cid_read(const char *p, size_t len, char out[CLIENTID_LEN + 1])
+{
+	if (!cid_ok(p, len))
+		return -1;
+	memcpy(out, p, CLIENTID_LEN);
+	out[CLIENTID_LEN] = '\0';
+	return 0;
+}
+
 /* --- LOCKS --------------------------------------------------------------- */
 
 static int
@@ -446,13 +457,11 @@ cmd_sessions(struct session *s, const struct proto_req *req)
 
 	if (req->word2 != NULL && !(req->word2len == 1 &&
 	    req->word2[0] == '0')) {
-		if (!cid_ok(req->word2, req->word2len)) {
+		if (cid_read(req->word2, req->word2len, after) != 0) {
 			send_err(s, PERR_BADARG, "CURSOR is not one a SESSIONS "
 			    "reply gave (none, or 0, starts)");
 			return;
 		}
-		memcpy(after, req->word2, CLIENTID_LEN);
-		after[CLIENTID_LEN] = '\0';
 		p.after = after;
 	}
 	b->stats.admin_sessions++;
@@ -632,13 +641,11 @@ cmd_kill(struct session *s, const struct proto_req *req)
 	struct admin_req *q;
 	char cid[CLIENTID_LEN + 1];
 
-	if (!cid_ok(req->word, req->wordlen)) {
+	if (cid_read(req->word, req->wordlen, cid) != 0) {
 		send_err(s, PERR_BADARG, "not a client-id (a lower-case UUID, "
 		    "as HELLO gives)");
 		return;
 	}
-	memcpy(cid, req->word, CLIENTID_LEN);
-	cid[CLIENTID_LEN] = '\0';
 	b->stats.admin_kills++;
 	log_info("admin %s: KILL %s", who(s), cid);
 	if (session_of(b, cid) == s) {
@@ -673,10 +680,8 @@ admin_kill_heard(struct broker *b, const char *cid, size_t cidlen,
 {
 	char id[CLIENTID_LEN + 1];
 
-	if (b->stopping || !cid_ok(cid, cidlen))
+	if (b->stopping || cid_read(cid, cidlen, id) != 0)
 		return;
-	memcpy(id, cid, CLIENTID_LEN);
-	id[CLIENTID_LEN] = '\0';
 	if (!kill_here(b, id))
 		return;		/* another broker's, or nobody's */
 	log_info("session %s: KILLed at the request of broker %.*s", id,

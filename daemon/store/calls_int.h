@@ -101,6 +101,8 @@ struct route {
 };
 
 /* decode.c */
+/* 1..len bytes of 0x21..0x7e: what the broker shows of Redis's bytes. */
+int decode_printable(const char *p, size_t len);
 int decode_owner(struct call *c, const redisReply *r, int can_park);
 int decode_session(struct call *c, const redisReply *r, int can_park);
 int decode_acquire(struct call *c, const redisReply *r, int can_park);

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int
-printable(const char *p, size_t len)
+int
+decode_printable(const char *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
@@ -32,7 +32,7 @@ static void
 holder_split(const char *value, size_t len, long long pttl,
     struct store_holder *h)
 {
-	const char *colon = printable(value, len) ?
+	const char *colon = decode_printable(value, len) ?
 	    memrchr(value, ':', len) : NULL;
 	/* the owner ends at the token's colon, or at a '/' before it */
 	const char *slash = colon != NULL ?
@@ -40,7 +40,7 @@ holder_split(const char *value, size_t len, long long pttl,
 	const char *end = slash != NULL && slash > value ? slash : colon;
 
 	*h = (struct store_holder){ "?", 1, 0, pttl, NULL, 0 };
-	if (!printable(value, len))
+	if (!decode_printable(value, len))
 		return;
 	if (colon == NULL) {
 		h->owner = value;
@@ -88,7 +88,7 @@ decode_owner(struct call *c, const redisReply *r, int can_park)
 		/* a value is shown only as the broker checks it: printable,
 		 * at most STORE_VALUE_MAX bytes */
 		if (text != NULL && text->len <= STORE_VALUE_MAX &&
-		    printable(text->str, (size_t)text->len)) {
+		    decode_printable(text->str, (size_t)text->len)) {
 			h[0].value = text->str;
 			h[0].valuelen = (size_t)text->len;
 		}
@@ -230,7 +230,7 @@ decode_takeover(struct call *c, const redisReply *r, int can_park)
 		return -1;
 	text = r->elements == 3 ? r->element[2] : NULL;
 	if (text != NULL && (text->type != REDIS_REPLY_STRING ||
-	    text->len > STORE_VALUE_MAX || !printable(text->str,
+	    text->len > STORE_VALUE_MAX || !decode_printable(text->str,
 	    (size_t)text->len)))
 		text = NULL;
 	c->fn.takeover(c->arg, 1, (int)r->element[0]->integer,

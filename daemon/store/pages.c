@@ -261,15 +261,6 @@ page_done(struct page *pg, int ok)
 	page_free(pg);
 }
 
-static int
-printable(const char *p, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
-			return 0;
-	return len > 0;
-}
-
 /*
  * Every read is in: a value key "<token> <text>" belongs to the entry
  * only with its token (value.lua), a name to every entry whose owner it
@@ -288,7 +279,7 @@ reads_apply(struct page *pg)
 		if (rd->got == NULL)
 			continue;
 		if (rd->is_name) {
-			if (rd->gotlen > 64 || !printable(rd->got, rd->gotlen))
+			if (rd->gotlen > 64 || !decode_printable(rd->got, rd->gotlen))
 				continue;
 			for (size_t j = rd->entry; j < pg->n; j++)
 				if (pg->e[j].ownerlen == e->ownerlen &&
@@ -306,7 +297,7 @@ reads_apply(struct page *pg)
 			continue;	/* a hold's before this one */
 		sp++;
 		if ((size_t)(rd->got + rd->gotlen - sp) > STORE_VALUE_MAX ||
-		    !printable(sp, (size_t)(rd->got + rd->gotlen - sp)))
+		    !decode_printable(sp, (size_t)(rd->got + rd->gotlen - sp)))
 			continue;
 		e->value = sp;
 		e->valuelen = (size_t)(rd->got + rd->gotlen - sp);

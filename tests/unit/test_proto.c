@@ -489,6 +489,14 @@ START_TEST(test_admin) { check_row(&admin_rows[_i]); } END_TEST
 /* The admin listings' LIMIT and CURSOR, and their bounds. */
 START_TEST(test_admin_fields)
 {
+	static const struct {
+		const char *verb;
+		size_t max;
+		char c;
+	} bounds[] = {
+		{ "LOCKS CURSOR", PROTO_CURSOR_MAX, 'c' },
+		{ "LOCKS", PROTO_GLOB_MAX, '*' },
+	};
 	struct proto_req req;
 	char *buf, *line;
 
@@ -504,26 +512,20 @@ START_TEST(test_admin_fields)
 	ck_assert_ptr_null(req.word2);
 	ck_assert_ptr_null(req.word);
 	free(buf);
-	/* a CURSOR of 64 bytes passes, 65 do not */
-	line = make_line("LOCKS CURSOR", 64, 'c', "");
-	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_NONE);
-	ck_assert_uint_eq(req.word2len, 64);
-	free(buf);
-	free(line);
-	line = make_line("LOCKS CURSOR", 65, 'c', "");
-	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_BADARG);
-	free(buf);
-	free(line);
-	/* a glob of 1024 bytes passes, 1025 do not */
-	line = make_line("LOCKS", 1024, '*', "");
-	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_NONE);
-	ck_assert_uint_eq(req.wordlen, 1024);
-	free(buf);
-	free(line);
-	line = make_line("LOCKS", 1025, '*', "");
-	ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf), PERR_BADARG);
-	free(buf);
-	free(line);
+	/* a CURSOR of 64 bytes passes, 65 do not; a glob 1024 and 1025 */
+	for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+		for (size_t extra = 0; extra < 2; extra++) {
+			line = make_line(bounds[i].verb, bounds[i].max + extra,
+			    bounds[i].c, "");
+			ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf),
+			    extra ? PERR_BADARG : PERR_NONE);
+			if (!extra)
+				ck_assert_uint_eq(bounds[i].c == 'c' ?
+				    req.word2len : req.wordlen, bounds[i].max);
+			free(buf);
+			free(line);
+		}
+	}
 }
 END_TEST
 
