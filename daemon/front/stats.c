@@ -551,7 +551,8 @@ const struct stat_def stats_table[] = {
 	    NULL, NULL, NULL, NULL, t_redis_node_stats },
 	/* access lists (per-app samples: metrics.c) */
 	{ "denials", C, "Requests answered ERR DENIED (a key outside the "
-	    "session's app's patterns).",
+	    "session's app's patterns, or an admin word from a session that "
+	    "may not use it).",
 	    "lockbroker_denials_total", NULL, NULL, g_denials, NULL },
 	{ "app_sessions", STAT_TEXT, "Sessions per app now, as "
 	    "name:n,name:n (- without an access list).",

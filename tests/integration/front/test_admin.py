@@ -55,7 +55,8 @@ Redis Cluster for the walk over every master), clients over sockets.
         session lives); an app marked admin may.
     test_admin_local_no_and_remote_address  without an acl_file: a
         session on a non-loopback address gets ERR DENIED, one on
-        loopback or the unix socket may; with admin_local no nobody may.
+        loopback or the unix socket may (with auth_token, once it passed
+        AUTH); with admin_local no nobody may.
     test_bad_input_then_the_session_goes_on  bad globs, LIMITs,
         cursors, client-ids, words: a clear ERR each, then PING.
     test_logged_and_counted  every admin request is in the log (who,
@@ -579,6 +580,13 @@ class TestWho(AdminCase):
         self.assertIn("unix", [r[3] for r in rows])
         self.assertIn(ip, " ".join(r[3] for r in rows))
         self.page(self.connect(b), "LOCKS")      # loopback: allowed
+        # with auth_token: a local session is an admin once it passed AUTH
+        b3 = self.start_broker("--auth_token", "t0k")
+        c3 = self.connect(b3)
+        self.assertRegex(c3.req("LOCKS"), r"\AERR NOAUTH ")
+        self.assertEqual(c3.req("AUTH t0k"), "OK")
+        self.assertEqual([e.key for e in self.page(c3, "LOCKS")[1]],
+                         ["r:1"])       # the same Redis and prefix as b's
         # admin_local no: nobody, loopback and unix socket included
         b2 = self.start_broker("--admin_local", "no")
         h2 = self.connect(b2)
