@@ -439,6 +439,28 @@ on_store_rerouted(void *arg)
 	locks_store_rerouted(((struct broker *)arg)->locks);
 }
 
+/* The admin words' messages (FREE, KILL). */
+static void
+on_store_freed(void *arg, const char *key, size_t keylen, long long token)
+{
+	(void)locks_store_freed(((struct broker *)arg)->locks, key, keylen,
+	    token);
+}
+
+static void
+on_store_kill(void *arg, const char *cid, size_t cidlen, const char *request,
+    size_t requestlen)
+{
+	admin_kill_heard(arg, cid, cidlen, request, requestlen);
+}
+
+static void
+on_store_killed(void *arg, const char *broker, size_t len,
+    unsigned long long seq)
+{
+	admin_killed_heard(arg, broker, len, seq);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -536,11 +558,15 @@ main(int argc, char **argv)
 			.changed = on_store_changed, .wanted = on_store_wanted,
 			.queue = on_store_queue, .ask = on_store_ask,
 			.subscribed = on_store_subscribed,
-			.rerouted = on_store_rerouted, .arg = &b
+			.rerouted = on_store_rerouted,
+			.freed = on_store_freed, .kill = on_store_kill,
+			.killed = on_store_killed, .arg = &b
 		};
 
 		locks_cfg_from(&cfg, &lc);
 		b.locks = locks_new(b.base, &lc);
+		b.admin = admin_new(&b);
+		b.names = names_new(&b);
 		/* Handlers before listening: a SIGHUP sent as soon as the port
 		 * answers must reload, not kill (SIGHUP's default action). */
 		sigterm = evsignal_new(b.base, SIGTERM, stop_cb, &b);
@@ -618,6 +644,10 @@ out:
 	event_free(sigint);
 	event_free(sighup);
 	store_free(b.store);
+	/* after the store: its calls' callbacks (answered as failed) may
+	 * still name admin requests */
+	admin_free(b.admin);
+	names_free(b.names);
 	locks_free(b.locks);
 	tls_free(b.tls);
 	event_base_free(b.base);

@@ -139,7 +139,7 @@ held_abandon(void)
 /* ---------------------------------------------------------- subcommands -- */
 
 int
-cmd_query(struct conn *c, const char *req)
+cmd_query(struct conn *c, const char *req, int err_status)
 {
 	char reply[LINE_MAX_LEN];
 
@@ -148,10 +148,55 @@ cmd_query(struct conn *c, const char *req)
 	conn_close(c);
 	if (!reply_ok(reply)) {
 		msg("%s", reply);
-		return 1;
+		return err_status;
 	}
 	if (printf("%s\n", reply) < 0 || fflush(stdout) == EOF)
 		die(1, "stdout: %s", strerror(errno));
+	return 0;
+}
+
+/*
+ * locks [GLOB]: every page of LOCKS, from cursor 0 until the broker says
+ * 0 again, one entry (9 words) per line on stdout.  An ERR reply goes to
+ * stderr and exits 70, as kill and free do; a reply that is not a page
+ * exits 1.
+ */
+int
+cmd_locks(struct conn *c, const char *glob)
+{
+	static char reply[LINE_MAX_LEN];	/* 64 KiB: not on the stack */
+	char req[REQ_MAX_LEN], cursor[REQ_MAX_LEN] = "0";
+	char *entries[PAGE_MAX], *next;
+	size_t n;
+
+	for (;;) {
+		if (snprintf(req, sizeof req, "LOCKS %s%sCURSOR %s",
+		    glob != NULL ? glob : "", glob != NULL ? " " : "",
+		    cursor) >= (int)sizeof req)
+			die(EX_USAGE, "GLOB makes a request longer than %d "
+			    "bytes", REQ_MAX_LEN - 1);
+		if (conn_call(c, req, reply, sizeof reply) < 0)
+			die(1, "%s", c->err);
+		if (!reply_ok(reply)) {
+			msg("%s", reply);
+			conn_close(c);
+			return EX_SOFTWARE;
+		}
+		if (locks_page(reply, &next, entries, &n) < 0)
+			die(1, "LOCKS: a reply that is not a page: %.80s", reply);
+		for (size_t i = 0; i < n; i++)
+			if (printf("%s\n", entries[i]) < 0)
+				die(1, "stdout: %s", strerror(errno));
+		if (fflush(stdout) == EOF)
+			die(1, "stdout: %s", strerror(errno));
+		if (strcmp(next, "0") == 0)
+			break;
+		if (strlen(next) >= sizeof cursor || strcmp(next, cursor) == 0)
+			die(1, "LOCKS: the broker gave cursor '%.80s' again",
+			    next);
+		memcpy(cursor, next, strlen(next) + 1);
+	}
+	conn_close(c);
 	return 0;
 }
 

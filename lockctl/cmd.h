@@ -1,6 +1,6 @@
 /*
  * cmd.h - what lockctl asks the broker: AUTH, one query (owner KEY, stats,
- * ping), KEY -- CMD or elect KEY -- CMD: acquire KEY, run CMD under it
+ * ping), the admin view (locks, kill, free), KEY -- CMD or elect KEY -- CMD: acquire KEY, run CMD under it
  * (child.c), give it back; or watch KEY: print its events.  Each returns
  * lockctl's exit status or exits (die).
  */
@@ -24,8 +24,12 @@ struct opts {
 
 /* AUTH with the token from path; exits 1 if it cannot be read or fails. */
 void cmd_auth(struct conn *c, const char *path);
-/* owner KEY, stats, ping: one request, its reply on stdout. */
-int cmd_query(struct conn *c, const char *req);
+/* owner KEY, stats, ping, and the admin view's kill CLIENT-ID and free
+ * KEY: one request, its reply on stdout (0), or any other reply on stderr
+ * (err_status: 1, or for kill and free EX_SOFTWARE, 70). */
+int cmd_query(struct conn *c, const char *req, int err_status);
+/* locks [GLOB]: every page of LOCKS, one holder per line on stdout. */
+int cmd_locks(struct conn *c, const char *glob);
 /*
  * Acquire KEY and run CMD under it: KEY -- CMD, and elect KEY -- CMD,
  * which is the same exclusive hold with o->value as the leader's value.

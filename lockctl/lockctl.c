@@ -15,7 +15,8 @@
  * run for leader election (protocol 1.2): an exclusive hold, with the
  * leader's --value for others to read.  watch KEY prints KEY's events
  * (WATCH, 1.2) until interrupted.  The subcommands owner, stats and ping
- * print one broker reply.  libc only: one poll() loop over the
+ * print one broker reply; locks, kill and free are the admin view (1.2):
+ * every holder of every key, ending a session, freeing a key.  libc only: one poll() loop over the
  * socket and a self-pipe fed by the signal handler; with --tls, OpenSSL
  * too (tls.c) on the same socket and loop.
  *
@@ -67,6 +68,7 @@ usage(FILE *f)
 "usage: lockctl [options] KEY -- CMD [ARGS...]\n"
 "       lockctl [options] [--value V] elect KEY -- CMD [ARGS...]\n"
 "       lockctl [options] watch KEY | owner KEY | stats | ping\n"
+"       lockctl [options] locks [GLOB] | kill CLIENT-ID | free KEY\n"
 "\n"
 "Hold lock KEY on lockbrokerd while CMD runs; exit with CMD's status.\n"
 "CMD sees LOCKBROKER_KEY and LOCKBROKER_TOKEN (the fencing token).\n"
@@ -75,6 +77,12 @@ usage(FILE *f)
 "for a lost lock.\n"
 "watch: print KEY's holder at once and at every change (HOLDER KEY ...,\n"
 "FREE KEY), one line each, until SIGINT or SIGTERM.\n"
+"locks, kill, free: the admin view, for an admin session (without an\n"
+"acl_file: on the unix socket or a loopback address; with one, an app\n"
+"marked admin).  locks: every holder of every key (matching GLOB: *, ?,\n"
+"\\), one per line: KEY KIND CLIENT-ID NAME TOKEN AGE-MS TTL-MS\n"
+"LOCAL-WAITERS VALUE, through every broker.  kill: end that session\n"
+"wherever it lives, its holds freed at once.  free: end every hold of KEY.\n"
 "\n"
 "  -H host[:port]  broker address (now %s, port %s)\n"
 "  -U path         broker unix socket instead of TCP\n"
@@ -103,9 +111,9 @@ usage(FILE *f)
 "  -V              version\n"
 "\n"
 "Exit: CMD's status (128+N if killed by signal N); %d lock busy; %d lock\n"
-"lost while CMD ran; %d usage; 1 broker or connection error (watch: the\n"
-"connection ended); 126/127 CMD not executable/not found; watch: 0 when\n"
-"stopped by SIGINT or SIGTERM.\n"
+"lost while CMD ran, or locks, kill or free answered ERR; %d usage; 1\n"
+"broker or connection error (watch: the connection ended); 126/127 CMD\n"
+"not executable/not found; watch: 0 when stopped by SIGINT or SIGTERM.\n"
 "Environment: LOCKBROKER_HOST, LOCKBROKER_PORT.\n",
 	    h != NULL && *h != '\0' ? h : DEFAULT_HOST,
 	    p != NULL && *p != '\0' ? p : DEFAULT_PORT,
@@ -134,6 +142,8 @@ usage_error(const char *fmt, ...)
 	    "       lockctl [options] [--value V] elect KEY -- CMD [ARGS...]\n"
 	    "       lockctl [-H host[:port] | -U path]"
 	    " watch KEY | owner KEY | stats | ping\n"
+	    "       lockctl [-H host[:port] | -U path]"
+	    " locks [GLOB] | kill CLIENT-ID | free KEY\n"
 	    "       lockctl -h | -V\n");
 	exit(EX_USAGE);
 }
@@ -334,6 +344,9 @@ main(int argc, char **argv)
 
 	if (a.mode == MODE_OWNER)
 		snprintf(req, sizeof req, "OWNER %s", a.key);
+	else if (a.mode == MODE_KILL || a.mode == MODE_FREE)
+		snprintf(req, sizeof req, "%s %s", a.mode == MODE_KILL ?
+		    "KILL" : "FREE", a.key);
 	else
 		snprintf(req, sizeof req, "%s",
 		    a.mode == MODE_STATS ? "STATS" : "PING");
@@ -348,10 +361,15 @@ main(int argc, char **argv)
 		return cmd_locked(&c, &o, a.key, a.cmd);
 	case MODE_WATCH:
 		return cmd_watch(&c, a.key);
+	case MODE_LOCKS:
+		return cmd_locks(&c, a.key);
+	case MODE_KILL:
+	case MODE_FREE:
+		return cmd_query(&c, req, EX_SOFTWARE);
 	case MODE_OWNER:
 	case MODE_STATS:
 	case MODE_PING:
 		break;
 	}
-	return cmd_query(&c, req);
+	return cmd_query(&c, req, 1);
 }

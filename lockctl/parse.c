@@ -105,7 +105,7 @@ token_trim(char *tok, size_t len)
 static const struct subcmd {
 	const char *name;
 	enum lc_mode mode;
-	int takes_key;			/* a KEY after the name */
+	int takes_key;			/* a KEY after the name (2: optional) */
 	int takes_cmd;			/* then -- CMD [ARGS...] */
 	const char *usage;
 } subcmds[] = {
@@ -114,6 +114,9 @@ static const struct subcmd {
 	{ "owner", MODE_OWNER, 1, 0, "owner takes one KEY" },
 	{ "stats", MODE_STATS, 0, 0, "stats takes no arguments" },
 	{ "ping", MODE_PING, 0, 0, "ping takes no arguments" },
+	{ "locks", MODE_LOCKS, 2, 0, "locks takes at most one GLOB" },
+	{ "kill", MODE_KILL, 1, 0, "kill takes one CLIENT-ID" },
+	{ "free", MODE_FREE, 1, 0, "free takes one KEY" },
 };
 
 /*
@@ -170,14 +173,18 @@ parse_args(int nargs, char **argv, struct lc_args *a, const char **why)
 			return -1;
 	} else {
 		a->mode = sc->mode;
-		if (nargs != 1 + sc->takes_key) {
+		if (sc->takes_key == 2 ? nargs > 2 :
+		    nargs != 1 + sc->takes_key) {
 			*why = sc->usage;
 			return -1;
 		}
-		a->key = sc->takes_key ? argv[1] : NULL;
+		a->key = sc->takes_key && nargs == 2 ? argv[1] : NULL;
 	}
 	if (a->key != NULL && !is_word(a->key, KEY_MAX_LEN)) {
-		*why = "KEY must be printable ASCII without blanks";
+		*why = a->mode == MODE_KILL ? "CLIENT-ID must be printable "
+		    "ASCII without blanks" : a->mode == MODE_LOCKS ? "GLOB must "
+		    "be printable ASCII without blanks" : "KEY must be "
+		    "printable ASCII without blanks";
 		return -1;
 	}
 	return 0;
@@ -257,6 +264,49 @@ reply_token(const char *reply, char *token)
 		return -1;
 	memcpy(token, reply + 3, strlen(reply + 3) + 1);
 	return 0;
+}
+
+/* The next word of *p (blanks are single spaces), NUL-ended in place;
+ * NULL when none is left. */
+static char *
+next_word(char **p)
+{
+	char *w = *p, *sp;
+
+	if (w == NULL || *w == '\0')
+		return NULL;
+	if ((sp = strchr(w, ' ')) != NULL) {
+		*sp = '\0';
+		*p = sp + 1;
+	} else {
+		*p = w + strlen(w);
+	}
+	return w;
+}
+
+int
+locks_page(char *reply, char **cursor, char **entries, size_t *n)
+{
+	char *p = reply, *w;
+	long long count;
+
+	if ((w = next_word(&p)) == NULL || strcmp(w, "OK") != 0 ||
+	    (*cursor = next_word(&p)) == NULL || (w = next_word(&p)) ==
+	    NULL || parse_num(w, 0, PAGE_MAX, &count) < 0)
+		return -1;
+	*n = 0;
+	for (long long i = 0; i < count; i++) {
+		char *start = p;
+
+		for (int k = 0; k < PAGE_WORDS; k++) {
+			if ((w = next_word(&p)) == NULL)
+				return -1;
+			if (k > 0)
+				w[-1] = ' ';	/* the entry's own blanks */
+		}
+		entries[(*n)++] = start;
+	}
+	return *p == '\0' ? 0 : -1;
 }
 
 int

@@ -1,7 +1,8 @@
 /*
  * parse.h - lockctl's pure parsers and builders (no I/O, no exit): the
  * values of its options (numbers, host:port, words), the words after
- * them (which mode: KEY -- CMD, elect, watch, owner, stats, ping), and
+ * them (which mode: KEY -- CMD, elect, watch, owner, stats, ping, and
+ * the admin view's locks, kill, free), and
  * the lines it speaks (ACQUIRE built; OK, fencing tokens, EVENT lines
  * read).  tests/unit/test_lockctl.c covers them.
  */
@@ -10,7 +11,8 @@
 
 #include <stddef.h>
 
-#define LINE_MAX_LEN	16384		/* longest reply line (STATS is longest) */
+#define LINE_MAX_LEN	65536		/* longest reply line: a LOCKS page
+					   stays under 64 KiB, CR LF included */
 #define REQ_MAX_LEN	4096		/* longest request line we build */
 #define FENCE_MAX_LEN	20		/* digits in a fencing token (2^64) */
 #define KEY_MAX_LEN	(REQ_MAX_LEN - 64)	/* room left for the options */
@@ -40,12 +42,17 @@ enum lc_mode {
 	MODE_WATCH,			/* watch KEY: print its holder changes */
 	MODE_OWNER,			/* owner KEY */
 	MODE_STATS,			/* stats */
-	MODE_PING			/* ping */
+	MODE_PING,			/* ping */
+	MODE_LOCKS,			/* locks [GLOB]: every page of LOCKS */
+	MODE_KILL,			/* kill CLIENT-ID */
+	MODE_FREE			/* free KEY */
 };
 
 struct lc_args {
 	enum lc_mode mode;
-	const char *key;		/* NULL for stats and ping */
+	const char *key;		/* NULL for stats and ping (and locks
+					   without a GLOB); kill's CLIENT-ID,
+					   locks' GLOB */
 	char **cmd;			/* CMD [ARGS...], NULL-terminated; NULL
 					   but for run and elect */
 };
@@ -77,6 +84,16 @@ int reply_ok(const char *reply);
 /* The fencing token of ACQUIRE's "OK <token>" (reply_ok already) into
  * token (FENCE_MAX_LEN + 1 bytes): 0, or -1 when it has none. */
 int reply_token(const char *reply, char *token);
+/*
+ * A page of the admin view's LOCKS: "OK <cursor> <n>" then n entries of 9
+ * words (PAGE_WORDS).  Splits reply in place: *cursor and each of the n
+ * entries (at most PAGE_MAX, into entries) become NUL-ended strings
+ * within it.  0, or -1 when reply is not such a page (an ERR, or words
+ * that do not add up).
+ */
+#define PAGE_WORDS 9
+#define PAGE_MAX 100
+int locks_page(char *reply, char **cursor, char **entries, size_t *n);
 /* Is line unsolicited ("EVENT ...")? */
 int is_event(const char *line);
 /* Is line "EVENT LOST <key> <token>" for key? */

@@ -26,7 +26,8 @@ enum shape {
 	SHAPE_ONOFF,		/* ON or OFF */
 	SHAPE_KEY_VALUE,	/* 1.2: key and a VALUE word (PROCLAIM) */
 	SHAPE_KEY_TOKEN,	/* 1.2: key and a token (CHECK) */
-	SHAPE_FENCED		/* 1.2: SETIF, DELIF (parse_fenced) */
+	SHAPE_FENCED,		/* 1.2: SETIF, DELIF (parse_fenced) */
+	SHAPE_PAGE		/* admin: [glob] then LIMIT n, CURSOR c */
 };
 
 struct cmd_def {
@@ -46,6 +47,7 @@ struct cmd_def {
 #define OPT_VFLAG  128u	/* 1.2: OWNER's VALUE, a flag */
 #define OPT_DELAY  256u	/* 1.2: ACQUIRE ... DELAY <ms> */
 #define OPT_ALL    512u	/* 1.2: the ALL <n> <key>... form is allowed */
+#define OPT_GLOB   1024u	/* admin LOCKS: a glob may come first */
 
 /* One table: the parser, help text and docs tests walk it. */
 static const struct cmd_def cmds[CMD__COUNT] = {
@@ -87,6 +89,12 @@ static const struct cmd_def cmds[CMD__COUNT] = {
 			  "[PX <ms>|KEEPTTL]" },
 	[CMD_DELIF]   = { "DELIF",   SHAPE_FENCED, 0,
 			  "DELIF <datakey> HOLDING <key> <token>" },
+	[CMD_LOCKS]   = { "LOCKS",   SHAPE_PAGE, OPT_GLOB,
+			  "LOCKS [<glob>] [LIMIT <n>] [CURSOR <c>]" },
+	[CMD_SESSIONS] = { "SESSIONS", SHAPE_PAGE, 0,
+			  "SESSIONS [CURSOR <c>] [LIMIT <n>]" },
+	[CMD_KILL]    = { "KILL",    SHAPE_WORD, 0, "KILL <client-id>" },
+	[CMD_FREE]    = { "FREE",    SHAPE_KEY, 0, "FREE <key>" },
 };
 
 static const char *const err_names[PERR__COUNT] = {
@@ -468,6 +476,53 @@ parse_fenced(const struct word *w, int n, const struct proto_limits *lim,
 	return PERR_NONE;
 }
 
+/*
+ * The admin listings' words (LOCKS, SESSIONS): a glob first when the
+ * command takes one and the count of words is odd (so a glob may be
+ * called LIMIT or CURSOR, as a session may be called GRACE), then LIMIT
+ * <n> (1..PROTO_PAGE_MAX) and CURSOR <c> (a word of at most
+ * PROTO_CURSOR_MAX bytes, read by the broker), in any order, each once.
+ */
+static enum proto_err
+parse_page(const struct word *w, int n, unsigned allowed,
+    struct proto_req *req, const char **why)
+{
+	int i = 0;
+
+	if ((allowed & OPT_GLOB) && n % 2 == 1) {
+		if (w[0].len > PROTO_GLOB_MAX)
+			return bad(why, "glob longer than 1024 bytes");
+		req->word = w[0].p;
+		req->wordlen = w[0].len;
+		i = 1;
+	}
+	for (; i < n; i += 2) {
+		if (i + 1 >= n)
+			return bad(why, (allowed & OPT_GLOB) ? "takes [<glob>] "
+			    "[LIMIT <n>] [CURSOR <c>]" : "takes [CURSOR <c>] "
+			    "[LIMIT <n>]");
+		if (word_is(&w[i], "LIMIT")) {
+			long v = parse_ms(&w[i + 1]);
+
+			if (req->limit > 0)
+				return bad(why, "LIMIT given twice");
+			if (v < 1 || v > PROTO_PAGE_MAX)
+				return bad(why, "LIMIT must be decimal 1..100");
+			req->limit = v;
+		} else if (word_is(&w[i], "CURSOR")) {
+			if (req->word2 != NULL)
+				return bad(why, "CURSOR given twice");
+			if (w[i + 1].len > PROTO_CURSOR_MAX)
+				return bad(why, "CURSOR longer than 64 bytes");
+			req->word2 = w[i + 1].p;
+			req->word2len = w[i + 1].len;
+		} else {
+			return bad(why, "unknown option");
+		}
+	}
+	return PERR_NONE;
+}
+
 enum proto_err
 proto_parse(const char *line, size_t len, const struct proto_limits *lim,
     struct proto_req *req, int *empty, const char **why)
@@ -557,6 +612,8 @@ proto_parse(const char *line, size_t len, const struct proto_limits *lim,
 		return PERR_NONE;
 	case SHAPE_FENCED:
 		return parse_fenced(&w[1], nargs, lim, req, why);
+	case SHAPE_PAGE:
+		return parse_page(&w[1], nargs, def->opts, req, why);
 	case SHAPE_ONOFF:
 		if (nargs == 2 && word_is(&w[1], "ON") &&
 		    word_is(&w[2], "WANTED")) {

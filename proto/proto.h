@@ -22,6 +22,11 @@
 #define PROTO_ALL_MIN 2			/* 1.2: ACQUIRE ALL <n>: 2..64 keys */
 #define PROTO_ALL_MAX 64
 #define PROTO_DATA_MAX 1024		/* 1.2: longest SETIF value, bytes */
+#define PROTO_PAGE_MAX 100		/* admin LOCKS, SESSIONS: most entries
+					 * a reply holds (LIMIT, its default) */
+#define PROTO_CURSOR_MAX 64		/* admin: longest CURSOR word */
+#define PROTO_GLOB_MAX 1024		/* admin LOCKS: longest glob (an
+					 * access list's pattern) */
 
 enum proto_cmd {
 	CMD_HELLO,
@@ -43,6 +48,10 @@ enum proto_cmd {
 	CMD_CHECK,			/* 1.2: is a token's hold alive? */
 	CMD_SETIF,			/* 1.2: a write fenced by a hold */
 	CMD_DELIF,			/* 1.2: a delete fenced by a hold */
+	CMD_LOCKS,			/* 1.2 admin: who holds what, paged */
+	CMD_SESSIONS,			/* 1.2 admin: this broker's sessions */
+	CMD_KILL,			/* 1.2 admin: end a session anywhere */
+	CMD_FREE,			/* 1.2 admin: free every hold of a key */
 	CMD__COUNT
 };
 
@@ -81,9 +90,10 @@ struct proto_req {
 	const char *key;		/* ACQUIRE, RELEASE, RENEW, OWNER */
 	size_t keylen;
 	const char *word;		/* HELLO name, AUTH token, RESUME
-					 * client-id (may be NULL) */
+					 * client-id, KILL's, LOCKS glob (may
+					 * be NULL) */
 	size_t wordlen;
-	const char *word2;		/* RESUME secret */
+	const char *word2;		/* RESUME secret, admin CURSOR */
 	size_t word2len;
 	const char *value;		/* 1.2: ACQUIRE ... VALUE, PROCLAIM's */
 	size_t valuelen;		/* 0: none given */
@@ -108,7 +118,9 @@ struct proto_req {
 	const char *keys[PROTO_ALL_MAX];
 	size_t keylens[PROTO_ALL_MAX];
 	int shared;			/* 1.1: ACQUIRE ... SHARED */
-	long limit;			/* 1.1: ACQUIRE ... LIMIT n (0: none) */
+	long limit;			/* 1.1: ACQUIRE ... LIMIT n; admin
+					 * LOCKS, SESSIONS ... LIMIT n (0:
+					 * none) */
 };
 
 /*

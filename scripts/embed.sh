@@ -60,8 +60,12 @@
 # runs, as a grant is; as EVAL, its SET is refused, after the check, so
 # nothing is written either way); delif only reads and deletes, so it is
 # in FREES: a full Redis still lets an app delete its data, fenced.
-FREES="release forget delif"
-READS="owner check"
+# CROSS: scripts that read keys they do not name (LOCKS: the keys SCAN
+# finds on a cluster master, of many slots) get "allow-cross-slot-keys"
+# too; no cluster-mode call goes in a batch.
+FREES="release forget delif free"
+READS="owner check locks peek"
+CROSS="locks"
 set -eu
 out=$1; shift
 lib=$(dirname "$0")/lib
@@ -185,6 +189,7 @@ LUA
     *" $n "*) fl="'allow-oom'" ;;
     *) case " $READS " in *" $n "*) fl="'no-writes'" ;; *) fl="" ;; esac ;;
     esac
+    case " $CROSS " in *" $n "*) fl="$fl, 'allow-cross-slot-keys'" ;; esac
     echo "redis.register_function{function_name = '${n}_@HASH@',"
     echo "  callback = S['$n'], flags = {$fl}}"
   done

@@ -47,6 +47,9 @@ struct opt {
 	const char *const *choices;	/* T_CHOICE: the words, NULL-ended */
 };
 
+/* A yes/no option's words, stored as 0 and 1. */
+static const char *const no_yes_words[] = { "no", "yes", NULL };
+
 /* tls_auth_clients' words, in enum tls_auth order. */
 static const char *const tls_auth_words[] = { "no", "yes", "optional",
     NULL };
@@ -80,6 +83,11 @@ static const struct opt opts[] = {
 	  .help = "per-app access list: 'app NAME token-sha256 HEX keys "
 	  "GLOB,...' lines; sessions then AUTH as an app and may use only "
 	  "its keys (empty: none)" },
+	{ .name = "admin_local", .type = T_CHOICE, .off = OFF(admin_local),
+	  .def = "yes", .live = 1, .choices = no_yes_words,
+	  .help = "without an acl_file, sessions on the unix socket or a "
+	  "loopback address may use the admin words LOCKS, SESSIONS, KILL "
+	  "and FREE (no: nobody may; with an acl_file, apps marked admin)" },
 	{ .name = "tls_port", .type = T_INT, .off = OFF(tls_port),
 	  .def = "0", .min = 0, .max = 65535,
 	  .help = "TCP port of a TLS listener on bind, beside port (0: "

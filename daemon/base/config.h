@@ -59,6 +59,8 @@ struct config {
 	char *fenced_write_keys;	/* globs of the data keys SETIF and
 					   DELIF may write for sessions of no
 					   app; "" = none (front/fenced.c) */
+	long admin_local;		/* 1: without acl_file, local sessions
+					   may use the admin words */
 	long tls_port;			/* 0 = no TLS listener */
 	char *tls_cert_file;		/* PEM chain, leaf first */
 	char *tls_key_file;

@@ -26,6 +26,8 @@ struct acl_app {
 	char name[ACL_NAME_MAX + 1];
 	unsigned char hash[ACL_HASH_LEN];
 	unsigned line;			/* 0: the auth_token app */
+	unsigned admin:1;		/* "admin" ended its line: the admin
+					 * words (LOCKS, KILL, ...) are its */
 	struct acl_pattern *pats;
 	size_t npats;
 };
@@ -160,6 +162,12 @@ unsigned
 acl_app_line(const struct acl_app *app)
 {
 	return app->line;
+}
+
+int
+acl_app_admin(const struct acl_app *app)
+{
+	return app->admin;
 }
 
 int
@@ -329,29 +337,49 @@ hexval(char c)
 	return -1;
 }
 
+int
+acl_glob_ok(const char *p, size_t len, char *why, size_t whylen)
+{
+	if (len == 0) {
+		snprintf(why, whylen, "empty pattern");
+		return 0;
+	}
+	if (len > ACL_PATTERN_MAX) {
+		snprintf(why, whylen, "pattern longer than %d bytes",
+		    ACL_PATTERN_MAX);
+		return 0;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] == '\\') {
+			if (++i == len) {
+				snprintf(why, whylen, "pattern '%.*s' ends in a "
+				    "lone '\\'", (int)len, p);
+				return 0;
+			}
+		} else if (p[i] == '[' || p[i] == ']') {
+			snprintf(why, whylen, "'%c' in pattern '%.*s': character "
+			    "classes are not supported (write \\%c for the "
+			    "character itself)", p[i], (int)len,
+			    p, p[i]);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Check one glob of the keys list and add it to a.  0 or -1 + err. */
 static int
 add_pattern(const struct pline *l, struct acl_app *a, const char *p,
     size_t len, size_t *cap)
 {
 	struct acl_pattern *np;
+	char why[512];
 
 	if (len == 0)
 		return perr(l, "empty pattern in the keys list (two commas, or "
 		    "one at an end)");
-	if (len > ACL_PATTERN_MAX)
-		return perr(l, "pattern longer than %d bytes", ACL_PATTERN_MAX);
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] == '\\') {
-			if (++i == len)
-				return perr(l, "pattern '%.*s' ends in a lone "
-				    "'\\'", (int)len, p);
-		} else if (p[i] == '[' || p[i] == ']') {
-			return perr(l, "'%c' in pattern '%.*s': character "
-			    "classes are not supported (write \\%c for the "
-			    "character itself)", p[i], (int)len, p, p[i]);
-		}
-	}
+	if (!acl_glob_ok(p, len, why, sizeof why))
+		return perr(l, "%s", why);
 	if (a->npats == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 4;
 
@@ -395,20 +423,21 @@ add_patterns(const struct pline *l, struct acl_app *a, const char *v,
 }
 
 #define NWORDS 6
+#define NWORDS_MAX 7		/* and "admin" */
 
 /*
  * One non-blank, non-comment line: "app NAME token-sha256 HEX keys
- * GLOBS", words separated by blanks.  Adds the app to acl.
+ * GLOBS [admin]", words separated by blanks.  Adds the app to acl.
  */
 static int
 parse_app(const struct pline *l, struct acl *acl, const char *s, size_t len)
 {
-	const char *w[NWORDS + 1];
-	size_t wl[NWORDS + 1], n = 0, i = 0;
+	const char *w[NWORDS_MAX + 1];
+	size_t wl[NWORDS_MAX + 1], n = 0, i = 0;
 	const struct acl_app *same;
 	struct acl_app *a;
 
-	while (i < len && n <= NWORDS) {
+	while (i < len && n <= NWORDS_MAX) {
 		while (i < len && is_blank(s[i]))
 			i++;
 		if (i == len)
@@ -426,9 +455,11 @@ parse_app(const struct pline *l, struct acl *acl, const char *s, size_t len)
 	if (n < NWORDS)
 		return perr(l, "too few words (expected \"app <name> "
 		    "token-sha256 <hex> keys <glob>[,<glob>...]\")");
-	if (n > NWORDS)
+	if (n > NWORDS_MAX || (n == NWORDS_MAX && (wl[NWORDS] != 5 ||
+	    memcmp(w[NWORDS], "admin", 5) != 0)))
 		return perr(l, "extra words after the keys list (patterns are "
-		    "separated by commas, without blanks)");
+		    "separated by commas, without blanks; only \"admin\" may "
+		    "follow them)");
 	if (!acl_name_ok(w[1], wl[1]))
 		return perr(l, "bad app name '%.*s': 1..%d characters of "
 		    "A-Z a-z 0-9 . _ -", (int)(wl[1] > 80 ? 80 : wl[1]), w[1],
@@ -448,6 +479,7 @@ parse_app(const struct pline *l, struct acl *acl, const char *s, size_t len)
 		return perr(l, "out of memory");
 	memcpy(a->name, w[1], wl[1]);
 	a->line = l->no;
+	a->admin = n == NWORDS_MAX;
 	for (size_t k = 0; k < ACL_HASH_LEN; k++) {
 		int hi = hexval(w[3][2 * k]), lo = hexval(w[3][2 * k + 1]);
 

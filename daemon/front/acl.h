@@ -4,7 +4,10 @@
  *
  * An access list is read from conf acl_file, one app per line:
  *
- *     app <name> token-sha256 <64 hex> keys <glob>[,<glob>...]
+ *     app <name> token-sha256 <64 hex> keys <glob>[,<glob>...] [admin]
+ *
+ * (an app whose line ends in "admin" may use the admin words: LOCKS,
+ * SESSIONS, KILL, FREE; brokers before them refuse such a line).
  *
  * acl_parse() is pure (libc only: no I/O, no hashing), so unit tests and
  * the fuzzer (tests/fuzz/fuzz_acl.c) can call it directly; acl_load()
@@ -87,6 +90,8 @@ const struct acl_app *acl_app_named(const struct acl *acl, const char *name);
 const char *acl_app_name(const struct acl_app *app);
 /* The file line the app was defined on (0: the auth_token app). */
 unsigned acl_app_line(const struct acl_app *app);
+/* Whether the app's line ends in "admin" (never the auth_token app). */
+int acl_app_admin(const struct acl_app *app);
 /* Whether key[0..keylen) matches one of the app's patterns. */
 int acl_app_allows(const struct acl_app *app, const char *key,
     size_t keylen);
@@ -104,6 +109,13 @@ void acl_app_release(const struct acl_app *app);
  */
 int acl_glob_match(const char *pat, size_t patlen, const char *s,
     size_t slen);
+
+/*
+ * Whether p[0..len) is a well-formed glob: 1..ACL_PATTERN_MAX bytes, no
+ * trailing lone '\\', no '[' or ']' unescaped (no character classes).
+ * 1, or 0 with the reason in why.
+ */
+int acl_glob_ok(const char *p, size_t len, char *why, size_t whylen);
 
 /* Whether name is a valid app name: 1..ACL_NAME_MAX of [A-Za-z0-9._-]. */
 int acl_name_ok(const char *name, size_t len);

@@ -32,6 +32,8 @@ struct handshake;
 struct tls;
 struct ssl_st;
 struct sockaddr;
+struct admin;
+struct names;
 
 struct broker_stats {
 	uint64_t accepted;		/* sessions accepted */
@@ -49,6 +51,8 @@ struct broker_stats {
 	uint64_t tls_sessions;		/* sessions over TLS now (gauge) */
 	uint64_t tls_handshakes;	/* TLS handshakes completed */
 	uint64_t tls_handshake_failures;	/* failed or timed out */
+	/* the admin words answered (the admin view), by word */
+	uint64_t admin_locks, admin_sessions, admin_kills, admin_frees;
 };
 
 /*
@@ -97,7 +101,9 @@ struct broker {
 					 * own (at most APP_WAIT_MAX) */
 	struct histo app_wait_other;	/* the other rows' waits */
 	int app_wait_other_used;	/* a row counts into it */
-	struct keytab *by_id;		/* sessions by client-id (OWNER) */
+	struct keytab *by_id;		/* sessions by client-id (OWNER, KILL) */
+	struct admin *admin;		/* admin.c: KILLs under way */
+	struct names *names;		/* names.c: HELLO names kept fresh */
 	char id[CLIENTID_LEN + 1];	/* this broker's id */
 	char *linebuf;			/* max_line + 2 bytes, one request */
 	struct broker_stats stats;
@@ -145,6 +151,19 @@ void session_free(struct session *s);
 int fenced_globs(const struct config *cfg, struct acl **out, char *err,
     size_t errlen);
 void fenced_install(struct broker *b, struct acl *globs);
+/* admin.c: the admin view (LOCKS, SESSIONS, KILL, FREE).  The store's
+ * kill and killed hooks: a KILL of another broker for session cid
+ * (request: for store_kill_told), and the answer to one of ours. */
+struct admin *admin_new(struct broker *b);
+void admin_free(struct admin *a);
+void admin_kill_heard(struct broker *b, const char *cid, size_t cidlen,
+    const char *request, size_t requestlen);
+void admin_killed_heard(struct broker *b, const char *broker, size_t len,
+    unsigned long long seq);
+
+/* names.c: keeps the HELLO names of sessions fresh in Redis. */
+struct names *names_new(struct broker *b);
+void names_free(struct names *n);
 
 /* appstats.c: the row of app name (made if new; never NULL). */
 struct appstat *appstat_get(struct broker *b, const char *name);

@@ -648,3 +648,60 @@ grace_stop(struct broker *b, int final)
 		    "unless resumed, the locks expire at their TTL", n, locks);
 	return n;
 }
+/* --- the admin view ---------------------------------------------------- */
+
+long
+grace_ms(const struct grace *g)
+{
+	return g->grace_ms;
+}
+
+void
+grace_set_name(struct grace *g, const char *name)
+{
+	snprintf(g->name, sizeof g->name, "%s", name);
+}
+
+void
+grace_each_detached(struct broker *b, void (*fn)(void *arg,
+    const struct grace_detached *d), void *arg)
+{
+	struct grace *g;
+	int64_t now = now_ms();
+
+	TAILQ_FOREACH(g, &b->graces, link) {
+		struct grace_detached d;
+
+		if (g->state != G_DETACHED || g->dead)
+			continue;
+		d.cid = g->cid;
+		d.name = g->name;
+		d.app = g->app;
+		d.grace_ms = g->grace_ms;
+		d.left_ms = grace_left(g);
+		d.since_ms = (long long)(now - (g->end_at - g->grace_ms));
+		d.held = g->cl != NULL ? locks_held(g->cl, NULL, NULL) : 0;
+		fn(arg, &d);
+	}
+}
+
+int
+grace_kill(struct broker *b, const char *cid)
+{
+	struct grace *g;
+
+	TAILQ_FOREACH(g, &b->graces, link)
+		if (g->state == G_DETACHED && !g->dead &&
+		    memcmp(g->cid, cid, CLIENTID_LEN) == 0)
+			break;
+	if (g == NULL)
+		return 0;
+	log_info("session %s (detached): ended by an admin (KILL); its %zu "
+	    "lock(s) are freed now", g->cid, g->cl != NULL ?
+	    locks_held(g->cl, NULL, NULL) : 0);
+	b->stats.detached--;
+	g->quit = 1;
+	event_del(g->timer);
+	end_send(g);
+	return 1;
+}

@@ -32,6 +32,8 @@ struct lclient;
  * larger kind read back is taken for an exclusive hold. */
 #define GRACE_PERMITS_MAX 1000000L
 #define GRACE_DELAY_MAX 86400000L	/* max_delay_ms's own bound */
+/* The longest HELLO name a grace object keeps (the protocol's). */
+#define GRACE_NAME_MAX 64
 /* A queued wait's value in the record: "<kind> <ttl-ms> <deadline>". */
 #define GRACE_WAIT_VAL_MAX 384	/* 3 numbers and a VALUE (1.2) */
 
@@ -154,5 +156,29 @@ int grace_doubt(struct grace *g);
  * generation, secret and holds, as the lock table reclaims their locks.
  */
 void grace_store_up(struct broker *b);
+
+/*
+ * The admin view (SESSIONS, KILL).  grace_ms: g's grace.  grace_set_name:
+ * the HELLO name of g's session, kept while it is detached.
+ * grace_each_detached: visit this broker's detached sessions (the
+ * attached ones are sessions).  grace_kill: end the detached session cid
+ * now as QUIT ends one (its record ended, so a RESUME answers that it
+ * ended; its locks freed once Redis confirms that, no grace left):
+ * returns 1, or 0 when this broker has no such detached session.
+ */
+struct grace_detached {
+	const char *cid;
+	const char *name;		/* "" none */
+	const char *app;		/* "" none */
+	long grace_ms;
+	long left_ms;			/* of the grace */
+	long long since_ms;		/* ms since its connection ended */
+	size_t held;			/* keys it holds */
+};
+long grace_ms(const struct grace *g);
+void grace_set_name(struct grace *g, const char *name);
+void grace_each_detached(struct broker *b, void (*fn)(void *arg,
+    const struct grace_detached *d), void *arg);
+int grace_kill(struct broker *b, const char *cid);
 
 #endif

@@ -53,6 +53,8 @@ struct grace {
 	char secret[GRACE_SECRET_LEN + 1];
 	char app[ACL_NAME_MAX + 1];	/* its session's app ("" none): only
 					 * a session of it may resume it */
+	char name[GRACE_NAME_MAX + 1];	/* its session's HELLO name ("" none),
+					 * for SESSIONS while detached */
 	long grace_ms;
 	long old_grace_ms;		/* HELLO GRACE again: until recorded */
 	int64_t end_at;			/* DETACHED: the grace's end (ms) */

@@ -201,6 +201,8 @@ on_changed(void *arg, const char *key, size_t keylen, unsigned holds,
 {
 	struct session *s = arg;
 
+	if (fresh && holds > 0)
+		names_held(s);		/* its name beside its holds */
 	if (s->grace != NULL && grace_changed(s->grace, key, keylen, holds,
 	    ttl_ms, kind, delay_ms, fresh) &&
 	    !awaits_hold_for_record(s->aw, key, keylen))
@@ -322,6 +324,8 @@ news_grace_resumed(void *arg, struct grace *g, struct lclient *cl,
 	index_del(s);			/* its key is the id: re-file it */
 	memcpy(s->id, cid, CLIENTID_LEN);
 	index_add(s);
+	if (locks_held(cl, NULL, NULL) > 0)
+		names_held(s);		/* the name this connection gave */
 	send_held(s);
 	answered(s);
 }

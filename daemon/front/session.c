@@ -62,9 +62,11 @@ cmd_hello(struct session *s, const struct proto_req *req)
 {
 	long max = s->b->cfg->max_grace_ms, ms = req->grace_ms;
 
-	if (req->word)
+	if (req->word) {
 		log_debug("client %s is '%.*s'", s->id, (int)req->wordlen,
 		    req->word);
+		names_hello(s, req->word, req->wordlen);
+	}
 	if (req->has_grace && ms > 0 && max == 0) {
 		send_err(s, PERR_BADARG, "GRACE is off on this broker "
 		    "(max_grace_ms 0)");
@@ -368,6 +370,12 @@ dispatch(struct session *s, const struct proto_req *req)
 	case CMD_DELIF:
 		cmd_fenced(s, req);
 		return;
+	case CMD_LOCKS:
+	case CMD_SESSIONS:
+	case CMD_KILL:
+	case CMD_FREE:
+		admin_dispatch(s, req);
+		return;
 	case CMD__COUNT:
 		break;
 	}
@@ -434,7 +442,8 @@ on_eof(void *arg)
 {
 	struct session *s = arg;
 
-	locks_client_eof(s->cl);
+	if (s->cl != NULL)		/* NULL: KILLed, its locks freed */
+		locks_client_eof(s->cl);
 }
 
 static void
@@ -465,6 +474,8 @@ session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 	}
 	s->out = stream_out(s->st);
 	s->tls = ssl != NULL;
+	s->born_ms = now_ms();
+	admin_peer(s, fd);
 	s->cl = locks_client_new(b->locks, s->id, &session_client_ops, s);
 	index_add(s);
 	if (s->peer_cn[0] != '\0' && b->acl != NULL) {
@@ -493,6 +504,11 @@ session_free(struct session *s)
 	struct broker *b = s->b;
 
 	log_debug("client %s gone", s->id);
+	admin_session_gone(s);
+	/* a grace session that detaches keeps its name with its holds; one
+	 * resumed elsewhere (killed) leaves it to the new connection */
+	if (!s->killed)
+		names_gone(s, s->grace != NULL && !s->quit);
 	TAILQ_REMOVE(&b->sessions, s, link);
 	b->nsessions--;
 	index_del(s);
@@ -507,13 +523,15 @@ session_free(struct session *s)
 	news_relall_free(s);
 	free(s->stash_tokens);
 	watches_free(s->wa);	/* (a grace record keeps them for a RESUME) */
-	if (s->quit || b->stopping)
+	if (s->quit || s->ended || b->stopping)
 		locks_client_clean(s->cl);	/* no lock delay */
-	if (s->grace != NULL)
+	if (s->grace != NULL) {
+		grace_set_name(s->grace, s->name);	/* SESSIONS, detached */
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);
-	else
+	} else {
 		locks_client_free(s->cl);
+	}
 	stream_free(s->st);
 	free(s);
 }

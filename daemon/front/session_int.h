@@ -18,6 +18,7 @@
 #define LOCKBROKER_SESSION_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/queue.h>
 
 #include "broker.h"
@@ -35,6 +36,10 @@ struct lclient;
 struct stream;
 struct watches;
 struct lk_result;
+struct admin_req;
+
+/* "[" IPv6 "]:" port, NUL */
+#define ADMIN_PEER_MAX 56
 
 struct session {
 	struct broker *b;
@@ -71,6 +76,17 @@ struct session {
 	long long *stash_tokens;	/* ... ACQUIRE ALL's (stash_n) */
 	size_t stash_n;
 	struct relall *relall;		/* a RELEASE ALL in progress */
+	unsigned local:1;		/* on the unix socket or a loopback
+					 * address (admin_local) */
+	unsigned ended:1;		/* KILLed by an admin: closing, its
+					 * locks freed already */
+	/* the admin view (admin.c, names.c) */
+	char name[PROTO_NAME_MAX + 1];	/* its HELLO name ("" none) */
+	char peer[ADMIN_PEER_MAX];	/* "ip:port", "[ip]:port" or "unix" */
+	int64_t born_ms;		/* accepted then (SESSIONS' age) */
+	int64_t name_ms;		/* its name written in Redis then (0:
+					 * not written) */
+	struct admin_req *areq;		/* an admin request in progress */
 	/*
 	 * The subject CN of the client's certificate, when it sent one that
 	 * verified against tls_ca_cert_file (tls_auth_clients yes or
@@ -122,5 +138,15 @@ int watch_key(struct session *s, const char *key, size_t keylen);
 void news_relall_start(struct session *s, const struct proto_req *req);
 void news_relall_step(struct session *s);
 void news_relall_free(struct session *s);
+
+/* names.c: the HELLO name in Redis, for LOCKS on every broker */
+void names_hello(struct session *s, const char *name, size_t len);
+void names_held(struct session *s);
+void names_gone(struct session *s, int detached);
+
+/* admin.c: the admin words and what they need of a session */
+void admin_peer(struct session *s, int fd);
+void admin_dispatch(struct session *s, const struct proto_req *req);
+void admin_session_gone(struct session *s);
 
 #endif

@@ -376,6 +376,39 @@ t_app_denials(const struct stats_snap *s)
 }
 
 static uint64_t
+g_admin_actions(const struct stats_snap *s)
+{
+	const struct broker_stats *t = &s->b->stats;
+
+	return t->admin_locks + t->admin_sessions + t->admin_kills +
+	    t->admin_frees;
+}
+
+static uint64_t
+g_admin_locks(const struct stats_snap *s)
+{
+	return s->b->stats.admin_locks;
+}
+
+static uint64_t
+g_admin_sessions(const struct stats_snap *s)
+{
+	return s->b->stats.admin_sessions;
+}
+
+static uint64_t
+g_admin_kills(const struct stats_snap *s)
+{
+	return s->b->stats.admin_kills;
+}
+
+static uint64_t
+g_admin_frees(const struct stats_snap *s)
+{
+	return s->b->stats.admin_frees;
+}
+
+static uint64_t
 g_lease_ms(const struct stats_snap *s)
 {
 	long long ms = store_lease_ms(s->b->store);
@@ -518,7 +551,8 @@ const struct stat_def stats_table[] = {
 	    NULL, NULL, NULL, NULL, t_redis_node_stats },
 	/* access lists (per-app samples: metrics.c) */
 	{ "denials", C, "Requests answered ERR DENIED (a key outside the "
-	    "session's app's patterns).",
+	    "session's app's patterns, or an admin word from a session that "
+	    "may not use it).",
 	    "lockbroker_denials_total", NULL, NULL, g_denials, NULL },
 	{ "app_sessions", STAT_TEXT, "Sessions per app now, as "
 	    "name:n,name:n (- without an access list).",
@@ -563,6 +597,25 @@ const struct stat_def stats_table[] = {
 	    "(/metrics: lockbroker_sentinel_lease_seconds, Sentinel mode "
 	    "only).",
 	    NULL, NULL, NULL, g_lease_ms, t_lease_ms },
+	/* the admin words: their sum is admin_actions */
+	{ "admin_actions", C, "Admin requests made by admin sessions (LOCKS "
+	    "pages, SESSIONS pages, KILL, FREE; the admin_* fields by word; "
+	    "/metrics has them only, as lockbroker_admin_actions_total"
+	    "{action=...}).",
+	    NULL, NULL, NULL, g_admin_actions, NULL },
+	{ "admin_locks", C, "LOCKS pages asked for by admin sessions.",
+	    "lockbroker_admin_actions_total", "action=\"locks\"",
+	    "Admin requests made, by word.", g_admin_locks, NULL },
+	{ "admin_sessions", C, "SESSIONS pages asked for by admin sessions.",
+	    "lockbroker_admin_actions_total", "action=\"sessions\"", NULL,
+	    g_admin_sessions, NULL },
+	{ "admin_kills", C, "KILLs made by admin sessions (of a session that "
+	    "existed or not).",
+	    "lockbroker_admin_actions_total", "action=\"kill\"", NULL,
+	    g_admin_kills, NULL },
+	{ "admin_frees", C, "FREEs sent to Redis by admin sessions.",
+	    "lockbroker_admin_actions_total", "action=\"free\"", NULL,
+	    g_admin_frees, NULL },
 };
 
 #undef C

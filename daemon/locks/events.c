@@ -6,6 +6,7 @@
  * (a wake) and a waiter elsewhere (wanted).
  */
 #include "locks_int.h"
+#include "log.h"
 #include "util.h"
 
 #include <event2/event.h>
@@ -181,6 +182,39 @@ locks_store_released(void *arg, const char *key, size_t keylen)
 			lock_pump(lk);	/* readers held back for the writer */
 	}
 	watch_poke(arg, key, keylen);
+}
+
+size_t
+locks_store_freed(void *arg, const char *key, size_t keylen,
+    long long token)
+{
+	struct locks *lt = arg;
+	struct lock *lk = lock_find(lt, key, keylen);
+	struct hold *h, *next;
+	size_t n = 0;
+
+	if (lk == NULL)
+		return 0;
+	/* A hold granted after the FREE has a greater token (every grant of
+	 * a key has); one whose release is in flight, or whose loss its
+	 * grace session checks (gone), is settled by that. */
+	for (h = TAILQ_FIRST(&lk->holds); h != NULL; h = next) {
+		next = TAILQ_NEXT(h, klink);
+		if (h->token > token || h->releasing || h->gone)
+			continue;
+		if (h->pass_pending)
+			pass_forsake(lt, h);
+		hold_lost(h, 1, LK_LOST_EXPIRED);
+		n++;
+	}
+	if (n > 0) {
+		log_info("key '%s': %zu hold(s) here freed by an admin (FREE, "
+		    "tokens up to %lld)", lk->name, n, token);
+		/* the tokens set aside with the freed grant are no one's */
+		chain_end(lk);
+	}
+	lock_pump(lk);		/* waiters here: the key is free in Redis */
+	return n;
 }
 
 void

@@ -417,6 +417,30 @@ locks_holds(const struct lclient *cl, void (*fn)(void *arg, const char *key,
 		    h->kind, h->delay_ms);
 }
 
+/* --- the admin view ----------------------------------------------------- */
+
+size_t
+locks_waiting(struct locks *lt, const char *key, size_t keylen)
+{
+	const struct lock *lk = lock_find(lt, key, keylen);
+	size_t n = 0;
+
+	for (const struct lclient *w = lk != NULL ? lk->whead : NULL; w != NULL;
+	    w = w->wnext)
+		n++;
+	return n;
+}
+
+long long
+locks_hold_age(struct locks *lt, const char *key, size_t keylen,
+    long long token)
+{
+	const struct lock *lk = lock_find(lt, key, keylen);
+	const struct hold *h = lk != NULL ? hold_by_token(lk, token) : NULL;
+
+	return h != NULL ? (long long)((now_us() - h->start_us) / 1000) : -1;
+}
+
 /* --- reads (OWNER, CHECK), and writes fenced by a hold --------------- */
 
 _Static_assert(LK_OWNER_SHOWN == STORE_OWNER_SHOWN, "OWNER's holders");

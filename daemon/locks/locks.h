@@ -184,6 +184,15 @@ void locks_store_ask(void *arg, const char *key, size_t keylen, int to_me);
 void locks_store_waiter_heard(void *arg, const char *from, const char *key,
     size_t keylen);
 void locks_store_rerouted(void *arg);
+/*
+ * FREE (the admin view, on any broker: the store's freed hook): Redis no
+ * longer has any hold of key with a token up to token.  Each such hold of
+ * a session here is lost now (EVENT LOST, ERR LOST on its next RELEASE or
+ * RENEW, gone from HELD and from a grace record), and the waiters here try
+ * at once.  Returns how many holds ended.
+ */
+size_t locks_store_freed(void *arg, const char *key, size_t keylen,
+    long long token);
 /* Clean-ups (releases, forgets, early hand-offs to bring into Redis)
  * waiting for Redis to answer again. */
 size_t locks_pending(const struct locks *lt);
@@ -380,6 +389,13 @@ size_t locks_watched_keys(const struct locks *lt);
 long long locks_token_of(const struct lclient *cl, const char *key,
     size_t keylen);
 int locks_holds_key(const struct lclient *cl, const char *key, size_t keylen);
+
+/* The admin view (LOCKS): this broker's waiters for key now, blocking
+ * and ASYNC; the ms since the hold of key with token began here (granted,
+ * or adopted by a RESUME here), -1 when no session here has it. */
+size_t locks_waiting(struct locks *lt, const char *key, size_t keylen);
+long long locks_hold_age(struct locks *lt, const char *key,
+    size_t keylen, long long token);
 
 /* Visit the keys cl holds, in acquisition order; returns the count. */
 size_t locks_held(const struct lclient *cl,

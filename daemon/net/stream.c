@@ -253,13 +253,24 @@ reading(struct stream *st, int on)
 }
 
 void
-stream_close(struct stream *st)
+stream_close_in(struct stream *st, long ms)
 {
+	int64_t at = now_ms() + ms;
+
+	/* a close asked for already keeps its earlier deadline */
+	if (st->closing && st->close_at_ms <= at)
+		return;
 	st->closing = 1;
-	st->close_at_ms = now_ms() + STREAM_CLOSE_GRACE_MS;
+	st->close_at_ms = at;
 	reading(st, 0);
 	/* process_cb runs at the grace's end, or when output drained */
-	timer_add_ms(st->process_ev, STREAM_CLOSE_GRACE_MS);
+	timer_add_ms(st->process_ev, ms);
+}
+
+void
+stream_close(struct stream *st)
+{
+	stream_close_in(st, STREAM_CLOSE_GRACE_MS);
 }
 
 void

@@ -81,6 +81,8 @@ struct evbuffer *stream_out(struct stream *st);
 void stream_more(struct stream *st);
 /* Stop reading; closed once the output is flushed (or at the grace). */
 void stream_close(struct stream *st);
+/* The same with a grace of ms (an admin's KILL: closed within 1 s). */
+void stream_close_in(struct stream *st, long ms);
 /* A reply could not be queued: nothing more is sent (it may end in half
  * a line), closed on a later loop turn. */
 void stream_broken(struct stream *st);

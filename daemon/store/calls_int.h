@@ -27,6 +27,30 @@ struct event;
 typedef int call_decode_fn(struct call *c, const redisReply *r,
     int can_park);
 
+/*
+ * locks.lua's page (the admin view), as decode_locks reads it for
+ * requests.c: where the next page starts, Redis's clock, and each holder
+ * with its value split into owner and token (valid during the call).
+ */
+struct locks_raw {
+	struct store_str scan;		/* SCAN cursor to go on from ("0":
+					 * the master is done) */
+	struct store_str hash;		/* "" or: in that batch, after this
+					 * key hash ... */
+	long long token;		/* ... and this token */
+	long long now_us;
+	struct locks_raw_entry {
+		struct store_str scan, hash, name, owner;
+		long kind;
+		long long token, pttl;
+	} e[STORE_LOCKS_MAX];
+	size_t n;
+};
+typedef void calls_locks_fn(void *arg, int ok, const struct locks_raw *p);
+/* peek.lua: one string per key (p NULL: absent), valid during the call */
+typedef void calls_peek_fn(void *arg, int ok, const struct store_str *v,
+    size_t n);
+
 /* A script call of store.h.  Owned by node.c from node_call on, then by
  * whoever its answer goes to (call_reply). */
 struct call {
@@ -42,6 +66,10 @@ struct call {
 		store_session_fn *session;
 		store_takeover_fn *takeover;
 		store_all_fn *all;
+		store_freed_fn *free;
+		store_kill_fn *kill;
+		calls_locks_fn *locks;
+		calls_peek_fn *peek;
 	} fn;
 	void *arg;
 	size_t nrenew;
@@ -74,6 +102,8 @@ struct route {
 };
 
 /* decode.c */
+/* 1..len bytes of 0x21..0x7e: what the broker shows of Redis's bytes. */
+int decode_printable(const char *p, size_t len);
 int decode_owner(struct call *c, const redisReply *r, int can_park);
 int decode_session(struct call *c, const redisReply *r, int can_park);
 int decode_acquire(struct call *c, const redisReply *r, int can_park);
@@ -82,6 +112,10 @@ int decode_release(struct call *c, const redisReply *r, int can_park);
 int decode_renew(struct call *c, const redisReply *r, int can_park);
 int decode_check(struct call *c, const redisReply *r, int can_park);
 int decode_all(struct call *c, const redisReply *r, int can_park);
+int decode_locks(struct call *c, const redisReply *r, int can_park);
+int decode_peek(struct call *c, const redisReply *r, int can_park);
+int decode_free(struct call *c, const redisReply *r, int can_park);
+int decode_kill(struct call *c, const redisReply *r, int can_park);
 
 /* calls.c */
 int calls_value_piece(struct piece *p, const char *owner, size_t ownerlen,
@@ -102,5 +136,12 @@ int calls_script(struct store *st, const struct route *r,
 int calls_grant(struct store *st, const struct route *r,
     enum script_id script, int nkeys, const struct piece *p, int np,
     int owner_arg, int tenure_arg, store_acquire_fn *fn, void *arg);
+
+/* requests.c: the admin view's reads (pages.c pages them) */
+int calls_locks(struct store *st, int slot, const char *pattern,
+    size_t patlen, const char *scan, const char *hash, long long token,
+    size_t limit, size_t calls, size_t count, calls_locks_fn *fn, void *arg);
+int calls_peek(struct store *st, int slot, const struct store_str *keys,
+    size_t n, calls_peek_fn *fn, void *arg);
 
 #endif

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int
-printable(const char *p, size_t len)
+int
+decode_printable(const char *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)p[i] < 0x21 || (unsigned char)p[i] > 0x7e)
@@ -32,7 +32,7 @@ static void
 holder_split(const char *value, size_t len, long long pttl,
     struct store_holder *h)
 {
-	const char *colon = printable(value, len) ?
+	const char *colon = decode_printable(value, len) ?
 	    memrchr(value, ':', len) : NULL;
 	/* the owner ends at the token's colon, or at a '/' before it */
 	const char *slash = colon != NULL ?
@@ -40,7 +40,7 @@ holder_split(const char *value, size_t len, long long pttl,
 	const char *end = slash != NULL && slash > value ? slash : colon;
 
 	*h = (struct store_holder){ "?", 1, 0, pttl, NULL, 0 };
-	if (!printable(value, len))
+	if (!decode_printable(value, len))
 		return;
 	if (colon == NULL) {
 		h->owner = value;
@@ -88,7 +88,7 @@ decode_owner(struct call *c, const redisReply *r, int can_park)
 		/* a value is shown only as the broker checks it: printable,
 		 * at most STORE_VALUE_MAX bytes */
 		if (text != NULL && text->len <= STORE_VALUE_MAX &&
-		    printable(text->str, (size_t)text->len)) {
+		    decode_printable(text->str, (size_t)text->len)) {
 			h[0].value = text->str;
 			h[0].valuelen = (size_t)text->len;
 		}
@@ -230,7 +230,7 @@ decode_takeover(struct call *c, const redisReply *r, int can_park)
 		return -1;
 	text = r->elements == 3 ? r->element[2] : NULL;
 	if (text != NULL && (text->type != REDIS_REPLY_STRING ||
-	    text->len > STORE_VALUE_MAX || !printable(text->str,
+	    text->len > STORE_VALUE_MAX || !decode_printable(text->str,
 	    (size_t)text->len)))
 		text = NULL;
 	c->fn.takeover(c->arg, 1, (int)r->element[0]->integer,
@@ -361,5 +361,150 @@ decode_all(struct call *c, const redisReply *r, int can_park)
 		return -1;
 	}
 	c->fn.all(c->arg, 1, &res);
+	return 0;
+}
+
+/* --- the admin view ---------------------------------------------------- */
+
+static int
+str_of(const redisReply *r, struct store_str *out)
+{
+	if (r->type != REDIS_REPLY_STRING)
+		return -1;
+	*out = (struct store_str){ r->str, (size_t)r->len };
+	return 0;
+}
+
+/*
+ * locks.lua: {cursor, hash, token, now_us, then 7 per holder: batch
+ * cursor, key hash, name, kind, value, token, ms left}, at most
+ * STORE_LOCKS_MAX holders.  Each value is split as OWNER splits it (a
+ * value no broker wrote shows as "?").
+ */
+int
+decode_locks(struct call *c, const redisReply *r, int can_park)
+{
+	struct locks_raw *p;
+	size_t n;
+
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.locks(c->arg, 0, NULL);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
+	    (r->elements - 4) % 7 != 0 ||
+	    (n = (r->elements - 4) / 7) > STORE_LOCKS_MAX ||
+	    !resp_is_int(r->element[2]) || !resp_is_int(r->element[3]))
+		return -1;
+	p = xcalloc(1, sizeof *p);
+	if (str_of(r->element[0], &p->scan) != 0 ||
+	    str_of(r->element[1], &p->hash) != 0)
+		goto bad;
+	p->token = r->element[2]->integer;
+	p->now_us = r->element[3]->integer;
+	for (size_t i = 0; i < n; i++) {
+		redisReply *const *x = r->element + 4 + 7 * i;
+		struct locks_raw_entry *e = &p->e[i];
+		struct store_str v;
+		struct store_holder h;
+
+		if (str_of(x[0], &e->scan) != 0 || str_of(x[1], &e->hash) != 0 ||
+		    str_of(x[2], &e->name) != 0 || !resp_is_int(x[3]) ||
+		    str_of(x[4], &v) != 0 || !resp_is_int(x[5]) ||
+		    !resp_is_int(x[6]) || x[3]->integer < STORE_EXCLUSIVE ||
+		    x[3]->integer > LONG_MAX)
+			goto bad;
+		holder_split(v.p, v.len, x[6]->integer, &h);
+		e->owner = (struct store_str){ h.owner, h.ownerlen };
+		e->kind = (long)x[3]->integer;
+		e->token = x[5]->integer;	/* the order pages go by */
+		e->pttl = x[6]->integer;
+	}
+	p->n = n;
+	c->fn.locks(c->arg, 1, p);
+	free(p);
+	return 0;
+bad:
+	free(p);
+	return -1;
+}
+
+/* peek.lua: one string or nil per key asked. */
+int
+decode_peek(struct call *c, const redisReply *r, int can_park)
+{
+	struct store_str *v;
+
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.peek(c->arg, 0, NULL, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)c->cmd.nkeys)
+		return -1;
+	v = xcalloc(r->elements + 1, sizeof *v);
+	for (size_t i = 0; i < r->elements; i++) {
+		const redisReply *e = r->element[i];
+
+		if (e->type == REDIS_REPLY_STRING)
+			v[i] = (struct store_str){ e->str, (size_t)e->len };
+		else if (e->type != REDIS_REPLY_NIL) {
+			free(v);
+			return -1;
+		}
+	}
+	c->fn.peek(c->arg, 1, v, r->elements);
+	free(v);
+	return 0;
+}
+
+/* free.lua: {holds freed, greatest token}. */
+int
+decode_free(struct call *c, const redisReply *r, int can_park)
+{
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.free(c->arg, 0, 0, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    !resp_is_int(r->element[0]) || !resp_is_int(r->element[1]) ||
+	    r->element[0]->integer < 0)
+		return -1;
+	c->fn.free(c->arg, 1, r->element[0]->integer, r->element[1]->integer);
+	return 0;
+}
+
+/* kill.lua's "end": {} no live record, or {gen, key...}. */
+int
+decode_kill(struct call *c, const redisReply *r, int can_park)
+{
+	struct store_str *keys;
+	size_t n;
+
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.kill(c->arg, 0, 0, 0, NULL, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY)
+		return -1;
+	if (r->elements == 0) {
+		c->fn.kill(c->arg, 1, 0, 0, NULL, 0);
+		return 0;
+	}
+	if (!resp_is_int(r->element[0]) || r->element[0]->integer < 1)
+		return -1;
+	n = r->elements - 1;
+	keys = xcalloc(n + 1, sizeof *keys);
+	for (size_t i = 0; i < n; i++)
+		if (str_of(r->element[i + 1], &keys[i]) != 0) {
+			free(keys);
+			return -1;
+		}
+	c->fn.kill(c->arg, 1, 1, (unsigned long)r->element[0]->integer, keys,
+	    n);
+	free(keys);
 	return 0;
 }

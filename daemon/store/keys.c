@@ -35,6 +35,8 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->writers = keyname(prefix, ":writers:", 0);
 	k->values = keyname(prefix, ":value:", 0);
 	k->watched = keyname(prefix, ":watched:", 0);
+	k->names = keyname(prefix, ":name:", 0);
+	k->nameslen = strlen(k->names);
 	k->sesspfxlen = strlen(k->sesspfx);
 	k->fence = keyname(prefix, ":fence", cluster);
 	k->channel = keyname(prefix, ":released", cluster);
@@ -60,23 +62,83 @@ keys_free(struct store_keys *k)
 	free(k->writers);
 	free(k->values);
 	free(k->watched);
+	free(k->names);
 	free(k->fence);
 	free(k->channel);
 	free(k->wanted);
 }
 
+/* msg[0..len) begins with word and a blank: the length skipped, or 0. */
+static size_t
+msg_word(const char *msg, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+
+	return len > n + 1 && memcmp(msg, word, n) == 0 && msg[n] == ' ' ?
+	    n + 1 : 0;
+}
+
+/* Decimal digits p[0..len), at most 19 of them: 0, or -1. */
+static int
+msg_num(const char *p, size_t len, unsigned long long *out)
+{
+	unsigned long long v = 0;
+
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (unsigned long long)(p[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* The admin words' messages (kill.lua, free.lua): "freed <key> <token>",
+ * "kill <client-id> <request>", "killed <broker-id>/<seq> 1". */
+static void
+admin_msg(const struct store_hooks *h, const char *msg, size_t len, int word,
+    size_t skip)
+{
+	const char *a = msg + skip, *end = msg + len;
+	const char *sp = memchr(a, ' ', (size_t)(end - a)), *slash;
+	unsigned long long v;
+
+	if (sp == NULL || sp == a || sp + 1 == end ||
+	    memchr(sp + 1, ' ', (size_t)(end - sp - 1)) != NULL)
+		return;		/* not two words */
+	if (word == 0 && h->freed != NULL &&
+	    msg_num(sp + 1, (size_t)(end - sp - 1), &v) == 0 &&
+	    v <= LLONG_MAX)
+		h->freed(h->arg, a, (size_t)(sp - a), (long long)v);
+	else if (word == 1 && h->kill != NULL)
+		h->kill(h->arg, a, (size_t)(sp - a), sp + 1,
+		    (size_t)(end - sp - 1));
+	else if (word == 2 && h->killed != NULL && end - sp == 2 &&
+	    sp[1] == '1' && (slash = memchr(a, '/', (size_t)(sp - a))) !=
+	    NULL && msg_num(slash + 1, (size_t)(sp - slash - 1), &v) == 0)
+		h->killed(h->arg, a, (size_t)(slash - a), v);
+}
+
 void
 keys_released_msg(const struct store_hooks *h, const char *msg, size_t len)
 {
-	static const char held[] = "held ";
+	static const char *const admin_words[] = { "freed", "kill", "killed" };
+	size_t skip;
 
-	if (len > sizeof held - 1 && memcmp(msg, held, sizeof held - 1) == 0) {
+	if ((skip = msg_word(msg, len, "held")) > 0) {
 		if (h->changed)
-			h->changed(h->arg, msg + sizeof held - 1,
-			    len - (sizeof held - 1));
-	} else if (h->released) {
-		h->released(h->arg, msg, len);
+			h->changed(h->arg, msg + skip, len - skip);
+		return;
 	}
+	for (int i = 0; i < 3; i++)
+		if ((skip = msg_word(msg, len, admin_words[i])) > 0) {
+			admin_msg(h, msg, len, i, skip);
+			return;
+		}
+	if (h->released)
+		h->released(h->arg, msg, len);
 }
 
 /* A decimal number at *p, then a blank: p moves past both; -1 if not. */

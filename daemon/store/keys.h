@@ -24,6 +24,9 @@ struct store_keys {
 					 * holds' values (value.lua) */
 	char *watched;			/* "<prefix>:watched:": watch marks
 					 * (watch.lua) */
+	char *names;			/* "<prefix>:name:": sessions' HELLO
+					 * names (name.lua) */
+	size_t nameslen;
 	char *fence;			/* "<prefix>:fence" */
 	char *channel;			/* "<prefix>:released" */
 	char *wanted;			/* "<prefix>:wanted" */
@@ -56,7 +59,11 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
 /*
  * A message on the release channel: "<key>" a key was released (h->released),
  * "held <key>" a watched key's holders or value changed (h->changed; lock
- * names have no blank, so brokers older than WATCH find no such key).
+ * names have no blank, so brokers older than WATCH find no such key); the
+ * admin words' "freed <key> <token>" (h->freed), "kill <client-id>
+ * <request>" (h->kill) and "killed <broker-id>/<seq> 1" (h->killed), which
+ * older brokers find no key for either.  A message of those words in
+ * another shape is ignored.
  */
 void keys_released_msg(const struct store_hooks *h, const char *msg,
     size_t len);

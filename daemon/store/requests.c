@@ -927,3 +927,174 @@ store_acquire_all(struct store *st, const char *const *keys,
 	}
 	return 0;
 }
+
+/* --- the admin view: LOCKS, FREE, KILL, and HELLO names ----------------- */
+
+/* The slot of a key "<base><name>" (cluster mode; -1 otherwise). */
+static int
+side_slot(const struct store *st, const char *base, size_t baselen,
+    const char *name, size_t namelen)
+{
+	return !st->topo.sharded ? -1 :
+	    (int)slot_of(base, baselen, name, namelen);
+}
+
+int
+store_free_key(struct store *st, const char *key, size_t keylen,
+    store_freed_fn *fn, void *arg)
+{
+	char vk[256];
+	struct route r;
+	struct piece p[4];
+
+	value_keys(st, key, keylen, &r, p, vk);
+	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[3] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_free, SCRIPT_FREE, 2, p, 4,
+	    (union call_fn){ .free = fn }, arg);
+}
+
+/* kill.lua "say" on the record of cid: msg1 msg2 on its slot's release
+ * channel. */
+static int
+kill_say(struct store *st, const char *cid, size_t cidlen, const char *msg,
+    size_t msglen, store_release_fn *fn, void *arg)
+{
+	struct route r;
+	struct piece p[4];
+
+	calls_route_slot(st, side_slot(st, st->keys.sesspfx,
+	    st->keys.sesspfxlen, cid, cidlen), &r);
+	p[0] = (struct piece){ st->keys.sesspfx, st->keys.sesspfxlen, cid,
+	    cidlen };
+	p[1] = (struct piece){ "say", 3, NULL, 0 };
+	p[2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[3] = (struct piece){ msg, msglen, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_KILL, 1, p, 4,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/* "kill <client-id> <broker-id>/<seq>" (keys.c reads it back). */
+int
+store_kill_ask(struct store *st, const char *cid, size_t cidlen,
+    unsigned long long seq, store_release_fn *fn, void *arg)
+{
+	char msg[128];
+	int n = snprintf(msg, sizeof msg, "kill %.*s %.*s/%llu",
+	    (int)(cidlen > 64 ? 64 : cidlen), cid, STORE_ID_LEN, st->keys.idsp,
+	    seq);
+
+	if (n < 0 || (size_t)n >= sizeof msg)
+		return -1;
+	return kill_say(st, cid, cidlen, msg, (size_t)n, fn, arg);
+}
+
+/* "killed <request> 1": request as the kill message gave it. */
+int
+store_kill_told(struct store *st, const char *cid, size_t cidlen,
+    const char *request, size_t requestlen, store_release_fn *fn, void *arg)
+{
+	char msg[128];
+	int n = snprintf(msg, sizeof msg, "killed %.*s 1",
+	    (int)(requestlen > 100 ? 100 : requestlen), request);
+
+	if (n < 0 || (size_t)n >= sizeof msg)
+		return -1;
+	return kill_say(st, cid, cidlen, msg, (size_t)n, fn, arg);
+}
+
+int
+store_kill_end(struct store *st, const char *cid, size_t cidlen,
+    long tombstone_ms, store_kill_fn *fn, void *arg)
+{
+	char ms[24];
+	struct route r;
+	struct piece p[3];
+
+	calls_route_slot(st, side_slot(st, st->keys.sesspfx,
+	    st->keys.sesspfxlen, cid, cidlen), &r);
+	p[0] = (struct piece){ st->keys.sesspfx, st->keys.sesspfxlen, cid,
+	    cidlen };
+	p[1] = (struct piece){ "end", 3, NULL, 0 };
+	p[2] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld",
+	    tombstone_ms), NULL, 0 };
+	return calls_script(st, &r, decode_kill, SCRIPT_KILL, 1, p, 3,
+	    (union call_fn){ .kill = fn }, arg);
+}
+
+int
+store_name(struct store *st, const char *cid, size_t cidlen,
+    const char *name, size_t namelen, long px, store_release_fn *fn,
+    void *arg)
+{
+	char ms[24];
+	struct route r;
+	struct piece p[3];
+
+	calls_route_slot(st, side_slot(st, st->keys.names, st->keys.nameslen,
+	    cid, cidlen), &r);
+	p[0] = (struct piece){ st->keys.names, st->keys.nameslen, cid, cidlen };
+	p[1] = (struct piece){ name, namelen, NULL, 0 };
+	p[2] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld", px),
+	    NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_NAME, 1, p, 3,
+	    (union call_fn){ .release = fn }, arg);
+}
+
+/*
+ * One page of locks.lua on the master serving slot (-1: the one master):
+ * holders of the keys matching pattern (MATCH's syntax, the lock prefix
+ * in it), from SCAN cursor scan, after key hash and token (hash "": from
+ * the batch's first key), at most limit holders and calls SCAN calls of
+ * COUNT count.
+ */
+int
+calls_locks(struct store *st, int slot, const char *pattern, size_t patlen,
+    const char *scan, const char *hash, long long token, size_t limit,
+    size_t calls, size_t count, calls_locks_fn *fn, void *arg)
+{
+	char cut[24], tok[24], lim[24], nc[24], cnt[24];
+	struct route r;
+	struct piece p[8];
+
+	calls_route_slot(st, slot, &r);
+	p[0] = (struct piece){ pattern, patlen, NULL, 0 };
+	p[1] = (struct piece){ cut, (size_t)snprintf(cut, sizeof cut, "%zu",
+	    st->keys.lockpfxlen), NULL, 0 };
+	p[2] = (struct piece){ scan, strlen(scan), NULL, 0 };
+	p[3] = (struct piece){ hash, strlen(hash), NULL, 0 };
+	p[4] = (struct piece){ tok, (size_t)snprintf(tok, sizeof tok, "%lld",
+	    token), NULL, 0 };
+	p[5] = (struct piece){ lim, (size_t)snprintf(lim, sizeof lim, "%zu",
+	    limit), NULL, 0 };
+	p[6] = (struct piece){ nc, (size_t)snprintf(nc, sizeof nc, "%zu",
+	    calls), NULL, 0 };
+	p[7] = (struct piece){ cnt, (size_t)snprintf(cnt, sizeof cnt, "%zu",
+	    count), NULL, 0 };
+	return calls_script(st, &r, decode_locks, SCRIPT_LOCKS, 0, p, 8,
+	    (union call_fn){ .locks = fn }, arg);
+}
+
+/* peek.lua: the strings at keys[0..n), all of one slot (-1: single). */
+int
+calls_peek(struct store *st, int slot, const struct store_str *keys,
+    size_t n, calls_peek_fn *fn, void *arg)
+{
+	struct piece *p = xcalloc(n + 1, sizeof *p);
+	struct route r;
+	struct call *c;
+
+	calls_route_slot(st, slot, &r);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (struct piece){ keys[i].p, keys[i].len, NULL, 0 };
+	c = calls_new(st, &r, decode_peek, SCRIPT_PEEK, (int)n, p, (int)n);
+	free(p);
+	if (c == NULL)
+		return -1;
+	c->fn.peek = fn;
+	c->arg = arg;
+	c->cmd.ndeps = 0;	/* side keys: no order to keep with anything */
+	return calls_start(c);
+}

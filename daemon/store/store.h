@@ -81,6 +81,21 @@ struct store_hooks {
 	/* Cluster mode: the slot map changed, keys may live elsewhere now
 	 * (a master reachable again for some). */
 	void (*rerouted)(void *arg);
+	/*
+	 * The admin words (protocol 1.2), on the release channel (each may
+	 * be NULL).  freed: FREE ended every hold of key on Redis, the
+	 * greatest token among them token (store_free).  kill: a broker
+	 * asks whoever has session cid to end it (store_kill_ask); request
+	 * names the asker, for store_kill_told.  killed: the session of a
+	 * request made by broker (its id, STORE_ID_LEN bytes) with number
+	 * seq was ended by its owner.
+	 */
+	void (*freed)(void *arg, const char *key, size_t keylen,
+	    long long token);
+	void (*kill)(void *arg, const char *cid, size_t cidlen,
+	    const char *request, size_t requestlen);
+	void (*killed)(void *arg, const char *broker, size_t brokerlen,
+	    unsigned long long seq);
 	void *arg;
 };
 
@@ -422,5 +437,77 @@ typedef void store_takeover_fn(void *arg, int ok, int granted,
 int store_takeover(struct store *st, const char *key, size_t keylen,
     const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
     store_takeover_fn *fn, void *arg);
+
+/*
+ * The admin view (protocol 1.2: LOCKS, KILL, FREE) and the HELLO names
+ * it shows.
+ *
+ * store_locks: one page of the holders of every lock key whose name
+ * matches glob (globlen 0: every key; an access list's syntax, checked
+ * by the caller: '*', '?', '\'), read with SCAN, never KEYS: at most
+ * limit holders (1..STORE_LOCKS_MAX), fewer (even none) when the page's
+ * SCAN calls ran out first, from cursor ("0" or empty: the first page).
+ * Cluster mode: the cursor walks every master, one after another (in the
+ * order of the lowest slot each serves).  Returns STORE_BADCURSOR at
+ * once for a cursor no page gave, -1 when the master to read is not up.
+ * The callback gets the holders (valid during the call), each with the
+ * cursor that goes on right after it, and the cursor after the last
+ * ("0": no more pages).
+ */
+#define STORE_LOCKS_MAX 100		/* most holders in one page */
+#define STORE_CURSOR_MAX 64		/* longest cursor text */
+#define STORE_BADCURSOR (-2)
+struct store_lock_entry {
+	const char *key;		/* the lock's name */
+	size_t keylen;
+	long kind;			/* STORE_EXCLUSIVE, 0 shared, n permits */
+	const char *owner;		/* client-id ("?": bytes no broker
+					 * wrote) */
+	size_t ownerlen;
+	long long token;		/* 0: none readable */
+	long long pttl;			/* ms left, -1 no expiry */
+	long long age_ms;		/* since the grant, as its token says
+					 * (a token is at least the master's
+					 * clock in us at its grant) */
+	const char *name;		/* the holder's HELLO name (NULL none) */
+	size_t namelen;
+	const char *value;		/* an exclusive hold's value (NULL) */
+	size_t valuelen;
+	const char *cursor;		/* the page after this holder */
+};
+typedef void store_locks_fn(void *arg, int ok,
+    const struct store_lock_entry *e, size_t n, const char *next);
+int store_locks(struct store *st, const char *glob, size_t globlen,
+    const char *cursor, size_t cursorlen, size_t limit, store_locks_fn *fn,
+    void *arg);
+/* FREE: end every hold of key in Redis (free.lua): n holds freed (0:
+ * none was held), token the greatest of theirs; every broker hears
+ * "freed" (the freed hook), its own included. */
+typedef void store_freed_fn(void *arg, int ok, long long n, long long token);
+int store_free_key(struct store *st, const char *key, size_t keylen,
+    store_freed_fn *fn, void *arg);
+/*
+ * KILL: ask whoever has session cid to end it (every broker's kill hook
+ * hears it, this one's too): request number seq, answered through the
+ * killed hook by the owner's store_kill_told with the request it heard.
+ * store_kill_end: nobody answered: end the session's live grace record in
+ * Redis itself (kill.lua): found 1 with its generation and the keys it
+ * lists (valid during the call), which the caller frees by owner
+ * (store_forget); found 0: no live record.  The callbacks of ask and told
+ * get released STORE_DONE when published.
+ */
+int store_kill_ask(struct store *st, const char *cid, size_t cidlen,
+    unsigned long long seq, store_release_fn *fn, void *arg);
+int store_kill_told(struct store *st, const char *cid, size_t cidlen,
+    const char *request, size_t requestlen, store_release_fn *fn, void *arg);
+typedef void store_kill_fn(void *arg, int ok, int found, unsigned long gen,
+    const struct store_str *keys, size_t n);
+int store_kill_end(struct store *st, const char *cid, size_t cidlen,
+    long tombstone_ms, store_kill_fn *fn, void *arg);
+/* The HELLO name of session cid, for LOCKS on every broker (name.lua):
+ * written with px ms to live, or deleted (namelen 0). */
+int store_name(struct store *st, const char *cid, size_t cidlen,
+    const char *name, size_t namelen, long px, store_release_fn *fn,
+    void *arg);
 
 #endif

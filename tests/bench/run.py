@@ -29,11 +29,12 @@ over TLS against the same broker's tls_port (a CA and a certificate for
 127.0.0.1 made with the openssl CLI in the work dir).  About 2 minutes
 (--no-cluster: about 1).  --only
 runs some sections of the table alone (e.g. --only handoff: the contended
-rows, hot key and semaphore, in about 15 s).
+rows, hot key and semaphore, in about 15 s; --only admin: LOCKS pages over
+100,000 keys held through another broker, in about 15 s).
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
-      [--no-cluster] [--only pairs,handoff,memory,acks,cluster] \
+      [--no-cluster] [--only pairs,handoff,election,admin,memory,acks,cluster] \
       [--library build/library.lua] [--baseline-broker /tmp/base/lockbrokerd]
 
 What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
@@ -66,9 +67,13 @@ IDLE_SESSIONS = 10000
 LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
 SEM_PERMITS = 3                 # the semaphore row: 8 contenders, LIMIT 3
-SECTIONS = ("pairs", "handoff", "election", "memory", "acks", "cluster")
+SECTIONS = ("pairs", "handoff", "election", "admin", "memory", "acks",
+            "cluster")
 # the election rows: candidates and watchers on two brokers, leader kills
 ELECT_CANDIDATES, ELECT_WATCHERS, ELECT_ROUNDS = 5, 2, 20
+# the admin view (1.2): LOCKS pages (LIMIT 100) over this many keys held
+# through another broker
+ADMIN_KEYS = 100000
 # the unwatched-release A/B against --baseline-broker: alternated runs
 AB_ROUNDS, AB_SECONDS = 3, 3.0
 # the master and its one replica for the redis_replica_acks rows (harness
@@ -335,6 +340,10 @@ class Bench:
         # a pair of unwatched keys costs Redis against the baseline
         if "election" in want:
             self.election(r, redis)
+        # 2c. the admin view (1.2): a walk of LOCKS pages over ADMIN_KEYS
+        # held keys
+        if "admin" in want:
+            self.admin(r, redis)
         # 3. memory, with brokers of its own
         if "memory" in want:
             self.memory(r, redis)
@@ -417,6 +426,57 @@ class Bench:
                         b1.addr, "--all", k, *common)
         b2.close()
         self.procs.remove(b2)
+
+    def admin(self, r, redis):
+        """ADMIN_KEYS keys held by one session of a broker (one ACQUIRE
+        each, pipelined), then every LOCKS page (LIMIT 100, cursor 0 to 0)
+        asked of a second broker, one page at a time: each page's round
+        trip, the whole walk, and the asking broker's RSS before and at
+        its highest during the walk."""
+        a = self.args
+        holder = Broker(a.broker, redis, self.work, "admin-holder",
+                        "--max_locks_per_session", ADMIN_KEYS)
+        asker = Broker(a.broker, redis, self.work, "admin-asker")
+        self.procs.extend((holder, asker))
+        h = harness.Client(holder.port, timeout=60.0)
+        c = harness.Client(asker.port, timeout=10.0)
+        try:
+            h.req("HELLO bench-holder")
+            for start in range(0, ADMIN_KEYS, 2000):
+                n = min(2000, ADMIN_KEYS - start)
+                h.sendraw("".join("ACQUIRE adm:%06d\n" % i
+                                  for i in range(start, start + n)))
+                for _ in range(n):
+                    rep = h.readline(60.0)
+                    if not rep.startswith("OK "):
+                        raise RuntimeError("ACQUIRE answered %r" % rep)
+            time.sleep(0.5)
+            rss0 = peak = rss_bytes(asker.pid)
+            cur, times, entries = "0", [], 0
+            t_all = time.monotonic()
+            while True:
+                t0 = time.monotonic()
+                rep = c.req("LOCKS LIMIT 100 CURSOR " + cur)
+                times.append((time.monotonic() - t0) * 1e6)
+                w = rep.split(" ")
+                if w[0] != "OK":
+                    raise RuntimeError("LOCKS answered %r" % rep[:200])
+                cur, entries = w[1], entries + int(w[2])
+                peak = max(peak, rss_bytes(asker.pid))
+                if cur == "0":
+                    break
+            total = (time.monotonic() - t_all) * 1e6
+        finally:
+            h.close()
+            c.close()
+            for b in (holder, asker):
+                b.close()
+                self.procs.remove(b)
+        times.sort()
+        r["admin"] = {"pages": len(times), "entries": entries,
+                      "p50_us": times[len(times) // 2],
+                      "max_us": times[-1], "total_us": total,
+                      "rss_grew": peak - rss0}
 
     def election(self, r, redis):
         """ELECT_CANDIDATES candidates (a blocking ACQUIRE ... WAIT ...
@@ -929,6 +989,15 @@ def table(r, args):
             "candidates, %d watchers, 2 brokers, %d kills)"
             % (ELECT_CANDIDATES, ELECT_WATCHERS, e["n"]),
             "%s / %s" % (ms(e["p50_us"]), ms(e["max_us"])))
+    if "admin" in r:
+        ad = r["admin"]
+        row("LOCKS LIMIT 100 over %s keys held on another broker: ms a "
+            "page p50 / max; the whole walk, s (%s pages, %s entries)"
+            % (n0(ADMIN_KEYS), n0(ad["pages"]), n0(ad["entries"])),
+            "%s / %s; %.2f" % (ms(ad["p50_us"]), ms(ad["max_us"]),
+                               ad["total_us"] / 1e6))
+        row("... the asking broker's RSS over the walk, kB more",
+            n0(ad["rss_grew"] / 1024))
     if "release_ab" in r:
         ab = r["release_ab"]
         row("Redis script us per pair, unwatched keys, %d conns: this "
@@ -1091,6 +1160,20 @@ def targets(r):
         target(what, "<= 1,000", ms(e["max_us"]), e["max_us"] <= 1e6)
     else:
         target(what, "<= 1,000")
+    ad = r.get("admin")
+    what = "LOCKS page (LIMIT 100) over %s keys held on another broker, " \
+        "max ms (issue 35)" % n0(ADMIN_KEYS)
+    if ad:
+        target(what, "<= 100", ms(ad["max_us"]), ad["max_us"] <= 100000)
+    else:
+        target(what, "<= 100")
+    what = "... the asking broker's RSS over the whole walk, kB more " \
+        "(issue 35)"
+    if ad:
+        target(what, "< 1,024", n0(ad["rss_grew"] / 1024),
+               ad["rss_grew"] < 1024 * 1024)
+    else:
+        target(what, "< 1,024")
     ab = r.get("release_ab")
     what = "Redis script us per pair of unwatched keys: this build / " \
         "the baseline broker (WATCH costs them nothing)"

@@ -460,6 +460,56 @@ START_TEST(test_globs_alone)
 }
 END_TEST
 
+/* "admin" after the keys list makes an app an admin (the admin words);
+ * any other word there is refused, as is "admin" anywhere else; the
+ * auth_token app never is one. */
+START_TEST(test_admin_word)
+{
+	unsigned char h[ACL_HASH_LEN];
+	char err[256];
+	struct acl *acl = parse("app ops token-sha256 " HA " keys *  admin\n"
+	    "app a token-sha256 " HB " keys a:*\n", err, sizeof err);
+
+	ck_assert_msg(acl != NULL, "%s", err);
+	ck_assert_str_eq(acl_app_name(acl_app_at(acl, 0)), "ops");
+	ck_assert_int_eq(acl_app_admin(acl_app_at(acl, 0)), 1);
+	ck_assert_int_eq(acl_app_admin(acl_app_at(acl, 1)), 0);
+	ck_assert(allows(acl_app_at(acl, 0), "x"));
+	ck_assert_int_eq(tokenhash_sha256("tok", 3, h), 0);
+	ck_assert_int_eq(acl_add_token_app(acl, "default", h, err,
+	    sizeof err), 0);
+	ck_assert_int_eq(acl_app_admin(acl_app_by_hash(acl, h)), 0);
+	acl_unref(acl);
+
+	refused("app a token-sha256 " HA " keys x admins\n", 1, "extra words");
+	refused("app a token-sha256 " HA " keys x ADMIN\n", 1, "extra words");
+	refused("app a token-sha256 " HA " keys x admin admin\n", 1,
+	    "extra words");
+	/* "admin" as the keys list is a pattern, not the word */
+	acl = parse("app a token-sha256 " HA " keys admin\n", err, sizeof err);
+	ck_assert_msg(acl != NULL, "%s", err);
+	ck_assert_int_eq(acl_app_admin(acl_app_at(acl, 0)), 0);
+	ck_assert(allows(acl_app_at(acl, 0), "admin"));
+	acl_unref(acl);
+}
+END_TEST
+
+/* The glob check LOCKS shares with the access list's patterns. */
+START_TEST(test_glob_ok)
+{
+	char why[256];
+
+	ck_assert(acl_glob_ok("orders:*", 8, why, sizeof why));
+	ck_assert(acl_glob_ok("a\\[b\\]", 6, why, sizeof why));
+	ck_assert(acl_glob_ok("?", 1, why, sizeof why));
+	ck_assert(!acl_glob_ok("a[bc]", 5, why, sizeof why));
+	ck_assert_msg(strstr(why, "character classes") != NULL, "%s", why);
+	ck_assert(!acl_glob_ok("ab\\", 3, why, sizeof why));
+	ck_assert_msg(strstr(why, "lone") != NULL, "%s", why);
+	ck_assert(!acl_glob_ok("", 0, why, sizeof why));
+}
+END_TEST
+
 /* Sessions keep a list alive after the broker dropped it (SIGHUP). */
 START_TEST(test_refcount)
 {
@@ -537,6 +587,8 @@ acl_suite(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_token_app);
 	tcase_add_test(tc, test_globs_alone);
+	tcase_add_test(tc, test_admin_word);
+	tcase_add_test(tc, test_glob_ok);
 	tcase_add_test(tc, test_refcount);
 	tcase_add_test(tc, test_sha256);
 	tcase_add_test(tc, test_load);

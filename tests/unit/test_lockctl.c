@@ -222,6 +222,22 @@ static const struct {
 	{ W("stats"), 0, MODE_STATS, NULL, -1, NULL },
 	{ W("stats", "--", "cmd"), 0, MODE_RUN, "stats", 2, NULL },
 	{ W("ping"), 0, MODE_PING, NULL, -1, NULL },
+	{ W("locks"), 0, MODE_LOCKS, NULL, -1, NULL },
+	{ W("locks", "orders:*"), 0, MODE_LOCKS, "orders:*", -1, NULL },
+	{ W("locks", "--", "cmd"), 0, MODE_RUN, "locks", 2, NULL },
+	{ W("kill", "3f2b8c1e-6d4a-4b7e-9a51-0c2d9e8f7a10"), 0, MODE_KILL,
+	    "3f2b8c1e-6d4a-4b7e-9a51-0c2d9e8f7a10", -1, NULL },
+	{ W("free", "k"), 0, MODE_FREE, "k", -1, NULL },
+	{ W("free", "--", "cmd"), 0, MODE_RUN, "free", 2, NULL },
+	{ W("locks", "a", "b"), -1, 0, NULL, -1,
+	    "locks takes at most one GLOB" },
+	{ W("locks", "a b"), -1, 0, NULL, -1,
+	    "GLOB must be printable ASCII without blanks" },
+	{ W("kill"), -1, 0, NULL, -1, "kill takes one CLIENT-ID" },
+	{ W("kill", "a", "b"), -1, 0, NULL, -1, "kill takes one CLIENT-ID" },
+	{ W("kill", ""), -1, 0, NULL, -1,
+	    "CLIENT-ID must be printable ASCII without blanks" },
+	{ W("free"), -1, 0, NULL, -1, "free takes one KEY" },
 	{ W("Elect", "k", "--", "x"), -1, 0, NULL, -1,
 	    "missing -- between KEY and CMD" },	/* names are exact */
 	{ { NULL }, -1, 0, NULL, -1, "missing KEY" },
@@ -366,6 +382,44 @@ START_TEST(test_reply_token)
 }
 END_TEST
 
+/* A LOCKS page: its cursor and its 9-word entries, split in place; a
+ * page whose words do not add up is refused. */
+START_TEST(test_locks_page)
+{
+	char page[] = "OK 12.0.ab.7 2 k lock c - 7 5 29000 0 - "
+	    "s shared d w-1 8 6 29001 2 v";
+	char one[] = "OK 0 0";
+	char *cursor, *e[PAGE_MAX];
+	size_t n = 99;
+	static const char *bad[] = {
+		"OK 0 1 k lock c - 7 5 29000 0",	/* 8 words */
+		"OK 0 1 k lock c - 7 5 29000 0 - x",	/* 10 */
+		"OK 0 2 k lock c - 7 5 29000 0 -",	/* 1 entry, not 2 */
+		"OK 0",
+		"OK 0 x",
+		"OK 0 101",
+		"ERR DENIED admin words are off",
+		"",
+	};
+
+	ck_assert_int_eq(locks_page(page, &cursor, e, &n), 0);
+	ck_assert_str_eq(cursor, "12.0.ab.7");
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(e[0], "k lock c - 7 5 29000 0 -");
+	ck_assert_str_eq(e[1], "s shared d w-1 8 6 29001 2 v");
+	ck_assert_int_eq(locks_page(one, &cursor, e, &n), 0);
+	ck_assert_str_eq(cursor, "0");
+	ck_assert_uint_eq(n, 0);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char buf[128];
+
+		snprintf(buf, sizeof buf, "%s", bad[i]);
+		ck_assert_msg(locks_page(buf, &cursor, e, &n) == -1,
+		    "accepted \"%s\"", bad[i]);
+	}
+}
+END_TEST
+
 START_TEST(test_events)
 {
 	ck_assert_int_eq(is_event("EVENT LOST k 5"), 1);
@@ -422,6 +476,7 @@ lockctl_suite(void)
 	tcase_add_loop_test(tc, test_reply_token, 0,
 	    (int)(sizeof tokens / sizeof tokens[0]));
 	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_locks_page);
 	tcase_add_test(tc, test_event_text);
 	suite_add_tcase(s, tc);
 	return s;

@@ -401,8 +401,7 @@ static const struct row verb_rows[] = {
 
 static enum proto_err parse_str(const char *line, size_t max_key_len,
     struct proto_req *req, char **bufp);
-static char *make_line(const char *verb, size_t n, char c,
-    const char *tail);
+static char *make_line(const char *verb, size_t n, char c, const char *tail);
 
 /* Protocol 1.2: ASYNC and VALUE on ACQUIRE, OWNER ... VALUE, CANCEL,
  * PROCLAIM, WATCH, UNWATCH, CHECK; and their errors, each beside a valid
@@ -553,9 +552,86 @@ START_TEST(test_all_fields)
 	free(buf);
 }
 END_TEST
+/* The admin words: LOCKS [glob] [LIMIT n] [CURSOR c], SESSIONS [CURSOR
+ * c] [LIMIT n], KILL <client-id>, FREE <key>; each error beside a valid
+ * twin.  The glob is the word, the cursor and LIMIT are checked by
+ * test_admin_fields. */
+static const struct row admin_rows[] = {
+	{ OK("LOCKS", CMD_LOCKS) },
+	{ OK("locks orders:*", CMD_LOCKS), WORD("orders:*") },
+	{ OK("LOCKS LIMIT 5", CMD_LOCKS) },
+	{ OK("LOCKS a?b LIMIT 100 CURSOR 7.0", CMD_LOCKS), WORD("a?b") },
+	{ OK("LOCKS CURSOR 7.0 LIMIT 1", CMD_LOCKS) },
+	{ OK("LOCKS LIMIT", CMD_LOCKS), WORD("LIMIT") },
+	{ OK("LOCKS CURSOR LIMIT 3", CMD_LOCKS), WORD("CURSOR") },
+	{ ERR("LOCKS LIMIT 0", PERR_BADARG) },
+	{ ERR("LOCKS LIMIT 101", PERR_BADARG) },
+	{ ERR("LOCKS LIMIT x", PERR_BADARG) },
+	{ ERR("LOCKS LIMIT 5 LIMIT 6", PERR_BADARG) },
+	{ ERR("LOCKS CURSOR 1 CURSOR 2", PERR_BADARG) },
+	{ ERR("LOCKS a b", PERR_BADARG) },
+	{ ERR("LOCKS a LIMIT", PERR_BADARG) },
+	{ ERR("LOCKS a WAIT 5", PERR_BADARG) },
+	{ OK("SESSIONS", CMD_SESSIONS) },
+	{ OK("SESSIONS CURSOR 0 LIMIT 10", CMD_SESSIONS) },
+	{ ERR("SESSIONS x", PERR_BADARG) },
+	{ ERR("SESSIONS LIMIT 101", PERR_BADARG) },
+	{ ERR("SESSIONS CURSOR", PERR_BADARG) },
+	{ OK("KILL 3f2b8c1e-6d4a-4b7e-9a51-0c2d9e8f7a10", CMD_KILL),
+	  WORD("3f2b8c1e-6d4a-4b7e-9a51-0c2d9e8f7a10") },
+	{ ERR("KILL", PERR_BADARG) },
+	{ ERR("KILL a b", PERR_BADARG) },
+	{ OK("FREE k", CMD_FREE), KEY("k") },
+	{ ERR("FREE", PERR_BADARG) },
+	{ ERR("FREE k 1", PERR_BADARG) },
+};
 
 START_TEST(test_valid_forms) { check_row(&valid_rows[_i]); } END_TEST
 START_TEST(test_v12) { check_row(&v12_rows[_i]); } END_TEST
+START_TEST(test_admin) { check_row(&admin_rows[_i]); } END_TEST
+
+/* The admin listings' LIMIT and CURSOR, and their bounds. */
+START_TEST(test_admin_fields)
+{
+	static const struct {
+		const char *verb;
+		size_t max;
+		char c;
+	} bounds[] = {
+		{ "LOCKS CURSOR", PROTO_CURSOR_MAX, 'c' },
+		{ "LOCKS", PROTO_GLOB_MAX, '*' },
+	};
+	struct proto_req req;
+	char *buf, *line;
+
+	ck_assert_int_eq(parse_str("LOCKS g LIMIT 007 CURSOR 12.0.ab.5",
+	    KEYMAX, &req, &buf), PERR_NONE);
+	ck_assert_int_eq(req.limit, 7);
+	ck_assert_uint_eq(req.word2len, 9);
+	ck_assert(memcmp(req.word2, "12.0.ab.5", 9) == 0);
+	free(buf);
+	ck_assert_int_eq(parse_str("SESSIONS", KEYMAX, &req, &buf),
+	    PERR_NONE);
+	ck_assert_int_eq(req.limit, 0);
+	ck_assert_ptr_null(req.word2);
+	ck_assert_ptr_null(req.word);
+	free(buf);
+	/* a CURSOR of 64 bytes passes, 65 do not; a glob 1024 and 1025 */
+	for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+		for (size_t extra = 0; extra < 2; extra++) {
+			line = make_line(bounds[i].verb, bounds[i].max + extra,
+			    bounds[i].c, "");
+			ck_assert_int_eq(parse_str(line, KEYMAX, &req, &buf),
+			    extra ? PERR_BADARG : PERR_NONE);
+			if (!extra)
+				ck_assert_uint_eq(bounds[i].c == 'c' ?
+				    req.word2len : req.wordlen, bounds[i].max);
+			free(buf);
+			free(line);
+		}
+	}
+}
+END_TEST
 
 /* The 1.2 fields: the value points into the line, flags and the token. */
 START_TEST(test_v12_fields)
@@ -1178,6 +1254,8 @@ proto_suite(void)
 	tcase_add_test(tc, test_v12_fields);
 	tcase_add_test(tc, test_all_fields);
 	tcase_add_test(tc, test_fenced_fields);
+	tcase_add_loop_test(tc, test_admin, 0, NROWS(admin_rows));
+	tcase_add_test(tc, test_admin_fields);
 	tcase_add_loop_test(tc, test_case, 0, NROWS(case_rows));
 	tcase_add_loop_test(tc, test_blanks, 0, NROWS(blank_rows));
 	tcase_add_loop_test(tc, test_bytes, 0, NROWS(byte_rows));

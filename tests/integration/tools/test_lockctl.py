@@ -7,7 +7,10 @@ fast CMD, --limit N lets N runs in at once and --shared lets readers in
 together while a run without it waits (protocol 1.1), elect runs CMD only
 while leading and a second candidate takes over from a killed leader,
 with its --value readable by others, watch prints a key's holders as they
-change (protocol 1.2), owner/stats/ping, AUTH, unix socket, usage.
+change (protocol 1.2), owner/stats/ping, AUTH, unix socket, usage; the
+admin view (1.2): locks prints every holder one per line over every page,
+kill and free print the reply and exit 0 on OK, 70 on ERR (a session
+that is no admin: ERR DENIED).
 
 lockctl is $LOCKCTL (make integration sets it), else build/lockctl.  CMDs
 are small Python scripts (WORKER below) that log what they see to a file,
@@ -812,6 +815,66 @@ class TestSubcommands(LockctlCase):
         self.assertEqual((rc, out), (0, "stats\n"), err)
 
 
+class TestAdmin(LockctlCase):
+    def test_locks_prints_every_holder_one_per_line(self):
+        c = self.connect(self.b)
+        cid = c.hello("holder")
+        toks = {}
+        for i in range(130):
+            toks["ad:%03d" % i] = self.assertToken(c.req("ACQUIRE ad:%03d"
+                                                         % i))
+        for i in range(5):
+            self.assertToken(c.req("ACQUIRE other:%d" % i))
+        rc, out, err = self.lockctl("locks", "ad:*")
+        self.assertEqual((rc, err), (0, ""))
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 130)
+        got = {}
+        for l in lines:
+            w = l.split(" ")
+            self.assertEqual(len(w), 9, l)
+            self.assertEqual(w[1:4], ["lock", cid, "holder"], l)
+            got[w[0]] = int(w[4])
+        self.assertEqual(got, toks)
+        rc, out, _ = self.lockctl("locks")
+        self.assertEqual((rc, len(out.splitlines())), (0, 135))
+        self.assertEqual(self.lockctl("locks", "none:*"), (0, "", ""))
+
+    def test_kill_and_free_print_the_reply(self):
+        c = self.connect(self.b)
+        cid = c.hello()
+        self.assertToken(c.req("ACQUIRE k1"))
+        self.assertToken(c.req("ACQUIRE k2"))
+        self.assertEqual(self.lockctl("free", "k1"), (0, "OK 1\n", ""))
+        self.assertEqual(c.req("HELD"), "OK 1 k2")
+        self.assertEqual(self.lockctl("free", "k1"), (0, "OK 0\n", ""))
+        self.assertEqual(self.lockctl("kill", cid), (0, "OK 1\n", ""))
+        self.assertTrue(c.wait_closed(1.5))
+        self.assertEqual(self.owner("k2"), "OK -")
+        self.assertEqual(self.lockctl("kill", cid), (0, "OK 0\n", ""))
+        rc, out, err = self.lockctl("kill", "not-a-client-id")
+        self.assertEqual((rc, out), (70, ""))
+        self.assertRegex(err, r"\Alockctl: ERR BADARG ")
+        rc, out, err = self.lockctl("free", "x" * 300)
+        self.assertEqual((rc, out), (70, ""))
+        self.assertRegex(err, r"\Alockctl: ERR BADARG ")
+
+
+class TestAdminDenied(LockctlCase):
+    broker_args = ("--admin_local", "no")
+
+    def test_not_an_admin_exits_70(self):
+        c = self.connect(self.b)
+        cid = c.hello()
+        self.assertToken(c.req("ACQUIRE k"))
+        for args in (("locks",), ("locks", "k*"), ("kill", cid),
+                     ("free", "k")):
+            rc, out, err = self.lockctl(*args)
+            self.assertEqual((rc, out), (70, ""), args)
+            self.assertRegex(err, r"\Alockctl: ERR DENIED ", args)
+        self.assertEqual(c.req("HELD"), "OK 1 k")
+
+
 class TestAddress(LockctlCase):
     def test_H_overrides_environment(self):
         env = self.env(LOCKBROKER_HOST="127.0.0.1:%d" % harness.free_port())
@@ -904,7 +967,9 @@ class TestUsage(LockctlCase):
                      ("--value", "a b", "elect", "k", "--", "true"),
                      ("--value", "v" * 257, "elect", "k", "--", "true"),
                      ("--value", "", "elect", "k", "--", "true"),
-                     ("--value",)):
+                     ("--value",), ("locks", "a", "b"), ("kill",),
+                     ("kill", "a", "b"), ("free",), ("free", "a", "b"),
+                     ("--shared", "locks"), ("--value", "v", "kill", "x")):
             rc, out, err = self.lockctl(*args)
             self.assertEqual(rc, 64, "lockctl %r: %r" % (args, err))
             self.assertTrue(err.startswith("lockctl: "), err)
@@ -942,7 +1007,8 @@ class TestManPage(unittest.TestCase):
                                         "-limit", "-value"]:
             self.assertRegex(help_text, r"(?m)^  -%s\b" % opt)
             self.assertRegex(man, r"(?m)^\.It Fl %s\b" % opt)
-        for sub in ("elect", "watch", "owner", "stats", "ping"):
+        for sub in ("elect", "watch", "owner", "stats", "ping", "locks",
+                    "kill", "free"):
             self.assertIn(sub, help_text)
             self.assertRegex(man, r"(?m)^\.It Cm %s\b" % sub)
 
