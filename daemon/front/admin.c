@@ -552,6 +552,7 @@ kill_session(struct session *v)
 	v->wa = NULL;
 	names_gone(v, 0);
 	v->quit = 1;
+	locks_client_clean(v->cl);	/* no lock delay after a KILL */
 	if (v->grace != NULL)
 		grace_session_end(v->grace, v->cl, GRACE_QUIT);
 	else

@@ -701,6 +701,7 @@ grace_kill(struct broker *b, const char *cid)
 	    locks_held(g->cl, NULL, NULL) : 0);
 	b->stats.detached--;
 	g->quit = 1;
+	locks_client_clean(g->cl);	/* no lock delay after a KILL */
 	event_del(g->timer);
 	end_send(g);
 	return 1;

@@ -235,6 +235,34 @@ class TestDelay(BrokerTestCase):
         self.assertToken(w2.readline(2))
         self.assertLess((time.monotonic() - t0) * 1000, 300)
 
+    def test_kill_and_free_release_at_once(self):
+        # an admin's KILL of a connected session and of a detached grace
+        # session, and a FREE, end holds taken with DELAY at once
+        admin = self.connect(self.b2)   # loopback: admin_local
+        for how in ("kill", "kill-detached", "free"):
+            with self.subTest(how=how):
+                key = "d-" + how
+                h = self.connect(self.b1)
+                if how == "kill-detached":
+                    m = re.match(r"OK (\S+) ", h.req("HELLO GRACE 5000"))
+                    cid = m.group(1)
+                else:
+                    cid = h.hello()
+                self.assertToken(h.req("ACQUIRE %s DELAY 3000" % key))
+                w = self.connect(self.b2)
+                w.send("ACQUIRE %s WAIT 5000" % key)
+                time.sleep(0.1)
+                if how == "kill-detached":
+                    h.reset()
+                    time.sleep(0.2)
+                t0 = time.monotonic()
+                if how == "free":
+                    self.assertEqual(admin.req("FREE " + key), "OK 1")
+                else:
+                    self.assertEqual(admin.req("KILL " + cid), "OK 1")
+                self.assertToken(w.readline(2))
+                self.assertLess((time.monotonic() - t0) * 1000, 500)
+
     def test_broker_shutdown_frees_at_once(self):
         b3 = self.start_broker()
         h = self.connect(b3)
