@@ -221,6 +221,10 @@ acquire_refused(const struct opts *o, const char *req, const char *reply)
 	    strncmp(reply, "ERR BADARG VALUE is not supported", 33) == 0))
 		die(1, "%s: %s (--value needs ACQUIRE ... VALUE, protocol 1.2)",
 		    req, reply);
+	if (o->delay_ms > 0 &&
+	    strncmp(reply, "ERR BADARG unknown option", 25) == 0)
+		die(1, "%s: %s (--delay needs ACQUIRE ... DELAY, protocol 1.2)",
+		    req, reply);
 	die(1, "%s: %s", req, reply);
 }
 
@@ -238,7 +242,7 @@ cmd_locked(struct conn *c, const struct opts *o, const char *key,
 		die(1, "HELLO refused: %s", reply);
 
 	if (acquire_line(req, sizeof req, key, o->shared, o->limit,
-	    o->wait_ms, o->ttl_ms, o->value) < 0)
+	    o->wait_ms, o->ttl_ms, o->delay_ms, o->value) < 0)
 		die(EX_USAGE, "KEY and --value make a request longer than %d "
 		    "bytes", REQ_MAX_LEN - 1);
 	if (conn_send(c, req) < 0)

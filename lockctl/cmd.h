@@ -16,6 +16,7 @@ struct opts {
 	long long busy_code;		/* -E */
 	long long grace_s;		/* -k */
 	long long hold_ms;		/* --hold-at-least, 0 when not given */
+	long long delay_ms;		/* --delay, 0 when not given */
 	int shared;			/* --shared */
 	long long limit;		/* --limit, 0 when not given */
 	const char *value;		/* --value (elect), NULL when not given */

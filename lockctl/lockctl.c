@@ -57,6 +57,7 @@
 #define OPT_CERT	261		/* --cert */
 #define OPT_KEY		262		/* --key */
 #define OPT_VALUE	263		/* --value */
+#define OPT_DELAY	264		/* --delay */
 
 static void
 usage(FILE *f)
@@ -94,6 +95,9 @@ usage(FILE *f)
 "  --hold-at-least MS\n"
 "                  keep KEY taken until MS after it was acquired, even if\n"
 "                  CMD ends sooner (default 0: release when CMD ends)\n"
+"  --delay MS      if lockctl dies without giving KEY back (killed, its\n"
+"                  host gone), KEY stays taken MS more (a lock delay; at\n"
+"                  most the broker's max_delay_ms; exclusive holds only)\n"
 "  --shared        a shared (read) hold: any number of --shared runs hold\n"
 "                  KEY together, a run without it holds KEY alone\n"
 "  --limit N       KEY is a semaphore of N permits (1..%lld): up to N runs\n"
@@ -135,7 +139,8 @@ usage_error(const char *fmt, ...)
 	fprintf(stderr,
 	    "usage: lockctl [-H host[:port] | -U path] [-w WAIT_MS] [-t TTL_MS]"
 	    " [-E N] [-k SECONDS]\n"
-	    "               [--hold-at-least MS] [--shared | --limit N]"
+	    "               [--hold-at-least MS] [--delay MS]"
+	    " [--shared | --limit N]"
 	    " [-a TOKEN_FILE]\n"
 	    "               [--tls [--cacert FILE] [--cert FILE --key FILE]]\n"
 	    "               KEY -- CMD [ARGS...]\n"
@@ -158,6 +163,7 @@ static const struct option longopts[] = {
 	{ "cert", required_argument, NULL, OPT_CERT },
 	{ "key", required_argument, NULL, OPT_KEY },
 	{ "value", required_argument, NULL, OPT_VALUE },
+	{ "delay", required_argument, NULL, OPT_DELAY },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -284,6 +290,9 @@ main(int argc, char **argv)
 		case OPT_HOLD:
 			o.hold_ms = opt_num(ch, optarg, 0, MS_MAX);
 			break;
+		case OPT_DELAY:
+			o.delay_ms = opt_num(ch, optarg, 0, MS_MAX);
+			break;
 		case OPT_SHARED:
 			o.shared = 1;
 			break;
@@ -326,6 +335,9 @@ main(int argc, char **argv)
 		usage_error("%s", why);
 	if (o.shared && o.limit > 0)
 		usage_error("--shared and --limit exclude each other");
+	if (o.delay_ms > 0 && (o.shared || o.limit > 0))
+		usage_error("--delay is for exclusive holds: not with %s",
+		    o.shared ? "--shared" : "--limit");
 	if ((why = args_conflict(&a, o.shared, o.limit, o.value)) != NULL)
 		usage_error("%s", why);
 	/* A candidate campaigns until it leads: elect without -w waits as

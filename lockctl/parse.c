@@ -229,7 +229,8 @@ line_add(char *req, size_t len, size_t *n, const char *fmt, ...)
 
 int
 acquire_line(char *req, size_t len, const char *key, int shared,
-    long long limit, long long wait_ms, long long ttl_ms, const char *value)
+    long long limit, long long wait_ms, long long ttl_ms, long long delay_ms,
+    const char *value)
 {
 	size_t n = 0;
 
@@ -243,6 +244,9 @@ acquire_line(char *req, size_t len, const char *key, int shared,
 	if (wait_ms > 0 && line_add(req, len, &n, " WAIT %lld", wait_ms) < 0)
 		return -1;
 	if (ttl_ms > 0 && line_add(req, len, &n, " TTL %lld", ttl_ms) < 0)
+		return -1;
+	if (delay_ms > 0 &&
+	    line_add(req, len, &n, " DELAY %lld", delay_ms) < 0)
 		return -1;
 	if (value != NULL && line_add(req, len, &n, " VALUE %s", value) < 0)
 		return -1;

@@ -74,11 +74,13 @@ const char *args_conflict(const struct lc_args *a, int shared,
 
 /*
  * The ACQUIRE line for key: "ACQUIRE KEY [SHARED | LIMIT n] [WAIT ms]
- * [TTL ms] [VALUE text]" (limit, wait_ms, ttl_ms: 0 when not given;
- * value: NULL).  Returns 0, or -1 when it does not fit in len bytes.
+ * [TTL ms] [DELAY ms] [VALUE text]" (limit, wait_ms, ttl_ms, delay_ms: 0
+ * when not given; value: NULL).  Returns 0, or -1 when it does not fit in
+ * len bytes.
  */
 int acquire_line(char *req, size_t len, const char *key, int shared,
-    long long limit, long long wait_ms, long long ttl_ms, const char *value);
+    long long limit, long long wait_ms, long long ttl_ms, long long delay_ms,
+    const char *value);
 /* Is reply "OK" or "OK ..."? */
 int reply_ok(const char *reply);
 /* The fencing token of ACQUIRE's "OK <token>" (reply_ok already) into

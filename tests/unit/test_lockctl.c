@@ -143,22 +143,25 @@ END_TEST
 
 static const struct {
 	int shared;
-	long long limit, wait_ms, ttl_ms;
+	long long limit, wait_ms, ttl_ms, delay_ms;
 	const char *value;
 	const char *line;
 } acquires[] = {
-	{ 0, 0, 0, 0, NULL, "ACQUIRE k" },
-	{ 0, 0, 500, 0, NULL, "ACQUIRE k WAIT 500" },
-	{ 0, 0, 0, 9000, NULL, "ACQUIRE k TTL 9000" },
-	{ 0, 0, 500, 9000, NULL, "ACQUIRE k WAIT 500 TTL 9000" },
-	{ 1, 0, 0, 0, NULL, "ACQUIRE k SHARED" },
-	{ 1, 0, 500, 9000, NULL, "ACQUIRE k SHARED WAIT 500 TTL 9000" },
-	{ 0, 3, 0, 0, NULL, "ACQUIRE k LIMIT 3" },
-	{ 0, 3, 2147483647LL, 1, NULL,
+	{ 0, 0, 0, 0, 0, NULL, "ACQUIRE k" },
+	{ 0, 0, 500, 0, 0, NULL, "ACQUIRE k WAIT 500" },
+	{ 0, 0, 0, 9000, 0, NULL, "ACQUIRE k TTL 9000" },
+	{ 0, 0, 500, 9000, 0, NULL, "ACQUIRE k WAIT 500 TTL 9000" },
+	{ 1, 0, 0, 0, 0, NULL, "ACQUIRE k SHARED" },
+	{ 1, 0, 500, 9000, 0, NULL, "ACQUIRE k SHARED WAIT 500 TTL 9000" },
+	{ 0, 3, 0, 0, 0, NULL, "ACQUIRE k LIMIT 3" },
+	{ 0, 3, 2147483647LL, 1, 0, NULL,
 	    "ACQUIRE k LIMIT 3 WAIT 2147483647 TTL 1" },
 	/* elect: an exclusive hold with the leader's value */
-	{ 0, 0, 0, 0, "10.0.0.1:80", "ACQUIRE k VALUE 10.0.0.1:80" },
-	{ 0, 0, 60000, 900, "v", "ACQUIRE k WAIT 60000 TTL 900 VALUE v" },
+	{ 0, 0, 0, 0, 0, "10.0.0.1:80", "ACQUIRE k VALUE 10.0.0.1:80" },
+	{ 0, 0, 60000, 900, 0, "v", "ACQUIRE k WAIT 60000 TTL 900 VALUE v" },
+	/* --delay: a lock delay after an unclean end */
+	{ 0, 0, 500, 0, 30000, NULL, "ACQUIRE k WAIT 500 DELAY 30000" },
+	{ 0, 0, 0, 900, 1, "v", "ACQUIRE k TTL 900 DELAY 1 VALUE v" },
 };
 
 START_TEST(test_acquire_line)
@@ -167,7 +170,7 @@ START_TEST(test_acquire_line)
 
 	ck_assert_int_eq(acquire_line(req, sizeof req, "k",
 	    acquires[_i].shared, acquires[_i].limit, acquires[_i].wait_ms,
-	    acquires[_i].ttl_ms, acquires[_i].value), 0);
+	    acquires[_i].ttl_ms, acquires[_i].delay_ms, acquires[_i].value), 0);
 	ck_assert_str_eq(req, acquires[_i].line);
 }
 END_TEST
@@ -179,15 +182,15 @@ START_TEST(test_acquire_line_too_long)
 	char req[32];
 
 	/* "ACQUIRE k WAIT 500 VALUE 123456" is 31 bytes and its NUL */
-	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0,
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0, 0,
 	    "123456"), 0);
 	ck_assert_str_eq(req, "ACQUIRE k WAIT 500 VALUE 123456");
-	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0,
+	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500, 0, 0,
 	    "1234567"), -1);
 	ck_assert_int_eq(acquire_line(req, sizeof req, "k", 0, 0, 500,
-	    2147483647LL, "v"), -1);
-	ck_assert_int_eq(acquire_line(req, 8, "k", 0, 0, 0, 0, NULL), -1);
-	ck_assert_int_eq(acquire_line(req, 0, "k", 0, 0, 0, 0, NULL), -1);
+	    2147483647LL, 0, "v"), -1);
+	ck_assert_int_eq(acquire_line(req, 8, "k", 0, 0, 0, 0, 0, NULL), -1);
+	ck_assert_int_eq(acquire_line(req, 0, "k", 0, 0, 0, 0, 0, NULL), -1);
 }
 END_TEST
 

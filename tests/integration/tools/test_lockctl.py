@@ -342,6 +342,27 @@ class TestLost(LockctlCase):
     def test_lock_deleted_in_redis_sends_event_and_exits_70(self):
         self.assert_lost_when_deleted("k", "-t", 600, "k")
 
+    def test_killed_with_delay_keeps_the_key_for_the_delay(self):
+        """--delay MS (ACQUIRE ... DELAY, 1.2): lockctl killed, the key
+        stays taken MS more; a normal end frees it at once."""
+        p = self.spawn("--delay", 1500, "k", "--", *self.work("w", 30))
+        _, _, _, pid = self.started("w")
+        p.kill()
+        p.communicate(timeout=10)
+        t0 = time.monotonic()
+        self.cmd_dies_with_lockctl(pid)
+        self.assertNotEqual(self.owner("k"), "OK -")
+        wait_until(lambda: self.owner("k") == "OK -", 5.0,
+                   what="the lock to be released after its delay")
+        self.assertGreater(time.monotonic() - t0, 1.0)
+        rc, _, err = self.lockctl("--delay", 5000, "k", "--", "true")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.owner("k"), "OK -")
+        rc, _, err = self.lockctl("--delay", 10, "--shared", "k", "--",
+                                  "true")
+        self.assertEqual(rc, 64, err)
+        self.assertIn("--delay is for exclusive holds", err)
+
 
 class TestSignals(LockctlCase):
     def test_sigterm_reaches_cmd_and_lock_is_released(self):
