@@ -288,16 +288,22 @@ $(BUILD)/lbbench: $(wildcard tests/bench/*.c)
 
 # The bench compares this build with the broker of an earlier commit
 # (BENCH_BASE), built from that commit's own tree in the same run (A/B:
-# the same machine and load); BENCH_BASE= (empty) leaves it out.
+# the same machine and load): pairs/s and every process's CPU per pair,
+# memory per lock and per session, the Cluster rows.  The hand-off targets
+# are held to another commit's broker (BENCH_HANDOFF_BASE), in alternated
+# runs.  Either one empty (BENCH_BASE=) leaves its comparison out.
 BENCH_BASE ?= 27629bd
+BENCH_HANDOFF_BASE ?= a84f56f
 BENCH_BASE_BIN := $(if $(BENCH_BASE),build/bench/base-$(BENCH_BASE)/build/lockbrokerd)
+BENCH_HANDOFF_BIN := $(if $(BENCH_HANDOFF_BASE),build/bench/base-$(BENCH_HANDOFF_BASE)/build/lockbrokerd)
 build/bench/base-%/build/lockbrokerd:
 	rm -rf build/bench/base-$* && mkdir -p build/bench/base-$*
 	git archive $* | tar -x -C build/bench/base-$*
 	$(MAKE) --no-print-directory -C build/bench/base-$* build/lockbrokerd
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/lbbench $(BENCH_BASE_BIN)
+	@$(MAKE) --no-print-directory all $(BUILD)/lbbench $(BENCH_BASE_BIN) $(BENCH_HANDOFF_BIN)
 	$(PY) tests/bench/run.py --broker $(BUILD)/lockbrokerd --tool $(BUILD)/lbbench \
 	  --scripts scripts --out $(BUILD)/bench/results.txt \
-	  $(if $(BENCH_BASE_BIN),--baseline-broker $(BENCH_BASE_BIN))
+	  $(if $(BENCH_BASE_BIN),--baseline-broker $(BENCH_BASE_BIN)) \
+	  $(if $(BENCH_HANDOFF_BIN),--handoff-baseline-broker $(BENCH_HANDOFF_BIN))

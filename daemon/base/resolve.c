@@ -17,6 +17,11 @@
  * (its requests, and evdns's through them), until the process ends:
  * evdns_base_free frees a request's getaddrinfo state only from the loop
  * too.
+ *
+ * resolve_connect is the owners' common step over resolve_start: the
+ * request also carries the owner's slot, its resolve_then and the name
+ * (for the failure's text), and done_cb hands the answer on (then_step).
+ * Such a request has no fn: "cancelled" is neither fn nor then.
  */
 #include "resolve.h"
 #include "util.h"
@@ -33,17 +38,23 @@
 #include <event2/util.h>
 
 #define HOST_LEN 46			/* INET6_ADDRSTRLEN */
+#define NAME_LEN 254			/* a DNS name (253) + NUL */
 
 struct resolve_req {
 	struct resolver *r;
 	int in_evdns;
 	struct evdns_getaddrinfo_request *dreq;	/* evdns's, while in it */			/* evdns still owes its callback */
-	resolve_fn *fn;			/* NULL: cancelled */
+	resolve_fn *fn;			/* NULL (and then NULL): cancelled */
 	void *arg;
 	struct event *done_ev;		/* hands the answer over */
 	char host[HOST_LEN];		/* the answer, or "" */
 	char why[128];			/* else what went wrong */
 	LIST_ENTRY(resolve_req) entry;
+	/* resolve_connect's: where the owner keeps the request, what it
+	 * does next, and the name looked up */
+	struct resolve_req **slot;
+	const struct resolve_then *then;
+	char name[NAME_LEN];
 };
 
 struct resolver {
@@ -116,6 +127,7 @@ resolver_free(struct resolver *r)
 		return;
 	LIST_FOREACH(q, &r->reqs, entry) {
 		q->fn = NULL;		/* nobody waits any more */
+		q->then = NULL;
 		event_del(q->done_ev);
 		in_flight |= q->in_evdns;
 	}
@@ -130,20 +142,45 @@ resolver_free(struct resolver *r)
 	free(r);
 }
 
+/* resolve_connect's answer, handed on to its owner (see resolve.h). */
+static void
+then_step(struct resolve_req **slot, const struct resolve_then *then,
+    void *arg, const char *name, const char *host, const char *why)
+{
+	char msg[NAME_LEN + 160];
+
+	*slot = NULL;
+	if (!then->waiting(arg))
+		return;
+	if (host != NULL) {
+		then->connect(arg, host);
+		return;
+	}
+	snprintf(msg, sizeof msg, "cannot resolve %s: %s", name, why);
+	then->failed(arg, msg);
+}
+
 static void
 done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct resolve_req *q = arg;
 	resolve_fn *fn = q->fn;
+	const struct resolve_then *then = q->then;
+	struct resolve_req **slot = q->slot;
 	void *fnarg = q->arg;
-	char host[HOST_LEN], why[sizeof q->why];
+	char host[HOST_LEN], why[sizeof q->why], name[NAME_LEN];
 
 	(void)fd;
 	(void)what;
 	memcpy(host, q->host, sizeof host);
 	memcpy(why, q->why, sizeof why);
+	if (then != NULL)
+		memcpy(name, q->name, sizeof name);
 	req_free(q);
-	if (fn != NULL)
+	if (then != NULL)
+		then_step(slot, then, fnarg, name, host[0] != '\0' ? host :
+		    NULL, why);
+	else if (fn != NULL)
 		fn(fnarg, host[0] != '\0' ? host : NULL, why);
 }
 
@@ -176,7 +213,8 @@ got_cb(int result, struct evutil_addrinfo *res, void *arg)
 
 	q->in_evdns = 0;
 	q->dreq = NULL;
-	if (q->fn == NULL) {		/* cancelled: nobody waits */
+	if (q->fn == NULL && q->then == NULL) {	/* cancelled: nobody
+						 * waits */
 		if (res != NULL)
 			evutil_freeaddrinfo(res);
 		req_free(q);
@@ -192,9 +230,11 @@ got_cb(int result, struct evutil_addrinfo *res, void *arg)
 	event_active(q->done_ev, EV_TIMEOUT, 0);
 }
 
-struct resolve_req *
-resolve_start(struct resolver *r, const char *name, resolve_fn *fn,
-    void *arg)
+/* A lookup of name for fn, or for then (resolve_connect): both are set
+ * before evdns may answer, which it can do inside evdns_getaddrinfo. */
+static struct resolve_req *
+req_start(struct resolver *r, const char *name, resolve_fn *fn,
+    const struct resolve_then *then, struct resolve_req **slot, void *arg)
 {
 	struct resolve_req *q = xcalloc(1, sizeof *q);
 	struct evutil_addrinfo hints;
@@ -202,7 +242,11 @@ resolve_start(struct resolver *r, const char *name, resolve_fn *fn,
 
 	q->r = r;
 	q->fn = fn;
+	q->then = then;
+	q->slot = slot;
 	q->arg = arg;
+	if (then != NULL)
+		snprintf(q->name, sizeof q->name, "%s", name);
 	q->done_ev = timer_new(r->base, done_cb, q);
 	LIST_INSERT_HEAD(&r->reqs, q, entry);
 	memset(&hints, 0, sizeof hints);
@@ -216,12 +260,28 @@ resolve_start(struct resolver *r, const char *name, resolve_fn *fn,
 	return q;
 }
 
+struct resolve_req *
+resolve_start(struct resolver *r, const char *name, resolve_fn *fn,
+    void *arg)
+{
+	return req_start(r, name, fn, NULL, NULL, arg);
+}
+
+void
+resolve_connect(struct resolver *r, struct resolve_req **slot,
+    const char *name, const struct resolve_then *then, void *arg)
+{
+	resolve_cancel(*slot);
+	*slot = req_start(r, name, NULL, then, slot, arg);
+}
+
 void
 resolve_cancel(struct resolve_req *q)
 {
 	if (q == NULL)
 		return;
 	q->fn = NULL;
+	q->then = NULL;
 	if (!q->in_evdns)		/* the answer waits in done_ev */
 		req_free(q);
 	/* else got_cb frees q when evdns answers (see above) */

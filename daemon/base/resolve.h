@@ -49,6 +49,32 @@ struct resolve_req *resolve_start(struct resolver *r, const char *name,
  * runs on unwatched, and its answer is dropped). */
 void resolve_cancel(struct resolve_req *q);
 
+/*
+ * The step every Redis address's owner takes before it connects to a
+ * host given by name: look the name up, then connect to the answer.  The
+ * owner says what "still waiting", "connect" and "failed" mean for it.
+ */
+struct resolve_then {
+	/* Still waiting for this answer (it may have given up, or be
+	 * connected by another way since). */
+	int (*waiting)(void *arg);
+	/* Connect to host, the name's first numeric answer. */
+	void (*connect)(void *arg, const char *host);
+	/* The name did not resolve: why reads "cannot resolve <name>:
+	 * <reason>". */
+	void (*failed)(void *arg, const char *why);
+};
+
+/*
+ * Look name up, then go on with then (see struct resolve_then): later,
+ * from the loop, *slot is cleared, and unless then->waiting(arg) says no,
+ * then->connect or then->failed runs.  A lookup *slot held before is
+ * cancelled; *slot holds this one while it runs (resolve_cancel(*slot)
+ * stops it).
+ */
+void resolve_connect(struct resolver *r, struct resolve_req **slot,
+    const char *name, const struct resolve_then *then, void *arg);
+
 /* "Is this a name to look up": not a numeric IPv4 or IPv6 host. */
 int resolve_is_name(const char *host);
 

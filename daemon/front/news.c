@@ -162,7 +162,7 @@ on_reply(void *arg, const struct lk_result *r)
 	else if (s->cmd == CMD_CHECK)
 		send_line(s, "OK STALE -");
 	else
-		send_line(s, "OK %lld", r->n);
+		send_ok_num(s, r->n);
 	s->busy = 0;
 	if (!s->dispatching)
 		stream_more(s->st);

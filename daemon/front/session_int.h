@@ -96,6 +96,7 @@ struct session {
 };
 
 /* wire.c */
+void send_ok_num(struct session *s, long long n);
 void send_line(struct session *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void send_err(struct session *s, enum proto_err code, const char *why);

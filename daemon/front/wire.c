@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 
 #include <stdarg.h>
+#include <stdio.h>
 
 /*
  * A reply could not be queued (out of memory).  One reply per request is
@@ -28,17 +29,59 @@ broken(struct session *s)
 	stream_broken(s->st);
 }
 
+/* Most lines fit this: formatted on the stack and added to the output
+ * in one piece with their CR LF (one evbuffer_add, not two). */
+#define LINE_STACK 256
+
 void
 send_line(struct session *s, const char *fmt, ...)
 {
 	struct evbuffer *out = s->out;
+	char line[LINE_STACK];
 	va_list ap;
-	int rc;
+	int n, rc;
 
 	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof line - 2, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof line - 2) {
+		line[n] = '\r';
+		line[n + 1] = '\n';
+		if (evbuffer_add(out, line, (size_t)n + 2) != 0)
+			broken(s);
+		return;
+	}
+	va_start(ap, fmt);		/* a long line: formatted in place */
 	rc = evbuffer_add_vprintf(out, fmt, ap);
 	va_end(ap);
 	if (rc < 0 || evbuffer_add(out, "\r\n", 2) != 0)
+		broken(s);
+}
+
+/*
+ * "OK <n>": the reply of every grant (its token) and every release, so
+ * the one on each request's path; written without a format, the same
+ * bytes as "OK %lld".
+ */
+void
+send_ok_num(struct session *s, long long n)
+{
+	char line[32], *p = line + sizeof line;
+	unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n :
+	    (unsigned long long)n;
+
+	*--p = '\n';
+	*--p = '\r';
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (n < 0)
+		*--p = '-';
+	*--p = ' ';
+	*--p = 'K';
+	*--p = 'O';
+	if (evbuffer_add(s->out, p, (size_t)(line + sizeof line - p)) != 0)
 		broken(s);
 }
 

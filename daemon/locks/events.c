@@ -82,8 +82,8 @@ hold_waiters(struct keytab_entry *e, void *arg)
 	 * tokens set aside may be a master's that fails over */
 	lk->remote_busy = 0;
 	chain_end(lk);
-	if (lk->retry_ev)
-		event_del(lk->retry_ev);
+	if (lk_rare(lk)->retry_ev)
+		event_del(lk->rare->retry_ev);
 	waiters_expire(lk);
 	lock_gc(lk);		/* may free lk: keytab_each allows it */
 	return 0;
@@ -133,10 +133,10 @@ lock_wake(struct lock *lk)
 		lk->wakes++;		/* their "held" answers are retried */
 	if (!lk->remote_busy)
 		return;
-	lk->freed_us = now_us();
+	lk_rare_w(lk)->freed_us = now_us();
 	lk->remote_busy = 0;
-	if (lk->retry_ev)
-		event_del(lk->retry_ev);
+	if (lk->rare->retry_ev)
+		event_del(lk->rare->retry_ev);
 	lock_pump(lk);
 }
 
@@ -155,8 +155,8 @@ locks_store_wanted(void *arg, const char *key, size_t keylen, int writer,
 	 * attempt will), and a second "wanted" would cost a second fair
 	 * yield. */
 	if (lk != NULL && stamp > 0) {
-		if (stamp > lk->wstamp)
-			lk->wstamp = stamp;
+		if (stamp > lk_rare(lk)->wstamp)
+			lk_rare_w(lk)->wstamp = stamp;
 	} else if (lk != NULL) {
 		lk->wanted = 1;
 		if (writer)

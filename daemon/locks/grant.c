@@ -194,7 +194,7 @@ release_done(void *arg, int ok, int released)
 		}
 	}
 	if (ok && lk->whead != NULL && op->linger_ms == 0) {
-		lk->freed_us = now_us();
+		lk_rare_w(lk)->freed_us = now_us();
 		/* a permit or a read hold given back here may be what a
 		 * waiter here was told was taken */
 		if (op->kind != LK_EXCLUSIVE)
@@ -212,7 +212,8 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	lk->remote_busy = 0;
-	lk->yield_until_ms = 0;
+	if (lk->rare != NULL)
+		lk->rare->yield_until_ms = 0;
 	lock_pump(lk);
 }
 
@@ -220,10 +221,12 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 void
 lock_retry_at(struct lock *lk, int64_t when)
 {
-	if (lk->retry_ev == NULL &&
-	    (lk->retry_ev = evtimer_new(lk->lt->base, retry_cb, lk)) == NULL)
+	struct lock_rare *x = lk_rare_w(lk);
+
+	if (x->retry_ev == NULL &&
+	    (x->retry_ev = evtimer_new(lk->lt->base, retry_cb, lk)) == NULL)
 		fatalx("cannot create retry timer");
-	timer_at_ms(lk->retry_ev, when);
+	timer_at_ms(x->retry_ev, when);
 }
 
 /* Redis refused an attempt for the key (an error reply on a live
@@ -232,12 +235,14 @@ lock_retry_at(struct lock *lk, int64_t when)
 void
 lock_refused(struct lock *lk, long kind)
 {
-	lk->refused_ms = lk->refused_ms == 0 ? REFUSED_MIN_MS :
-	    lk->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS :
-	    lk->refused_ms * 2;
+	struct lock_rare *x = lk_rare_w(lk);
+
+	x->refused_ms = x->refused_ms == 0 ? REFUSED_MIN_MS :
+	    x->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS :
+	    x->refused_ms * 2;
 	lk->remote_busy = 1;
-	lk->busy_kind = kind;
-	lock_retry_at(lk, now_ms() + lk->refused_ms);
+	x->busy_kind = kind;
+	lock_retry_at(lk, now_ms() + x->refused_ms);
 }
 
 /*
@@ -294,21 +299,23 @@ lock_pump(struct lock *lk)
 		if (w->op != NULL)
 			continue;
 		if (lk->releasing || !may_try(lk, w->wkind) ||
-		    (lk->remote_busy && !(lk->busy_kind == LK_EXCLUSIVE &&
-		    w->wkind == LK_SHARED)) ||
-		    (lk->mhold_us != 0 && w->wstart_us > lk->mhold_us)) {
+		    (lk->remote_busy && !(lk_rare(lk)->busy_kind ==
+		    LK_EXCLUSIVE && w->wkind == LK_SHARED)) ||
+		    (lk_rare(lk)->mhold_us != 0 &&
+		    w->wstart_us > lk->rare->mhold_us)) {
 			/* (a writer's "held elsewhere" may be readers there,
 			 * which a reader may join); a reader held back by a
 			 * writer's announcement asks Redis when it ends */
 			if (w->wkind == LK_SHARED && writer_elsewhere(lk) &&
-			    (lk->retry_ev == NULL ||
-			    !evtimer_pending(lk->retry_ev, NULL)))
-				lock_retry_at(lk, lk->writer_until_ms);
+			    (lk_rare(lk)->retry_ev == NULL ||
+			    !evtimer_pending(lk->rare->retry_ev, NULL)))
+				lock_retry_at(lk,
+				    lk_rare(lk)->writer_until_ms);
 			break;
 		}
-		if (lk->yield_until_ms > now_ms()) {
+		if (lk_rare(lk)->yield_until_ms > now_ms()) {
 			/* a remote waiter's turn: try after it had its go */
-			lock_retry_at(lk, lk->yield_until_ms);
+			lock_retry_at(lk, lk->rare->yield_until_ms);
 			return;
 		}
 		if (waiter_over_limit(w)) {
@@ -344,7 +351,7 @@ lock_pump(struct lock *lk)
 	}
 	/* an ACQUIRE ALL naming the key may go now: tried on the next turn,
 	 * with every key of its set (multi.c) */
-	if (lk->mrefs != 0 && lt->multi_ev != NULL)
+	if (lk_rare(lk)->mrefs != 0 && lt->multi_ev != NULL)
 		event_active(lt->multi_ev, EV_TIMEOUT, 0);
 	lock_gc(lk);
 }
@@ -358,7 +365,8 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	struct lclient *w = lk_op_done(op);
 	char id[OWNER_MAX + 1];
 
-	int64_t freed_us = lk->freed_us;	/* a handoff, if granted now */
+	int64_t freed_us = lk_rare(lk)->freed_us;	/* a handoff, if
+							 * granted now */
 	int64_t sent_us = op->sent_us;
 	long kind = op->kind;
 	unsigned sent_wakes = op->wakes;
@@ -368,14 +376,17 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 	lk->attempts--;
 	if (kind == LK_EXCLUSIVE)
 		lk->excl_attempt = 0;
-	lk->freed_us = 0;
+	if (lk->rare != NULL) {
+		lk->rare->freed_us = 0;
+		if (ok)
+			lk->rare->refused_ms = 0;
+	}
 	lk->in_delay = 0;
-	if (ok)
-		lk->refused_ms = 0;
-	if (kind == LK_SHARED && ok && granted == 0 && more > lk->wstamp)
-		lk->wstamp = more;	/* a writer's mark it saw */
+	if (kind == LK_SHARED && ok && granted == 0 &&
+	    more > lk_rare(lk)->wstamp)
+		lk_rare_w(lk)->wstamp = more;	/* a writer's mark it saw */
 	if (w != NULL && kind == LK_SHARED && w->wseen < 0)
-		w->wseen = ok && granted == 0 ? more : lk->wstamp;
+		w->wseen = ok && granted == 0 ? more : lk_rare(lk)->wstamp;
 	if (!ok && lk_key_up(lk)) {
 		/* An error reply on a live connection (NOREPLICAS, MISCONF,
 		 * OOM, BUSY...): the script did not run.  An outage like any
@@ -424,7 +435,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		lk_reply(w, LK_UNAVAILABLE, 0, WHY_DELAY);
 	} else if (granted == 2 && w != NULL) {
 		lk->remote_busy = 1;	/* try again when the delay ends */
-		lk->busy_kind = kind;
+		lk_rare_w(lk)->busy_kind = kind;
 		lk->in_delay = 1;
 		lock_retry_at(lk, now_ms() + (n < PTTL_RETRY_MAX ? n : 0) + 1);
 	} else if (granted == 2) {
@@ -451,7 +462,8 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 			lk_reply(w, LK_UNAVAILABLE, 0, WHY_TOO_SLOW);
 		}
 	} else if (granted) {
-		lk->handoffs = 0;
+		if (lk->rare != NULL)
+			lk->rare->handoffs = 0;
 		chain_start(lk, n, kind == LK_EXCLUSIVE ? more : 0);
 		grant_local(lk, w, kind, n, sent_us, freed_us);
 	} else if (w != NULL && now_ms() >= w->deadline) {
@@ -467,7 +479,7 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		/* Held elsewhere: wait for a pub/sub wake, or for its TTL
 		 * to run out if its holder died without releasing. */
 		lk->remote_busy = 1;
-		lk->busy_kind = kind;
+		lk_rare_w(lk)->busy_kind = kind;
 		/* A foreign key may carry any PTTL: past a day, the waiter's
 		 * own deadline (or a pub/sub wake) comes first anyway. */
 		if (n >= 0 && n < PTTL_RETRY_MAX)
@@ -503,7 +515,7 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	} else if (lk->in_delay) {
 		cl->lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_DELAY);
-	} else if (lk->refused_ms != 0) {
+	} else if (lk_rare(lk)->refused_ms != 0) {
 		/* Redis kept refusing its attempts: nobody knows who holds it */
 		cl->lt->stats.acquire_errors++;
 		lk_reply(cl, LK_UNAVAILABLE, 0, WHY_REFUSED);
@@ -607,7 +619,7 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 		return;
 	}
 	if (lk != NULL && wait_ms == 0 && (has_blocked_waiter(lk) ||
-	    !may_try(lk, kind) || lk->mhold_us != 0)) {
+	    !may_try(lk, kind) || lk_rare(lk)->mhold_us != 0)) {
 		/* Someone is ahead, or what is held here excludes it: the
 		 * key will not be free for a one-try request.  (A release
 		 * alone in flight is no one: the request queues behind it
@@ -636,7 +648,7 @@ acquire_with(struct lclient *cl, const char *key, size_t keylen, long kind,
 		 * came after the writers elsewhere heard of so far; a writer
 		 * is marked if readers are involved */
 		if (kind == LK_SHARED && cl->wseen < 0)
-			cl->wseen = lk->wstamp;
+			cl->wseen = lk_rare(lk)->wstamp;
 		else if (kind == LK_EXCLUSIVE && (lk->shared_seen ||
 		    lk->remote_busy))
 			mark_wait(cl);

@@ -89,7 +89,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		} else if (w != NULL &&
 		    !grant_too_late(op->sent_us, w->wttl)) {
 			lt->stats.handoffs++;
-			lk->handoffs++;
+			lk_rare_w(lk)->handoffs++;
 			chain_start(lk, n, op->kind == LK_EXCLUSIVE ? more : 0);
 			grant_local(lk, w, op->kind, n, op->sent_us,
 			    op->sent_us);
@@ -97,7 +97,7 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 			/* its session left, or a reply so late the grant may
 			 * have expired: the waiter (if any) tries again */
 			lt->stats.handoffs++;
-			lk->handoffs++;
+			lk_rare_w(lk)->handoffs++;
 			lt->stats.orphans++;
 			release_orphan(lk, op->next_id, n);
 		}
@@ -127,7 +127,7 @@ handoff_target(const struct lock *lk, const struct hold *h)
 		return NULL;
 	/* an ACQUIRE ALL waiting long for the key comes before later ones:
 	 * the key is set free for it instead */
-	if (lk->mhold_us != 0 && w->wstart_us > lk->mhold_us)
+	if (lk_rare(lk)->mhold_us != 0 && w->wstart_us > lk->rare->mhold_us)
 		return NULL;
 	return w;
 }
@@ -163,8 +163,10 @@ pass_done(void *arg, int ok, int passed)
 static int
 chain_covers(const struct lock *lk, const struct hold *h)
 {
-	return lk->chain_next != 0 && lk->chain_next <= lk->chain_last &&
-	    h->token >= lk->chain_first && h->token < lk->chain_next;
+	const struct lock_rare *x = lk_rare(lk);
+
+	return x->chain_next != 0 && x->chain_next <= x->chain_last &&
+	    h->token >= x->chain_first && h->token < x->chain_next;
 }
 
 /* Whether Redis keeps h's value past w's first renewal, were w given the
@@ -196,17 +198,17 @@ pass_local(struct lock *lk, struct hold *h, struct lclient *w)
 	    h->kind != LK_EXCLUSIVE || h->cl->resumable || h->releasing ||
 	    lk->releasing || lk->attempts || !chain_covers(lk, h) ||
 	    !outlives_renewal(h, w) ||
-	    (lk->handoffs >= HANDOFF_FAIR && lk->wanted))
+	    (lk_rare(lk)->handoffs >= HANDOFF_FAIR && lk->wanted))
 		return 0;	/* (a remote waiter's turn: release_send) */
 	op = lk_op_new(lt, lk, NULL);
 	owner_copy(op->id, w->id);
 	owner_copy(op->prev_id, h->cl->id);
-	op->token = lk->chain_next;
+	op->token = lk->rare->chain_next;	/* (chain_covers: it is) */
 	op->prev_token = h->token;
 	op->ttl_ms = w->wttl;
 	op->sent_us = now_us();
-	lk->chain_next++;
-	lk->handoffs++;
+	lk->rare->chain_next++;
+	lk->rare->handoffs++;
 	lt->stats.handoffs++;
 	lt->stats.early_handoffs++;
 	lt->stats.releases++;
@@ -248,10 +250,11 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 		return store_linger(lt->st, lk->name, lk->te.keylen, op->id,
 		    strlen(op->id), op->token, op->linger_ms, h->value != NULL,
 		    release_done, op);
-	if (w != NULL && lk->handoffs >= HANDOFF_FAIR && lk->wanted) {
-		lk->handoffs = 0;
+	if (w != NULL && lk_rare(lk)->handoffs >= HANDOFF_FAIR &&
+	    lk->wanted) {
+		lk->rare->handoffs = 0;
 		lk->wanted = lk->writer_wanted = 0;
-		lk->yield_until_ms = now + YIELD_MS;
+		lk->rare->yield_until_ms = now + YIELD_MS;
 		lt->stats.fair_yields++;
 		w = NULL;
 	}
@@ -263,7 +266,7 @@ release_send(struct lock *lk, struct hold *h, struct op *op,
 		if (writer_elsewhere(lk) && lk->whead != NULL) {
 			/* the last read here, and a writer waits elsewhere:
 			 * the readers here let it go first */
-			lk->yield_until_ms = now + YIELD_MS;
+			lk_rare_w(lk)->yield_until_ms = now + YIELD_MS;
 			lt->stats.fair_yields++;
 		}
 		lk->wanted = lk->writer_wanted = 0;	/* this release

@@ -64,9 +64,7 @@ free_entry(struct keytab_entry *e, void *arg)
 	(void)arg;
 	keytab_remove(lk->lt->keys, e);
 	notice_free(lk);
-	if (lk->retry_ev)
-		event_free(lk->retry_ev);
-	free(lk);
+	lock_free(lk);
 	return 0;
 }
 

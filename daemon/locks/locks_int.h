@@ -83,7 +83,7 @@
  * Local hand-offs without a Redis round trip (the early hand-off).  An
  * exclusive grant made while other waiters queue here sets PASS_BLOCK
  * tokens aside after its own (INCRBY: no other broker and no other key
- * ever gets them), and lk->chain_* remember them.  While they last, the
+ * ever gets them), and lk->rare->chain_* remember them.  While they last, the
  * release of a hold of that chain passes the key straight to the next
  * exclusive waiter, with the next token: the waiter is told OK at once and
  * pass.lua brings Redis up to date behind it (not awaited; calls on one
@@ -98,7 +98,7 @@
 #define PASS_BLOCK 32
 #define PASS_MARGIN_MS 10
 
-/* One session's hold of a key. */
+/* One session's hold of a key (the counters and flags last: no holes). */
 struct hold {
 	struct lock *lk;
 	struct lclient *cl;
@@ -109,9 +109,7 @@ struct hold {
 	char *value;			/* 1.2 PROCLAIM: its value (NUL-ended,
 					 * at most STORE_VALUE_MAX bytes), kept
 					 * fresh beside renewals; NULL: none */
-	unsigned count;			/* reentrant holds */
 	int64_t noticed_ms;		/* its last EVENT WANTED (marks.c) */
-	unsigned notice_owed:1;		/* ... and one waits for its turn */
 	long delay_ms;			/* lock delay (ACQUIRE ... DELAY): kept
 					 * taken that long after an unclean
 					 * end of its session; 0: none */
@@ -128,6 +126,9 @@ struct hold {
 	int64_t reclaim_until;		/* its reassert got no answer: renew
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
+	unsigned count;			/* reentrant holds */
+	unsigned notice_owed:1;		/* an EVENT WANTED waits for its turn
+					 * (noticed_ms) */
 	unsigned releasing:1;		/* its release in flight */
 	unsigned pass_pending:1;	/* handed over early, and the pass Redis
 					 * refused waits to run again (instead
@@ -146,56 +147,83 @@ struct hold {
 					 * a hold time */
 };
 
-struct lock {
-	struct keytab_entry te;		/* te.key points at name */
-	struct locks *lt;
-	TAILQ_HEAD(, hold) holds;	/* local holds: one exclusive, or
-					 * shared ones, or permits */
-	unsigned nholds;
-	long limit;			/* 0 a lock, n a semaphore: fixed while
-					 * anything here holds or waits */
-	struct lclient *whead, *wtail;	/* FIFO of local waiters */
-	unsigned refs;			/* Redis operations in flight */
-	unsigned attempts;		/* acquire attempts in flight */
-	unsigned excl_attempt:1;	/* one of them exclusive (alone) */
-	unsigned releasing;		/* releases in flight */
-	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
-	unsigned in_delay:1;		/* free, but a failover lock delay runs */
-	unsigned wakes;			/* wakes so far: an attempt sent before
-					 * the last one answered "held" may be
-					 * stale news (struct op.wakes) */
+/*
+ * What a key needs only while it is contended (waiters, "held elsewhere",
+ * hand-off chains and their fairness), refused, shared, or named by
+ * ACQUIRE ALL: kept apart from struct lock, made on its first use and
+ * freed with the entry, so that a key held alone costs its entry and its
+ * hold and nothing more.  Read through lk_rare() (all zero while there is
+ * none), written through lk_rare_w() (which makes it); a write of zero
+ * that may find none leaves it unmade (if (lk->rare != NULL) ...).
+ */
+struct lock_rare {
 	long busy_kind;			/* the kind whose attempt said "held
 					 * elsewhere" (remote_busy) */
 	struct event *retry_ev;		/* retry at the holder's PTTL */
 	int64_t freed_us;		/* when seen free with waiters, or 0 */
-	unsigned wanted:1;		/* a remote waiter announced itself */
-	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive:
-					 * readers here hold back until
-					 * writer_until_ms (marks.c) */
-	int64_t writer_until_ms;
+	int64_t writer_until_ms;	/* a remote writer waits: readers here
+					 * hold back until then (marks.c) */
 	int64_t yield_until_ms;		/* local attempts wait until then */
 	unsigned handoffs;		/* local handoffs in a row */
 	long refused_ms;		/* Redis refused an attempt (OOM, BUSY):
 					 * the next one after this long, which
 					 * doubles while it lasts; 0 none */
-	unsigned shared_seen:1;		/* readers here or announced: mark the
-					 * writers waiting here */
 	long long wstamp;		/* the latest writer mark of another
 					 * broker heard of (0 none) */
 	/* tokens set aside for local hand-offs (PASS_BLOCK): the chain's
 	 * first (granted by Redis), the next to hand out, the last; 0 none */
 	long long chain_first, chain_next, chain_last;
 	unsigned mrefs;			/* ACQUIRE ALL waits naming the key */
+	unsigned mqueued;		/* ... of them not granted at once */
 	int64_t mhold_us;		/* the start of the oldest of them that
 					 * waited LK_ALL_PATIENCE_MS: single
 					 * requests that came later hold back
 					 * (0 none) */
-	unsigned mqueued;		/* ... of them not granted at once */
-	int64_t moldest_us;		/* ... the oldest one's start (0 none) */
+	int64_t moldest_us;		/* ... the oldest queued one's start (0
+					 * none) */
+};
+
+/* A key's entry; its fields in order of size, so no padding. */
+struct lock {
+	struct keytab_entry te;		/* te.key points at name */
+	struct locks *lt;
+	TAILQ_HEAD(, hold) holds;	/* local holds: one exclusive, or
+					 * shared ones, or permits */
+	struct lclient *whead, *wtail;	/* FIFO of local waiters (every
+					 * request waits here while it is
+					 * tried) */
 	struct notice *nt;		/* WANTED notices (marks.c), NULL while
 					 * none concern the key; keeps lk */
+	struct lock_rare *rare;		/* NULL while none is needed */
+	long limit;			/* 0 a lock, n a semaphore: fixed while
+					 * anything here holds or waits */
+	unsigned nholds;
+	unsigned refs;			/* Redis operations in flight */
+	unsigned attempts;		/* acquire attempts in flight */
+	unsigned releasing;		/* releases in flight */
+	unsigned wakes;			/* wakes so far: an attempt sent before
+					 * the last one answered "held" may be
+					 * stale news (struct op.wakes) */
+	unsigned excl_attempt:1;	/* one of the attempts exclusive
+					 * (alone) */
+	unsigned remote_busy:1;		/* held elsewhere: wait for a wake */
+	unsigned in_delay:1;		/* free, but a failover lock delay runs */
+	unsigned wanted:1;		/* a remote waiter announced itself */
+	unsigned writer_wanted:1;	/* ... and it waits to hold exclusive:
+					 * readers here hold back until
+					 * writer_until_ms (marks.c) */
+	unsigned shared_seen:1;		/* readers here or announced: mark the
+					 * writers waiting here */
 	char name[];
 };
+
+/* lk's rare state to read: zeros while it has none (table.c). */
+extern const struct lock_rare lock_rare_none;
+static inline const struct lock_rare *
+lk_rare(const struct lock *lk)
+{
+	return lk->rare != NULL ? lk->rare : &lock_rare_none;
+}
 
 /*
  * A clean-up Redis must run as soon as it answers again, before any new
@@ -337,6 +365,8 @@ long lk_clamp_ttl(const struct locks *lt, long ttl_ms);
 long lk_renew_period(long ttl_ms);
 struct lock *lock_find(struct locks *lt, const char *key, size_t keylen);
 struct lock *lock_get(struct locks *lt, const char *key, size_t keylen);
+struct lock_rare *lk_rare_w(struct lock *lk);
+void lock_free(struct lock *lk);
 void lock_gc(struct lock *lk);
 struct op *lk_op_new(struct locks *lt, struct lock *lk, struct lclient *cl);
 struct lclient *lk_op_done(struct op *op);

@@ -119,14 +119,14 @@ void
 writer_heard(struct lock *lk)
 {
 	lk->writer_wanted = 1;
-	lk->writer_until_ms = now_ms() + WRITER_HINT_MS;
+	lk_rare_w(lk)->writer_until_ms = now_ms() + WRITER_HINT_MS;
 }
 
 /* A writer elsewhere holds back the readers here (its hint runs). */
 int
 writer_elsewhere(const struct lock *lk)
 {
-	return lk->writer_wanted && now_ms() < lk->writer_until_ms;
+	return lk->writer_wanted && now_ms() < lk_rare(lk)->writer_until_ms;
 }
 
 /* Readers hold, wait for or were announced for lk: its writers waiting
@@ -234,10 +234,10 @@ queue_here(const struct lock *lk, int64_t *oldest_us)
 			if (*oldest_us == 0 || w->wstart_us < *oldest_us)
 				*oldest_us = w->wstart_us;
 		}
-	if (lk->mqueued > 0) {		/* ACQUIRE ALL waits (multi.c) */
-		n += lk->mqueued;
-		if (*oldest_us == 0 || lk->moldest_us < *oldest_us)
-			*oldest_us = lk->moldest_us;
+	if (lk_rare(lk)->mqueued > 0) {	/* ACQUIRE ALL waits (multi.c) */
+		n += lk->rare->mqueued;
+		if (*oldest_us == 0 || lk->rare->moldest_us < *oldest_us)
+			*oldest_us = lk->rare->moldest_us;
 	}
 	return n;
 }

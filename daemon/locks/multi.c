@@ -5,7 +5,7 @@
  *
  * A wait for a set (struct mwait) is not in its keys' FIFOs: it holds
  * nothing while it waits, so sessions naming keys in any order never
- * deadlock.  It refers to each key's entry (lk->mrefs), so it hears of
+ * deadlock.  It refers to each key's entry (lk->rare->mrefs), so it hears of
  * every change there: a local release or grant pumps the key, which
  * schedules multi_cb (lt->multi_ev), and a release elsewhere (pub/sub) or
  * a holder's TTL running out does the same through the key's own wake.
@@ -17,7 +17,7 @@
  *
  * Patience: a wait for a set needs every key free at once, which single
  * requests for its keys rarely leave.  After LK_ALL_PATIENCE_MS its keys
- * stop going to single requests here that came after it (lk->mhold_us:
+ * stop going to single requests here that came after it (lk->rare->mhold_us:
  * lock_pump and the hand-off look at it), and its tries announce it on
  * the wanted channel, so brokers holding its keys let them go in turn.
  */
@@ -50,7 +50,7 @@ struct mwait {
 static void mwait_try(struct mwait *mw);
 
 /* mw was not granted at once: it waits, and counts in its keys' queues
- * (lk->mqueued, moldest_us), which their holders may hear of (WANTED
+ * (lk->rare->mqueued, moldest_us), which their holders may hear of (WANTED
  * notices). */
 static void
 mwait_queued(struct mwait *mw)
@@ -60,10 +60,11 @@ mwait_queued(struct mwait *mw)
 	mw->queued = 1;
 	for (size_t i = 0; i < mw->n; i++) {
 		struct lock *lk = mw->lk[i];
+		struct lock_rare *x = lk_rare_w(lk);
 
-		lk->mqueued++;
-		if (lk->moldest_us == 0 || mw->start_us < lk->moldest_us)
-			lk->moldest_us = mw->start_us;
+		x->mqueued++;
+		if (x->moldest_us == 0 || mw->start_us < x->moldest_us)
+			x->moldest_us = mw->start_us;
 		notice_queue_changed(lk, 1);
 	}
 }
@@ -102,13 +103,13 @@ mwait_end(struct mwait *mw)
 	for (size_t i = 0; i < mw->n; i++) {
 		struct lock *lk = mw->lk[i];
 
-		lk->mrefs--;
+		lk->rare->mrefs--;	/* (its mrefs++ made lk->rare) */
 		if (mw->queued) {
-			lk->mqueued--;
-			lk->moldest_us = oldest_naming(lt, lk, 0);
+			lk->rare->mqueued--;
+			lk->rare->moldest_us = oldest_naming(lt, lk, 0);
 			notice_queue_changed(lk, 0);
 		}
-		lk->mhold_us = oldest_naming(lt, lk, 1);
+		lk->rare->mhold_us = oldest_naming(lt, lk, 1);
 		lock_pump(lk);		/* may free lk: mw no longer names it */
 	}
 	free(mw);
@@ -240,7 +241,7 @@ all_done(void *arg, int ok, const struct store_all_result *r)
 		}
 		for (size_t i = 0; i < mw->n; i++) {
 			mw->lk[i]->remote_busy = 1;
-			mw->lk[i]->busy_kind = LK_EXCLUSIVE;
+			lk_rare_w(mw->lk[i])->busy_kind = LK_EXCLUSIVE;
 			lock_retry_at(mw->lk[i], now + r->ms + 1);
 		}
 	} else if (ok) {
@@ -254,7 +255,7 @@ all_done(void *arg, int ok, const struct store_all_result *r)
 			struct lock *lk = mw->lk[r->busy[i]];
 
 			lk->remote_busy = 1;
-			lk->busy_kind = LK_EXCLUSIVE;
+			lk_rare_w(lk)->busy_kind = LK_EXCLUSIVE;
 			if (r->pttl[i] >= 0 && r->pttl[i] < 86400LL * 1000)
 				lock_retry_at(lk, now + r->pttl[i] + 1);
 		}
@@ -268,7 +269,7 @@ all_done(void *arg, int ok, const struct store_all_result *r)
 		 * again after a while, or when it is back */
 		for (size_t i = 0; i < mw->n; i++) {
 			mw->lk[i]->remote_busy = 1;
-			mw->lk[i]->busy_kind = LK_EXCLUSIVE;
+			lk_rare_w(mw->lk[i])->busy_kind = LK_EXCLUSIVE;
 			lock_retry_at(mw->lk[i], now + 100);
 		}
 	}
@@ -329,10 +330,10 @@ mwait_timer(evutil_socket_t fd, short what, void *arg)
 	if (!mw->patient && now >= mw->start_us / 1000 + LK_ALL_PATIENCE_MS) {
 		mw->patient = 1;
 		for (size_t i = 0; i < mw->n; i++) {
-			struct lock *lk = mw->lk[i];
+			struct lock_rare *x = lk_rare_w(mw->lk[i]);
 
-			if (lk->mhold_us == 0 || lk->mhold_us > mw->start_us)
-				lk->mhold_us = mw->start_us;
+			if (x->mhold_us == 0 || x->mhold_us > mw->start_us)
+				x->mhold_us = mw->start_us;
 		}
 	}
 	if (now >= mw->deadline && !mw->inflight) {
@@ -416,7 +417,7 @@ locks_acquire_all(struct lclient *cl, const char *const *keys,
 		fatalx("cannot create a timer");
 	for (size_t i = 0; i < n; i++) {
 		mw->lk[i] = lock_get(lt, keys[i], keylens[i]);
-		mw->lk[i]->mrefs++;
+		lk_rare_w(mw->lk[i])->mrefs++;
 	}
 	TAILQ_INSERT_TAIL(&lt->mwaits, mw, link);
 	cl->mw = mw;

@@ -129,17 +129,38 @@ lock_get(struct locks *lt, const char *key, size_t keylen)
 	return lk;
 }
 
+const struct lock_rare lock_rare_none;
+
+/* lk's rare state to write: made on first use (locks_int.h). */
+struct lock_rare *
+lk_rare_w(struct lock *lk)
+{
+	if (lk->rare == NULL)
+		lk->rare = xcalloc(1, sizeof *lk->rare);
+	return lk->rare;
+}
+
+/* Free an entry out of the table, with its rare state. */
+void
+lock_free(struct lock *lk)
+{
+	if (lk->rare != NULL) {
+		if (lk->rare->retry_ev != NULL)
+			event_free(lk->rare->retry_ev);
+		free(lk->rare);
+	}
+	free(lk);
+}
+
 /* Free the entry if nothing refers to it any more. */
 void
 lock_gc(struct lock *lk)
 {
 	if (lk->nholds || lk->whead || lk->refs || lk->attempts ||
-	    lk->releasing || lk->mrefs || lk->nt)
+	    lk->releasing || lk_rare(lk)->mrefs || lk->nt)
 		return;		/* (notices: marks.c frees lk after them) */
 	keytab_remove(lk->lt->keys, &lk->te);
-	if (lk->retry_ev)
-		event_free(lk->retry_ev);
-	free(lk);
+	lock_free(lk);
 }
 
 struct op *
@@ -221,9 +242,13 @@ hold_of_id(const struct lock *lk, const char *id)
 void
 chain_start(struct lock *lk, long long token, long more)
 {
-	lk->chain_first = more > 0 ? token : 0;
-	lk->chain_next = more > 0 ? token + 1 : 0;
-	lk->chain_last = more > 0 ? token + more : 0;
+	struct lock_rare *x = more > 0 ? lk_rare_w(lk) : lk->rare;
+
+	if (x == NULL)
+		return;		/* no chain, and none to end */
+	x->chain_first = more > 0 ? token : 0;
+	x->chain_next = more > 0 ? token + 1 : 0;
+	x->chain_last = more > 0 ? token + more : 0;
 }
 
 /* No more local hand-offs from those tokens: the chain may be gone from

@@ -67,8 +67,8 @@ waiter_remove(struct lclient *cl)
 		/* "held elsewhere" was news for these waiters only: the next
 		 * one to come asks Redis afresh */
 		lk->remote_busy = 0;
-		if (lk->retry_ev != NULL)
-			event_del(lk->retry_ev);
+		if (lk_rare(lk)->retry_ev != NULL)
+			event_del(lk->rare->retry_ev);
 	}
 }
 

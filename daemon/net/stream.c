@@ -17,6 +17,14 @@
  * the write event registered only while output is stuck.  A bufferevent
  * added an ioctl(FIONREAD) and two epoll_ctl calls per request.
  *
+ * What an idle connection costs is kept small, since a broker may hold
+ * tens of thousands: input has no buffer of its own while nothing is
+ * left over (lines are taken straight from the read chunk on the stack;
+ * only bytes not taken yet, a partial line or lines behind a request
+ * that waits, are copied to the heap, and freed once taken), and the
+ * write event and the event that takes lines later are made on their
+ * first use.
+ *
  * End of input (the client half-closed, e.g. `nc -N`) is not the end of
  * the stream: every line already received is handed over, in order (a
  * last line without LF counts as a line), then the stream closes after
@@ -62,9 +70,19 @@ struct stream {
 	const struct stream_io *io;	/* plain_io or tls_io */
 	int fd;
 	struct ssl_st *ssl;		/* tls_io only */
-	struct event *rev, *wev;	/* readable / writable */
-	struct event *process_ev;	/* take lines, later; close timers */
-	struct evbuffer *in, *out;
+	struct event_base *base;
+	struct event *rev, *wev;	/* readable / writable (wev: made when
+					 * output first waits) */
+	struct event *process_ev;	/* take lines, later; close timers
+					 * (made on first use: process()) */
+	/* Input not taken as lines yet: in points into read_cb's chunk while
+	 * it hands lines over, else into inbuf (heap, only for what is left
+	 * over; freed once taken). */
+	const char *in;
+	size_t inlen;
+	char *inbuf;
+	size_t incap;
+	struct evbuffer *out;
 	size_t max_line;
 	size_t in_high;			/* stop reading past this */
 	int64_t close_at_ms;		/* closing, or EOF: closed by then */
@@ -79,6 +97,7 @@ struct stream {
 	unsigned closing:1;		/* close once output is flushed */
 	unsigned broken:1;		/* reply lost: close, send no more */
 	unsigned tls_failed:1;		/* no close_notify: SSL unusable */
+	unsigned in_chunk:1;		/* in points into read_cb's chunk */
 	unsigned tls_read_wants_write:1;	/* SSL_read waits to write: not
 					   reading until write_cb */
 };
@@ -99,6 +118,9 @@ struct stream_io {
 };
 
 static void reading(struct stream *st, int on);
+static void want_write(struct stream *st);
+static void write_cb(evutil_socket_t fd, short what, void *arg);
+static void process_cb(evutil_socket_t fd, short what, void *arg);
 
 /* --- plain ---------------------------------------------------------- */
 
@@ -153,15 +175,14 @@ tls_recv(struct stream *st, void *buf, size_t len)
 	case TLS_WANT_WRITE:
 		st->tls_read_wants_write = 1;
 		reading(st, 0);
-		if (!st->writing && event_add(st->wev, NULL) == 0)
-			st->writing = 1;
+		want_write(st);
 		errno = EAGAIN;
 		break;
 	case TLS_TRUNCATED:
 		st->tls_failed = 1;
 		log_debug("client %s: TCP stream ended without a TLS "
 		    "close_notify: lost (%zu bytes of input not run)",
-		    st->name, evbuffer_get_length(st->in));
+		    st->name, st->inlen);
 		errno = ECONNRESET;
 		break;
 	case TLS_FAILED:
@@ -229,6 +250,31 @@ static const struct stream_io tls_io = { tls_recv, tls_send,
 
 /* --- reading, closing -------------------------------------------------- */
 
+/* The event that takes lines later and runs the close timers, made on
+ * its first use (an event is a control struct: out of memory aborts). */
+static struct event *
+process(struct stream *st)
+{
+	if (st->process_ev == NULL &&
+	    (st->process_ev = event_new(st->base, -1, 0, process_cb, st)) ==
+	    NULL)
+		fatalx("cannot create a client's event: out of memory");
+	return st->process_ev;
+}
+
+/* Watch the socket for writability (made on first use, as process). */
+static void
+want_write(struct stream *st)
+{
+	if (st->writing)
+		return;
+	if (st->wev == NULL && (st->wev = event_new(st->base, st->fd,
+	    EV_WRITE | EV_PERSIST, write_cb, st)) == NULL)
+		fatalx("cannot create a client's event: out of memory");
+	if (event_add(st->wev, NULL) == 0)
+		st->writing = 1;
+}
+
 /*
  * Watch the socket for input, or stop.  While SSL_read waits to write
  * (tls_read_wants_write) input stays off whatever the caller asks: a
@@ -264,7 +310,7 @@ stream_close_in(struct stream *st, long ms)
 	st->close_at_ms = at;
 	reading(st, 0);
 	/* process_cb runs at the grace's end, or when output drained */
-	timer_add_ms(st->process_ev, ms);
+	timer_add_ms(process(st), ms);
 }
 
 void
@@ -281,13 +327,13 @@ stream_broken(struct stream *st)
 	st->broken = 1;
 	st->closing = 1;
 	reading(st, 0);
-	event_active(st->process_ev, EV_TIMEOUT, 0);
+	event_active(process(st), EV_TIMEOUT, 0);
 }
 
 void
 stream_more(struct stream *st)
 {
-	event_active(st->process_ev, EV_TIMEOUT, 0);
+	event_active(process(st), EV_TIMEOUT, 0);
 }
 
 /*
@@ -302,7 +348,7 @@ eof_watch(struct stream *st)
 {
 	if (!st->eof || st->closing || !st->out_paused)
 		return;
-	timer_at_ms(st->process_ev, st->close_at_ms);
+	timer_at_ms(process(st), st->close_at_ms);
 }
 
 int
@@ -317,13 +363,25 @@ stream_out_full(struct stream *st)
 
 /* --- lines ------------------------------------------------------------- */
 
+/* n bytes of input taken; a heap buffer emptied is freed. */
+static void
+in_taken(struct stream *st, size_t n)
+{
+	st->in += n;
+	st->inlen -= n;
+	if (st->inlen == 0) {
+		st->in = NULL;
+		free(st->inbuf);
+		st->inbuf = NULL;
+		st->incap = 0;
+	}
+}
+
 long
 stream_line(struct stream *st, char *buf)
 {
-	struct evbuffer *in = st->in;
-	size_t max = st->max_line, have, len;
-	struct evbuffer_ptr eol;
-	size_t eol_len;
+	size_t max = st->max_line, have = st->inlen, len;
+	const char *eol;
 
 	if (st->closing)
 		return STREAM_NONE;
@@ -334,39 +392,78 @@ stream_line(struct stream *st, char *buf)
 		reading(st, 0);
 		return STREAM_PAUSED;
 	}
-	eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-	if (eol.pos < 0) {
-		struct evbuffer_ptr p;
-		char last;
-
-		have = evbuffer_get_length(in);
+	eol = have > 0 ? memchr(st->in, '\n', have) : NULL;
+	if (eol == NULL) {
 		if (have == 0 || (have <= max && !st->eof))
 			return STREAM_NONE;
 		if (st->eof && have <= max + 1) {
-			if (evbuffer_remove(in, buf, have) != (int)have)
-				return STREAM_TOOLONG;
+			memcpy(buf, st->in, have);
+			in_taken(st, have);
 			len = have;
 			if (buf[len - 1] == '\r')
 				len--;
 			return len > max ? STREAM_TOOLONG : (long)len;
 		}
 		/* max bytes and a CR may still be a valid line */
-		if (have == max + 1 &&
-		    evbuffer_ptr_set(in, &p, max, EVBUFFER_PTR_SET) == 0 &&
-		    evbuffer_copyout_from(in, &p, &last, 1) == 1 && last == '\r')
+		if (have == max + 1 && st->in[max] == '\r')
 			return STREAM_NONE;
 		return STREAM_TOOLONG;
 	}
-	len = (size_t)eol.pos;
+	len = (size_t)(eol - st->in);
 	if (len > max + 1)
 		return STREAM_TOOLONG;
-	if (evbuffer_remove(in, buf, len + 1) != (int)(len + 1))
-		return STREAM_TOOLONG;
+	memcpy(buf, st->in, len + 1);
+	in_taken(st, len + 1);
 	if (len > 0 && buf[len - 1] == '\r')
 		len--;
 	if (len > max)
 		return STREAM_TOOLONG;
 	return (long)len;
+}
+
+/*
+ * Keep what read_cb's chunk still holds (st->in points into it) in the
+ * heap: the chunk is gone when read_cb returns.  Returns -1 when out of
+ * memory (the caller ends the stream).
+ */
+static int
+in_keep(struct stream *st)
+{
+	int was = st->in_chunk;
+
+	st->in_chunk = 0;
+	if (st->inlen == 0 || !was)
+		return 0;	/* nothing left, or already in the heap */
+	if ((st->inbuf = malloc(st->inlen)) == NULL)
+		return -1;
+	memcpy(st->inbuf, st->in, st->inlen);
+	st->incap = st->inlen;
+	st->in = st->inbuf;
+	return 0;
+}
+
+/* Add a read chunk to input already waiting in the heap (compacted to
+ * the front first).  Returns -1 when out of memory. */
+static int
+in_append(struct stream *st, const char *chunk, size_t n)
+{
+	size_t off = (size_t)(st->in - st->inbuf);
+
+	if (off > 0)
+		memmove(st->inbuf, st->in, st->inlen);
+	if (st->inlen + n > st->incap) {
+		size_t cap = st->inlen + n;
+		char *b = realloc(st->inbuf, cap);
+
+		if (b == NULL)
+			return -1;
+		st->inbuf = b;
+		st->incap = cap;
+	}
+	memcpy(st->inbuf + st->inlen, chunk, n);
+	st->in = st->inbuf;
+	st->inlen += n;
+	return 0;
 }
 
 /* The owner takes lines; then close when every line is answered, and
@@ -376,10 +473,9 @@ take_lines(struct stream *st)
 {
 	st->busy = (unsigned)st->ops->lines(st->arg);
 	if (st->eof && !st->busy && !st->closing && !st->out_paused &&
-	    evbuffer_get_length(st->in) == 0)
+	    st->inlen == 0)
 		stream_close(st);	/* every line answered */
-	if (!st->closing && !st->eof &&
-	    evbuffer_get_length(st->in) < st->in_high &&
+	if (!st->closing && !st->eof && st->inlen < st->in_high &&
 	    evbuffer_get_length(st->out) <= STREAM_OUT_HIGH)
 		reading(st, 1);
 }
@@ -411,8 +507,8 @@ flush(struct stream *st)
 		st->ops->closed(st->arg);	/* reset, broken pipe */
 		return 1;
 	}
-	if (left > 0 && !st->writing && event_add(st->wev, NULL) == 0)
-		st->writing = 1;
+	if (left > 0)
+		want_write(st);
 	else if (left == 0 && st->writing && !st->tls_read_wants_write) {
 		event_del(st->wev);
 		st->writing = 0;
@@ -425,9 +521,20 @@ flush(struct stream *st)
 		/* Output drained (maybe all in this very writev, so the
 		 * write event never fires): take lines and read again. */
 		st->out_paused = 0;
-		event_active(st->process_ev, EV_TIMEOUT, 0);
+		event_active(process(st), EV_TIMEOUT, 0);
 	}
 	return 0;
+}
+
+/* No memory to keep a client's input: the stream ends. */
+static void
+in_lost(struct stream *st)
+{
+	log_warn("client %s: out of memory for input; closing", st->name);
+	st->in = NULL;		/* (it may point into read_cb's chunk) */
+	st->inlen = 0;
+	st->in_chunk = 0;
+	st->ops->closed(st->arg);
 }
 
 static void
@@ -456,15 +563,21 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 			eof_watch(st);
 		return;
 	}
-	if (n > 0 && evbuffer_add(st->in, buf, (size_t)n) != 0) {
-		log_warn("client %s: out of memory for input; closing",
-		    st->name);
-		st->ops->closed(st->arg);
+	if (n > 0 && st->inlen == 0) {
+		st->in = buf;		/* taken from here, kept if left */
+		st->inlen = (size_t)n;
+		st->in_chunk = 1;
+	} else if (n > 0 && in_append(st, buf, (size_t)n) != 0) {
+		in_lost(st);
 		return;
 	}
-	if (evbuffer_get_length(st->in) >= st->in_high)
+	if (st->inlen >= st->in_high)
 		reading(st, 0);		/* take_lines resumes it */
 	take_lines(st);
+	if (in_keep(st) != 0) {
+		in_lost(st);
+		return;
+	}
 	if (flush(st))
 		return;
 	/* More decrypted input inside the SSL: next turn, as if the socket
@@ -510,7 +623,7 @@ process_cb(evutil_socket_t fd, short what, void *arg)
 			st->ops->closed(st->arg);	/* never read it */
 		} else if (!flush(st)) {
 			/* woken early (an EVENT line): keep the grace timer */
-			timer_add_ms(st->process_ev, left);
+			timer_add_ms(process(st), left);
 		}
 		return;
 	}
@@ -536,8 +649,7 @@ stream_release(struct stream *st)
 		event_free(st->rev);
 	if (st->wev)
 		event_free(st->wev);
-	if (st->in)
-		evbuffer_free(st->in);
+	free(st->inbuf);
 	if (st->out)
 		evbuffer_free(st->out);
 	free(st);
@@ -557,14 +669,10 @@ stream_new(struct event_base *base, int fd, struct ssl_st *ssl,
 	st->ops = ops;
 	st->arg = arg;
 	st->name = name;
+	st->base = base;
 	if (evutil_make_socket_nonblocking(fd) != 0 ||
-	    (st->process_ev = event_new(base, -1, 0, process_cb, st)) ==
-	    NULL ||
 	    (st->rev = event_new(base, fd, EV_READ | EV_PERSIST, read_cb,
 	    st)) == NULL ||
-	    (st->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, write_cb,
-	    st)) == NULL ||
-	    (st->in = evbuffer_new()) == NULL ||
 	    (st->out = evbuffer_new()) == NULL) {
 		stream_release(st);
 		return NULL;

@@ -353,23 +353,30 @@ on_disconnect(const redisAsyncContext *cac, int status)
 
 static void peer_connect(struct peer *p, const char *host);
 
-static void
-peer_resolved(void *arg, const char *host, const char *why)
+/* A sentinel's name looked up (peer_start): still connecting with no
+ * context yet, or the answer came too late. */
+static int
+peer_waiting(void *arg)
 {
 	struct peer *p = arg;
-	char msg[ADDR_HOST_LEN + 160];
 
-	p->lookup = NULL;
-	if (p->state != PEER_CONNECTING || p->ac != NULL)
-		return;
-	if (host == NULL) {
-		snprintf(msg, sizeof msg, "cannot resolve %s: %s", p->a.host,
-		    why);
-		peer_lost(p, msg);
-		return;
-	}
-	peer_connect(p, host);
+	return p->state == PEER_CONNECTING && p->ac == NULL;
 }
+
+static void
+peer_connect_to(void *arg, const char *host)
+{
+	peer_connect(arg, host);
+}
+
+static void
+peer_unresolved(void *arg, const char *why)
+{
+	peer_lost(arg, why);
+}
+
+static const struct resolve_then peer_then = { peer_waiting,
+    peer_connect_to, peer_unresolved };
 
 /* Connect (a sentinel given by name is looked up first, every time: the
  * name may point elsewhere since); the lookup counts against the
@@ -383,9 +390,7 @@ peer_start(struct peer *p)
 		peer_connect(p, p->a.host);
 		return;
 	}
-	resolve_cancel(p->lookup);
-	p->lookup = resolve_start(p->ls->resolver, p->a.host, peer_resolved,
-	    p);
+	resolve_connect(p->ls->resolver, &p->lookup, p->a.host, &peer_then, p);
 }
 
 static void

@@ -451,21 +451,32 @@ static void walk_epoch_reply(redisAsyncContext *ac, void *reply, void *priv);
  * on with the next: nothing was concluded, so step_ev stays quiet). */
 static int try_connect(struct walk *w, const char *host);
 
-/* The current attempt's sentinel name answered (or not). */
-static void
-walk_resolved(void *arg, const char *host, const char *why)
+/* The current attempt's sentinel name looked up (try_start). */
+static int
+walk_waiting(void *arg)
 {
 	struct walk *w = arg;
 
-	w->lookup = NULL;
-	if (w->state != TRY_RESOLVING)
-		return;
-	if (host == NULL)
-		try_fail(w, 0, "cannot resolve %s: %s",
-		    w->s->peers[w->cur].a.host, why);
-	else if (try_connect(w, host) != 0)
+	return w->state == TRY_RESOLVING;
+}
+
+static void
+walk_connect_to(void *arg, const char *host)
+{
+	struct walk *w = arg;
+
+	if (try_connect(w, host) != 0)
 		try_conclude(w, 0);	/* recorded; step_ev goes on */
 }
+
+static void
+walk_unresolved(void *arg, const char *why)
+{
+	try_fail(arg, 0, "%s", why);
+}
+
+static const struct resolve_then walk_then = { walk_waiting,
+    walk_connect_to, walk_unresolved };
 
 static int
 try_start(struct walk *w)
@@ -484,7 +495,7 @@ try_start(struct walk *w)
 		return try_connect(w, n->a.host);
 	w->state = TRY_RESOLVING;
 	timer_add_ms(w->timeout_ev, s->timeout_ms);
-	w->lookup = resolve_start(s->resolver, n->a.host, walk_resolved, w);
+	resolve_connect(s->resolver, &w->lookup, n->a.host, &walk_then, w);
 	return 0;
 }
 
@@ -785,23 +796,30 @@ sub_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void sub_connect(struct sentinel_peer *n, const char *host);
 
-static void
-sub_resolved(void *arg, const char *host, const char *why)
+/* A sentinel's name looked up for its subscription (sub_start): still
+ * connecting with no context yet, or the answer came too late. */
+static int
+sub_waiting(void *arg)
 {
 	struct sentinel_peer *n = arg;
-	char msg[WHY_LEN];
 
-	n->lookup = NULL;
-	if (n->state != SUB_CONNECTING || n->ac != NULL)
-		return;
-	if (host == NULL) {
-		snprintf(msg, sizeof msg, "cannot resolve %s: %s", n->a.host,
-		    why);
-		sub_lost(n, msg);
-		return;
-	}
-	sub_connect(n, host);
+	return n->state == SUB_CONNECTING && n->ac == NULL;
 }
+
+static void
+sub_connect_to(void *arg, const char *host)
+{
+	sub_connect(arg, host);
+}
+
+static void
+sub_unresolved(void *arg, const char *why)
+{
+	sub_lost(arg, why);
+}
+
+static const struct resolve_then sub_then = { sub_waiting, sub_connect_to,
+    sub_unresolved };
 
 static void
 sub_start(struct sentinel_peer *n)
@@ -812,8 +830,7 @@ sub_start(struct sentinel_peer *n)
 		return;
 	}
 	timer_add_ms(n->timeout_ev, n->s->timeout_ms);
-	resolve_cancel(n->lookup);
-	n->lookup = resolve_start(n->s->resolver, n->a.host, sub_resolved, n);
+	resolve_connect(n->s->resolver, &n->lookup, n->a.host, &sub_then, n);
 }
 
 /* Open the subscription's context to host (numeric). */

@@ -343,23 +343,30 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 
 static void ss_connect(struct shardsub *ss, const char *host);
 
-static void
-ss_resolved(void *arg, const char *host, const char *why)
+/* A master's name looked up (ss_start): still connecting with no
+ * connection yet, or the answer came too late. */
+static int
+ss_waiting(void *arg)
 {
 	struct shardsub *ss = arg;
-	char msg[ADDR_HOST_LEN + 160];
 
-	ss->lookup = NULL;
-	if (ss->state != LINK_CONNECTING || ss->bev != NULL)
-		return;
-	if (host == NULL) {
-		snprintf(msg, sizeof msg, "cannot resolve %s: %s", ss->host,
-		    why);
-		ss_lost(ss, msg);
-		return;
-	}
-	ss_connect(ss, host);
+	return ss->state == LINK_CONNECTING && ss->bev == NULL;
 }
+
+static void
+ss_connect_to(void *arg, const char *host)
+{
+	ss_connect(arg, host);
+}
+
+static void
+ss_unresolved(void *arg, const char *why)
+{
+	ss_lost(arg, why);
+}
+
+static const struct resolve_then ss_then = { ss_waiting, ss_connect_to,
+    ss_unresolved };
 
 /* Connect; a master the map names by host name (cluster-preferred-
  * endpoint-type hostname) is looked up first, within the connect's
@@ -376,7 +383,7 @@ ss_start(struct shardsub *ss)
 	}
 	ss->state = LINK_CONNECTING;
 	timer_add_ms(ss->timeout_ev, ss->env->timeout_ms);
-	ss->lookup = resolve_start(ss->env->resolver, ss->host, ss_resolved,
+	resolve_connect(ss->env->resolver, &ss->lookup, ss->host, &ss_then,
 	    ss);
 }
 

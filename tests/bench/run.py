@@ -4,9 +4,10 @@ run.py - the lockbroker benchmark driver (make bench).
 
 Starts its own redis-server (--save '' --appendonly no) and brokers on
 free 127.0.0.1 ports, runs every measurement with the load generator
-(tests/bench/lbbench.c), and prints ONE table, then issue 25's targets
-beside this run's figures (met / not met; nothing asserts them), then the
-Redis Cluster table, all also written to --out.
+(tests/bench/lbbench.c), and prints ONE table, then (with
+--baseline-broker) this build against the baseline broker in alternated
+runs, then the targets beside this run's figures (met / not met; nothing
+asserts them), then the Redis Cluster table, all also written to --out.
 Everything it starts it stops again, by pid.
 
 The pairs rows run three ways at 1, 50 and 500 connections: through one
@@ -36,6 +37,7 @@ rows, hot key and semaphore, in about 15 s; --only admin: LOCKS pages over
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
       [--no-cluster] [--only pairs,handoff,election,admin,memory,acks,cluster] \
       [--library build/library.lua] [--baseline-broker /tmp/base/lockbrokerd]
+      [--handoff-baseline-broker /tmp/older/lockbrokerd]
 
 What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
 the machine is shared and the figures are indicative.
@@ -76,18 +78,26 @@ ELECT_CANDIDATES, ELECT_WATCHERS, ELECT_ROUNDS = 5, 2, 20
 ADMIN_KEYS = 100000
 # the unwatched-release A/B against --baseline-broker: alternated runs
 AB_ROUNDS, AB_SECONDS = 3, 3.0
+# this build against --baseline-broker, and against the plain pair: rounds
+# of alternated pairs runs at these connection counts (medians), seconds
+# per run at each
+AB_CONNS = ((CPU_CONNS, 3.0), (1, 2.0))
+# the hand-off comparison with --handoff-baseline-broker: rounds of one
+# hot-key run each, a fresh Redis and broker per run, builds alternated
+HANDOFF_ROUNDS, HANDOFF_SECONDS = 3, 3.0
 # the master and its one replica for the redis_replica_acks rows (harness
 # already passes --save '' --appendonly no)
 REPL_ARGS = ["--repl-diskless-sync-delay", "0"]
 CLUSTER_MASTERS = (1, 3)        # the cluster rows: 1 master, then 3
-# The "no worse than today" targets of issue 25 (same-broker hand-off, hot
-# key): today's figures, the medians of four make bench runs on this
-# machine of the broker of commit TODAY's (load 1-5: p50 66-91 us, hot key
-# 822-920/s), and the noise allowed around them.  With --baseline-broker
-# the reference is measured in the same run instead (fairer: same load).
+# The "no worse than before" hand-off targets (same-broker hand-off p50,
+# hot-key rate): measured against --handoff-baseline-broker in alternated
+# runs (make bench: a84f56f's); without it, against the baseline broker's
+# one run here (--baseline-broker), else against TODAY: the medians of four
+# make bench runs on this machine of the broker of commit TODAY's (load
+# 1-5: p50 66-91 us, hot key 822-920/s).
 TODAY = {"commit": "3aed911", "same_p50_us": 74, "hot_rate": 855}
-SAME_SLACK = 1.25               # p50 up to 25% over today's
-HOT_SLACK = 0.95                # acquisitions/s down to 5% under today's
+SAME_SLACK = 1.1                # p50 up to 10% over the reference's
+HOT_SLACK = 0.97                # acquisitions/s down to 3% under it
 # INFO commandstats names: script calls, and the publishes of a release
 SCRIPT_CMDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall",
                "fcall_ro")
@@ -302,6 +312,8 @@ class Bench:
         # are taken around each run.
         if "pairs" in want:
             self.pairs(r, redis, b1, ca)
+            if a.baseline_broker:
+                self.pairs_ab(r, redis)
 
         # 2. contended handoff: 8 on one broker; 4 + 4 on two; the same 8
         # on one broker sharing a semaphore of SEM_PERMITS (LIMIT).  The
@@ -336,6 +348,8 @@ class Bench:
         if "pairs" in want or "handoff" in want:
             b1.close()
             self.procs.remove(b1)
+        if "handoff" in want and a.handoff_baseline_broker:
+            self.handoff_ab(r, common)
         # 2b. leader election (1.2): the hand-over watchers see; and what
         # a pair of unwatched keys costs Redis against the baseline
         if "election" in want:
@@ -478,6 +492,71 @@ class Bench:
                       "max_us": times[-1], "total_us": total,
                       "rss_grew": peak - rss0}
 
+    def pairs_ab(self, r, redis):
+        """This build against the baseline broker (--baseline-broker) and
+        the plain pair, in AB_ROUNDS rounds of alternated runs at each of
+        AB_CONNS: per round and build, a broker and a second one of the
+        same build on the Redis (hearing its releases, as in the pairs
+        rows), started afresh, then the plain pair straight to Redis.
+        Around each run the CPU of both brokers and of Redis
+        (utime+stime) and Redis's commandstats.  r["ab"]: {(kind, conns):
+        [result, ...]}, kind "new", "base" or "plain"."""
+        a = self.args
+        runs = r["ab"] = {}
+        for _ in range(AB_ROUNDS):
+            for kind, binary in (("new", a.broker),
+                                 ("base", a.baseline_broker)):
+                bs = [Broker(binary, redis, self.work, "ab%s%d" % (kind, i))
+                      for i in (1, 2)]
+                self.procs.extend(bs)
+                pids = {"broker": bs[0].pid, "broker2": bs[1].pid,
+                        "redis": redis.pid}
+                try:
+                    for n, secs in AB_CONNS:
+                        runs.setdefault((kind, n), []).append(self.measured(
+                            redis, pids, "pairs", "--broker", bs[0].addr,
+                            *self.ab_common(n, secs)))
+                finally:
+                    for b in bs:
+                        b.close()
+                        self.procs.remove(b)
+            for n, secs in AB_CONNS:
+                runs.setdefault(("plain", n), []).append(self.measured(
+                    redis, {"redis": redis.pid}, "pairs", "--redis",
+                    redis.addr, "--plain", *self.ab_common(n, secs)))
+
+    def ab_common(self, n, secs):
+        a = self.args
+        return ["--conns", n, "--seconds", secs, "--warmup", a.warmup,
+                "--limit", secs + a.warmup + 30]
+
+    def handoff_ab(self, r, common):
+        """8 contenders on one broker (1 ms holds), HANDOFF_ROUNDS rounds,
+        this build and --handoff-baseline-broker alternated, each run on a
+        fresh Redis and a fresh broker.  r["hab"]: {"new": [result, ...],
+        "base": [...]}."""
+        a = self.args
+        out = r["hab"] = {"new": [], "base": []}
+        argv = list(common)
+        argv[argv.index("--seconds") + 1] = HANDOFF_SECONDS
+        for _ in range(HANDOFF_ROUNDS):
+            for kind, binary in (("new", a.broker),
+                                 ("base", a.handoff_baseline_broker)):
+                redis = harness.Redis()
+                self.procs.append(redis)
+                b = None
+                try:
+                    b = Broker(binary, redis, self.work, "hab" + kind)
+                    self.procs.append(b)
+                    out[kind].append(self.tool("handoff", "--broker",
+                                               b.addr, *argv))
+                finally:
+                    if b is not None:
+                        b.close()
+                        self.procs.remove(b)
+                    redis.close()
+                    self.procs.remove(redis)
+
     def election(self, r, redis):
         """ELECT_CANDIDATES candidates (a blocking ACQUIRE ... WAIT ...
         VALUE each) and ELECT_WATCHERS watchers (WATCH), spread over two
@@ -591,23 +670,32 @@ class Bench:
         r["release_ab_all"] = ab
 
     def memory(self, r, redis):
-        """3. memory: fresh brokers, so nothing earlier is in their heaps."""
+        """3. memory: fresh brokers, so nothing earlier is in their heaps;
+        this build's into r, the baseline's (--baseline-broker) into
+        r["mem_base"], the same keys."""
         a = self.args
-        b3 = Broker(a.broker, redis, self.work, "broker3",
+        r.update(self.memory_of(a.broker, redis, "broker"))
+        if a.baseline_broker:
+            r["mem_base"] = self.memory_of(a.baseline_broker, redis, "base")
+
+    def memory_of(self, binary, redis, name):
+        out = {}
+        b3 = Broker(binary, redis, self.work, name + "3",
                     "--max_sessions", IDLE_SESSIONS + 100)
         self.procs.append(b3)
         time.sleep(0.3)
-        r["rss_base"] = rss_bytes(b3.pid)
-        r["idle"] = self.sessions(b3, IDLE_SESSIONS)
+        out["rss_base"] = rss_bytes(b3.pid)
+        out["idle"] = self.sessions(b3, IDLE_SESSIONS)
         b3.close()
         self.procs.remove(b3)
-        b4 = Broker(a.broker, redis, self.work, "broker4")
+        b4 = Broker(binary, redis, self.work, name + "4")
         self.procs.append(b4)
         time.sleep(0.3)
-        r["rss_base4"] = rss_bytes(b4.pid)
-        r["held"] = self.sessions(b4, LOCK_SESSIONS, LOCKS_EACH)
+        out["rss_base4"] = rss_bytes(b4.pid)
+        out["held"] = self.sessions(b4, LOCK_SESSIONS, LOCKS_EACH)
         b4.close()
         self.procs.remove(b4)
+        return out
 
     def replica_acks(self, r):
         """Pairs at CPU_CONNS through a broker on a master with one replica,
@@ -686,19 +774,30 @@ class Bench:
         each run; then the 4+4 two-broker handoff on the 3-master cluster.
         A failure here is reported in the table (and the exit status), the
         rows above are kept."""
+        a = self.args
         out = r["cluster"] = {}
         try:
             for m in CLUSTER_MASTERS:
                 out[m] = self.cluster_pairs(m, handoff=(
                     m == max(CLUSTER_MASTERS)))
+            if a.baseline_broker:
+                # the baseline on fresh clusters of the same shapes, at
+                # CPU_CONNS only (the "no worse than the baseline" target)
+                base = r["cluster_base"] = {}
+                for m in CLUSTER_MASTERS:
+                    base[m] = self.cluster_pairs(
+                        m, handoff=False, binary=a.baseline_broker,
+                        conns=(CPU_CONNS,))
         except (RuntimeError, AssertionError, OSError, EOFError,
                 harness.RedisError, subprocess.TimeoutExpired) as e:
             # what is still running is stopped by close(), by pid
             r["cluster_error"] = (str(e) or type(e).__name__).splitlines()[0]
             sys.stderr.write("run.py: cluster rows: %s\n" % e)
 
-    def cluster_pairs(self, nmasters, handoff):
+    def cluster_pairs(self, nmasters, handoff, binary=None,
+                      conns=PAIR_CONNS):
         a = self.args
+        binary = binary or a.broker
         topo = self.new_cluster(nmasters)
         slot_map = topo.slot_map()
         masters = sorted(set(x for _, _, x in slot_map))
@@ -707,11 +806,11 @@ class Bench:
                                % (nmasters, masters))
         pids = {x: topo.node(x).pid for x in masters}
         seeds = ",".join(masters)
-        b = Broker(a.broker, None, self.work, "cluster%d_b1" % nmasters,
+        b = Broker(binary, None, self.work, "cluster%d_b1" % nmasters,
                    cluster=seeds, masters=nmasters)
         self.procs.append(b)
         res = {"masters": masters, "pairs": {}}
-        for n in PAIR_CONNS:
+        for n in conns:
             common = ["--conns", n, "--seconds", a.seconds, "--warmup",
                       a.warmup, "--limit", a.seconds + a.warmup + 30]
             calls0 = {x: script_calls(x) for x in masters}
@@ -1044,7 +1143,9 @@ def table(r, args):
     ]
     if rows:
         lines += render(head, rows)
-    lines += [""] + targets_table(r)
+    if "ab" in r:
+        lines += [""] + ab_table(r, args)
+    lines += [""] + targets_table(r, args)
     if "cluster" in r:
         lines += [""] + cluster_table(r)
     return "\n".join(lines) + "\n"
@@ -1079,85 +1180,233 @@ def today(r):
     h = r.get("handoff_base")
     if h:
         return {"same_p50_us": h["same_p50_us"], "hot_rate": h["rate"],
+                "name": "--baseline-broker",
                 "what": "the --baseline-broker's hot-key run in this run"}
-    return dict(TODAY, what="make bench at commit %s on this machine "
-                "(TODAY in tests/bench/run.py)" % TODAY["commit"])
+    return dict(TODAY, name=TODAY["commit"], what="make bench at commit %s "
+                "on this machine (TODAY in tests/bench/run.py)"
+                % TODAY["commit"])
 
 
-def targets(r):
-    """Issue 25's targets (and the issue 14 ones kept), each beside this
-    run's figure: [(target, goal, this run, met)] with met True, False, or
-    None when --only left its section out.  Nothing asserts them: the
-    machine is shared and the figures are indicative."""
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
+def us_per_pair(ticks, pairs):
+    """CPU us per pair from clock ticks, or None."""
+    return ticks * 1e6 / CLK_TCK / pairs if pairs and ticks is not None \
+        else None
+
+
+# What the alternated runs give per run (r["ab"]): name -> f(result).
+AB_FIGURES = {
+    "rate": lambda x: x["rate"],
+    "broker_us": lambda x: us_per_pair(x["cpu"].get("broker"), x["total"]),
+    "broker2_us": lambda x: us_per_pair(x["cpu"].get("broker2"),
+                                        x["total"]),
+    "redis_us": lambda x: us_per_pair(x["cpu"].get("redis"), x["total"]),
+    "script_us": lambda x: work(x)["script_us"] if x["total"] else None,
+}
+
+
+def ab_med(r, kind, n, fig):
+    """The median of one figure over the alternated runs of kind ("new",
+    "base", "plain") at n connections, or None."""
+    runs = r.get("ab", {}).get((kind, n))
+    if not runs:
+        return None
+    return median(AB_FIGURES[fig](x) for x in runs)
+
+
+def label(path, default):
+    """A broker binary's name in the tables: the commit of a
+    build/bench/base-<commit>/ build, else default."""
+    m = re.search(r"base-([0-9a-f]{6,40})", path or "")
+    return m.group(1) if m else default
+
+
+def hab_med(r, kind, fig):
+    runs = r.get("hab", {}).get(kind)
+    return median(x[fig] for x in runs) if runs else None
+
+
+def targets(r, base_name=None, hbase_name="the hand-off baseline"):
+    """The targets, each beside this run's figures: [(target, goal, this
+    build, baseline, met)] with met True, False, or None when --only (or a
+    missing --baseline-broker) left its figures out.  "this build" and
+    "baseline" are this run's figures for the two brokers ("-" where the
+    baseline was not run).  Where alternated runs were made (r["ab"],
+    r["hab"]) their medians are used, else the single runs of the main
+    table.  Nothing asserts them: the machine is shared and the figures
+    are indicative."""
     out = []
+    # without a baseline broker its rows say so
+    needs = "" if base_name else " (needs --baseline-broker)"
+    base_name = base_name or "the baseline"
 
-    def target(what, goal, have=None, met=None):
-        out.append((what, goal, "-" if have is None else have, met))
+    def target(what, goal, have=None, base=None, met=None):
+        out.append((what, goal, "-" if have is None else have,
+                    "-" if base is None else base, met))
 
     p = r.get("pairs")
     b = p and p[("broker", CPU_CONNS)]
     d = p and p[("plain", CPU_CONNS)]
-    wb, wd = work(b), work(d)
-    what = "Redis script us per pair, %d conns, through the broker" \
-        % CPU_CONNS
-    if wb:
-        target(what, "<= 5", "%.1f (plain pair direct: %.1f)" % (
-            wb["script_us"], wd["script_us"] if wd else 0),
-            wb["script_us"] <= 5)
+
+    # Redis script time per pair
+    what = "Redis script us per pair, %d conns" % CPU_CONNS
+    new, base = ab_med(r, "new", CPU_CONNS, "script_us"), \
+        ab_med(r, "base", CPU_CONNS, "script_us")
+    if new is None and work(b):
+        new = work(b)["script_us"]
+    plain = ab_med(r, "plain", CPU_CONNS, "script_us")
+    if plain is None and work(d):
+        plain = work(d)["script_us"]
+    fmt = "%.1f" + ("" if plain is None else " (plain pair: %.1f)" % plain)
+    if new is not None:
+        target(what, "<= 5", fmt % new,
+               None if base is None else "%.1f" % base, new <= 5)
     else:
         target(what, "<= 5")
-    what = "Redis CPU per pair, %d conns: broker / plain direct" % CPU_CONNS
-    rb, rd = redis_cpu(b), redis_cpu(d)
-    if rb and rd:
-        target(what, "<= 0.35 x", "%.1f / %.1f ms per 1,000 = %.2f x" % (
-            rb, rd, rb / rd), rb / rd <= 0.35)
+
+    # Redis CPU per pair against the plain pair's
+    def redis_ratio(kind):
+        x = ab_med(r, kind, CPU_CONNS, "redis_us")
+        y = ab_med(r, "plain", CPU_CONNS, "redis_us")
+        if x is None and kind == "new" and b and d:
+            x, y = [us_per_pair(z["cpu"]["redis"], z["total"])
+                    for z in (b, d)]
+        return (x, y) if x is not None and y else None
+    what = "Redis CPU us per pair, %d conns: through the broker / the " \
+        "plain pair direct" % CPU_CONNS
+    rn, rb = redis_ratio("new"), redis_ratio("base")
+    fmt = "%.1f / %.1f = %.2f x"
+    if rn:
+        target(what, "<= 0.35 x", fmt % (rn + (rn[0] / rn[1],)),
+               rb and fmt % (rb + (rb[0] / rb[1],)), rn[0] / rn[1] <= 0.35)
     else:
         target(what, "<= 0.35 x")
+
+    # the broker's own CPU per pair against the baseline's
+    what = "broker CPU us per pair (utime+stime), %d conns: this build / " \
+        "%s" % (CPU_CONNS, base_name)
+    new, base = ab_med(r, "new", CPU_CONNS, "broker_us"), \
+        ab_med(r, "base", CPU_CONNS, "broker_us")
+    if new is None and b:
+        new = us_per_pair(b["cpu"]["broker"], b["total"])
+    if new is not None and base:
+        target(what, "<= 0.8 x", "%.1f = %.2f x" % (new, new / base),
+               "%.1f" % base, new / base <= 0.8)
+    else:
+        target(what, "<= 0.8 x" + needs,
+               None if new is None else "%.1f" % new)
+
+    # pairs/s against the plain pair
     for n, goal in ((CPU_CONNS, 1.0), (1, 0.6)):
         what = "pairs/s, %d conn%s, 2 brokers on the Redis: broker / plain " \
-            "direct" % (n, "s" if n > 1 else "")
-        if p and p[("plain", n)]["rate"]:
-            x = p[("broker", n)]["rate"] / p[("plain", n)]["rate"]
-            target(what, ">= %.1f x" % goal, "%s / %s = %.2f x" % (
-                n0(p[("broker", n)]["rate"]), n0(p[("plain", n)]["rate"]),
-                x), x >= goal)
+            "pair direct" % (n, "s" if n > 1 else "")
+
+        def rates(kind):
+            x = ab_med(r, kind, n, "rate")
+            y = ab_med(r, "plain", n, "rate")
+            if x is None and kind == "new" and p and p[("plain", n)]:
+                x, y = p[("broker", n)]["rate"], p[("plain", n)]["rate"]
+            return (x, y) if x is not None and y else None
+        rn, rb = rates("new"), rates("base")
+        fmt = "%s / %s = %.2f x"
+        if rn:
+            target(what, ">= %.1f x" % goal,
+                   fmt % (n0(rn[0]), n0(rn[1]), rn[0] / rn[1]),
+                   rb and fmt % (n0(rb[0]), n0(rb[1]), rb[0] / rb[1]),
+                   rn[0] / rn[1] >= goal)
         else:
             target(what, ">= %.1f x" % goal)
+
+    # hand-offs
     h1, h2 = r.get("handoff1"), r.get("handoff2")
     what = "cross-broker hand-off p50 us (4+4 on two brokers)"
     if h2 and h2["cross_n"]:
-        target(what, "<= 250", "%d" % h2["cross_p50_us"],
+        target(what, "<= 250", "%d" % h2["cross_p50_us"], None,
                h2["cross_p50_us"] <= 250)
     else:
         target(what, "<= 250")
-    t = today(r)
-    lim = t["same_p50_us"] * SAME_SLACK
-    what = "same-broker hand-off p50 us (8 on one broker), no worse " \
-        "than today"
-    goal = "<= %d (today %d + %d%%)" % (
-        lim, t["same_p50_us"], round(SAME_SLACK * 100 - 100))
-    if h1:
-        target(what, goal, "%d" % h1["same_p50_us"], h1["same_p50_us"] <= lim)
+    new_p50, base_p50 = hab_med(r, "new", "same_p50_us"), \
+        hab_med(r, "base", "same_p50_us")
+    new_rate, base_rate = hab_med(r, "new", "rate"), \
+        hab_med(r, "base", "rate")
+    if new_p50 is None and h1:
+        # no alternated runs: the main run against the older reference
+        t = today(r)
+        new_p50, base_p50 = h1["same_p50_us"], t["same_p50_us"]
+        new_rate, base_rate = h1["rate"], t["hot_rate"]
+        hbase_name = t["name"]
+    what = "same-broker hand-off p50 us (8 on one broker): this build / %s" \
+        % hbase_name
+    if new_p50 is not None and base_p50:
+        target(what, "<= %.1f x" % SAME_SLACK, "%d = %.2f x" % (
+            new_p50, new_p50 / base_p50), "%d" % base_p50,
+            new_p50 <= base_p50 * SAME_SLACK)
     else:
-        target(what, goal)
-    lim = t["hot_rate"] * HOT_SLACK
-    what = "hot-key acquisitions/s (8 on one broker), no worse than today"
-    goal = ">= %s (today %s - %d%%)" % (
-        n0(lim), n0(t["hot_rate"]), round(100 - HOT_SLACK * 100))
-    if h1:
-        target(what, goal, n0(h1["rate"]), h1["rate"] >= lim)
+        target(what, "<= %.1f x" % SAME_SLACK)
+    what = "hot-key acquisitions/s (8 on one broker): this build / %s" \
+        % hbase_name
+    if new_rate is not None and base_rate:
+        target(what, ">= %.2f x" % HOT_SLACK, "%s = %.2f x" % (
+            n0(new_rate), new_rate / base_rate), n0(base_rate),
+            new_rate >= base_rate * HOT_SLACK)
     else:
-        target(what, goal)
+        target(what, ">= %.2f x" % HOT_SLACK)
+    what = "longest ACQUIRE->OK wait ms, 8 on one broker"
+    if h1:
+        target(what, "<= 12", ms(h1["max_wait_us"]),
+               None if not r.get("handoff_base") else
+               ms(r["handoff_base"]["max_wait_us"]),
+               h1["max_wait_us"] <= 12000)
+    else:
+        target(what, "<= 12")
+
+    # memory
+    mb = r.get("mem_base")
+    what = "memory per held lock, B (%s locks over %d sessions)" % (
+        n0(LOCK_SESSIONS * LOCKS_EACH), LOCK_SESSIONS)
+    if "held" in r:
+        lock = per_lock(r)
+        target(what, "<= 350", n0(lock), mb and n0(per_lock(mb)),
+               lock <= 350)
+    else:
+        target(what, "<= 350")
+    what = "memory per idle session, B (%s sessions)" % n0(IDLE_SESSIONS)
+    if "idle" in r:
+        sess = per_session(r)
+        target(what, "<= 1,200", n0(sess), mb and n0(per_session(mb)),
+               sess <= 1200)
+    else:
+        target(what, "<= 1,200")
+
+    # Redis Cluster: no worse than the baseline
+    c, cb = r.get("cluster", {}), r.get("cluster_base", {})
+    for m in CLUSTER_MASTERS:
+        what = "Redis Cluster pairs/s, %d conns, %d master%s: this build / " \
+            "%s" % (CPU_CONNS, m, "s" if m > 1 else "", base_name)
+        x = c.get(m) and c[m]["pairs"].get(CPU_CONNS)
+        y = cb.get(m) and cb[m]["pairs"].get(CPU_CONNS)
+        if x and y and y["rate"]:
+            target(what, ">= 0.95 x", "%s = %.2f x" % (
+                n0(x["rate"]), x["rate"] / y["rate"]), n0(y["rate"]),
+                x["rate"] >= 0.95 * y["rate"])
+        else:
+            target(what, ">= 0.95 x" + needs, x and n0(x["rate"]))
+
+    # kept from earlier work: leader election, WATCH's cost, one request
     e = r.get("election")
     what = "leader election hand-over, leader killed -> every watcher " \
         "told, p50 ms"
     if e:
-        target(what, "<= 50", ms(e["p50_us"]), e["p50_us"] <= 50000)
+        target(what, "<= 50", ms(e["p50_us"]), None, e["p50_us"] <= 50000)
     else:
         target(what, "<= 50")
     what = "... the same, max ms"
     if e:
-        target(what, "<= 1,000", ms(e["max_us"]), e["max_us"] <= 1e6)
+        target(what, "<= 1,000", ms(e["max_us"]), None, e["max_us"] <= 1e6)
     else:
         target(what, "<= 1,000")
     ad = r.get("admin")
@@ -1176,57 +1425,74 @@ def targets(r):
         target(what, "< 1,024")
     ab = r.get("release_ab")
     what = "Redis script us per pair of unwatched keys: this build / " \
-        "the baseline broker (WATCH costs them nothing)"
+        "%s (WATCH costs them nothing)" % base_name
     if ab:
-        target(what, "<= 1.05 x", "%.1f / %.1f = %.2f x" % (
-            ab["new"], ab["base"], ab["new"] / ab["base"]),
+        target(what, "<= 1.05 x", "%.1f = %.2f x" % (
+            ab["new"], ab["new"] / ab["base"]), "%.1f" % ab["base"],
             ab["new"] <= ab["base"] * 1.05)
     else:
-        target(what, "<= 1.05 x (needs --baseline-broker)")
-    if "held" in r:
-        lock, sess = per_lock(r), per_session(r)
-        target("memory per held lock, B (%s locks over %d sessions)" % (
-            n0(LOCK_SESSIONS * LOCKS_EACH), LOCK_SESSIONS), "<= 350",
-            n0(lock), lock <= 350)
-        target("memory per idle session, B (%s sessions)"
-               % n0(IDLE_SESSIONS), "<= 1,200", n0(sess), sess <= 1200)
-    else:
-        target("memory per held lock, B", "<= 350")
-        target("memory per idle session, B", "<= 1,200")
-    # kept from issue 14: the broker's own cost, which issue 25 does not
-    # restate
+        target(what, "<= 1.05 x" + needs)
     s1 = p and p.get(("scripts", 1))
-    what = "ACQUIRE p50, 1 conn: broker / the broker's scripts direct " \
-        "(issue 14)"
+    what = "ACQUIRE p50, 1 conn: broker / the broker's scripts direct"
     if s1 and s1["acq_p50_us"]:
         x = p[("broker", 1)]["acq_p50_us"] / s1["acq_p50_us"]
         target(what, "<= 2.0 x", "%d / %d us = %.2f x" % (
-            p[("broker", 1)]["acq_p50_us"], s1["acq_p50_us"], x), x <= 2.0)
+            p[("broker", 1)]["acq_p50_us"], s1["acq_p50_us"], x), None,
+            x <= 2.0)
     else:
         target(what, "<= 2.0 x")
-    what = "broker CPU ms per 1,000 pairs (%d conns) (issue 14)" % CPU_CONNS
-    cb = b and per_k_ms(b["cpu"]["broker"], b["total"])
-    if cb:
-        target(what, "<= 15", "%.1f" % cb, cb <= 15)
-    else:
-        target(what, "<= 15")
-    what = "longest ACQUIRE->OK wait ms, 8 on one broker (issue 14)"
-    if h1:
-        target(what, "<= 12", ms(h1["max_wait_us"]),
-               h1["max_wait_us"] <= 12000)
-    else:
-        target(what, "<= 12")
     return out
 
 
-def targets_table(r):
-    rows = [(what, goal, have, "not run" if met is None else
+def targets_table(r, args=None):
+    base = args and args.baseline_broker
+    base_name = label(base, "the baseline") if base else None
+    hbase_name = label(args and args.handoff_baseline_broker,
+                       "the hand-off baseline")
+    rows = [(what, goal, have, base, "not run" if met is None else
              "met" if met else "not met")
-            for what, goal, have, met in targets(r)]
-    return ["Issue 25 targets (this run; the last three kept from issue 14):",
-            ""] + render(("target", "goal", "this run", ""), rows) + [
-        "today = %s; the %% is the noise allowed around it." %
-        today(r)["what"]]
+            for what, goal, have, base, met in targets(r, base_name,
+                                                       hbase_name)]
+    lines = ["Targets (this run; two brokers on one Redis, %d conns unless "
+             "said; medians of alternated runs where the baseline ran):"
+             % CPU_CONNS, ""]
+    lines += render(("target", "goal", "this build",
+                     base_name or "baseline", ""), rows)
+    if not r.get("hab"):
+        lines.append("hand-off reference without --handoff-baseline-broker:"
+                     " %s." % today(r)["what"])
+    return lines
+
+
+def ab_table(r, args):
+    """This build against the baseline broker, medians of the alternated
+    runs (pairs_ab): pairs/s and every process's CPU per pair."""
+    base_name = label(args.baseline_broker, "baseline")
+    rows = []
+    for n, secs in AB_CONNS:
+        c = "%d conn%s" % (n, "s" if n > 1 else "")
+        for what, fig, fmt in (
+                ("pairs/s", "rate", n0),
+                ("broker CPU us per pair (utime+stime)", "broker_us",
+                 "%.1f".__mod__),
+                ("second broker (hears the releases) CPU us per pair",
+                 "broker2_us", "%.1f".__mod__),
+                ("Redis CPU us per pair (utime+stime)", "redis_us",
+                 "%.1f".__mod__),
+                ("Redis script us per pair", "script_us", "%.1f".__mod__)):
+            x, y = ab_med(r, "new", n, fig), ab_med(r, "base", n, fig)
+            pl = None if fig.startswith("broker") else \
+                ab_med(r, "plain", n, fig)
+            rows.append(("%s, %s" % (what, c),
+                         "-" if x is None else fmt(x),
+                         "-" if y is None else fmt(y),
+                         "-" if pl is None else fmt(pl),
+                         ratio_str(x, y, "%.2f")))
+    return ["This build against %s, alternated in this run (%d rounds; "
+            "each broker with a second one of its build beside it; "
+            "medians):" % (base_name, AB_ROUNDS), ""] + render(
+        ("measurement", "this build", base_name, "plain pair direct",
+         "this/%s" % base_name), rows)
 
 
 def per_k(ticks, pairs):
@@ -1380,7 +1646,8 @@ def acks_rows(r, row):
 
 
 def per_session(r):
-    """Broker RSS bytes per idle session over the fresh broker."""
+    """Broker RSS bytes per idle session over the fresh broker (r: the
+    run's results, or r["mem_base"]: the same keys)."""
     return (r["idle"]["rss_sessions"] - r["rss_base"]) / IDLE_SESSIONS
 
 
@@ -1605,6 +1872,10 @@ def main():
                     "earlier commit): its 8-on-one-broker hot-key run, in "
                     "this run, is the reference of the no-worse-than-today "
                     "targets (default: TODAY in run.py)")
+    ap.add_argument("--handoff-baseline-broker", default=None,
+                    help="a lockbrokerd whose same-broker hand-off and "
+                    "hot-key rate this build's are held to (alternated "
+                    "runs, a fresh Redis and broker each)")
     ap.add_argument("--no-cluster", action="store_true",
                     help="skip the Redis Cluster rows (about 45 s)")
     ap.add_argument("--only", default=",".join(SECTIONS),
@@ -1617,8 +1888,9 @@ def main():
             ap.error("--only: no section %r (%s)" % (x, ", ".join(SECTIONS)))
     if args.no_cluster and "cluster" in args.only:
         args.only.remove("cluster")
-    for path in (args.broker, args.tool) + (
-            (args.baseline_broker,) if args.baseline_broker else ()):
+    for path in (args.broker, args.tool) + tuple(
+            x for x in (args.baseline_broker, args.handoff_baseline_broker)
+            if x):
         if not os.access(path, os.X_OK):
             sys.exit("run.py: %s is not built (make bench)" % path)
     if shutil.which("redis-server") is None:

@@ -104,13 +104,13 @@ def pairs_run(rate, script_us_total, redis_ticks, total=1000, broker=0):
     return {"rate": rate, "total": total, "acq_p50_us": 40,
             "cmdstats": {"evalsha": {"calls": 2 * total,
                                      "usec": script_us_total * total}},
-            "cpu": {"redis": redis_ticks, "broker": broker}}
+            "cpu": {"redis": redis_ticks, "broker": broker, "broker2": 0}}
 
 
 class Targets(unittest.TestCase):
     def verdicts(self, r):
-        return {what.split(",")[0].split(" (")[0]: met
-                for what, _, _, met in run.targets(r)}
+        return {what.split(",")[0].split(" (")[0].split(":")[0]: met
+                for what, _, _, _, met in run.targets(r)}
 
     def test_not_run(self):
         v = self.verdicts({})
@@ -127,26 +127,66 @@ class Targets(unittest.TestCase):
              ("scripts", 1): None}
         v = self.verdicts({"pairs": p})
         self.assertTrue(v["Redis script us per pair"])
-        self.assertTrue(v["Redis CPU per pair"])        # 0.30 x
-        self.assertEqual([m for w, _, _, m in run.targets({"pairs": p})
+        self.assertTrue(v["Redis CPU us per pair"])     # 0.30 x
+        self.assertEqual([m for w, _, _, _, m in run.targets({"pairs": p})
                           if w.startswith("pairs/s")], [True, False])
         self.assertIsNone(v["ACQUIRE p50"])             # no scripts run
-        self.assertEqual(run.per_k_ms(1, 1000), 1000.0 / hz)
-        self.assertEqual(v["broker CPU ms per 1"], 1000.0 / hz <= 15)
+        # no baseline ran: no verdict on the broker's CPU
+        self.assertIsNone(v["broker CPU us per pair"])
+        self.assertEqual(run.us_per_pair(1, 1000), 1000.0 / hz)
         p[("broker", 50)]["cmdstats"]["evalsha"]["usec"] = 5100
         self.assertFalse(self.verdicts({"pairs": p})[
             "Redis script us per pair"])
 
-    def test_today(self):
+    def test_against_the_baseline(self):
+        hz = run.CLK_TCK
+        # three alternated rounds: the medians decide
+        ab = {("new", 50): [pairs_run(30000, 4, 0, broker=b * hz / 1e3)
+                            for b in (12, 11, 30)],
+              ("base", 50): [pairs_run(25000, 15, 0, broker=b * hz / 1e3)
+                             for b in (16, 17, 15)],
+              ("plain", 50): [pairs_run(29000, 8, hz)] * 3}
+        r = {"ab": ab}
+        self.assertAlmostEqual(run.ab_med(r, "new", 50, "broker_us"), 12)
+        self.assertAlmostEqual(run.ab_med(r, "base", 50, "broker_us"), 16)
+        rows = {w.split(":")[0]: (have, base, met)
+                for w, _, have, base, met in run.targets(r, "27629bd")}
+        have, base, met = rows["broker CPU us per pair (utime+stime), 50 "
+                               "conns"]
+        self.assertTrue(met)                            # 12 / 16 = 0.75
+        self.assertEqual((have, base), ("12.0 = 0.75 x", "16.0"))
+        self.assertTrue(rows["pairs/s, 50 conns, 2 brokers on the Redis"][2])
+        # memory: this build's figures against the baseline's
+        mem = {"rss_base": 0, "idle": {"rss_sessions": 10000 * 1100},
+               "held": {"rss_sessions": 0, "rss_locks": 100000 * 300}}
+        r = dict(mem, mem_base={"rss_base": 0,
+                                "idle": {"rss_sessions": 10000 * 1500},
+                                "held": {"rss_sessions": 0,
+                                         "rss_locks": 100000 * 470}})
+        rows = {w.split(",")[0]: (have, base, met)
+                for w, _, have, base, met in run.targets(r)}
+        self.assertEqual(rows["memory per held lock"], ("300", "470", True))
+        self.assertEqual(rows["memory per idle session"],
+                         ("1,100", "1,500", True))
+
+    def test_handoff_reference(self):
         h = {"same_p50_us": 60, "rate": 910, "max_wait_us": 11000,
              "cross_n": 0}
         r = {"handoff1": h, "handoff2": h,
-             "handoff_base": {"same_p50_us": 45, "rate": 950}}
+             "handoff_base": {"same_p50_us": 45, "rate": 950,
+                              "max_wait_us": 9000}}
         v = self.verdicts(r)
-        self.assertFalse(v["same-broker hand-off p50 us"])  # 60 > 56
-        self.assertTrue(v["hot-key acquisitions/s"])          # 910 >= 902
+        self.assertFalse(v["same-broker hand-off p50 us"])  # 60 > 49.5
+        self.assertFalse(v["hot-key acquisitions/s"])         # 910 < 921.5
         self.assertIsNone(v["cross-broker hand-off p50 us"])  # none crossed
         self.assertTrue(v["longest ACQUIRE->OK wait ms"])
+        # alternated runs against the hand-off baseline win over it
+        r["hab"] = {"new": [dict(h, same_p50_us=x) for x in (50, 48, 90)],
+                    "base": [dict(h, same_p50_us=x, rate=900)
+                             for x in (47, 46, 45)]}
+        v = self.verdicts(r)
+        self.assertTrue(v["same-broker hand-off p50 us"])   # 50 <= 50.6
+        self.assertTrue(v["hot-key acquisitions/s"])        # 910 >= 873
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
  * numeric host, which evdns answers at once, included); a failure says
  * why; a cancelled lookup never calls back, whether evdns still owes its
  * answer or had given it; resolver_free drops what is in flight, and
- * leaks nothing (the ASan build's unit run checks that).
+ * leaks nothing (the ASan build's unit run checks that).  The "look the
+ * name up, then connect" step (resolve_connect): the owner's slot cleared
+ * before it hears, nothing for an owner that no longer waits or a step
+ * replaced, and a failure that names the host.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -258,6 +261,103 @@ START_TEST(test_free_with_lookups_in_flight)
 }
 END_TEST
 
+/* An owner of resolve_connect: what it saw, and whether it still waits. */
+static struct {
+	struct resolve_req *lookup;	/* its slot */
+	int waiting;
+	int connects, failures;
+	char host[64];
+	char why[300];
+	struct event_base *base;
+} own;
+
+static int
+own_waiting(void *arg)
+{
+	(void)arg;
+	return own.waiting;
+}
+
+static void
+own_connect(void *arg, const char *host)
+{
+	(void)arg;
+	ck_assert_ptr_null(own.lookup);		/* cleared before */
+	own.connects++;
+	snprintf(own.host, sizeof own.host, "%s", host);
+	event_base_loopbreak(own.base);
+}
+
+static void
+own_failed(void *arg, const char *why)
+{
+	(void)arg;
+	ck_assert_ptr_null(own.lookup);
+	own.failures++;
+	snprintf(own.why, sizeof own.why, "%s", why);
+	event_base_loopbreak(own.base);
+}
+
+static const struct resolve_then own_then = { own_waiting, own_connect,
+    own_failed };
+
+START_TEST(test_connect_step)
+{
+	struct event_base *base;
+	struct fake_dns f;
+	struct resolver *r = setup(&base, &f, FAKE_ANSWER);
+
+	memset(&own, 0, sizeof own);
+	own.base = base;
+	own.waiting = 1;
+	resolve_connect(r, &own.lookup, "redis.unit.test", &own_then, NULL);
+	ck_assert_ptr_nonnull(own.lookup);
+	ck_assert_int_eq(own.connects, 0);	/* from the loop, later */
+	run_for(base, 5000);
+	ck_assert_int_eq(own.connects, 1);
+	ck_assert_str_eq(own.host, "10.1.2.3");
+	/* a second step replaces the first, which never answers */
+	resolve_connect(r, &own.lookup, "192.0.2.10", &own_then, NULL);
+	resolve_connect(r, &own.lookup, "192.0.2.11", &own_then, NULL);
+	run_for(base, 1000);
+	run_for(base, 100);
+	ck_assert_int_eq(own.connects, 2);
+	ck_assert_str_eq(own.host, "192.0.2.11");
+	/* an owner that stopped waiting hears nothing; its slot is clear */
+	own.waiting = 0;
+	resolve_connect(r, &own.lookup, "192.0.2.12", &own_then, NULL);
+	run_for(base, 100);
+	ck_assert_int_eq(own.connects, 2);
+	ck_assert_ptr_null(own.lookup);
+	teardown(base, &f, r);
+}
+END_TEST
+
+START_TEST(test_connect_step_failure_names_the_host)
+{
+	struct event_base *base;
+	struct fake_dns f;
+	struct resolver *r = setup(&base, &f, FAKE_NXDOMAIN);
+
+	memset(&own, 0, sizeof own);
+	own.base = base;
+	own.waiting = 1;
+	resolve_connect(r, &own.lookup, "nowhere.unit.test", &own_then, NULL);
+	run_for(base, 5000);
+	ck_assert_int_eq(own.failures, 1);
+	ck_assert_int_eq(own.connects, 0);
+	ck_assert_msg(strncmp(own.why, "cannot resolve nowhere.unit.test: ",
+	    34) == 0 && own.why[34] != '\0', "why: %s", own.why);
+	/* cancelled through the slot: nothing more */
+	resolve_connect(r, &own.lookup, "slow.unit.test", &own_then, NULL);
+	resolve_cancel(own.lookup);
+	own.lookup = NULL;
+	run_for(base, 200);
+	ck_assert_int_eq(own.failures, 1);
+	teardown(base, &f, r);
+}
+END_TEST
+
 START_TEST(test_bad_nameserver_refused)
 {
 	struct event_base *base = event_base_new();
@@ -292,6 +392,8 @@ resolve_suite(void)
 	tcase_add_test(tc, test_cancel_while_evdns_owes_the_answer);
 	tcase_add_test(tc, test_cancel_after_the_answer_before_delivery);
 	tcase_add_test(tc, test_free_with_lookups_in_flight);
+	tcase_add_test(tc, test_connect_step);
+	tcase_add_test(tc, test_connect_step_failure_names_the_host);
 	tcase_add_test(tc, test_bad_nameserver_refused);
 	tcase_add_test(tc, test_is_name);
 	suite_add_tcase(s, tc);
