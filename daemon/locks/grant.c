@@ -158,6 +158,46 @@ release_delayed(struct lock *lk, const char *id, long long token,
 	lk->releasing++;
 }
 
+/*
+ * h was handed over early and its pass has not reached Redis (refused,
+ * and given up on: a cluster slot migrating under it answers TRYAGAIN
+ * for as long as the migration lasts), so Redis still shows the hold it
+ * was handed from, and its release (op) found that one: not a loss.  The
+ * pass goes first now, and the release again behind it (calls about one
+ * key keep their order).  0 when sent.
+ */
+int
+release_again(struct hold *h, const struct op *op)
+{
+	struct lock *lk = h->lk;
+	struct locks *lt = lk->lt;
+	struct op *again;
+	int rc;
+
+	if (lt->st == NULL || !lk_key_up(lk))
+		return -1;
+	pass_before_release(lt, h);
+	again = lk_op_new(lt, lk, h->cl);
+	owner_copy(again->id, op->id);
+	again->token = op->token;
+	again->kind = op->kind;
+	again->linger_ms = op->linger_ms;
+	rc = again->linger_ms > 0 ? store_linger(lt->st, lk->name,
+	    lk->te.keylen, again->id, strlen(again->id), again->token,
+	    again->linger_ms, h->value != NULL, release_done, again) :
+	    store_release(lt->st, lk->name, lk->te.keylen, again->id,
+	    strlen(again->id), again->token, h->value != NULL, release_done,
+	    again);
+	if (rc != 0) {
+		lk_op_done(again);
+		free(again);
+		return -1;
+	}
+	h->released_again++;
+	lk->releasing++;
+	return 0;
+}
+
 void
 release_done(void *arg, int ok, int released)
 {
@@ -167,6 +207,11 @@ release_done(void *arg, int ok, int released)
 	struct hold *h = cl != NULL ? hold_of(lk, cl) : NULL;
 
 	lk->releasing--;
+	if (ok && h != NULL && released != STORE_DONE && h->pass_pending &&
+	    h->released_again < 3 && release_again(h, op) == 0) {
+		free(op);	/* its second try answers */
+		return;
+	}
 	if (!ok && h != NULL) {
 		/* It may or may not have reached Redis: run it again as soon
 		 * as Redis answers, and stop holding it here. */

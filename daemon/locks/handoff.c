@@ -103,6 +103,10 @@ handoff_done(void *arg, int ok, int granted, long long n, long more)
 		}
 		if (cl != NULL)
 			lk_reply(cl, LK_OK, 0, NULL);
+	} else if (h != NULL && h->pass_pending && h->released_again < 3 &&
+	    release_again(h, op) == 0) {
+		/* its own pass had not run (release_again): released again
+		 * behind it; the waiter tries normally */
 	} else if (h != NULL && !hold_doubt(h, 1, lk_cause_of((int)n))) {
 		/* The releasing hold was gone; the waiter tries normally. */
 		hold_end(h);

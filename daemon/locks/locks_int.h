@@ -133,6 +133,8 @@ struct hold {
 	unsigned pass_pending:1;	/* handed over early, and the pass Redis
 					 * refused waits to run again (instead
 					 * of a renewal: see pass_done) */
+	unsigned released_again:2;	/* releases sent again behind that
+					 * pass (release_done) */
 	unsigned unsure:1;		/* a grace session's grant its record
 					 * may not list (locks_client_taken) */
 	unsigned gone:1;		/* Redis no longer shows it; its grace
@@ -446,6 +448,7 @@ void release_orphan(struct lock *lk, const char *id, long long token);
 void release_delayed(struct lock *lk, const char *id, long long token,
     long delay_ms);
 void release_done(void *arg, int ok, int released);
+int release_again(struct hold *h, const struct op *op);
 void lock_refused(struct lock *lk, long kind);
 void lock_pump(struct lock *lk);
 void deadline_cb(evutil_socket_t fd, short what, void *arg);

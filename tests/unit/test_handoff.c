@@ -341,6 +341,47 @@ START_TEST(test_pass_refused)
 }
 END_TEST
 
+/* A release sent while its hold's pass was in flight, and the pass then
+ * given up on (a cluster slot migrating: TRYAGAIN until the call's time
+ * ran out): Redis still shows the hold it was handed from, which is no
+ * loss.  The pass goes again first and the release behind it. */
+START_TEST(test_release_behind_a_pass_given_up)
+{
+	struct env e;
+	struct fake_call *pass, *fc;
+	struct locks_stats s;
+
+	env_start(&e, NULL);
+	hold(&e, 0, "k", 5000, 10);
+	acquire(&e, 1, "k", 10000, 5000);
+	acquire(&e, 2, "k", 10000, 5000);
+	release(&e, 0, "k");
+	fake_grant_done(take(&e, FAKE_HANDOFF), 1, 1, 11, 32);
+	release(&e, 1, "k");			/* early: to 2, token 12 */
+	ck_assert_int_eq(e.rec[2].n, 12);
+	pass = take(&e, FAKE_PASS);		/* in flight */
+	release(&e, 2, "k");			/* nobody waits: to Redis */
+	fc = take(&e, FAKE_RELEASE);
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_pass_done(pass, 0, 0);		/* given up */
+	fake_release_done(fc, 1, STORE_TAKEN);	/* 1's value there */
+	ck_assert_int_eq(e.rec[2].nlost, 0);
+	ck_assert_int_ne(e.rec[2].status, LK_LOST);
+	fc = take(&e, FAKE_PASS);		/* the pass first ... */
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_pass_done(fc, 1, 1);
+	fc = take(&e, FAKE_RELEASE);		/* ... then the release */
+	ck_assert_str_eq(fc->value, value_of(2, 12));
+	fake_release_done(fc, 1, STORE_DONE);
+	ck_assert_int_eq(e.rec[2].status, LK_OK);
+	locks_get_stats(e.lt, &s);
+	ck_assert_uint_eq(s.lost, 0);
+	ck_assert_uint_eq(locks_held(e.cl[2], NULL, NULL), 0);
+	fake_store_drain(e.st);
+	env_end(&e);
+}
+END_TEST
+
 /* A pass refused until the new holder's TTL has run out by the broker's
  * count (it inherited the releasing hold's confirmation): the holder is
  * told it lost the key then (jeopardy), and both values are freed. */
@@ -443,6 +484,7 @@ locks_handoff_suite(void)
 	tcase_add_test(tc, test_pass_only_while_redis_keeps_the_hold);
 	tcase_add_test(tc, test_pass_unanswered_connection_lost);
 	tcase_add_test(tc, test_pass_refused);
+	tcase_add_test(tc, test_release_behind_a_pass_given_up);
 	tcase_add_test(tc, test_pass_refused_until_jeopardy);
 	tcase_add_test(tc, test_no_pass_from_a_grace_session);
 	tcase_add_test(tc, test_pass_at_session_end);
