@@ -21,8 +21,15 @@
 -- grant_extras): the new holder's value is written here (the releasing
 -- hold's deleted), and watchers are told while the mark exists.  Redis
 -- learns of the new holder only now, so watchers elsewhere do too.
+-- Cluster mode names the lock key again in KEYS[2]: the mark is read
+-- without being named (lib/holders.lua, watched_unnamed), so that a pass
+-- runs while its slot migrates, as the lock key alone lets it.
 -- @include holders.lua
 local mark, vk, text = grant_extras(KEYS, ARGV, 1, 5)
+local unnamed = mark == KEYS[1]
+if unnamed then
+  mark = nil
+end
 -- the lock and the watch mark in one read (MGET shows a set of holders
 -- as absent: get_str tells them apart when it matters)
 local r = redis.call('MGET', KEYS[1], mark or KEYS[1])
@@ -33,7 +40,10 @@ if v ~= ARGV[1] and v ~= ARGV[2] then
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 if v == ARGV[1] then
-  granted(vk, text, token_of(ARGV[2]), ARGV[3], mark and r[2], ARGV[4],
-    ARGV[5])
+  local seen = mark and r[2]
+  if unnamed then
+    seen = watched_unnamed(ARGV[4], ARGV[5])
+  end
+  granted(vk, text, token_of(ARGV[2]), ARGV[3], seen, ARGV[4], ARGV[5])
 end
 return 1

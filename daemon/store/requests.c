@@ -359,6 +359,8 @@ store_pass(struct store *st, const char *key, size_t keylen,
 	p[0] = (struct piece){ st->keys.lockpfx, st->keys.lockpfxlen, key, keylen };
 	nk = 1 + watch_keys(st, key, keylen, &r, &p[1], &sides,
 	    textlen > 0 || had_value);
+	if (r.slot >= 0)
+		p[1] = p[0];	/* the mark read unnamed (pass.lua) */
 	calls_value_piece(&p[nk], prev_owner, prev_ownerlen, prev_token, prev,
 	    sizeof prev);
 	calls_value_piece(&p[nk + 1], owner, ownerlen, token, val, sizeof val);

@@ -250,6 +250,23 @@ local function channel_of(wanted, announcement)
     string.sub(announcement, 38)
 end
 
+-- Cluster mode: whether the watch mark of name exists, read without the
+-- call naming it (chan: the slot's release channel, "<prefix>:released:
+-- {<tag>}"; the mark is "<prefix>:watched:{<tag>}<name>", in the same
+-- slot).  A call that names a key absent here while its slot migrates is
+-- refused (TRYAGAIN) for as long as the migration lasts, even when the
+-- keys it needs are here; read unnamed, the mark's EXISTS fails instead
+-- (the slot migrates, and the mark is not here): watchers are told then,
+-- which is only one message too many.
+local function watched_unnamed(chan, name)
+  local m = string.gsub(chan, ':released:{(%w*)}$', ':watched:{%1}')
+  local n = redis.pcall('EXISTS', m .. name)
+  if type(n) == 'table' then
+    return true
+  end
+  return n == 1
+end
+
 -- After a grant of token (exclusive, TTL ttl ms): its value text written
 -- in the same call, or the value key vk deleted (the replaced hold's);
 -- watchers told when the mark was seen (the caller read it with its other

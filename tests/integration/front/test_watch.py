@@ -151,6 +151,35 @@ class TestStates(WatchCase):
         self.assertEqual(self.holder(w.event(), "k")[1:], (tb, "vb"))
         self.assertTrue(w.quiet(0.3))
 
+    def test_early_handoffs_are_seen_from_another_broker(self):
+        """An early hand-off (the broker passes the key to its next local
+        waiter at once, Redis hears of it behind: pass.lua) is news for
+        a watcher on another broker too."""
+        w = self.session(self.b2)
+        s = [self.session(self.b1) for _ in range(4)]
+        self.assertEqual(self.watch(w, "k"), "EVENT FREE k")
+        t0 = self.assertToken(s[0].req("ACQUIRE k"))
+        self.holder(w.event(), "k")
+        for x in s[1:]:
+            x.c.send("ACQUIRE k WAIT 5000")
+        time.sleep(0.2)
+        before = self.stats(self.connect(self.b1))["early_handoffs"]
+        last = t0
+        for i in range(3):
+            self.assertEqual(s[i].req("RELEASE k"), "OK 0")
+            t = self.assertToken(s[i + 1].reply())
+            # the watcher sees each new holder, whatever the way
+            seen = self.holder(w.event(), "k")[1]
+            while seen < t:
+                seen = self.holder(w.event(), "k")[1]
+            self.assertEqual(seen, t)
+            self.assertGreater(t, last)
+            last = t
+        after = self.stats(self.connect(self.b1))["early_handoffs"]
+        self.assertGreaterEqual(int(after) - int(before), 1)
+        self.assertEqual(s[3].req("RELEASE k"), "OK 0")
+        self.assertEqual(w.event(), "EVENT FREE k")
+
     def test_a_dead_brokers_holder_goes_free_at_its_ttl(self):
         w = self.session(self.b1)
         self.assertEqual(self.watch(w, "k"), "EVENT FREE k")

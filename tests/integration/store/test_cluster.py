@@ -749,6 +749,41 @@ class TestSharedCluster(ClusterCase):
                              1)
         w.sync()
 
+    def test_watch_sees_early_handoffs_on_every_master(self):
+        """1.2: a watcher on another broker sees the holders an early
+        hand-off makes (pass.lua reads the key's watch mark without
+        naming it in cluster mode), on keys of every master."""
+        topo = self.topo
+        A = self.cluster_broker(topo)
+        B = self.cluster_broker(topo)
+        w = self.session(B, "w")
+        names = ["eh12-%d" % i for i in range(9)]
+        self.assertEqual(len(set(topo.master_of_slot(self.slot_of(n))
+                                 for n in names)), 3)
+        before = int(self.bstats(A)["early_handoffs"])
+        for name in names[::3] + names[1::3][:1]:
+            s = [self.session(A, "s%d" % i) for i in range(3)]
+            self.assertEqual(w.req("WATCH " + name), "OK")
+            t0 = self.grant(s[0], name)
+            for x in s[1:]:
+                x.send("ACQUIRE %s WAIT 5000" % name)
+            time.sleep(0.2)
+            self.assertEqual(s[0].req("RELEASE " + name), "OK 0")
+            t1 = self.token(s[1].read(5))
+            self.assertEqual(s[1].req("RELEASE " + name), "OK 0")
+            t2 = self.token(s[2].read(5))
+            self.assertGreater(t2, t1)
+            self.assertGreater(t1, t0)
+            want = "EVENT HOLDER %s %s %d -" % (name, s[2].cid, t2)
+            harness.wait_until(lambda: want in w.drain_events(0.1), 5,
+                               what=want)
+            self.assertEqual(s[2].req("RELEASE " + name), "OK 0")
+            self.assertEqual(w.req("UNWATCH " + name), "OK 1")
+            for x in s:
+                x.sync()
+        self.assertGreater(int(self.bstats(A)["early_handoffs"]), before)
+        w.sync()
+
     def test_acquire_all_across_three_masters(self):
         """1.2: ACQUIRE ALL of keys on three masters (and two in one slot
         by their {tag}): all granted, each key on its master with its
