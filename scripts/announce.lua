@@ -13,6 +13,9 @@
 -- ARGV[1]  this broker's member
 -- ARGV[2]  its TTL in ms (a few calls' worth: one lost call costs nothing)
 -- ARGV[3]  the release channel (<prefix>:released)
+-- ARGV[4]  "1" when this broker's own subscriber is subscribed to it, "0"
+--          while it is not yet (a start, a reconnect): one subscriber
+--          fewer is then expected
 -- A lean release publishes only where a mark says someone listens.  A
 -- broker that sets no marks (one before them: it announces nothing, or one
 -- whose member lacks "marks") would miss the releases its waiters wait
@@ -38,6 +41,9 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   end
 end
 local subs = redis.call('PUBSUB', 'NUMSUB', ARGV[3])
+if ARGV[4] == '0' then
+  marking = marking - 1
+end
 if others or tonumber(subs[2]) > marking then
   redis.call('SET', KEYS[2], '1', 'PX', ttl)
   return 1

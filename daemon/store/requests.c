@@ -353,9 +353,11 @@ announced(void *arg, int ok, int listenall)
  * announce.lua, every second (store.c), single and Sentinel mode:
  * this broker's member of <prefix>:brokers ("<broker-id> <version>
  * marks": its waiters and watchers set listen marks), which sets
- * <prefix>:listenall while a broker without marks listens.  A link's lean
- * batches wait for its first answer, so a broker never sends releases
- * that publish only to marks before it has looked for such a broker.
+ * <prefix>:listenall while a broker without marks listens (counted by the
+ * release channel's subscribers, this broker's own subscriber when it is
+ * subscribed).  A link's lean batches wait for its first answer, so a
+ * broker never sends releases that publish only to marks before it has
+ * looked for such a broker.
  */
 int
 calls_announce(struct store *st)
@@ -365,12 +367,14 @@ calls_announce(struct store *st)
 	    STORE_ID_LEN, st->keys.idsp, LOCKBROKER_VERSION);
 	int tl = snprintf(ttl, sizeof ttl, "%d", ANNOUNCE_TTL_MS);
 	struct route r;
-	struct piece p[5];
+	struct piece p[6];
+	int subbed;
 
 	calls_route_slot(st, -1, &r);
-	if (st->topo.sharded || r.node == NULL || ml < 0 ||
-	    (size_t)ml >= sizeof member)
+	if (st->topo.sharded || st->topo.ops->subscribed == NULL ||
+	    r.node == NULL || ml < 0 || (size_t)ml >= sizeof member)
 		return -1;
+	subbed = st->topo.ops->subscribed(st->topo.t);
 	p[0] = (struct piece){ st->keys.brokers, strlen(st->keys.brokers),
 	    NULL, 0 };
 	p[1] = (struct piece){ st->keys.listenall, strlen(st->keys.listenall),
@@ -379,7 +383,8 @@ calls_announce(struct store *st)
 	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
 	p[4] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
 	    NULL, 0 };
-	return calls_script(st, &r, decode_release, SCRIPT_ANNOUNCE, 2, p, 5,
+	p[5] = (struct piece){ subbed ? "1" : "0", 1, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_ANNOUNCE, 2, p, 6,
 	    (union call_fn){ .release = announced }, r.node);
 }
 
