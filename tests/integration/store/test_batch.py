@@ -221,7 +221,14 @@ class TestBatchedCalls(BatchCase):
         calls = mon.stop()
         names = [a for c in batches(calls) for a in c
                  if a in ("handoff", "renew")]
-        self.assertEqual(sorted(set(names)), ["handoff", "renew"], calls)
+        self.assertIn("handoff", names, calls)
+        # the renewal: in a batch with the hand-offs, or alone when its
+        # turn had no other call of its kind (the acquires of that turn
+        # went lean)
+        self.assertTrue("renew" in names or [
+            c for c in calls if c[:2] in (["FCALL", fn("renew")],
+                                          ["EVALSHA", sha("renew")])],
+            calls)
         # the acquires of other keys went as lean batches
         self.assertEqual(sum(lean_counts(c)[0] for c in calls), n - 1)
         self.assertLess(len(calls), 2 * n)
