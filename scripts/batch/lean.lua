@@ -36,22 +36,30 @@
 --   DEL per release  -> one DEL of every matching key
 --   PUBLISH released -> only where a listen or watch mark exists, or
 --                       always while <prefix>:listenall does
+-- Acquire i (1-based) of a batch of a acquires and r releases, by its own
+-- script's body: its KEYS and ARGV as alone.
+local function lean_acquire(KEYS, ARGV, a, r, i)
+  local q = 6 + 5 * (i - 1)
+  return guarded(S['acquire'], {KEYS[4 + r + i], KEYS[1], KEYS[2],
+    KEYS[4 + r + a + i]}, {ARGV[q], ARGV[q + 1], ARGV[4], ARGV[q + 2],
+    ARGV[q + 3], ARGV[q + 4]})
+end
+
+-- Tokens set aside after a grant: its "reserve" word, capped as
+-- next_tokens caps it ("0", the common case, without tonumber).
+local function lean_more(word)
+  if word == '0' then
+    return 0
+  end
+  return math.max(0, math.min(tonumber(word) or 0, 32))
+end
+
 local function lean(KEYS, ARGV)
   local a, r = tonumber(ARGV[2]), tonumber(ARGV[3])
-  local wanted, released = ARGV[4], ARGV[5]
-  local fence = KEYS[1]
   local out = {}
   -- every read in one command: counter, delay, flags, released keys
   local got = redis.call('MGET', unpack(KEYS, 1, 4 + r))
   local heard, all = got[3] or got[4], got[4]
-
-  -- acquire i (1-based), its full body: KEYS and ARGV as alone
-  local function acquire_full(i)
-    local q = 6 + 5 * (i - 1)
-    return guarded(S['acquire'], {KEYS[4 + r + i], fence, KEYS[2],
-      KEYS[4 + r + a + i]}, {ARGV[q], ARGV[q + 1], wanted, ARGV[q + 2],
-      ARGV[q + 3], ARGV[q + 4]})
-  end
 
   if a > 0 then
     local last = not got[2] and tonumber(got[1])
@@ -59,10 +67,9 @@ local function lean(KEYS, ARGV)
     if last then
       local t = redis.call('TIME')
       base = math.max(last, tonumber(t[1]) * 1000000 + tonumber(t[2]) - 1)
-      total = 0
-      for i = 1, a do
-        total = total + 1 + math.max(0, math.min(tonumber(ARGV[10 +
-          5 * (i - 1)]) or 0, 32))
+      total = a
+      for q = 10, 5 + 5 * a, 5 do
+        total = total + lean_more(ARGV[q])
       end
       if base + total >= 9007199254740991 then
         last = nil      -- the full body answers the exhausted counter
@@ -70,7 +77,7 @@ local function lean(KEYS, ARGV)
     end
     local watched = last and heard and
       redis.call('MGET', unpack(KEYS, 5 + r + a, 4 + r + 2 * a)) or {}
-    local fenced = last and redis.pcall('SET', fence, num(base + total))
+    local fenced = last and redis.pcall('SET', KEYS[1], num(base + total))
     if fenced and fenced.err then
       for i = 1, a do
         out[i] = fenced      -- a refused write (EVAL under maxmemory)
@@ -79,22 +86,22 @@ local function lean(KEYS, ARGV)
       -- a lock delay runs, or the counter is absent (the first grant),
       -- not a number, or near its end: as alone, each in turn
       for i = 1, a do
-        out[i] = acquire_full(i)
+        out[i] = lean_acquire(KEYS, ARGV, a, r, i)
       end
     else
-      local tok = base
+      local tok, k, q = base, 4 + r, 1
       for i = 1, a do
-        local q = 6 + 5 * (i - 1)
-        local more = math.max(0, math.min(tonumber(ARGV[q + 4]) or 0, 32))
+        q = q + 5
+        local more = lean_more(ARGV[q + 4])
         local token = tok + 1
         tok = token + more
         if watched[i] then
-          out[i] = acquire_full(i)   -- its watchers hear of the grant
+          out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- tell its watchers
         else
-          local s = redis.pcall('SET', KEYS[4 + r + i], ARGV[q] .. ':' ..
+          local s = redis.pcall('SET', KEYS[k + i], ARGV[q] .. ':' ..
             num(token), 'NX', 'PX', ARGV[q + 1])
           if not s then
-            out[i] = acquire_full(i) -- the key exists: held, or odd
+            out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- the key exists
           elseif s.err then
             out[i] = s
           elseif more > 0 then
@@ -108,27 +115,28 @@ local function lean(KEYS, ARGV)
   end
 
   if r > 0 then
-    local q0 = 6 + 5 * a
-    local dels, freed = {}, {}
+    local q = 4 + 5 * a
+    local dels, freed, nd = {}, {}, 0
     for j = 1, r do
-      local q = q0 + 2 * (j - 1)
+      q = q + 2
       if got[4 + j] == ARGV[q] then
-        dels[#dels + 1] = KEYS[4 + j]
-        freed[#freed + 1] = ARGV[q + 1]
+        nd = nd + 1
+        dels[nd] = KEYS[4 + j]
+        freed[nd] = ARGV[q + 1]
         out[a + j] = 1
       else
         -- not the caller's value (expired, taken, a set of holders...)
         out[a + j] = guarded(S['release'], {KEYS[4 + j]},
-          {ARGV[q], released, ARGV[q + 1]})
+          {ARGV[q], ARGV[5], ARGV[q + 1]})
       end
     end
     if all then
       for f = 1, #freed do
-        publish(released, freed[f])
+        publish(ARGV[5], freed[f])
       end
     elseif heard and #freed > 0 then
       -- per key: a waiter's listen mark, a watcher's mark
-      local p = string.sub(fence, 1, -6)
+      local p = string.sub(KEYS[1], 1, -6)
       local names = {}
       for f = 1, #freed do
         names[2 * f - 1] = p .. 'listen:' .. freed[f]
@@ -137,14 +145,15 @@ local function lean(KEYS, ARGV)
       local marks = redis.call('MGET', unpack(names))
       for f = 1, #freed do
         if marks[2 * f - 1] or marks[2 * f] then
-          publish(released, freed[f])
+          publish(ARGV[5], freed[f])
         end
         if marks[2 * f - 1] then
-          dels[#dels + 1] = names[2 * f - 1]  -- heard: its waiter asks again
+          nd = nd + 1
+          dels[nd] = names[2 * f - 1]  -- heard: its waiter asks again
         end
       end
     end
-    if #dels > 0 then
+    if nd > 0 then
       redis.call('DEL', unpack(dels))
     end
   end
