@@ -691,11 +691,31 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	free(b);
 }
 
+/* A batch of the count calls from head, of kind, with room for argc
+ * words and numbytes bytes of numbers (returned in *num): its first two
+ * words are batch_send's. */
+static struct batch *
+batch_alloc(struct node *n, struct cmd *head, size_t count, int kind,
+    size_t argc, size_t numbytes, char **num)
+{
+	struct batch *b = xmalloc(sizeof *b + argc * (sizeof(char *) +
+	    sizeof(size_t)) + numbytes);
+
+	*b = (struct batch){ .node = n, .head = head, .n = count,
+	    .kind = kind, .argc = (int)argc };
+	b->argv = (const char **)(void *)(b + 1);
+	b->argvlen = (size_t *)(void *)(b->argv + argc);
+	*num = (char *)(b->argvlen + argc);
+	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
+	b->argvlen[0] = b->argvlen[1] = 0;
+	return b;
+}
+
 /*
  * The n calls from head (linked by qnext, the last one's NULL) as one
  * batch call: FCALL <batch> <all keys> <keys...> (or EVALSHA), then per
- * call its
- * script's name, its key count, its argument count and its arguments.
+ * call its script's name, its key count, its argument count and its
+ * arguments.
  * The pieces stay in the calls' own argv.
  */
 static struct batch *
@@ -711,20 +731,8 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 		argc += (size_t)c->argc;  /* FCALL fn nk: name nk na */
 		nkeys += (size_t)c->nkeys;
 	}
-	b = xmalloc(sizeof *b + argc * (sizeof(char *) + sizeof(size_t)) +
-	    (2 * count + 1) * BATCH_NUM);
-	b->node = n;
-	b->head = head;
-	b->n = count;
-	b->kind = script_kind[head->script];
-	b->lean = 0;
-	b->retried = 0;
-	b->loads = 0;
-	b->argc = (int)argc;
-	b->argv = (const char **)(void *)(b + 1);
-	b->argvlen = (size_t *)(void *)(b->argv + argc);
-	num = (char *)(b->argvlen + argc);
-	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
+	b = batch_alloc(n, head, count, script_kind[head->script], argc,
+	    (2 * count + 1) * BATCH_NUM, &num);
 	b->argv[2] = num;
 	b->argvlen[2] = (size_t)snprintf(num, BATCH_NUM, "%zu", nkeys);
 	num += BATCH_NUM;
@@ -754,28 +762,19 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 
 /*
  * The n calls from head (each of a lean role) as one lean batch (lean.h,
- * scripts/batch/lean.lua): relinked in the order its answer follows.
+ * scripts/batch/lean.lua): relinked in the order its answer follows.  It
+ * may write: the plain batch's kind (no flags).
  */
 static struct batch *
 batch_lean(struct node *n, struct cmd *head, size_t count)
 {
 	size_t nacq, argc = lean_order(&head, count, &nacq);
-	struct batch *b = xmalloc(sizeof *b + argc * (sizeof(char *) +
-	    sizeof(size_t)) + LEAN_NUM_BYTES);
+	char *num;
+	struct batch *b = batch_alloc(n, head, count, SCRIPT_WRITES, argc,
+	    LEAN_NUM_BYTES, &num);
 
-	b->node = n;
-	b->head = head;
-	b->n = count;
-	b->kind = SCRIPT_WRITES;
 	b->lean = 1;
-	b->retried = 0;
-	b->loads = 0;
-	b->argc = (int)argc;
-	b->argv = (const char **)(void *)(b + 1);
-	b->argvlen = (size_t *)(void *)(b->argv + argc);
-	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
-	lean_fill(n->env->lean, head, count, nacq, b->argv, b->argvlen,
-	    (char *)(b->argvlen + argc));
+	lean_fill(n->env->lean, head, count, nacq, b->argv, b->argvlen, num);
 	return b;
 }
 

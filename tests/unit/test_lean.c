@@ -160,32 +160,40 @@ START_TEST(test_order_and_words)
 }
 END_TEST
 
+/* The words of a lean batch of c alone, an acquire (nacq 1) or a release
+ * (0); returns their count. */
+static size_t
+words_alone(struct cmd *c, size_t want_nacq, const char **argv,
+    size_t *argvlen, char *num)
+{
+	struct cmd *head = c;
+	size_t nacq, argc = lean_order(&head, 1, &nacq);
+
+	ck_assert_ptr_eq(head, c);
+	ck_assert_uint_eq(nacq, want_nacq);
+	ck_assert_uint_eq(lean_fill(&names, head, 1, nacq, argv, argvlen, num),
+	    argc);
+	return argc;
+}
+
 /* A batch of releases only, and one of acquires only. */
 START_TEST(test_one_sided)
 {
 	struct cmd *r = release("x", "o:1", 1), *a = acquire("y", "o", 4, 6);
 	const char *argv[32];
-	size_t argvlen[32], nacq, argc;
+	size_t argvlen[32];
 	char num[LEAN_NUM_BYTES];
-	struct cmd *head = r;
 
-	argc = lean_order(&head, 1, &nacq);
-	ck_assert_uint_eq(nacq, 0);
-	ck_assert_uint_eq(argc, 3 + 4 + 1 + 5 + 2);
-	ck_assert_uint_eq(lean_fill(&names, head, 1, 0, argv, argvlen, num),
-	    argc);
+	ck_assert_uint_eq(words_alone(r, 0, argv, argvlen, num),
+	    3 + 4 + 1 + 5 + 2);
 	check_word(argv, argvlen, 2, "5");
 	check_word(argv, argvlen, 7, "p:lock:x");
 	check_word(argv, argvlen, 9, "0");	/* a */
 	check_word(argv, argvlen, 10, "1");	/* r */
 	check_word(argv, argvlen, 13, "o:1");
 	check_word(argv, argvlen, 14, "x");
-	head = a;
-	argc = lean_order(&head, 1, &nacq);
-	ck_assert_uint_eq(nacq, 1);
-	ck_assert_uint_eq(argc, 3 + 4 + 2 + 5 + 5);
-	ck_assert_uint_eq(lean_fill(&names, head, 1, 1, argv, argvlen, num),
-	    argc);
+	ck_assert_uint_eq(words_alone(a, 1, argv, argvlen, num),
+	    3 + 4 + 2 + 5 + 5);
 	check_word(argv, argvlen, 2, "6");
 	check_word(argv, argvlen, 7, "p:lock:y");
 	check_word(argv, argvlen, 8, "p:watched:y");

@@ -74,7 +74,10 @@ class Monitor:
         if self.reader.reply() != "OK":
             raise AssertionError("MONITOR refused")
 
-    def stop(self):
+    def lines(self):
+        """Every command from now until the window ends (an ECHO of a
+        unique word), in order: (its source, its arguments); a script's
+        own commands come from "lua", right after its call."""
         mark = "lbt-batch-" + uuid.uuid4().hex
         self.redis.cli("ECHO", mark)
         out = []
@@ -87,11 +90,14 @@ class Monitor:
                 args = MONITOR_ARG.findall(m.group(2))
                 if args[:2] == ["ECHO", mark]:
                     return out
-                if m.group(1) != "lua" and args[0].upper() in (
-                        "FCALL", "EVALSHA", "EVAL", "WAIT", "FUNCTION"):
-                    out.append(args)
+                out.append((m.group(1), args))
         finally:
             self.sock.close()
+
+    def stop(self):
+        return [args for src, args in self.lines() if src != "lua" and
+                args[0].upper() in ("FCALL", "EVALSHA", "EVAL", "WAIT",
+                                    "FUNCTION")]
 
 
 def lean_fn():

@@ -22,14 +22,13 @@ line, as test_batch.py does.
 
 import os
 import re
-import socket
 import threading
 import time
 import unittest
 
 import harness
-from harness import (REPO, Broker, BrokerTestCase, Redis, _RespReader,
-                     _resp_encode, module_redis_start, module_redis_stop,
+import test_batch
+from harness import (REPO, Broker, module_redis_start, module_redis_stop,
                      wait_until)
 from test_lua_multi import generated
 
@@ -54,43 +53,18 @@ def lean_fn():
     return "lean_" + lib_hash()
 
 
-MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
-
-
-class Monitor:
+class Monitor(test_batch.Monitor):
     """MONITOR from now until stop(): the commands clients sent, each
-    with the commands its script ran (MONITOR shows those as from "lua",
-    right after the call), as [(argv, [argv of each script command])]."""
-
-    LINE = re.compile(r"\A[0-9.]+ \[[0-9]+ ([^\]]+)\] (.*)\Z", re.S)
-
-    def __init__(self, redis):
-        self.redis = redis
-        self.sock = socket.create_connection(("127.0.0.1", redis.port),
-                                             timeout=5.0)
-        self.sock.sendall(_resp_encode(["MONITOR"]))
-        self.reader = _RespReader(self.sock)
-        if self.reader.reply() != "OK":
-            raise AssertionError("MONITOR refused")
+    with the commands its script ran, as [(argv, [argv of each])]."""
 
     def stop(self):
-        mark = "lbt-lean-" + os.urandom(8).hex()
-        self.redis.cli("ECHO", mark)
         out = []
-        try:
-            while True:
-                m = self.LINE.match(self.reader.reply())
-                args = [a.encode().decode("unicode_escape")
-                        for a in MONITOR_ARG.findall(m.group(2))]
-                if args[:2] == ["ECHO", mark]:
-                    return out
-                if m.group(1) == "lua":
-                    if out:
-                        out[-1][1].append(args)
-                else:
-                    out.append((args, []))
-        finally:
-            self.sock.close()
+        for src, args in self.lines():
+            if src != "lua":
+                out.append((args, []))
+            elif out:
+                out[-1][1].append(args)
+        return out
 
 
 def leans(calls):
@@ -115,7 +89,8 @@ def commandstats(redis):
     return out
 
 
-class LeanCase(BrokerTestCase):
+class LeanCase(test_batch.BatchCase):
+    """burst(): lines read in one loop turn (test_batch.py)."""
 
     EXTRA = ()              # the Redis's options (none: the shared one)
 
@@ -146,18 +121,6 @@ class LeanCase(BrokerTestCase):
         c = self.connect(b)
         c.cid = c.hello()
         return c
-
-    def burst(self, broker, clients, lines):
-        """Each client's line, read by the broker in one loop turn (or as
-        few as epoll allows); returns the replies in order."""
-        broker.pause()
-        try:
-            for c, line in zip(clients, lines):
-                c.send(line)
-            time.sleep(0.05)
-        finally:
-            broker.resume()
-        return [c.readline() for c in clients]
 
     def key(self, name):
         return self.lock_key(name)
@@ -388,7 +351,9 @@ class TestLeanUnderMaxmemory(LeanCase):
 
     EXTRA = ("--save", "")
 
-    def test_releases_go_again_acquires_refused(self):
+    def full(self):
+        """A broker, 4 keys held by 4 of its 5 sessions, then Redis full;
+        the 4 released in one turn: (broker, sessions, MONITOR's calls)."""
         b = self.broker()
         self.addCleanup(lambda: self.redis.cli("CONFIG", "SET",
                                                "maxmemory", "0"))
@@ -406,6 +371,13 @@ class TestLeanUnderMaxmemory(LeanCase):
         for i in range(4):
             self.assertEqual(self.redis.cli("EXISTS", self.key("m%d" % i)),
                              0)
+        # an acquire: refused, as any write
+        self.assertErr(cs[4].req("ACQUIRE m9"), "UNAVAILABLE")
+        self.assertEqual(self.redis.cli("EXISTS", self.key("m9")), 0)
+        return b, cs, calls
+
+    def test_releases_go_again_acquires_refused(self):
+        b, cs, calls = self.full()
         # the lean call was refused before it ran (MONITOR does not show
         # it; commandstats counts it), then the releases went as frees
         self.assertGreaterEqual(self.rejected_fcalls(), 1)
@@ -415,9 +387,6 @@ class TestLeanUnderMaxmemory(LeanCase):
         self.assertEqual(sorted(w for f in frees for w in f
                                 if ":lock:" in w),
                          [self.key("m%d" % i) for i in range(4)])
-        # an acquire: refused, as any write
-        self.assertErr(cs[4].req("ACQUIRE m9"), "UNAVAILABLE")
-        self.assertEqual(self.redis.cli("EXISTS", self.key("m9")), 0)
 
     def rejected_fcalls(self):
         for line in self.redis.cli("INFO", "commandstats").splitlines():
@@ -435,25 +404,12 @@ class TestLeanUnderMaxmemoryEvalsha(TestLeanUnderMaxmemory):
     EXTRA = ("--save", "") + NO_FUNCTIONS
 
     def test_releases_go_again_acquires_refused(self):
-        b = self.broker()
-        self.addCleanup(lambda: self.redis.cli("CONFIG", "SET",
-                                               "maxmemory", "0"))
-        cs = [self.session(b) for _ in range(5)]
-        for i, c in enumerate(cs[:4]):
-            self.assertToken(c.req("ACQUIRE m%d" % i))
-        self.redis.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
-        self.redis.cli("CONFIG", "SET", "maxmemory", "1")
-        mon = Monitor(self.redis)
-        replies = self.burst(b, cs, ["RELEASE m%d" % i for i in range(4)] +
-                             ["ACQUIRE m9"])
-        calls = mon.stop()
-        self.assertEqual(replies[:4], ["OK 0"] * 4)
-        self.assertErr(replies[4], "UNAVAILABLE")
-        for i in range(4):
-            self.assertEqual(self.redis.cli("EXISTS", self.key("m%d" % i)),
-                             0)
-        self.assertLean(calls, "m9", "the acquire")
-        self.assertEqual(self.redis.cli("EXISTS", self.key("m9")), 0)
+        b, cs, calls = self.full()
+        # the releases ran in the lean call (its DEL); the acquire too
+        self.assertLean(calls, "m0", "the releases")
+        dels = [c for _, ran in leans(calls) for c in ran if c[0] == "DEL"]
+        self.assertEqual(sorted(k for d in dels for k in d[1:]),
+                         [self.key("m%d" % i) for i in range(4)])
 
 
 # ------------------------------------------------------ who listens --
