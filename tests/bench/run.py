@@ -29,11 +29,13 @@ over TLS against the same broker's tls_port (a CA and a certificate for
 127.0.0.1 made with the openssl CLI in the work dir).  About 2 minutes
 (--no-cluster: about 1).  --only
 runs some sections of the table alone (e.g. --only handoff: the contended
-rows, hot key and semaphore, in about 15 s).
+rows, hot key and semaphore, in about 15 s; --only lean: the lean
+exclusive batch against --baseline-broker with 2 and 4 brokers, its own
+table, about 1 minute).
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
-      [--no-cluster] [--only pairs,handoff,memory,acks,cluster] \
+      [--no-cluster] [--only pairs,handoff,memory,acks,cluster,lean] \
       [--library build/library.lua] [--baseline-broker /tmp/base/lockbrokerd]
 
 What each row means: docs/BENCHMARKS.md.  Nothing here asserts a number:
