@@ -25,7 +25,8 @@ enum {
 	LEAN_KEYS = 4,		/* counter, lock delay, listen, listenall */
 	LEAN_ARGS = 5,		/* "@lean", a, r, wanted, released */
 	PER_ACQ_KEYS = 2, PER_ACQ_ARGS = 5,
-	PER_REL_KEYS = 1, PER_REL_ARGS = 2
+	PER_REL_KEYS = 1, PER_REL_ARGS = 2,
+	NUM = LEAN_NUM_BYTES / 3	/* room for one number, written out */
 };
 
 enum lean_role
@@ -78,16 +79,16 @@ word(const char **argv, size_t *argvlen, size_t i, const char *p, size_t len)
 /* The word of c at index i of its argv. */
 static void
 word_of(const char **argv, size_t *argvlen, size_t i, const struct cmd *c,
-    int at)
+    size_t at)
 {
 	word(argv, argvlen, i, c->argv[at], c->argvlen[at]);
 }
 
-/* A number written into num (24 bytes), as a word. */
+/* A number written into num (NUM bytes), as a word. */
 static void
 number(const char **argv, size_t *argvlen, size_t i, char *num, size_t v)
 {
-	int l = snprintf(num, 24, "%zu", v);
+	int l = snprintf(num, NUM, "%zu", v);
 
 	word(argv, argvlen, i, num, l > 0 ? (size_t)l : 0);
 }
@@ -106,8 +107,8 @@ lean_fill(const struct lean_names *names, const struct cmd *head, size_t n,
 	word(argv, argvlen, k++, names->listen, strlen(names->listen));
 	word(argv, argvlen, k++, names->listenall, strlen(names->listenall));
 	word(argv, argvlen, a++, "@lean", 5);
-	number(argv, argvlen, a++, num + 24, nacq);
-	number(argv, argvlen, a++, num + 48, r);
+	number(argv, argvlen, a++, num + NUM, nacq);
+	number(argv, argvlen, a++, num + 2 * NUM, r);
 	word(argv, argvlen, a++, names->wanted, strlen(names->wanted));
 	word(argv, argvlen, a++, names->released, strlen(names->released));
 	/* KEYS: the released locks (read in one MGET with the four above),

@@ -54,7 +54,7 @@ watch(void *arg, struct node *n)
 /* A command link is up: announce this broker there at once, not at the
  * next role check (its lean batches wait for the answer). */
 static void
-link_up(void *arg, struct node *n)
+announce_at_up(void *arg, struct node *n)
 {
 	(void)n;
 	(void)calls_announce(arg);
@@ -125,7 +125,7 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 		.lock_delay_ms = cfg->lock_delay_ms,
 		.batching = !cluster, .wait_link = cluster,
 		.lean = cluster ? NULL : &st->keys.lean,
-		.up = cluster ? NULL : link_up, .up_arg = st,
+		.up = cluster ? NULL : announce_at_up, .up_arg = st,
 	};
 	st->hooks = *hooks;
 	st->watchdog_ev = event_new(base, -1, EV_PERSIST, watchdog_cb, st);
