@@ -142,14 +142,13 @@ local function lean(KEYS, ARGV)
         names[2 * f - 1] = p .. 'listen:' .. freed[f]
         names[2 * f] = p .. 'watched:' .. freed[f]
       end
+      -- (a mark stays until it runs out: a waiter whose attempt was in
+      -- flight when this message came may miss it, and hears the next
+      -- release; ACQUIRE ALL's waits do so, multi.c)
       local marks = redis.call('MGET', unpack(names))
       for f = 1, #freed do
         if marks[2 * f - 1] or marks[2 * f] then
           publish(ARGV[5], freed[f])
-        end
-        if marks[2 * f - 1] then
-          nd = nd + 1
-          dels[nd] = names[2 * f - 1]  -- heard: its waiter asks again
         end
       end
     end

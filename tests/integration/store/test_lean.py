@@ -435,7 +435,9 @@ class TestListeners(LeanCase):
     def test_remote_waiters_are_woken_at_once(self):
         """A waiter on the other broker (exclusive, shared, ACQUIRE ALL)
         set the key's listen mark where it found it held: the release
-        publishes, the waiter is granted at once, the mark is gone."""
+        publishes, the waiter is granted at once; the mark stays until
+        its PTTL (a waiter whose attempt was in flight when the message
+        came hears the next release)."""
         b1, b2 = self.broker(), self.broker()
         h = self.session(b1)
         for k in ("x", "s", "m"):
@@ -458,8 +460,8 @@ class TestListeners(LeanCase):
             self.assertRegex(w.readline(timeout=2.0), pat)
             # at once: a pub/sub wake, not the retry at the holder's TTL
             self.assertLess(time.monotonic() - t0, 0.5, k)
-            self.assertEqual(self.redis.cli(
-                "EXISTS", "%s:listen:%s" % (self.prefix, k)), 0, k)
+            self.assertLessEqual(self.redis.cli(
+                "PTTL", "%s:listen:%s" % (self.prefix, k)), 31000, k)
         self.assertEqual(self.pubs(), 3)
 
     def test_lost_listen_mark_waiter_gets_the_key_at_the_ttl(self):
