@@ -1,7 +1,7 @@
 -- lean.lua - the lean exclusive batch: a run of exclusive acquires and of
 -- releases of one event-loop turn in B + 4 commands for B pairs, where the
 -- batch (embed.sh's run) runs acquire.lua's and release.lua's bodies, 9
--- commands a pair (docs/BENCHMARKS.md, "Lean exclusive batch").  Not a
+-- commands a pair (docs/BENCHMARKS.md, "Issue 36").  Not a
 -- script of its own: scripts/embed.sh puts it in the library (the function
 -- lean_<hash>, no flags: refused under maxmemory as any write) and in the
 -- batch script (ARGV[1] "@lean").  The broker builds it (daemon/store/
@@ -36,6 +36,7 @@
 --   DEL per release  -> one DEL of every matching key
 --   PUBLISH released -> only where a listen or watch mark exists, or
 --                       always while <prefix>:listenall does
+
 -- Acquire i (1-based) of a batch of a acquires and r releases, by its own
 -- script's body: its KEYS and ARGV as alone.
 local function lean_acquire(KEYS, ARGV, a, r, i)
