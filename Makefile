@@ -50,7 +50,7 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 # Pure pieces the unit tests link (no main, no sockets).
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace_record grace grace_resume stream tls redial \
-	      resolve order node cluster shardsub \
+	      resolve order lean fnlib node cluster shardsub \
 	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
 	      locks/holds locks/grant locks/values locks/multi locks/renew locks/handoff \
 	      locks/watch locks/events locks/locks
@@ -84,7 +84,8 @@ $(BUILD)/%.o: %.c $(wildcard proto/*.h) $(DAEMON_HDR) $(BUILD)/scripts.h
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
 # The Lua scripts are compiled into the binary with their SHA1 (for EVALSHA).
-$(BUILD)/scripts.c: $(SCRIPTS) $(wildcard scripts/lib/*.lua) scripts/embed.sh
+$(BUILD)/scripts.c: $(SCRIPTS) $(wildcard scripts/lib/*.lua scripts/batch/*.lua) \
+	    scripts/embed.sh
 	@mkdir -p $(BUILD)
 	sh scripts/embed.sh $(BUILD) $(SCRIPTS)
 

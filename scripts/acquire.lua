@@ -36,7 +36,10 @@
 -- Tokens are formatted with %d: Lua's default number format (%.14g) writes
 -- 1e+14 for 100000000000000.
 -- A caller that will wait announces it on the wanted channel, so that the
--- holder's broker stops handing the lock straight to its own waiters.
+-- holder's broker stops handing the lock straight to its own waiters, and
+-- (single and Sentinel mode) sets the key's listen mark, so that its
+-- release is published (lib/holders.lua, listen; the marks' names are
+-- made from KEYS[2], "<prefix>:fence", and the name in ARGV[4]).
 -- A value of the caller's own is taken anew with a new token, never handed
 -- back: the broker asks Redis only for keys it does not know the session
 -- holds, so such a value is a remnant (a release lost with a failed
@@ -56,10 +59,12 @@ end
 local mark, vk, text = grant_extras(KEYS, ARGV, cluster and 4 or 3,
   cluster and 10 or 6)
 local function busy()
+  local pttl = redis.call('PTTL', KEYS[1])
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
+    listen(KEYS[2], string.sub(ARGV[4], 38), pttl)
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, pttl}
 end
 local v = get_str(KEYS[1])
 if v == nil and redis.call('TYPE', KEYS[1]).ok == 'zset' then

@@ -13,7 +13,9 @@
 -- ARGV[3]  n
 -- ARGV[4]  the wanted channel, ARGV[5] this broker's id and a blank
 --          ("<broker-id> "): a waiter announces each key it found held
--- ARGV[6]  "1" when the caller will wait, else "0"
+-- ARGV[6]  "1" when the caller will wait, else "0": then (single and
+--          Sentinel mode) each key found held gets its listen mark too
+--          (lib/holders.lua, listen)
 -- ARGV[7]  the release channel
 -- ARGV[8..7+n]   the lock names
 -- Cluster mode adds ARGV[8+n..11+n], the master's replication ids and the
@@ -60,6 +62,7 @@ if #busy > 0 then
   if ARGV[6] == '1' then
     for b = 1, #busy, 2 do
       publish(ARGV[4], ARGV[5] .. ARGV[7 + busy[b]])
+      listen(KEYS[n + 1], ARGV[7 + busy[b]], busy[b + 1])
     end
   end
   table.insert(busy, 1, 0)

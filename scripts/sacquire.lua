@@ -9,7 +9,9 @@
 -- ARGV[3]  the "wanted" channel (<prefix>:wanted); in cluster mode the
 --          slot's channel, <prefix>:...:{tag}, published with SPUBLISH
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
--- ARGV[5]  "1" when the caller will wait, else "0"
+-- ARGV[5]  "1" when the caller will wait, else "0": a key found held
+--          exclusive then gets its listen mark (single and Sentinel mode,
+--          lib/holders.lua, listen)
 -- ARGV[6]  the kind asked: "0" shared, "n" (>= 1) a permit of n
 -- ARGV[7]  a shared request: the writers it came after (writer marks): "-1"
 --          those marked before this call (it is the reader's arrival),
@@ -95,9 +97,15 @@ local function writers(seen)
   return latest, soonest and soonest - now
 end
 
-local function busy(ms)
+-- excl: held exclusive, whose release (batch/lean.lua) is published only
+-- to listeners: a waiter sets the key's listen mark (lib/holders.lua); a
+-- shared hold's or a permit's release is always published.
+local function busy(ms, excl)
   if ARGV[5] == '1' then
     publish(ARGV[3], ARGV[4])
+    if excl then
+      listen(KEYS[2], string.sub(ARGV[4], 38), ms)
+    end
   end
   return {0, ms, (writers(-1))}
 end
@@ -108,7 +116,7 @@ if t ~= 'zset' and t ~= 'none' then
   if want > 0 then
     return {3, 0}
   end
-  return busy(redis.call('PTTL', k))
+  return busy(redis.call('PTTL', k), true)
 end
 local n = 0
 if t == 'zset' then

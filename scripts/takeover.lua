@@ -21,6 +21,11 @@
 --          TTL becomes the lock's new one, and the answer carries the text,
 --          {1, token, text}, so that the broker that now renews the hold
 --          keeps the value fresh beside it.
+-- KEYS[3], KEYS[4]  optional (single and Sentinel mode): the key's listen
+--          mark and the prefix's flag (lib/holders.lua, listen_names): set
+--          for the TTL when an exclusive hold is taken over, so that the
+--          broker the session left, which may still think it holds the
+--          key, hears its release (and checks its copy) at once.
 -- @include holders.lua
 local n = #ARGV[1]
 
@@ -66,6 +71,10 @@ if not token then
   return {0, 0}
 end
 redis.call('SET', k, ARGV[1] .. '/' .. ARGV[2] .. ':' .. token, 'PX', ARGV[3])
+if KEYS[4] then
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+  flag_for(KEYS[4], tonumber(ARGV[3]))
+end
 local text = KEYS[2] and value_of(KEYS[2], v) or ''
 if text ~= '' then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])

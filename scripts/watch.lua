@@ -8,6 +8,10 @@
 --          on the release channel (lib/holders.lua, changed)
 -- ARGV[1]  the mark's TTL in ms: a broker with watchers on the key calls
 --          this again before it runs out; "0" reads without marking
+-- KEYS[4]  optional (single and Sentinel mode): the prefix's listen flag,
+--          <prefix>:listen, kept alive as long as the mark at least, so
+--          that lean releases read the key's marks and publish its release
+--          (lib/holders.lua, listen_names)
 -- Returns what owner.lua returns (holders_of in lib/holders.lua), and for
 -- a key held exclusive a third element: the holder's value text, or ""
 -- when it has none (a value is never empty).  Marking writes only the
@@ -15,6 +19,9 @@
 -- @include holders.lua
 if tonumber(ARGV[1]) > 0 then
   redis.call('SET', KEYS[3], '1', 'PX', ARGV[1])
+  if KEYS[4] then
+    flag_for(KEYS[4], tonumber(ARGV[1]))
+  end
 end
 local out = holders_of(KEYS[1])
 if #out == 2 then

@@ -169,9 +169,10 @@ found_of(long long v)
 
 /*
  * A grant's reply (acquire, handoff, takeover): {granted, n} or {granted,
- * n, more}.  max: the highest granted its script answers (3, another
- * kind, from acquire scripts only).  A grant (1) waiting for replica acks
- * is parked, its token kept.
+ * n, more}; or, from the lean batch (scripts/batch/lean.lua), a bare
+ * token (> 0) for a grant that set none aside.  max: the highest granted
+ * its script answers (3, another kind, from acquire scripts only).  A
+ * grant (1) waiting for replica acks is parked, its token kept.
  */
 static int
 grant_decode(struct call *c, const redisReply *r, int can_park, int max)
@@ -180,6 +181,16 @@ grant_decode(struct call *c, const redisReply *r, int can_park, int max)
 
 	if (r == NULL) {
 		c->fn.acquire(c->arg, 0, 0, 0, 0);
+		return 0;
+	}
+	if (r->type == REDIS_REPLY_INTEGER) {
+		if (r->integer <= 0)
+			return -1;
+		if (can_park) {
+			c->token = r->integer;
+			return 1;
+		}
+		c->fn.acquire(c->arg, 1, 1, r->integer, 0);
 		return 0;
 	}
 	/* a grant's third element: tokens set aside after it */

@@ -43,6 +43,11 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->wanted = keyname(prefix, ":wanted", cluster);
 	k->tenure = keyname(prefix, ":tenure", cluster);
 	k->delay = keyname(prefix, ":lockdelay", cluster);
+	k->listen = keyname(prefix, ":listen", cluster);
+	k->listenall = keyname(prefix, ":listenall", cluster);
+	k->brokers = keyname(prefix, ":brokers", cluster);
+	k->lean = (struct lean_names){ k->fence, k->delay, k->listen,
+	    k->listenall, k->wanted, k->channel };
 	memset(k->idsp, '-', STORE_ID_LEN);
 	if (id != NULL)
 		memcpy(k->idsp, id, strnlen(id, STORE_ID_LEN));
@@ -57,6 +62,9 @@ keys_free(struct store_keys *k)
 {
 	free(k->tenure);
 	free(k->delay);
+	free(k->listen);
+	free(k->listenall);
+	free(k->brokers);
 	free(k->lockpfx);
 	free(k->sesspfx);
 	free(k->writers);

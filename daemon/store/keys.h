@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "lean.h"
 #include "store.h"
 
 struct store_keys {
@@ -32,6 +33,14 @@ struct store_keys {
 	char *wanted;			/* "<prefix>:wanted" */
 	char *tenure;			/* "<prefix>:tenure" */
 	char *delay;			/* "<prefix>:lockdelay" */
+	char *listen;			/* "<prefix>:listen": someone may
+					 * listen for releases (listen marks,
+					 * watch marks, lib/holders.lua) */
+	char *listenall;		/* "<prefix>:listenall": publish every
+					 * release (announce.lua) */
+	char *brokers;			/* "<prefix>:brokers": the brokers'
+					 * announcements (announce.lua) */
+	struct lean_names lean;		/* the lean batch's (single mode) */
 	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
 					 * of exclusive waiters */
 	char idplus[STORE_ID_LEN + 2];	/* "<broker-id>+": of readers and

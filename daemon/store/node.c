@@ -5,8 +5,9 @@
  * after NOSCRIPT or "Function not found": a SCRIPT or FUNCTION FLUSH, a
  * restart without persistence or a failover empties the cache), and
  * replica acknowledgement as a group commit; and the command link's
- * handshake and checks (library loaded, a master, still a master, still
- * answering).
+ * handshake and checks (library loaded: fnlib.c; a master, still a
+ * master, still answering).  Exclusive acquires and releases go as the
+ * lean exclusive batch (lean.h) once the link's announce has answered.
  *
  * The node never decodes a reply: it hands each call its own answer
  * (c->reply), which may start it again elsewhere (a redirection) or ask
@@ -15,6 +16,8 @@
  */
 #include "node.h"
 #include "order.h"
+#include "fnlib.h"
+#include "lean.h"
 #include "log.h"
 #include "resp.h"
 #include "util.h"
@@ -25,6 +28,8 @@
 
 struct batch;
 
+static struct batch *batch_new(struct node *n, struct cmd *head,
+    size_t count);
 static int batch_send(struct batch *b);
 static int cmd_send(struct cmd *c);
 static void queue_run(struct node *n);
@@ -260,116 +265,6 @@ call_words(const struct node *n, enum script_id script, int retried,
 	argvlen[1] = strlen(argv[1]);
 }
 
-/* --- the function library ------------------------------------------------ */
-
-/*
- * The broker's scripts are one Redis function library (scripts/embed.sh):
- * loaded by each command link's handshake, then called by FCALL.  Its
- * name, lockbroker_<hash>, and each function's, <script>_<hash>, carry
- * the hash of its text, so brokers of two versions on one Redis each call
- * their own code, and a library of that name already there is this one:
- * "already exists" is a success, and REPLACE is never needed.
- *
- * A Redis without functions (Redis < 7: "unknown command") gets the
- * scripts by SCRIPT LOAD, as before functions, and the calls go as
- * EVALSHA on that link; so does a Redis that refuses FUNCTION LOAD to
- * this user (NOPERM) or for memory (OOM), which the log says.  Any other
- * error fails the handshake, as it would fail SCRIPT LOAD.
- */
-static int
-library_there(const redisReply *r)
-{
-	return r->type == REDIS_REPLY_STRING ||
-	    (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists"));
-}
-
-/* Redis will not take a function library: it has no FUNCTION command
- * (before 7.0, or renamed away), this user may not (an ACL), or no
- * memory for it.  The scripts go by EVALSHA then. */
-static int
-library_refusal(const redisReply *r)
-{
-	return r->type == REDIS_REPLY_ERROR &&
-	    (strstr(r->str, "unknown command") != NULL ||
-	    strncmp(r->str, "NOPERM", 6) == 0 ||
-	    strncmp(r->str, "OOM", 3) == 0);
-}
-
-static void
-library_hello_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct node *n = privdata;
-	redisReply *r = reply;
-
-	if (!link_current(&n->link, ac) || r == NULL)
-		return;
-	/* a replica (READONLY) has its master's library, and INFO refuses
-	 * it next anyway */
-	n->fn = library_there(r) || (r->type == REDIS_REPLY_ERROR &&
-	    strncmp(r->str, "READONLY", 8) == 0);
-	if (!n->fn && !library_refusal(r)) {
-		/* NOAUTH, LOADING...: the handshake fails as on any error */
-		link_refuse(&n->link, r->type == REDIS_REPLY_ERROR ? r->str :
-		    "unexpected reply to FUNCTION LOAD");
-		return;
-	}
-	if (!n->fn) {
-		const char *why = r->str;
-
-		if (strstr(why, "unknown command") != NULL)
-			log_info("Redis %s has no functions (Redis < 7): "
-			    "scripts by EVALSHA", n->link.addrstr);
-		else
-			log_warn("Redis %s refused the function library "
-			    "(%.120s): scripts by EVALSHA", n->link.addrstr,
-			    why);
-		for (int i = 0; i < SCRIPT__COUNT; i++)
-			link_hello_sendf(&n->link, "SCRIPT LOAD %s",
-			    scripts[i].text);
-	} else {
-		log_debug("Redis %s: function library %s loaded",
-		    n->link.addrstr, script_library_name);
-	}
-	link_hello_done(&n->link);
-}
-
-static void
-library_reload_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct node *n = privdata;
-	redisReply *r = reply;
-
-	if (!link_current(&n->link, ac) || r == NULL || library_there(r))
-		return;
-	/* calls on this link go as EVALSHA from now on (NOSCRIPT: EVAL) */
-	n->fn = 0;
-	log_warn("Redis %s refused the function library again (%.120s): "
-	    "scripts by EVALSHA on this connection", n->link.addrstr,
-	    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-}
-
-/*
- * A call sent when n's library had been loaded `loads` times (the
- * handshake's, then each reload) found no function: the library went
- * (FUNCTION FLUSH or DELETE, a restart without persistence, a failover
- * to a replica that never had it).  Load it again, once per loss: the
- * other calls in flight that find it gone were sent before this reload,
- * like this one.  The call itself is resent as EVAL, which needs nothing
- * loaded, behind the FUNCTION LOAD.
- */
-static void
-library_reload(struct node *n, unsigned loads)
-{
-	if (loads != n->fn_loads)
-		return;		/* reloaded since that call went out */
-	n->fn_loads++;
-	log_warn("function library %s gone from Redis %s: loading it again",
-	    script_library_name, n->link.addrstr);
-	if (link_sendf(&n->link, library_reload_reply, n, "FUNCTION LOAD %s",
-	    script_library) != 0)
-		log_debug("FUNCTION LOAD not sent");
-}
-
 /* --- answers ----------------------------------------------------------- */
 
 static int
@@ -415,7 +310,7 @@ cmd_done(struct cmd *c, const redisReply *r)
 	    n->link.state == LINK_UP) {
 		group_left(c);	/* the resend joins the group of its turn */
 		if (is_nofunction(r)) {
-			library_reload(n, c->loads);
+			fnlib_reload(n, c->loads);
 			log_debug("function %s not in Redis %s: sent as EVAL",
 			    scripts[c->script].fname, n->link.addrstr);
 		} else {
@@ -548,6 +443,9 @@ cmd_send(struct cmd *c)
  * on their order).  A call of a batch counts as one in
  * flight (STORE_MAX_INFLIGHT, the watchdog, store_inflight): what is
  * bounded is the work Redis has been given, whatever its packing.
+ * The lean batch (lean.h) reads every key before it writes: a call about
+ * a key already in it waits for its answer (deps_free).  Not allow-oom:
+ * refused whole under maxmemory, its releases go again as batch_free.
  *
  * Not in cluster mode: a script's keys must share one slot, so a batch
  * could only join calls of one slot, which calls on different lock names
@@ -563,6 +461,7 @@ struct batch {
 					 * "Function not found") */
 	int kind;			/* its calls' (script_kind): which
 					 * batch function runs them */
+	int lean;			/* the lean exclusive batch (lean.h) */
 	unsigned loads;			/* node.fn_loads when it was sent */
 	int64_t sent_us;		/* the round trip's start */
 	int argc;
@@ -585,6 +484,52 @@ batch_fail(struct batch *b)
 		cmd_fail(c);
 	}
 	free(b);
+}
+
+/* Redis refuses a function that may write whole under maxmemory with
+ * noeviction (OOM). */
+static int
+is_oom(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "OOM", 3) == 0;
+}
+
+/*
+ * Redis refused lean batch b whole for memory (OOM): its releases go
+ * again at once in the release-only batch function (allow-oom), as they
+ * went before lean batches, so a full Redis still lets locks go; its
+ * acquires are answered the refusal, as any refused write.  The releases
+ * keep their place: they are still counted about their keys (order).
+ */
+static void
+batch_oom(struct batch *b, const redisReply *r)
+{
+	struct cmd *c, *next, *frees = NULL, **tail = &frees, *acq = NULL;
+	size_t nf = 0;
+
+	for (c = b->head; c != NULL; c = next) {
+		next = c->qnext;
+		if (lean_role(c) == LEAN_RELEASE) {
+			*tail = c;
+			tail = &c->qnext;
+			nf++;
+		} else {
+			c->qnext = acq;
+			acq = c;
+		}
+	}
+	*tail = NULL;
+	if (nf > 0) {
+		struct batch *f = batch_new(b->node, frees, nf);
+
+		if (batch_send(f) != 0)
+			batch_fail(f);
+	}
+	free(b);
+	for (c = acq; c != NULL; c = next) {
+		next = c->qnext;
+		cmd_done(c, r);
+	}
 }
 
 static void
@@ -614,8 +559,9 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 			group_left(c);	/* the resend joins its turn's group */
 		b->retried = 1;
 		if (is_nofunction(r)) {
-			library_reload(n, b->loads);
+			fnlib_reload(n, b->loads);
 			log_debug("function %s not in Redis %s: sent as EVAL",
+			    b->lean ? script_lean_fname :
 			    script_batch_fname[b->kind], n->link.addrstr);
 		} else {
 			log_info("script batch not cached in Redis %s: sent "
@@ -623,6 +569,10 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		}
 		if (batch_send(b) != 0)
 			batch_fail(b);
+		return;
+	}
+	if (b->lean && is_oom(r)) {
+		batch_oom(b, r);
 		return;
 	}
 	if ((r->type != REDIS_REPLY_ARRAY || r->elements != b->n) &&
@@ -644,11 +594,31 @@ batch_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	free(b);
 }
 
+/* A batch of the count calls from head, of kind, with room for argc
+ * words and numbytes bytes of numbers (returned in *num): its first two
+ * words are batch_send's. */
+static struct batch *
+batch_alloc(struct node *n, struct cmd *head, size_t count, int kind,
+    size_t argc, size_t numbytes, char **num)
+{
+	struct batch *b = xmalloc(sizeof *b + argc * (sizeof(char *) +
+	    sizeof(size_t)) + numbytes);
+
+	*b = (struct batch){ .node = n, .head = head, .n = count,
+	    .kind = kind, .argc = (int)argc };
+	b->argv = (const char **)(void *)(b + 1);
+	b->argvlen = (size_t *)(void *)(b->argv + argc);
+	*num = (char *)(b->argvlen + argc);
+	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
+	b->argvlen[0] = b->argvlen[1] = 0;
+	return b;
+}
+
 /*
  * The n calls from head (linked by qnext, the last one's NULL) as one
  * batch call: FCALL <batch> <all keys> <keys...> (or EVALSHA), then per
- * call its
- * script's name, its key count, its argument count and its arguments.
+ * call its script's name, its key count, its argument count and its
+ * arguments.
  * The pieces stay in the calls' own argv.
  */
 static struct batch *
@@ -664,19 +634,8 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 		argc += (size_t)c->argc;  /* FCALL fn nk: name nk na */
 		nkeys += (size_t)c->nkeys;
 	}
-	b = xmalloc(sizeof *b + argc * (sizeof(char *) + sizeof(size_t)) +
-	    (2 * count + 1) * BATCH_NUM);
-	b->node = n;
-	b->head = head;
-	b->n = count;
-	b->kind = script_kind[head->script];
-	b->retried = 0;
-	b->loads = 0;
-	b->argc = (int)argc;
-	b->argv = (const char **)(void *)(b + 1);
-	b->argvlen = (size_t *)(void *)(b->argv + argc);
-	num = (char *)(b->argvlen + argc);
-	b->argv[0] = b->argv[1] = "";	/* batch_send: call_words */
+	b = batch_alloc(n, head, count, script_kind[head->script], argc,
+	    (2 * count + 1) * BATCH_NUM, &num);
 	b->argv[2] = num;
 	b->argvlen[2] = (size_t)snprintf(num, BATCH_NUM, "%zu", nkeys);
 	num += BATCH_NUM;
@@ -704,6 +663,24 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 	return b;
 }
 
+/*
+ * The n calls from head (each of a lean role) as one lean batch (lean.h,
+ * scripts/batch/lean.lua): relinked in the order its answer follows.  It
+ * may write: the plain batch's kind (no flags).
+ */
+static struct batch *
+batch_lean(struct node *n, struct cmd *head, size_t count)
+{
+	size_t nacq, argc = lean_order(&head, count, &nacq);
+	char *num;
+	struct batch *b = batch_alloc(n, head, count, SCRIPT_WRITES, argc,
+	    LEAN_NUM_BYTES, &num);
+
+	b->lean = 1;
+	lean_fill(n->env->lean, head, count, nacq, b->argv, b->argvlen, num);
+	return b;
+}
+
 static int
 batch_send(struct batch *b)
 {
@@ -714,8 +691,10 @@ batch_send(struct batch *b)
 	call_words(n, SCRIPT_BATCH, b->retried, b->argv, b->argvlen);
 	if (n->fn && !b->retried) {
 		/* the function of its calls' kind (flags, scripts/embed.sh);
-		 * as a script (EVALSHA, EVAL) the batch has no flags */
-		b->argv[1] = script_batch_fname[b->kind];
+		 * as a script (EVALSHA, EVAL) the batch has no flags, and
+		 * runs a lean batch by its first argument, "@lean" */
+		b->argv[1] = b->lean ? script_lean_fname :
+		    script_batch_fname[b->kind];
 		b->argvlen[1] = strlen(b->argv[1]);
 	}
 	if (link_send(&n->link, batch_reply, b, b->argc, b->argv,
@@ -777,6 +756,7 @@ queue_unlink(struct node *n, struct cmd *prev, struct cmd *c)
 struct group {
 	struct cmd *head, *tail;
 	size_t n, bytes;
+	int kind;			/* GROUP_LEAN, or a script kind */
 };
 
 /*
@@ -784,7 +764,8 @@ struct group {
  * room calls into commands g (returns how many commands): batching, up
  * to STORE_BATCH_MAX calls and STORE_BATCH_BYTES a batch, each batch of
  * calls of one kind (script_kind: a batch of releases runs under
- * maxmemory, one of reads too), else one call a command.  A call about a
+ * maxmemory, one of reads too; the lean batch: exclusive acquires and
+ * releases, lean.h), else one call a command.  A call about a
  * key that a call in flight is about, or one kept back or taken into
  * another command of this walk, stays queued, and the calls behind it
  * about its keys with it (order, above); so commands of this walk share
@@ -794,15 +775,17 @@ static size_t
 queue_take(struct node *n, struct group *g, size_t room)
 {
 	size_t ng = 0, taken = 0;
-	long open[SCRIPT__KINDS];
+	long open[GROUP__KINDS];
 	struct cmd *c, *prev = NULL, *next;
 	int batching = n->env->batching;
 
-	for (int k = 0; k < SCRIPT__KINDS; k++)
+	for (int k = 0; k < GROUP__KINDS; k++)
 		open[k] = -1;
 	memset(n->marks, 0, MARK_ROWS * MARK_BYTES);
 	for (c = n->qhead; c != NULL && taken < room; c = next) {
-		int kind = batching ? script_kind[c->script] : SCRIPT_WRITES;
+		int kind = !batching ? SCRIPT_WRITES : n->env->lean != NULL &&
+		    n->announced && lean_role(c) != LEAN_NONE ? GROUP_LEAN :
+		    script_kind[c->script];
 		struct group *cur = open[kind] >= 0 ? &g[open[kind]] : NULL;
 
 		next = c->qnext;
@@ -824,7 +807,7 @@ queue_take(struct node *n, struct group *g, size_t room)
 		if (cur == NULL) {
 			open[kind] = (long)ng;
 			cur = &g[ng++];
-			*cur = (struct group){ c, NULL, 0, 0 };
+			*cur = (struct group){ c, NULL, 0, 0, kind };
 		} else {
 			cur->tail->qnext = c;
 		}
@@ -873,7 +856,12 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	link_hold_writes(&n->link, 1);
 	for (size_t i = 0; i < ng; i++) {
-		if (g[i].n == 1) {
+		if (g[i].kind == GROUP_LEAN) {
+			struct batch *b = batch_lean(n, g[i].head, g[i].n);
+
+			if (batch_send(b) != 0)
+				batch_fail(b);
+		} else if (g[i].n == 1) {
 			if (cmd_send(g[i].head) != 0)
 				cmd_fail(g[i].head);
 		} else {
@@ -956,6 +944,8 @@ node_up(struct node *n)
 		memcpy(n->rtt_ip, n->link.ip, sizeof n->rtt_ip);
 	}
 	n->last_progress_ms = now_ms();
+	if (n->env->up != NULL)
+		n->env->up(n->env->up_arg, n);
 	queue_run(n);		/* redirected here meanwhile */
 }
 
@@ -1004,13 +994,8 @@ void
 node_hello(struct node *n, void (*on_info)(struct node *n, int changed))
 {
 	n->on_info = on_info;
-	n->fn = 0;
-	n->fn_loads = 0;
-	/* FUNCTION LOAD, never REPLACE: a library of this name is this one
-	 * (its name carries the hash of its text). */
-	link_sendf(&n->link, library_hello_reply, n, "FUNCTION LOAD %s",
-	    script_library);
-	link_expect(&n->link);
+	n->announced = 0;	/* lean batches wait for the announce here */
+	fnlib_hello(n);
 	/* then: is it the master, and of which tenure? */
 	link_sendf(&n->link, info_reply, n, "INFO replication");
 	link_expect(&n->link);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "histo.h"
+#include "lean.h"
 #include "link.h"
 #include "scripts.h"
 #include "store.h"		/* STORE_MAX_INFLIGHT */
@@ -38,6 +39,8 @@
 #define STORE_BATCH_MAX 64
 #define STORE_BATCH_BYTES (64 * 1024)
 
+struct node;
+
 /* What the nodes of one store share (the store owns it), and the
  * counters the layers of the store keep for STATS. */
 struct node_env {
@@ -49,6 +52,14 @@ struct node_env {
 					 * of a loop turn leave as batches */
 	int wait_link;			/* cluster mode: a call redirected to
 					 * a master not up yet waits for it */
+	const struct lean_names *lean;	/* batching: the names of the lean
+					 * exclusive batch (lean.h); NULL
+					 * none (cluster mode) */
+	/* A node's command link is up (node_up), before what waited for it
+	 * is sent: the store announces this broker there (announce.lua),
+	 * which lean batches wait for. */
+	void (*up)(void *arg, struct node *n);
+	void *up_arg;
 	uint64_t acks_missed;		/* grants undone: WAIT fell short */
 	uint64_t tenures;		/* replication ids seen */
 	uint64_t reconnects;		/* command links lost after up */
@@ -138,6 +149,8 @@ struct node {
 					 * EVALSHA (no FUNCTION in Redis) */
 	unsigned fn_loads;		/* FUNCTION LOADs sent again on this
 					 * link ("Function not found") */
+	int announced;			/* this link's announce.lua answered:
+					 * lean batches may go (node.c) */
 	char replid[64];		/* INFO's master_replid, handshake */
 	char replid2[64];		/* INFO's master_replid2 */
 	char prev_replid[64];		/* its replication id before the

@@ -81,7 +81,9 @@ own(const struct node *n, const struct cmd *c, unsigned b)
 
 /* c (going in a batch of kind) may go in this walk: no call in flight is
  * about one of its keys, none kept back or sent before it in this walk,
- * none in the open batch of another kind (which may leave first). */
+ * none in the open batch of another kind (which may leave first), nor in
+ * the open lean batch when c goes there (its reads come first: a key
+ * there twice would be read before the first call's write). */
 int
 deps_free(const struct node *n, const struct cmd *c, int kind)
 {
@@ -90,8 +92,9 @@ deps_free(const struct node *n, const struct cmd *c, int kind)
 
 		if (n->deps[b] != own(n, c, b) || marked(n, MARK_BLOCKED, b))
 			return 0;
-		for (int k = 0; k < SCRIPT__KINDS; k++)
-			if (k != kind && marked(n, MARK_OPEN + k, b))
+		for (int k = 0; k < GROUP__KINDS; k++)
+			if ((k != kind || k == GROUP_LEAN) &&
+			    marked(n, MARK_OPEN + k, b))
 				return 0;
 	}
 	return 1;

@@ -10,11 +10,16 @@
 
 #define DEP_BUCKETS 8192		/* a power of two */
 
+/* The batches a queue walk fills: one per script kind (script_kind), and
+ * the lean exclusive batch (lean.h), whose calls read before they write:
+ * no key twice in it. */
+enum { GROUP_LEAN = SCRIPT__KINDS, GROUP__KINDS };
+
 /* A queue walk's marks on buckets (node.marks, a row of bits each):
  * MARK_BLOCKED, the calls about them wait (a call about them was kept
  * back, or left in an earlier command of this walk); MARK_OPEN + kind, a
  * call about them is in the walk's batch of that kind, still open. */
-enum { MARK_BLOCKED, MARK_OPEN, MARK_ROWS = MARK_OPEN + SCRIPT__KINDS };
+enum { MARK_BLOCKED, MARK_OPEN, MARK_ROWS = MARK_OPEN + GROUP__KINDS };
 #define MARK_BYTES (DEP_BUCKETS / 8)
 
 void deps_mark(struct node *n, const struct cmd *c, int row);

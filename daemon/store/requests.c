@@ -137,6 +137,34 @@ watch_args(const struct store *st, const char *key, size_t keylen,
 }
 
 /*
+ * Single and Sentinel mode: the key's listen mark ("<prefix>:listen:"
+ * and the key, into mark: markbuf NULL leaves it out) and the prefix's
+ * listen flag, which watch.lua and takeover.lua keep alive beside the
+ * marks they set, so that lean releases read the marks and publish where
+ * one exists (lib/holders.lua, listen_names).  Cluster mode sets none
+ * (its releases publish every time).  Returns how many were added to p.
+ */
+static int
+listen_keys(const struct store *st, const char *key, size_t keylen,
+    const struct route *r, struct piece *p, char *markbuf, size_t marklen)
+{
+	int np = 0;
+
+	if (r->slot >= 0)
+		return 0;
+	if (markbuf != NULL) {
+		int l = snprintf(markbuf, marklen, "%s:", st->keys.listen);
+
+		if (l < 0 || (size_t)l >= marklen)
+			return 0;
+		p[np++] = (struct piece){ markbuf, (size_t)l, key, keylen };
+	}
+	p[np++] = (struct piece){ st->keys.listen, strlen(st->keys.listen),
+	    NULL, 0 };
+	return np;
+}
+
+/*
  * Tokens a grant may set aside for local hand-offs (store_pass): none
  * with redis_replica_acks, where a grant counts only once replicas have
  * it, which a hand-off Redis hears of afterwards cannot wait for.
@@ -307,6 +335,57 @@ store_queue_report(struct store *st, const char *key, size_t keylen,
 	    st->keys.idsp, waiters, oldest_ms > 0 ? oldest_ms : 0);
 
 	return notice_send(st, key, keylen, head, (size_t)l);
+}
+
+/* The announce's answer: lean batches may go on the link it came on (1:
+ * they publish every release meanwhile, <prefix>:listenall). */
+static void
+announced(void *arg, int ok, int listenall)
+{
+	struct node *n = arg;
+
+	(void)listenall;
+	if (ok)
+		n->announced = 1;	/* its link answered: n lives */
+}
+
+/*
+ * announce.lua, every second (store.c), single and Sentinel mode:
+ * this broker's member of <prefix>:brokers ("<broker-id> <version>
+ * marks": its waiters and watchers set listen marks), which sets
+ * <prefix>:listenall while a broker without marks listens (counted by the
+ * release channel's subscribers, this broker's own subscriber when it is
+ * subscribed).  A link's lean batches wait for its first answer, so a
+ * broker never sends releases that publish only to marks before it has
+ * looked for such a broker.
+ */
+int
+calls_announce(struct store *st)
+{
+	char member[STORE_ID_LEN + 64], ttl[24];
+	int ml = snprintf(member, sizeof member, "%.*s %s marks",
+	    STORE_ID_LEN, st->keys.idsp, LOCKBROKER_VERSION);
+	int tl = snprintf(ttl, sizeof ttl, "%d", ANNOUNCE_TTL_MS);
+	struct route r;
+	struct piece p[6];
+	int subbed;
+
+	calls_route_slot(st, -1, &r);
+	if (st->topo.sharded || st->topo.ops->subscribed == NULL ||
+	    r.node == NULL || ml < 0 || (size_t)ml >= sizeof member)
+		return -1;
+	subbed = st->topo.ops->subscribed(st->topo.t);
+	p[0] = (struct piece){ st->keys.brokers, strlen(st->keys.brokers),
+	    NULL, 0 };
+	p[1] = (struct piece){ st->keys.listenall, strlen(st->keys.listenall),
+	    NULL, 0 };
+	p[2] = (struct piece){ member, (size_t)ml, NULL, 0 };
+	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	p[4] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    NULL, 0 };
+	p[5] = (struct piece){ subbed ? "1" : "0", 1, NULL, 0 };
+	return calls_script(st, &r, decode_release, SCRIPT_ANNOUNCE, 2, p, 6,
+	    (union call_fn){ .release = announced }, r.node);
 }
 
 int
@@ -584,14 +663,16 @@ store_watch(struct store *st, const char *key, size_t keylen, long mark_ms,
 {
 	char vk[256], wk[256], ms[24];
 	struct route r;
-	struct piece p[4];
+	struct piece p[5];
+	int nk;
 
 	value_keys(st, key, keylen, &r, p, vk);
 	p[2] = (struct piece){ wk, calls_side_prefix(st->keys.watched, &r, wk,
 	    sizeof wk), key, keylen };
-	p[3] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld",
+	nk = 3 + listen_keys(st, key, keylen, &r, &p[3], NULL, 0);
+	p[nk] = (struct piece){ ms, (size_t)snprintf(ms, sizeof ms, "%ld",
 	    mark_ms > 0 ? mark_ms : 0), NULL, 0 };
-	return calls_script(st, &r, decode_owner, SCRIPT_WATCH, 3, p, 4,
+	return calls_script(st, &r, decode_owner, SCRIPT_WATCH, nk, p, nk + 1,
 	    (union call_fn){ .owner = fn }, arg);
 }
 
@@ -699,20 +780,22 @@ store_takeover(struct store *st, const char *key, size_t keylen,
     const char *cid, size_t cidlen, unsigned long gen, long ttl_ms,
     store_takeover_fn *fn, void *arg)
 {
-	char g[24], ttl[24], vk[256];
+	char g[24], ttl[24], vk[256], lk[256];
 	int gl = snprintf(g, sizeof g, "%lu", gen);
 	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
 	struct route r;
-	struct piece p[5];
+	struct piece p[7];
+	int nk;
 
 	if (!calls_may_grant(st))
 		return -1;
 	value_keys(st, key, keylen, &r, p, vk);
-	p[2] = (struct piece){ cid, cidlen, NULL, 0 };
-	p[3] = (struct piece){ g, (size_t)gl, NULL, 0 };
-	p[4] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	return calls_script(st, &r, decode_takeover, SCRIPT_TAKEOVER, 2, p, 5,
-	    (union call_fn){ .takeover = fn }, arg);
+	nk = 2 + listen_keys(st, key, keylen, &r, &p[2], lk, sizeof lk);
+	p[nk] = (struct piece){ cid, cidlen, NULL, 0 };
+	p[nk + 1] = (struct piece){ g, (size_t)gl, NULL, 0 };
+	p[nk + 2] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
+	return calls_script(st, &r, decode_takeover, SCRIPT_TAKEOVER, nk, p,
+	    nk + 3, (union call_fn){ .takeover = fn }, arg);
 }
 
 /* --- ACQUIRE ALL ------------------------------------------------------- */

@@ -463,6 +463,14 @@ single_map_changes(void *t)
 	return 0;
 }
 
+static int
+single_subscribed(void *t)
+{
+	struct single *s = t;
+
+	return link_usable(sub_link(s->sub));
+}
+
 static const struct topo_ops single_ops = {
 	.start = single_start, .free = single_free,
 	.node_of = single_node_of, .moved = single_moved,
@@ -470,7 +478,7 @@ static const struct topo_ops single_ops = {
 	.may_grant = single_may_grant, .up = single_up,
 	.coming = single_coming, .each = single_each,
 	.kick = single_kick, .lease_ms = single_lease_ms,
-	.map_changes = single_map_changes,
+	.map_changes = single_map_changes, .subscribed = single_subscribed,
 };
 
 /* Sentinel mode: sentinel.c says where the one master is, lease.c for

@@ -5,7 +5,8 @@
  *
  * Two timers watch every master: the watchdog (its oldest answer is
  * overdue: Redis stopped answering) and the role check (a master demoted
- * while connected must not take grants).
+ * while connected must not take grants), which also sends this broker's
+ * announcement (announce.lua: lean releases, issue 36).
  */
 #include "store_int.h"
 #include "cluster.h"
@@ -34,6 +35,8 @@ role_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	st->topo.ops->each(st->topo.t, 1, check_role, NULL);
+	if (!st->topo.sharded)
+		(void)calls_announce(st);	/* as often: see its TTL */
 }
 
 static void
@@ -46,6 +49,15 @@ static void
 watch(void *arg, struct node *n)
 {
 	node_watch(n, *(long *)arg);
+}
+
+/* A command link is up: announce this broker there at once, not at the
+ * next role check (its lean batches wait for the answer). */
+static void
+announce_at_up(void *arg, struct node *n)
+{
+	(void)n;
+	(void)calls_announce(arg);
 }
 
 /* The oldest command in flight waited too long: Redis is not answering. */
@@ -112,6 +124,8 @@ store_new(struct event_base *base, const struct store_cfg *cfg,
 		.acks = cfg->acks, .ack_timeout_ms = cfg->ack_timeout_ms,
 		.lock_delay_ms = cfg->lock_delay_ms,
 		.batching = !cluster, .wait_link = cluster,
+		.lean = cluster ? NULL : &st->keys.lean,
+		.up = cluster ? NULL : announce_at_up, .up_arg = st,
 	};
 	st->hooks = *hooks;
 	st->watchdog_ev = event_new(base, -1, EV_PERSIST, watchdog_cb, st);

@@ -42,6 +42,12 @@ struct store {
 	struct event *role_ev;		/* is it still the master? */
 };
 
+/* requests.c: this broker's announcement (announce.lua), sent at every
+ * role check (store.c, each second), kept for ANNOUNCE_TTL_MS (three of
+ * them: one lost costs nothing); -1 not sent (cluster mode, no link). */
+#define ANNOUNCE_TTL_MS 3000
+int calls_announce(struct store *st);
+
 /* calls.c */
 /* The slot of a lock key (-1: not sharded). */
 int calls_key_slot(const struct store *st, const char *key, size_t keylen);

@@ -46,6 +46,10 @@ struct topo_ops {
 	long long (*lease_ms)(void *t);
 	/* Cluster mode: slot map changes; 0 otherwise. */
 	uint64_t (*map_changes)(void *t);
+	/* Single and Sentinel mode (NULL in cluster mode): the subscriber
+	 * is subscribed (announce.lua counts this broker among the
+	 * release channel's subscribers only then). */
+	int (*subscribed)(void *t);
 };
 
 struct topo {

@@ -228,6 +228,49 @@ local function sharded(counter)
   return string.sub(counter, -1) == '}'
 end
 
+-- Listen marks (single and Sentinel mode).  The lean release (batch/
+-- lean.lua) publishes a key's release only while someone elsewhere may
+-- listen for it: "<prefix>:listen:<name>" (a waiter on some broker found
+-- the key held and waits, or a RESUME moved the key's hold away from a
+-- broker that may still think it holds it), "<prefix>:watched:<name>"
+-- (WATCH), or "<prefix>:listenall" (a broker that sets no marks shares the
+-- prefix: announce.lua).  "<prefix>:listen" lives at least as long as any
+-- listen or watch mark, so a batch that finds it absent reads no mark.
+-- The names are made from the counter's, "<prefix>:fence" in these modes
+-- (cluster mode sets no marks: its releases publish as before).
+local function listen_names(counter, name)
+  local p = string.sub(counter, 1, -6)
+  return p .. 'listen', p .. 'listen:' .. name
+end
+
+-- Keep the flag k alive ms more at least (never shortened: it outlives
+-- every mark set under it).
+local function flag_for(k, ms)
+  if redis.call('PTTL', k) < ms then
+    redis.call('SET', k, '1', 'PX', ms)
+  end
+end
+
+-- LISTEN_MS past the holder's PTTL: the waiter's broker tries again when
+-- that PTTL runs out (grant.c, lock_retry_at), and sets the mark again
+-- then if the key is still held, so the mark outlives the retry timer
+-- that covers a lost mark.  A key with no expiry (PTTL -1): LISTEN_MS.
+local LISTEN_MS = 1000
+
+-- A waiter on some broker listens for name's release (the caller found it
+-- held, pttl as PTTL said, and will wait): in the same call as that
+-- finding, so no release can slip between the two.  Nothing in cluster
+-- mode (counter sharded).
+local function listen(counter, name, pttl)
+  if sharded(counter) then
+    return
+  end
+  local ms = (pttl > 0 and pttl or 0) + LISTEN_MS
+  local flag, mark = listen_names(counter, name)
+  redis.call('SET', mark, '1', 'PX', ms)
+  flag_for(flag, ms)
+end
+
 -- A grant's watchers and value (protocol 1.2), the optional keys after a
 -- script's own (nk of them) and the optional argument after its own (na):
 -- the key's watch mark, then its value key when the call writes or

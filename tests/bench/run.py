@@ -31,11 +31,14 @@ over TLS against the same broker's tls_port (a CA and a certificate for
 (--no-cluster: about 1).  --only
 runs some sections of the table alone (e.g. --only handoff: the contended
 rows, hot key and semaphore, in about 15 s; --only admin: LOCKS pages over
-100,000 keys held through another broker, in about 15 s).
+100,000 keys held through another broker, in about 15 s; --only lean: the
+lean exclusive batch against --baseline-broker with 2 and 4 brokers, its
+own table, about 1 minute).
 
   python3 tests/bench/run.py --broker build/lockbrokerd --tool build/lbbench \
       --scripts scripts --out build/bench/results.txt [--seconds 4] \
-      [--no-cluster] [--only pairs,handoff,election,admin,memory,acks,cluster] \
+      [--no-cluster] \
+      [--only pairs,handoff,election,admin,memory,acks,cluster,lean] \
       [--library build/library.lua] [--baseline-broker /tmp/base/lockbrokerd]
       [--handoff-baseline-broker /tmp/older/lockbrokerd]
 
@@ -70,7 +73,11 @@ LOCK_SESSIONS, LOCKS_EACH = 100, 1000
 CONTENDERS = 8
 SEM_PERMITS = 3                 # the semaphore row: 8 contenders, LIMIT 3
 SECTIONS = ("pairs", "handoff", "election", "admin", "memory", "acks",
-            "cluster")
+            "cluster", "lean")
+# the lean exclusive batch rows: one broker serving 50 conns with
+# LEAN_BROKERS - 1 idle brokers beside it (they hear its releases), this
+# build and --baseline-broker alternated, AB_ROUNDS rounds
+LEAN_BROKERS = (2, 4)
 # the election rows: candidates and watchers on two brokers, leader kills
 ELECT_CANDIDATES, ELECT_WATCHERS, ELECT_ROUNDS = 5, 2, 20
 # the admin view (1.2): LOCKS pages (LIMIT 100) over this many keys held
@@ -361,6 +368,10 @@ class Bench:
         # 3. memory, with brokers of its own
         if "memory" in want:
             self.memory(r, redis)
+
+        # 3b. the lean exclusive batch against the baseline (issue 36)
+        if "lean" in want:
+            self.lean(r, redis)
 
         # 4. replica acks: a Redis master with one replica of its own, one
         # broker with redis_replica_acks 0, then one with 1 (one at a time)
@@ -668,6 +679,52 @@ class Bench:
                 self.procs.remove(b)
         r["release_ab"] = {k: sorted(v)[len(v) // 2] for k, v in ab.items()}
         r["release_ab_all"] = ab
+
+    def lean(self, r, redis):
+        """The lean exclusive batch and releases published only to
+        listeners (issue 36): pairs at CPU_CONNS through one broker with
+        n - 1 idle brokers of the same build beside it (n in LEAN_BROKERS:
+        they hear what it publishes), for this build and, with
+        --baseline-broker, the baseline's, and the plain pair, alternated
+        AB_ROUNDS times (medians).  Brokers of one build at a time: a
+        broker without listen marks beside this build's would have every
+        release published (announce.lua)."""
+        a = self.args
+        builds = [("new", a.broker)] + (
+            [("base", a.baseline_broker)] if a.baseline_broker else [])
+        common = ["--conns", CPU_CONNS, "--seconds", AB_SECONDS, "--warmup",
+                  a.warmup, "--limit", AB_SECONDS + a.warmup + 30]
+        runs = {}
+        for rnd in range(AB_ROUNDS):
+            order = builds if rnd % 2 == 0 else builds[::-1]
+            for name, binary in order:
+                for n in LEAN_BROKERS:
+                    bs = [Broker(binary, redis, self.work,
+                                 "lean-%s-%d-%d-%d" % (name, n, rnd, i))
+                          for i in range(n)]
+                    self.procs.extend(bs)
+                    try:
+                        # an earlier run's older brokers are gone: their
+                        # announce's flag with them (3 s at most)
+                        harness.wait_until(lambda: not redis.cli(
+                            "EXISTS", "bench:listenall"), 5.0,
+                            what="no listenall")
+                        pids = {"redis": redis.pid, "broker": bs[0].pid}
+                        pids.update(("idle%d" % i, b.pid)
+                                    for i, b in enumerate(bs[1:]))
+                        res = self.measured(redis, pids, "pairs",
+                                            "--broker", bs[0].addr, *common)
+                        res["subscribers"] = redis.cli(
+                            "PUBSUB", "NUMSUB", "bench:released")[1]
+                        runs.setdefault((name, n), []).append(res)
+                    finally:
+                        for b in bs:
+                            b.close()
+                            self.procs.remove(b)
+            runs.setdefault(("plain", 0), []).append(self.measured(
+                redis, {"redis": redis.pid}, "pairs", "--redis", redis.addr,
+                "--plain", *common))
+        r["lean"] = runs
 
     def memory(self, r, redis):
         """3. memory: fresh brokers, so nothing earlier is in their heaps;
@@ -1146,6 +1203,8 @@ def table(r, args):
     if "ab" in r:
         lines += [""] + ab_table(r, args)
     lines += [""] + targets_table(r, args)
+    if "lean" in r:
+        lines += [""] + lean_table(r)
     if "cluster" in r:
         lines += [""] + cluster_table(r)
     return "\n".join(lines) + "\n"
@@ -1671,6 +1730,77 @@ def memory_rows(r, row):
                          held["rss_locks"] / 2**20))
     row("  bytes per lock over the %d idle sessions" % LOCK_SESSIONS,
         n0(per_lock(r)))
+
+
+def lean_table(r):
+    """The lean exclusive batch rows (issue 36): medians over the rounds
+    of each build's runs (Bench.lean)."""
+    runs = r["lean"]
+    builds = [b for b in ("new", "base") if (b, LEAN_BROKERS[0]) in runs]
+
+    def med(xs):
+        xs = sorted(x for x in xs if x is not None)
+        return xs[len(xs) // 2] if xs else None
+
+    def per_pair_us(res, who):
+        """CPU us per pair of the processes whose pid name starts who."""
+        t = sum(v for k, v in res["cpu"].items() if k.startswith(who))
+        return t * 1e6 / CLK_TCK / res["total"] if res["total"] else None
+
+    def fig(name, n, f):
+        return med(f(x) for x in runs[(name, n)])
+
+    def f1(x):
+        return "-" if x is None else "%.1f" % x
+
+    def f2(x):
+        return "-" if x is None else "%.2f" % x
+
+    plain_cpu = med(per_pair_us(x, "redis") for x in runs[("plain", 0)])
+    plain_us = med(work(x)["script_us"] for x in runs[("plain", 0)])
+    rows = []
+    for n in LEAN_BROKERS:
+        def row(what, f, fmt=f1, n=n):
+            vals = [fig(b, n, f) for b in builds]
+            ratio = "%.2f x" % (vals[0] / vals[1]) if len(vals) == 2 and \
+                vals[0] is not None and vals[1] else ""
+            rows.append(["%s, %d brokers" % (what, n)] + [fmt(v) for v in
+                                                          vals] + [ratio])
+        row("pairs/s", lambda x: x["rate"], lambda v: n0(v) if v else "-")
+        row("Redis script us per pair", lambda x: work(x)["script_us"])
+        row("Redis CPU us per pair", lambda x: per_pair_us(x, "redis"))
+        row("script calls (FCALL) per pair",
+            lambda x: work(x)["script_calls"], lambda v: "-" if v is None
+            else "%.3f" % v)
+        row("commands per pair (the scripts' included)",
+            lambda x: work(x)["commands"], f2)
+        row("PUBLISH per pair", lambda x: work(x)["publish_calls"], f2)
+        row("release messages written per pair (PUBLISH x subscribers)",
+            lambda x: work(x)["publish_calls"] * x["subscribers"], f2)
+        row("CPU us per pair: the broker serving", lambda x: per_pair_us(
+            x, "broker"))
+        row("CPU us per pair: the %d idle brokers together" % (n - 1),
+            lambda x: per_pair_us(x, "idle"))
+    head = ("measurement (%d conns, one broker serving, the others idle on "
+            "the same Redis and prefix)" % CPU_CONNS,) + tuple(
+                "this build" if b == "new" else "--baseline-broker"
+                for b in builds) + (("this / baseline",) if len(builds) == 2
+                                    else ())
+    lines = ["Lean exclusive batch and releases published only to listeners "
+             "(issue 36): medians of %d alternated %.0f s runs" % (
+                 AB_ROUNDS, AB_SECONDS)]
+    lines += render(head, rows)
+    new2 = fig("new", LEAN_BROKERS[0], lambda x: per_pair_us(x, "redis"))
+    newus = fig("new", LEAN_BROKERS[0], lambda x: work(x)["script_us"])
+    lines.append("plain pair direct, same rounds: Redis script us per pair "
+                 "%s, Redis CPU us per pair %s; this build / plain (%d "
+                 "brokers): script us %s, Redis CPU %s" % (
+                     f1(plain_us), f1(plain_cpu), LEAN_BROKERS[0],
+                     ratio_str(newus, plain_us, "%.2f x") if newus and
+                     plain_us else "-",
+                     ratio_str(new2, plain_cpu, "%.2f x") if new2 and
+                     plain_cpu else "-"))
+    return lines
 
 
 def render(head, rows):

@@ -58,6 +58,7 @@ const char *const script_batch_fname[SCRIPT__KINDS] = {
 	"fn-batch", "fn-batch-free", "fn-batch-read"
 };
 
+const char script_lean_fname[] = "fn-lean";
 const char script_library[] = "#!lua name=lockbroker_fake\n-- fake";
 const char script_library_name[] = "lockbroker_fake";
 

@@ -33,6 +33,7 @@ static Suite *(*const suites[])(void) = {
 	lockctl_suite,
 	redial_suite,
 	node_suite,
+	lean_suite,
 	cluster_map_suite,
 	resp_suite,
 	resolve_suite,

@@ -30,6 +30,7 @@ Suite *stream_suite(void);	/* test_stream.c: net/stream.c, socketpair */
 Suite *lockctl_suite(void);	/* test_lockctl.c: lockctl's parsers */
 Suite *redial_suite(void);	/* test_redial.c: the reconnect policy */
 Suite *node_suite(void);	/* test_node.c: a master's calls, fake link */
+Suite *lean_suite(void);	/* test_lean.c: the lean batch's words */
 Suite *cluster_map_suite(void);	/* test_cluster_map.c: CLUSTER SLOTS read */
 Suite *resolve_suite(void);	/* test_resolve.c: evdns, fake DNS server */
 Suite *resp_suite(void);	/* test_resp.c: replies, names, wanted msgs */

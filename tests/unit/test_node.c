@@ -9,8 +9,10 @@
  * replica acknowledgement as a group commit (one WAIT per turn; a WAIT
  * that falls short undoes its grants), NOSCRIPT answered by one EVAL, the
  * function library (loaded by the handshake, FCALL; EVALSHA without it;
- * reloaded once per loss, the calls that found it gone sent as EVAL), and
- * a lost link failing what was queued and in flight.  Replies are
+ * reloaded once per loss, the calls that found it gone sent as EVAL), the
+ * lean exclusive batch (acquires and releases of a turn in one call, no
+ * key twice, releases again as batch_free on OOM), and a lost link
+ * failing what was queued and in flight.  Replies are
  * hand-built redisReply trees.
  */
 #include <stdio.h>
@@ -1018,6 +1020,254 @@ START_TEST(test_batches_by_kind)
 }
 END_TEST
 
+/* --- the lean exclusive batch (lean.h) --------------------------------- */
+
+static const struct lean_names t_names = {
+	"lbt:fence", "lbt:lockdelay", "lbt:listen", "lbt:listenall",
+	"lbt:wanted", "lbt:released"
+};
+
+/* acquire.lua's call as store_acquire makes it (no value): lbt:lock:key,
+ * the counter, the lock delay, the watch mark; owner, ttl, wanted channel,
+ * announcement, will_wait, reserve. */
+static struct tcall *
+t_acquire(int id, const char *key)
+{
+	struct piece p[10] = {
+		{ "lbt:lock:", 9, key, strlen(key) },
+		{ "lbt:fence", 9, NULL, 0 },
+		{ "lbt:lockdelay", 13, NULL, 0 },
+		{ "lbt:watched:", 12, key, strlen(key) },
+		{ "owner", 5, NULL, 0 }, { "30000", 5, NULL, 0 },
+		{ "lbt:wanted", 10, NULL, 0 }, { "B ", 2, key, strlen(key) },
+		{ "0", 1, NULL, 0 }, { "0", 1, NULL, 0 },
+	};
+	struct tcall *t = (struct tcall *)cmd_new(sizeof *t, SCRIPT_ACQUIRE,
+	    4, p, 10);
+
+	t->cmd.reply = t_reply;
+	t->id = id;
+	return t;
+}
+
+/* release.lua's call (a hold without a value): the lock; its value, the
+ * channel, the name. */
+static struct tcall *
+t_release(int id, const char *key)
+{
+	struct piece p[4] = {
+		{ "lbt:lock:", 9, key, strlen(key) },
+		{ "owner:1", 7, NULL, 0 }, { "lbt:released", 12, NULL, 0 },
+		{ key, strlen(key), NULL, 0 },
+	};
+	struct tcall *t = (struct tcall *)cmd_new(sizeof *t, SCRIPT_RELEASE,
+	    1, p, 4);
+
+	t->cmd.reply = t_reply;
+	t->id = id;
+	return t;
+}
+
+/* A batching node with the library, announced: lean batches go. */
+static struct node *
+lean_node(void)
+{
+	struct node *n = up_node(1, 0);
+
+	env.lean = &t_names;
+	n->fn = 1;
+	n->announced = 1;
+	return n;
+}
+
+/* Exclusive acquires and releases of a turn: one FCALL of the lean
+ * function, acquires first; other calls as before; each call hears its
+ * own element. */
+START_TEST(test_lean_batch_of_a_turn)
+{
+	struct node *n = lean_node();
+	struct fake_sent *s;
+	redisReply *r;
+
+	node_call(n, &t_acquire(1, "a")->cmd);
+	node_call(n, &t_release(2, "b")->cmd);
+	node_call(n, &t_acquire(3, "c")->cmd);
+	node_call(n, &t_call_on(4, SCRIPT_RENEW, "d", "x")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	ck_assert_uint_eq(n->inflight, 4);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[0], "FCALL");
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	ck_assert_str_eq(s->argv[2], "9");	/* 4 + 1 release + 2 x 2 */
+	ck_assert_str_eq(s->argv[7], "lbt:lock:b");
+	ck_assert_str_eq(s->argv[8], "lbt:lock:a");
+	ck_assert_str_eq(s->argv[9], "lbt:lock:c");
+	ck_assert_str_eq(s->argv[12], "@lean");
+	ck_assert_str_eq(s->argv[13], "2");
+	ck_assert_str_eq(s->argv[14], "1");
+	ck_assert_int_eq(s->argc, 3 + 9 + 5 + 2 * 5 + 2);
+	r = reply_arr(3, reply_int(111), reply_int(333), reply_int(1));
+	fake_reply(s, r);
+	reply_free(r);
+	ck_assert_uint_eq(nheard, 3);
+	ck_assert_int_eq(heard[0].id, 1);
+	ck_assert_int_eq(heard[0].integer, 111);
+	ck_assert_int_eq(heard[1].id, 3);
+	ck_assert_int_eq(heard[1].integer, 333);
+	ck_assert_int_eq(heard[2].id, 2);
+	ck_assert_int_eq(heard[2].integer, 1);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-renew 1 lbt:lock:d x");
+	answer_int(s, 1);
+	ck_assert_uint_eq(n->inflight, 0);
+	/* alone too: a lean batch of one */
+	node_call(n, &t_release(5, "e")->cmd);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	answer_ints(s, 1);
+	ck_assert_uint_eq(nheard, 5);
+	done(n);
+}
+END_TEST
+
+/* Before the link's announce answered (announce.lua: a broker without
+ * listen marks may listen), and without the names (cluster mode), the
+ * calls go as before. */
+START_TEST(test_lean_waits_for_announce)
+{
+	struct node *n = lean_node();
+	struct fake_sent *s;
+
+	for (int i = 0; i < 2; i++) {
+		if (i == 0)
+			n->announced = 0;
+		else
+			env.lean = NULL;
+		node_call(n, &t_acquire(1, "a")->cmd);
+		node_call(n, &t_acquire(2, "b")->cmd);
+		turn();
+		s = fake_sent_pop();
+		ck_assert_str_eq(s->argv[1], "fn-batch");
+		ck_assert_str_eq(s->argv[3 + 8], "acquire");
+		answer_ints(s, 2);
+	}
+	ck_assert_uint_eq(nheard, 4);
+	done(n);
+}
+END_TEST
+
+/* A key twice: the second call waits for the batch's answer (its reads
+ * come before its writes), the others go on. */
+START_TEST(test_lean_key_twice_waits)
+{
+	struct node *n = lean_node();
+	struct fake_sent *s;
+
+	node_call(n, &t_release(1, "a")->cmd);
+	node_call(n, &t_acquire(2, "a")->cmd);
+	node_call(n, &t_acquire(3, "b")->cmd);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	ck_assert_uint_eq(n->queued, 1);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[10], "@lean");
+	ck_assert_str_eq(s->argv[11], "1");	/* b's acquire */
+	ck_assert_str_eq(s->argv[12], "1");	/* a's release */
+	answer_ints(s, 2);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	ck_assert_str_eq(s->argv[7], "lbt:lock:a");
+	answer_ints(s, 1);
+	ck_assert_uint_eq(nheard, 3);
+	ck_assert_int_eq(heard[2].id, 2);
+	done(n);
+}
+END_TEST
+
+/* Refused whole for memory (the lean function may write): its releases
+ * go again at once in the release-only batch (allow-oom), keeping their
+ * place (a later call about one of them still waits); its acquires hear
+ * the refusal. */
+START_TEST(test_lean_oom_frees_go_again)
+{
+	struct node *n = lean_node();
+	redisReply *e = reply_err("OOM command not allowed when used memory "
+	    "> 'maxmemory'.");
+	struct fake_sent *s;
+
+	node_call(n, &t_acquire(1, "a")->cmd);
+	node_call(n, &t_release(2, "b")->cmd);
+	node_call(n, &t_release(3, "c")->cmd);
+	turn();
+	node_call(n, &t_acquire(4, "b")->cmd);	/* waits for 2 */
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	fake_reply(fake_sent_pop(), e);
+	reply_free(e);
+	ck_assert_uint_eq(nheard, 1);
+	ck_assert_int_eq(heard[0].id, 1);
+	ck_assert_int_eq(heard[0].type, REDIS_REPLY_ERROR);
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	ck_assert_uint_eq(n->inflight, 2);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-batch-free");
+	ck_assert_str_eq(s->argv[2], "2");
+	ck_assert_str_eq(s->argv[5], "release");
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 0);	/* 4 still waits */
+	answer_ints(s, 2);
+	ck_assert_uint_eq(nheard, 3);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	answer_ints(s, 1);
+	ck_assert_uint_eq(nheard, 4);
+	ck_assert_uint_eq(n->inflight, 0);
+	done(n);
+}
+END_TEST
+
+/* "Function not found": the library loaded again, the lean batch sent
+ * again whole as EVAL of the batch script, its words unchanged ("@lean"
+ * first), before any later call about its keys. */
+START_TEST(test_lean_resent_as_eval)
+{
+	struct node *n = lean_node();
+	redisReply *e = reply_err("ERR Function not found");
+	struct fake_sent *s, *again;
+
+	node_call(n, &t_acquire(1, "a")->cmd);
+	node_call(n, &t_release(2, "b")->cmd);
+	turn();
+	s = fake_sent_pop();
+	node_call(n, &t_release(3, "a")->cmd);	/* waits for 1 */
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 0);
+	fake_reply(s, e);
+	reply_free(e);
+	ck_assert_uint_eq(fake_sent_count(), 2);
+	ck_assert_str_eq(fake_sent_peek(0)->text,
+	    "FUNCTION LOAD #!lua name=lockbroker_fake\n-- fake");
+	again = fake_sent_peek(1);
+	ck_assert_str_eq(again->argv[0], "EVAL");
+	ck_assert_str_eq(again->argv[1], "-- batch");
+	ck_assert_str_eq(again->argv[2], "7");
+	ck_assert_str_eq(again->argv[3 + 7], "@lean");
+	fake_sent_free(fake_sent_pop());
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);	/* 3 still waits */
+	answer_ints(fake_sent_pop(), 2);
+	ck_assert_uint_eq(nheard, 2);
+	turn();
+	answer_ints(fake_sent_pop(), 1);
+	ck_assert_uint_eq(nheard, 3);
+	done(n);
+}
+END_TEST
+
 /* The link goes: in flight and queued calls hear "no answer". */
 START_TEST(test_link_lost_fails_calls)
 {
@@ -1074,6 +1324,11 @@ node_suite(void)
 	tcase_add_test(tc, test_batches_by_kind);
 	tcase_add_test(tc, test_rtt_one_sample_per_round_trip);
 	tcase_add_test(tc, test_rtt_unbatched_calls);
+	tcase_add_test(tc, test_lean_batch_of_a_turn);
+	tcase_add_test(tc, test_lean_waits_for_announce);
+	tcase_add_test(tc, test_lean_key_twice_waits);
+	tcase_add_test(tc, test_lean_oom_frees_go_again);
+	tcase_add_test(tc, test_lean_resent_as_eval);
 	suite_add_tcase(s, tc);
 	return s;
 }

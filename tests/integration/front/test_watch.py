@@ -278,6 +278,12 @@ class TestStates(WatchCase):
         pub.sendall(b"SUBSCRIBE %s:released\r\n" % self.prefix.encode())
         pub.settimeout(2.0)
         pub.recv(4096)
+        # a subscriber that is no broker with listen marks: the brokers'
+        # next announce (each second) has every release published
+        # (announce.lua; test_lean.py)
+        wait_until(lambda: self.redis.cli("EXISTS", "%s:listenall"
+                                          % self.prefix), 3.0,
+                   what="releases published to every subscriber")
         self.assertToken(a.req("ACQUIRE plain"))
         self.assertEqual(a.req("RELEASE plain"), "OK 0")
         time.sleep(0.2)

@@ -6,6 +6,10 @@ generates from the scripts (EVALSHA of the batch script on a Redis
 without functions), and each call's element of its reply reaches that
 call's request as if it had gone alone.  A call alone still goes as its
 own script's FCALL (or EVALSHA), at once (no timer waits for company).
+Exclusive acquires and releases without values go as the lean exclusive
+batch instead (issue 36, scripts/batch/lean.lua: FCALL lean_<hash>, or
+EVALSHA of the batch script with "@lean" first), alone or many: test_lean.py
+tests what it answers; here it is one more kind of batch.
 
 To put many requests into one loop turn, a test stops the broker
 (SIGSTOP), writes each session's request, and lets it go: epoll then
@@ -70,7 +74,10 @@ class Monitor:
         if self.reader.reply() != "OK":
             raise AssertionError("MONITOR refused")
 
-    def stop(self):
+    def lines(self):
+        """Every command from now until the window ends (an ECHO of a
+        unique word), in order: (its source, its arguments); a script's
+        own commands come from "lua", right after its call."""
         mark = "lbt-batch-" + uuid.uuid4().hex
         self.redis.cli("ECHO", mark)
         out = []
@@ -83,18 +90,36 @@ class Monitor:
                 args = MONITOR_ARG.findall(m.group(2))
                 if args[:2] == ["ECHO", mark]:
                     return out
-                if m.group(1) != "lua" and args[0].upper() in (
-                        "FCALL", "EVALSHA", "EVAL", "WAIT", "FUNCTION"):
-                    out.append(args)
+                out.append((m.group(1), args))
         finally:
             self.sock.close()
 
+    def stop(self):
+        return [args for src, args in self.lines() if src != "lua" and
+                args[0].upper() in ("FCALL", "EVALSHA", "EVAL", "WAIT",
+                                    "FUNCTION")]
+
+
+def lean_fn():
+    """The lean exclusive batch's function: lean_<the library's hash>."""
+    return "lean_" + generated()["library.name"].rsplit("_", 1)[1]
+
 
 def batches(calls):
-    """The batch calls among calls (FCALL of its function, or EVALSHA of
-    its SHA1)."""
+    """The batch calls among calls (FCALL of its function or of the lean
+    one, or EVALSHA of the batch script's SHA1)."""
     return [a for a in calls if a[:2] in (["FCALL", fn("batch")],
+                                          ["FCALL", lean_fn()],
                                           ["EVALSHA", sha("batch")])]
+
+
+def lean_counts(call):
+    """(acquires, releases) of a lean batch call, (0, 0) of another."""
+    nkeys = int(call[2])
+    args = call[3 + nkeys:]
+    if not args or args[0] != "@lean":
+        return (0, 0)
+    return (int(args[1]), int(args[2]))
 
 
 class BatchCase(BrokerTestCase):
@@ -162,16 +187,13 @@ class TestBatchedCalls(BatchCase):
                              "%d script calls for %d requests"
                              % (len(calls), 2 * len(cs)))
         self.assertGreaterEqual(len(batches(calls)), 2)
-        names = [a for c in batches(calls) for a in c if a in
-                 ("acquire", "release")]
-        # every acquire went out once: in a batch, or alone (the first,
-        # and any that was a turn's only call when epoll split the
-        # burst) as its own script's call: FCALL of its function, or
-        # EVALSHA on a Redis without functions
-        alone = [c for c in calls if c[:2] in (
-            ["FCALL", fn("acquire")], ["EVALSHA", sha("acquire")])]
-        self.assertGreaterEqual(len(alone), 1)
-        self.assertEqual(names.count("acquire") + len(alone), len(cs))
+        # every acquire and every release went out once, in lean
+        # batches (the first alone: a lean batch of one), none as its
+        # own script's call
+        self.assertEqual(calls, batches(calls))
+        counts = [lean_counts(c) for c in calls]
+        self.assertEqual(sum(a for a, _ in counts), len(cs))
+        self.assertEqual(sum(r for _, r in counts), len(cs))
 
     def test_handoffs_and_renewals_in_a_batch(self):
         """Releases handing keys to local waiters, renewals and new
@@ -204,9 +226,17 @@ class TestBatchedCalls(BatchCase):
                            30000)
         calls = mon.stop()
         names = [a for c in batches(calls) for a in c
-                 if a in ("handoff", "renew", "acquire")]
-        self.assertEqual(sorted(set(names)), ["acquire", "handoff", "renew"],
-                         calls)
+                 if a in ("handoff", "renew")]
+        self.assertIn("handoff", names, calls)
+        # the renewal: in a batch with the hand-offs, or alone when its
+        # turn had no other call of its kind (the acquires of that turn
+        # went lean)
+        self.assertTrue("renew" in names or [
+            c for c in calls if c[:2] in (["FCALL", fn("renew")],
+                                          ["EVALSHA", sha("renew")])],
+            calls)
+        # the acquires of other keys went as lean batches
+        self.assertEqual(sum(lean_counts(c)[0] for c in calls), n - 1)
         self.assertLess(len(calls), 2 * n)
 
     def test_lone_request_goes_alone_at_once(self):
@@ -229,10 +259,12 @@ class TestBatchedCalls(BatchCase):
             took.append(ms)
             self.assertEqual(c.req("RELEASE lone%d" % i), "OK 0")
         calls = mon.stop()
-        # ... each call went as its own script's call, not a batch of one
-        self.assertEqual([a[:2] for a in calls],
-                         [[self.call, self.call_name("acquire")],
-                          [self.call, self.call_name("release")]] * 5)
+        # ... each call went at once, as a lean batch of one (an exclusive
+        # acquire or release: test_lean.py), not in a batch of others
+        lean = [self.call, lean_fn() if self.functions else sha("batch")]
+        self.assertEqual([a[:2] for a in calls], [lean] * 10)
+        self.assertEqual([lean_counts(c) for c in calls],
+                         [(1, 0), (0, 1)] * 5)
         for i in range(5):
             self.assertIn(self.lock_key("lone%d" % i), calls[2 * i])
         self.assertLess(sorted(took)[2], 50.0, "ACQUIRE took %s ms" % took)

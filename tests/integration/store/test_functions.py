@@ -104,10 +104,11 @@ class TestLibrary(FunctionCase):
                 "check": ["no-writes"], "batch_read": ["no-writes"]}
         for name, fl in sorted(flags.items()):
             self.assertEqual(fl, want.get(name[:-len(h) - 1], []), name)
-        # every script's function, the batch's, and the two batches of
-        # one kind
+        # every script's function, the batch's, the two batches of one
+        # kind and the lean exclusive batch (no flags: it writes)
         self.assertEqual(len(flags), sum(
-            1 for k in generated() if k.endswith(".fn")) + 2, flags)
+            1 for k in generated() if k.endswith(".fn")) + 3, flags)
+        self.assertEqual(flags["lean_" + h], [])
         # a batch of one kind refuses a call of another
         r = self.own.cli("FCALL", "batch_free_" + h, 1, "lbt:lock:x",
                          "owner", 1, 0)

@@ -751,9 +751,11 @@ class TestLuaMultiLibrary(TestLuaMulti):
         self.assertIn(gen["library.name"], libs)
         names = {f[1] for f in libs[gen["library.name"]][5]}
         h = gen["library.name"].rsplit("_", 1)[1]
-        # and the batches of releases and of reads (scripts/embed.sh)
+        # and the batches of releases and of reads (scripts/embed.sh),
+        # and the lean exclusive batch (scripts/batch/lean.lua)
         self.assertEqual(names, set(self.fn.values()) | {
-            gen["batch.fn"], "batch_free_" + h, "batch_read_" + h})
+            gen["batch.fn"], "batch_free_" + h, "batch_read_" + h,
+            "lean_" + h})
         self.assertRegex(h, r"\A[0-9a-f]{16}\Z")
         self.assertTrue(all(n.endswith("_" + h) for n in names), names)
 

@@ -1,0 +1,161 @@
+-- lean.lua - the lean exclusive batch: a run of exclusive acquires and of
+-- releases of one event-loop turn in B + 4 commands for B pairs, where the
+-- batch (embed.sh's run) runs acquire.lua's and release.lua's bodies, 9
+-- commands a pair (docs/BENCHMARKS.md, "Issue 36").  Not a
+-- script of its own: scripts/embed.sh puts it in the library (the function
+-- lean_<hash>, no flags: refused under maxmemory as any write) and in the
+-- batch script (ARGV[1] "@lean").  The broker builds it (daemon/store/
+-- lean.c) from calls that acquire.lua and release.lua would take alone in
+-- single and Sentinel mode: acquires without a value, releases of holds
+-- without one; no key twice in one batch (its reads come first).
+-- KEYS  the counter (<prefix>:fence), the lock delay (<prefix>:lockdelay),
+--       the listen flag (<prefix>:listen), <prefix>:listenall; then each
+--       release's lock key; then each acquire's lock key; then each
+--       acquire's watch mark (<prefix>:watched:<name>)
+-- ARGV  "@lean", a (acquires), r (releases), the wanted channel, the
+--       release channel; per acquire: owner, TTL ms, announcement
+--       ("<broker-id> <name>"), "1" will wait / "0", tokens to set aside;
+--       per release: its value ("<client-id>:<token>"), the lock name
+-- Returns one element per call, the acquires' first: a grant's token (an
+-- integer), or {1, token, more} when it set tokens aside; a release's 1;
+-- or, for any call the fast path does not serve, what acquire.lua or
+-- release.lua answers for it (their bodies run it, unchanged): the key
+-- exists (held, a remnant of the caller's own, a set of holders, bytes no
+-- broker wrote), the value differs, a lock delay runs, the key is watched,
+-- the counter is absent or near 2^53-1.  A refused write (OOM from a
+-- script run by EVAL) is that call's error element.
+-- What each saved command guarded still holds:
+--   GET lock + SET   -> SET NX PX: the same "absent?" test, in the write
+--   PTTL lockdelay   -> one MGET slot: it cannot change inside one run
+--   GET fence, TIME, SET fence per grant -> once per batch: the tokens
+--                       base+1.. (each set aside range counted in) are
+--                       above the counter and >= this master's TIME in
+--                       microseconds; the counter is written before any
+--                       grant; Redis 7 replicates the effects (the SETs)
+--   GET lock per release -> one MGET, compared in this same atomic run
+--   DEL per release  -> one DEL of every matching key
+--   PUBLISH released -> only where a listen or watch mark exists, or
+--                       always while <prefix>:listenall does
+
+-- Acquire i (1-based) of a batch of a acquires and r releases, by its own
+-- script's body: its KEYS and ARGV as alone.
+local function lean_acquire(KEYS, ARGV, a, r, i)
+  local q = 6 + 5 * (i - 1)
+  return guarded(S['acquire'], {KEYS[4 + r + i], KEYS[1], KEYS[2],
+    KEYS[4 + r + a + i]}, {ARGV[q], ARGV[q + 1], ARGV[4], ARGV[q + 2],
+    ARGV[q + 3], ARGV[q + 4]})
+end
+
+-- Tokens set aside after a grant: its "reserve" word, capped as
+-- next_tokens caps it ("0", the common case, without tonumber).
+local function lean_more(word)
+  if word == '0' then
+    return 0
+  end
+  return math.max(0, math.min(tonumber(word) or 0, 32))
+end
+
+local function lean(KEYS, ARGV)
+  local a, r = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local out = {}
+  -- every read in one command: counter, delay, flags, released keys
+  local got = redis.call('MGET', unpack(KEYS, 1, 4 + r))
+  local heard, all = got[3] or got[4], got[4]
+
+  if a > 0 then
+    local last = not got[2] and tonumber(got[1])
+    local base, total
+    if last then
+      local t = redis.call('TIME')
+      base = math.max(last, tonumber(t[1]) * 1000000 + tonumber(t[2]) - 1)
+      total = a
+      for q = 10, 5 + 5 * a, 5 do
+        total = total + lean_more(ARGV[q])
+      end
+      if base + total >= 9007199254740991 then
+        last = nil      -- the full body answers the exhausted counter
+      end
+    end
+    local watched = last and heard and
+      redis.call('MGET', unpack(KEYS, 5 + r + a, 4 + r + 2 * a)) or {}
+    local fenced = last and redis.pcall('SET', KEYS[1], num(base + total))
+    if fenced and fenced.err then
+      for i = 1, a do
+        out[i] = fenced      -- a refused write (EVAL under maxmemory)
+      end
+    elseif not last then
+      -- a lock delay runs, or the counter is absent (the first grant),
+      -- not a number, or near its end: as alone, each in turn
+      for i = 1, a do
+        out[i] = lean_acquire(KEYS, ARGV, a, r, i)
+      end
+    else
+      local tok, k, q = base, 4 + r, 1
+      for i = 1, a do
+        q = q + 5
+        local more = lean_more(ARGV[q + 4])
+        local token = tok + 1
+        tok = token + more
+        if watched[i] then
+          out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- tell its watchers
+        else
+          local s = redis.pcall('SET', KEYS[k + i], ARGV[q] .. ':' ..
+            num(token), 'NX', 'PX', ARGV[q + 1])
+          if not s then
+            out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- the key exists
+          elseif s.err then
+            out[i] = s
+          elseif more > 0 then
+            out[i] = {1, token, more}
+          else
+            out[i] = token
+          end
+        end
+      end
+    end
+  end
+
+  if r > 0 then
+    local q = 4 + 5 * a
+    local dels, freed, nd = {}, {}, 0
+    for j = 1, r do
+      q = q + 2
+      if got[4 + j] == ARGV[q] then
+        nd = nd + 1
+        dels[nd] = KEYS[4 + j]
+        freed[nd] = ARGV[q + 1]
+        out[a + j] = 1
+      else
+        -- not the caller's value (expired, taken, a set of holders...)
+        out[a + j] = guarded(S['release'], {KEYS[4 + j]},
+          {ARGV[q], ARGV[5], ARGV[q + 1]})
+      end
+    end
+    if all then
+      for f = 1, #freed do
+        publish(ARGV[5], freed[f])
+      end
+    elseif heard and #freed > 0 then
+      -- per key: a waiter's listen mark, a watcher's mark
+      local p = string.sub(KEYS[1], 1, -6)
+      local names = {}
+      for f = 1, #freed do
+        names[2 * f - 1] = p .. 'listen:' .. freed[f]
+        names[2 * f] = p .. 'watched:' .. freed[f]
+      end
+      -- (a mark stays until it runs out: a waiter whose attempt was in
+      -- flight when this message came may miss it, and hears the next
+      -- release; ACQUIRE ALL's waits do so, multi.c)
+      local marks = redis.call('MGET', unpack(names))
+      for f = 1, #freed do
+        if marks[2 * f - 1] or marks[2 * f] then
+          publish(ARGV[5], freed[f])
+        end
+      end
+    end
+    if nd > 0 then
+      redis.call('DEL', unpack(dels))
+    end
+  end
+  return out
+end
