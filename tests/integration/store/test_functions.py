@@ -91,17 +91,21 @@ class TestLibrary(FunctionCase):
 
     def test_flags_let_releases_and_reads_run_when_redis_is_full(self):
         """Releases are flagged allow-oom (they only delete and publish),
-        and so is a fenced delete (delif); reads no-writes; the rest none
-        (a fenced write, setif, among them), so Redis refuses them under
-        maxmemory.  Each batch function runs calls of its kind only."""
+        and so are a fenced delete (delif) and an admin's FREE; reads
+        no-writes (LOCKS also allow-cross-slot-keys: it reads the keys
+        SCAN finds); the rest none (a fenced write, setif, among them), so
+        Redis refuses them under maxmemory.  Each batch function runs
+        calls of its kind only."""
         self.own.cli("FUNCTION", "LOAD", generated()["library"])
         h = self.ours.rsplit("_", 1)[1]
         flags = {f[1]: sorted(f[5]) for lib in
                  self.own.cli("FUNCTION", "LIST") for f in lib[5]}
         want = {"release": ["allow-oom"], "forget": ["allow-oom"],
-                "delif": ["allow-oom"],
+                "delif": ["allow-oom"], "free": ["allow-oom"],
                 "batch_free": ["allow-oom"], "owner": ["no-writes"],
-                "check": ["no-writes"], "batch_read": ["no-writes"]}
+                "check": ["no-writes"], "batch_read": ["no-writes"],
+                "peek": ["no-writes"],
+                "locks": ["allow-cross-slot-keys", "no-writes"]}
         for name, fl in sorted(flags.items()):
             self.assertEqual(fl, want.get(name[:-len(h) - 1], []), name)
         # every script's function, the batch's, the two batches of one
