@@ -45,6 +45,8 @@ struct mwait {
 					 * its keys' queues (WANTED notices) */
 	size_t n;
 	struct lock *lk[LK_ALL_MAX];
+	unsigned wakes[LK_ALL_MAX];	/* each key's wakes when its call
+					 * went (a release heard meanwhile) */
 };
 
 static void mwait_try(struct mwait *mw);
@@ -254,6 +256,13 @@ all_done(void *arg, int ok, const struct store_all_result *r)
 		for (size_t i = 0; i < r->nbusy; i++) {
 			struct lock *lk = mw->lk[r->busy[i]];
 
+			if (lk->wakes != mw->wakes[r->busy[i]]) {
+				/* released (pub/sub) after the call went:
+				 * "held" is stale news, as for a single
+				 * attempt; tried again at once */
+				event_active(lk->lt->multi_ev, 0, 0);
+				continue;
+			}
 			lk->remote_busy = 1;
 			lk_rare_w(lk)->busy_kind = LK_EXCLUSIVE;
 			if (r->pttl[i] >= 0 && r->pttl[i] < 86400LL * 1000)
@@ -293,6 +302,8 @@ mwait_try(struct mwait *mw)
 		lens[i] = mw->lk[i]->te.keylen;
 	}
 	mw->sent_us = now_us();
+	for (size_t i = 0; i < mw->n; i++)
+		mw->wakes[i] = mw->lk[i]->wakes;
 	if (lt->st == NULL || store_acquire_all(lt->st, keys, lens, mw->n,
 	    mw->id, strlen(mw->id), mw->ttl_ms, mw->deadline > now_ms(),
 	    all_done, mw) != 0)
