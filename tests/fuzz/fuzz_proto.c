@@ -50,7 +50,14 @@ takes_key(enum proto_cmd c)
 	return c == CMD_ACQUIRE || c == CMD_RELEASE || c == CMD_RENEW ||
 	    c == CMD_OWNER || c == CMD_CANCEL || c == CMD_PROCLAIM ||
 	    c == CMD_WATCH || c == CMD_UNWATCH || c == CMD_CHECK ||
-	    c == CMD_SETIF || c == CMD_DELIF;
+	    c == CMD_SETIF || c == CMD_DELIF || c == CMD_FREE;
+}
+
+/* The admin listings: [glob] (LOCKS), LIMIT n, CURSOR c. */
+static int
+paged(enum proto_cmd c)
+{
+	return c == CMD_LOCKS || c == CMD_SESSIONS;
 }
 
 static int
@@ -100,18 +107,23 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	}
 	if (r->word != NULL) {
 		CHECK(r->cmd == CMD_HELLO || r->cmd == CMD_AUTH ||
-		    r->cmd == CMD_RESUME, line, len);
-		CHECK(r->wordlen >= 1 && r->wordlen <= PROTO_NAME_MAX, line, len);
+		    r->cmd == CMD_RESUME || r->cmd == CMD_KILL ||
+		    r->cmd == CMD_LOCKS, line, len);
+		CHECK(r->wordlen >= 1 && r->wordlen <= (r->cmd == CMD_LOCKS ?
+		    PROTO_GLOB_MAX : PROTO_NAME_MAX), line, len);
 		CHECK(inside(r->word, r->wordlen, line, len), line, len);
 		for (size_t i = 0; i < r->wordlen; i++)
 			CHECK(r->word[i] >= 0x21 && r->word[i] <= 0x7e, line, len);
 	}
-	CHECK(r->cmd != CMD_AUTH || r->word != NULL, line, len);
-	CHECK((r->cmd == CMD_RESUME) == (r->word2 != NULL), line, len);
+	CHECK((r->cmd != CMD_AUTH && r->cmd != CMD_KILL) || r->word != NULL,
+	    line, len);
+	CHECK(r->cmd != CMD_RESUME || r->word2 != NULL, line, len);
+	CHECK(r->word2 == NULL || r->cmd == CMD_RESUME || paged(r->cmd), line,
+	    len);
 	if (r->word2 != NULL) {
-		CHECK(r->word != NULL, line, len);
-		CHECK(r->word2len >= 1 && r->word2len <= PROTO_NAME_MAX, line,
-		    len);
+		CHECK(r->cmd != CMD_RESUME || r->word != NULL, line, len);
+		CHECK(r->word2len >= 1 && r->word2len <= (paged(r->cmd) ?
+		    PROTO_CURSOR_MAX : PROTO_NAME_MAX), line, len);
 		CHECK(inside(r->word2, r->word2len, line, len), line, len);
 	}
 	CHECK(!r->has_grace || r->cmd == CMD_HELLO, line, len);
@@ -119,7 +131,8 @@ check_req(const struct proto_req *r, const char *line, size_t len)
 	CHECK(r->shared == 0 || (r->shared == 1 && r->cmd == CMD_ACQUIRE),
 	    line, len);
 	CHECK(r->limit == 0 || (r->cmd == CMD_ACQUIRE && r->limit >= 1 &&
-	    r->limit <= PROTO_LIMIT_MAX && !r->shared), line, len);
+	    r->limit <= PROTO_LIMIT_MAX && !r->shared) || (paged(r->cmd) &&
+	    r->limit >= 1 && r->limit <= PROTO_PAGE_MAX), line, len);
 	if (r->has_grace)
 		CHECK(r->grace_ms >= 0 && r->grace_ms <= PROTO_MS_MAX, line,
 		    len);
@@ -243,7 +256,8 @@ check_roundtrip(const struct proto_req *r, const char *line, size_t len)
 	if (r->word != NULL)
 		p += sprintf(p, " %.*s", (int)r->wordlen, r->word);
 	if (r->word2 != NULL)
-		p += sprintf(p, " %.*s", (int)r->word2len, r->word2);
+		p += sprintf(p, paged(r->cmd) ? " CURSOR %.*s" : " %.*s",
+		    (int)r->word2len, r->word2);
 	if (r->has_grace)
 		p += sprintf(p, " GRACE %ld", r->grace_ms);
 	if (r->has_linger)
