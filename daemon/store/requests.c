@@ -400,23 +400,40 @@ store_queue_ask(struct store *st, const char *key, size_t keylen,
 	return notice_send(st, key, keylen, head, (size_t)l);
 }
 
+/*
+ * release.lua, or linger.lua with ms (a RELEASE ... LINGER, a lock
+ * delay): the key's value key when the hold had a value, the hold's value,
+ * [ms,] the release channel and the name.
+ */
+static int
+release_call(struct store *st, enum script_id script, const char *key,
+    size_t keylen, const char *owner, size_t ownerlen, long long token,
+    const char *ms, size_t mslen, int had_value, store_release_fn *fn,
+    void *arg)
+{
+	char tok[24], vk[256];
+	struct route r;
+	struct piece p[6];
+	int nk = had_value ? 2 : 1, np = nk;
+
+	value_keys(st, key, keylen, &r, p, vk);
+	calls_value_piece(&p[np++], owner, ownerlen, token, tok, sizeof tok);
+	if (ms != NULL)
+		p[np++] = (struct piece){ ms, mslen, NULL, 0 };
+	p[np++] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
+	    r.tag, r.taglen };
+	p[np++] = (struct piece){ key, keylen, NULL, 0 };
+	return calls_script(st, &r, decode_release, script, nk, p, np,
+	    (union call_fn){ .release = fn }, arg);
+}
+
 int
 store_release(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, int had_value,
     store_release_fn *fn, void *arg)
 {
-	char tok[24], vk[256];
-	struct route r;
-	struct piece p[5];
-	int nk = had_value ? 2 : 1;
-
-	value_keys(st, key, keylen, &r, p, vk);
-	calls_value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
-	p[nk + 1] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
-	    r.tag, r.taglen };
-	p[nk + 2] = (struct piece){ key, keylen, NULL, 0 };
-	return calls_script(st, &r, decode_release, SCRIPT_RELEASE, nk, p,
-	    nk + 3, (union call_fn){ .release = fn }, arg);
+	return release_call(st, SCRIPT_RELEASE, key, keylen, owner, ownerlen,
+	    token, NULL, 0, had_value, fn, arg);
 }
 
 int
@@ -735,20 +752,11 @@ store_linger(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token, long linger_ms,
     int had_value, store_release_fn *fn, void *arg)
 {
-	char tok[24], ms[24], vk[256];
+	char ms[24];
 	int ml = snprintf(ms, sizeof ms, "%ld", linger_ms);
-	struct route r;
-	struct piece p[6];
-	int nk = had_value ? 2 : 1;
 
-	value_keys(st, key, keylen, &r, p, vk);
-	calls_value_piece(&p[nk], owner, ownerlen, token, tok, sizeof tok);
-	p[nk + 1] = (struct piece){ ms, (size_t)ml, NULL, 0 };
-	p[nk + 2] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
-	    r.tag, r.taglen };
-	p[nk + 3] = (struct piece){ key, keylen, NULL, 0 };
-	return calls_script(st, &r, decode_release, SCRIPT_LINGER, nk, p,
-	    nk + 4, (union call_fn){ .release = fn }, arg);
+	return release_call(st, SCRIPT_LINGER, key, keylen, owner, ownerlen,
+	    token, ms, (size_t)ml, had_value, fn, arg);
 }
 
 int
