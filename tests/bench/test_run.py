@@ -116,6 +116,17 @@ class Targets(unittest.TestCase):
         v = self.verdicts({})
         self.assertTrue(all(m is None for m in v.values()), v)
 
+    def test_admin_rows_render(self):
+        r = {"admin": {"pages": 1000, "entries": 100000, "p50_us": 2000,
+                       "max_us": 39000, "total_us": 3e6,
+                       "rss_grew": 200 * 1024}}
+        v = self.verdicts(r)
+        self.assertTrue(v["LOCKS page"])
+        self.assertTrue(v["... the asking broker's RSS over the whole walk"])
+        # the table renders every cell (strings only)
+        self.assertTrue(any("LOCKS page" in line
+                            for line in run.targets_table(r)))
+
     def test_pairs(self):
         hz = run.CLK_TCK
         # Redis 0.3 s against 1 s for 1,000 pairs; the broker 10 ms
