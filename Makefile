@@ -51,8 +51,8 @@ DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/s
 UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
 	      vouch httphead grace_record grace grace_resume stream tls redial \
 	      resolve order lean fnlib node cluster shardsub \
-	      resp keys locks/table locks/marks locks/waiters locks/cleanup \
-	      locks/holds locks/grant locks/values locks/multi locks/renew locks/handoff \
+	      resp keys locks/table locks/marks locks/records locks/waiters locks/cleanup \
+	      locks/holds locks/grant locks/remote locks/values locks/multi locks/renew locks/handoff \
 	      locks/watch locks/events locks/locks
 UNIT_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(PROTO_SRC) \
 	      $(foreach n,$(UNIT_DAEMON),$(call dsrc,$(n))))

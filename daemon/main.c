@@ -398,6 +398,15 @@ on_store_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
+on_store_granted(void *arg, const char *key, size_t keylen,
+    unsigned long long wid, const char *owner, size_t ownerlen,
+    long long token)
+{
+	locks_store_granted(((struct broker *)arg)->locks, key, keylen, wid,
+	    owner, ownerlen, token);
+}
+
+static void
 on_store_changed(void *arg, const char *key, size_t keylen)
 {
 	locks_store_changed(((struct broker *)arg)->locks, key, keylen);
@@ -560,7 +569,8 @@ main(int argc, char **argv)
 			.subscribed = on_store_subscribed,
 			.rerouted = on_store_rerouted,
 			.freed = on_store_freed, .kill = on_store_kill,
-			.killed = on_store_killed, .arg = &b
+			.killed = on_store_killed,
+			.granted = on_store_granted, .arg = &b
 		};
 
 		locks_cfg_from(&cfg, &lc);

@@ -67,6 +67,10 @@
 # runs, as a grant is; as EVAL, its SET is refused, after the check, so
 # nothing is written either way); delif only reads and deletes, so it is
 # in FREES: a full Redis still lets an app delete its data, fenced.
+# release may also grant the key it deleted to a waiter recorded on some
+# broker (lib/holders.lua, remote_grant: the same key set again, the
+# counter's value replaced, a record removed): it stays in FREES, as a
+# full Redis must still let locks go, and that grant adds no key.
 # CROSS: scripts that read keys they do not name (LOCKS: the keys SCAN
 # finds on a cluster master, of many slots) get "allow-cross-slot-keys"
 # too; no cluster-mode call goes in a batch.

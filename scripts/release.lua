@@ -18,6 +18,11 @@
 -- KEYS[2]  optional (protocol 1.2): the key's value key (value.lua), given
 --          when the hold has a value: deleted with an exclusive hold in
 --          the same command, so a value lives exactly as long as its hold.
+-- An exclusive hold released to a waiter on some broker recorded in
+-- "<prefix>:rwait:<name>" goes to the earliest of them in this same call
+-- (lib/holders.lua, remote_grant): no PUBLISH of the release then, the
+-- key being taken again, but the grant's own message.  Still 1: the
+-- caller's hold is released.
 -- @include holders.lua
 local k = KEYS[1]
 local v = get_str(k)
@@ -27,7 +32,9 @@ if v == ARGV[1] then
   else
     redis.call('DEL', k)
   end
-  publish(ARGV[2], ARGV[3])
+  if not remote_grant(string.sub(ARGV[2], 1, -9), k, ARGV[3], ARGV[2]) then
+    publish(ARGV[2], ARGV[3])
+  end
   return 1
 end
 if v then

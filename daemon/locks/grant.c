@@ -531,8 +531,10 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 			lock_retry_at(lk, now_ms() + n + 1);
 	}
 	if (ok && granted == 0 && kind == LK_EXCLUSIVE && w != NULL &&
-	    w->wlock == lk)
+	    w->wlock == lk) {
 		mark_wait(w);	/* held: readers may be involved */
+		waiter_record(w);	/* a release elsewhere may grant it */
+	}
 	if (w != NULL && w->wlock == lk) {
 		notice_waiting(w);
 		lk_queued(w);	/* not granted at once: its wait goes on */

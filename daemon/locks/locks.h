@@ -173,6 +173,11 @@ void locks_store_released(void *arg, const char *key, size_t keylen);
 void locks_store_wanted(void *arg, const char *key, size_t keylen,
     int writer, long long stamp);
 void locks_store_subscribed(void *arg);
+/* A release elsewhere granted key to this broker's recorded waiter wid
+ * (store.h's granted hook; remote.c). */
+void locks_store_granted(void *arg, const char *key, size_t keylen,
+    unsigned long long wid, const char *owner, size_t ownerlen,
+    long long token);
 /* A watched key's holders or value changed elsewhere (store.h). */
 void locks_store_changed(void *arg, const char *key, size_t keylen);
 /* WANTED notices (marks.c): another broker's queue for key (store.h's

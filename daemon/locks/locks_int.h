@@ -27,10 +27,13 @@
  *   table.c    key entries, Redis operations, hold look-ups, the tokens
  *              set aside, the renewal timer kept due (calls no file here)
  *   marks.c    waiting writers marked in Redis (shared locks)
+ *   records.c  waiters recorded in Redis for remote grants (remote.c)
  *   waiters.c  the FIFO of local waiters
  *   cleanup.c  clean-ups and re-passes waiting for Redis to answer again
  *   holds.c    a hold begins, ends, is lost, or doubted (hold_doubt)
  *   grant.c    lock_pump, attempts, grants, deadlines, orphans, ACQUIRE
+ *   remote.c   remote grants: waiters recorded for a release elsewhere to
+ *              grant them the key in its own call, and those grants
  *   values.c   a hold's value (1.2): replaced, kept fresh beside renewals
  *   multi.c    ACQUIRE ALL (1.2): waits for key sets, all or nothing
  *   renew.c    RENEW, batched renewal, the jeopardy rule
@@ -295,6 +298,9 @@ struct lclient {
 					 * it waits for that, then is tried
 					 * once (lock_pump) */
 	struct mwait *mw;		/* its ACQUIRE ALL in progress */
+	unsigned long long rwid;	/* its wait's id in its record for
+					 * remote grants (remote.c), 0 none */
+	unsigned rrecorded:1;		/* ... a record may be in Redis */
 };
 
 /* Who holds what cl is granted: its owner for a waiter, else itself. */
@@ -352,6 +358,7 @@ struct locks {
 					 * refreshed, reports heard expiring */
 	int64_t notice_at_ms;		/* ... when it fires */
 	struct event *report_ev;	/* ... queue reports, once per turn */
+	unsigned long long rwait_seq;	/* the last wait-id (remote.c) */
 	struct locks_stats stats;
 };
 
@@ -437,6 +444,9 @@ void hold_lost(struct hold *h, int remember, enum lk_lost_cause cause);
 int hold_doubt(struct hold *h, int answer, enum lk_lost_cause cause);
 void hold_gone(struct hold *h, enum lk_lost_cause cause);
 
+/* records.c: waiters recorded for remote grants (remote.c) */
+void waiter_record(struct lclient *w);
+void waiter_unrecord(struct lclient *w);
 /* grant.c */
 int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);

@@ -16,6 +16,8 @@ waiter_push(struct lock *lk, struct lclient *cl, long kind, long wait_ms,
 {
 	cl->wlock = lk;
 	cl->wnext = NULL;
+	cl->rwid = 0;
+	cl->rrecorded = 0;
 	cl->told_queued = 0;
 	cl->conn_wait = 0;
 	cl->wkind = kind;
@@ -45,6 +47,7 @@ waiter_remove(struct lclient *cl)
 	if (lk == NULL)
 		return;
 	mark_leave(cl, STORE_WMARK_GAVE_UP);	/* (a grant left it first) */
+	waiter_unrecord(cl);	/* (a remote grant took it first) */
 	for (pp = &lk->whead; *pp != NULL; prev = *pp, pp = &(*pp)->wnext) {
 		if (*pp == cl) {
 			*pp = cl->wnext;

@@ -46,6 +46,7 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->listen = keyname(prefix, ":listen", cluster);
 	k->listenall = keyname(prefix, ":listenall", cluster);
 	k->brokers = keyname(prefix, ":brokers", cluster);
+	k->rwait = keyname(prefix, ":rwait:", 0);
 	k->lean = (struct lean_names){ k->fence, k->delay, k->listen,
 	    k->listenall, k->wanted, k->channel };
 	memset(k->idsp, '-', STORE_ID_LEN);
@@ -65,6 +66,7 @@ keys_free(struct store_keys *k)
 	free(k->listen);
 	free(k->listenall);
 	free(k->brokers);
+	free(k->rwait);
 	free(k->lockpfx);
 	free(k->sesspfx);
 	free(k->writers);
@@ -129,12 +131,53 @@ admin_msg(const struct store_hooks *h, const char *msg, size_t len, int word,
 		h->killed(h->arg, a, (size_t)(slash - a), v);
 }
 
+/*
+ * "granted <key> <broker-id> <wait-id> <owner> <token>" (lib/holders.lua,
+ * remote_grant), after the word: watchers everywhere hear that key's
+ * holder changed; this broker, when the waiter is its own, the grant.
+ */
+static void
+granted_msg(const struct store_keys *k, const struct store_hooks *h,
+    const char *p, const char *end)
+{
+	const char *w[5];
+	size_t wl[5];
+	unsigned long long wid, token;
+	int n = 0;
+
+	while (n < 5 && p < end) {
+		const char *sp = memchr(p, ' ', (size_t)(end - p));
+
+		w[n] = p;
+		wl[n] = (size_t)((sp != NULL ? sp : end) - p);
+		if (wl[n] == 0)
+			return;
+		n++;
+		p = sp != NULL ? sp + 1 : end;
+	}
+	if (n != 5 || p != end)
+		return;		/* another shape: ignored */
+	if (h->changed)
+		h->changed(h->arg, w[0], wl[0]);
+	if (h->granted == NULL || wl[1] != STORE_ID_LEN ||
+	    memcmp(w[1], k->idsp, STORE_ID_LEN) != 0 ||
+	    msg_num(w[2], wl[2], &wid) != 0 ||
+	    msg_num(w[4], wl[4], &token) != 0 || token > LLONG_MAX)
+		return;
+	h->granted(h->arg, w[0], wl[0], wid, w[3], wl[3], (long long)token);
+}
+
 void
-keys_released_msg(const struct store_hooks *h, const char *msg, size_t len)
+keys_released_msg(const struct store_keys *k, const struct store_hooks *h,
+    const char *msg, size_t len)
 {
 	static const char *const admin_words[] = { "freed", "kill", "killed" };
 	size_t skip;
 
+	if ((skip = msg_word(msg, len, "granted")) > 0) {
+		granted_msg(k, h, msg + skip, msg + len);
+		return;
+	}
 	if ((skip = msg_word(msg, len, "held")) > 0) {
 		if (h->changed)
 			h->changed(h->arg, msg + skip, len - skip);

@@ -40,6 +40,8 @@ struct store_keys {
 					 * release (announce.lua) */
 	char *brokers;			/* "<prefix>:brokers": the brokers'
 					 * announcements (announce.lua) */
+	char *rwait;			/* "<prefix>:rwait:": waiters recorded
+					 * for remote grants (rwait.lua) */
 	struct lean_names lean;		/* the lean batch's (single mode) */
 	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
 					 * of exclusive waiters */
@@ -67,6 +69,9 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len);
 /*
  * A message on the release channel: "<key>" a key was released (h->released),
+ * "granted <key> <broker-id> <wait-id> <owner> <token>" a release granted
+ * key to a waiter recorded by that broker (h->granted when it is this
+ * one; h->changed for everyone: its holder changed),
  * "held <key>" a watched key's holders or value changed (h->changed; lock
  * names have no blank, so brokers older than WATCH find no such key); the
  * admin words' "freed <key> <token>" (h->freed), "kill <client-id>
@@ -74,7 +79,7 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
  * older brokers find no key for either.  A message of those words in
  * another shape is ignored.
  */
-void keys_released_msg(const struct store_hooks *h, const char *msg,
-    size_t len);
+void keys_released_msg(const struct store_keys *k,
+    const struct store_hooks *h, const char *msg, size_t len);
 
 #endif

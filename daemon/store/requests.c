@@ -363,7 +363,7 @@ int
 calls_announce(struct store *st)
 {
 	char member[STORE_ID_LEN + 64], ttl[24];
-	int ml = snprintf(member, sizeof member, "%.*s %s marks",
+	int ml = snprintf(member, sizeof member, "%.*s %s marks,grants",
 	    STORE_ID_LEN, st->keys.idsp, LOCKBROKER_VERSION);
 	int tl = snprintf(ttl, sizeof ttl, "%d", ANNOUNCE_TTL_MS);
 	struct route r;

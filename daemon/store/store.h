@@ -96,6 +96,13 @@ struct store_hooks {
 	    const char *request, size_t requestlen);
 	void (*killed)(void *arg, const char *broker, size_t brokerlen,
 	    unsigned long long seq);
+	/* A release elsewhere granted key to this broker's waiter recorded
+	 * with store_rwait (wait-id wid, owner, TTL at most
+	 * STORE_REMOTE_GRANT_MS in Redis until renewed): the grant's
+	 * token.  Deliver it and renew it at once, or release it at once. */
+	void (*granted)(void *arg, const char *key, size_t keylen,
+	    unsigned long long wid, const char *owner, size_t ownerlen,
+	    long long token);
 	void *arg;
 };
 
@@ -363,6 +370,22 @@ int store_release(struct store *st, const char *key, size_t keylen,
  * freed. */
 int store_forget(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, store_release_fn *fn, void *arg);
+/*
+ * Remote grants (rwait.c, scripts/rwait.lua): record (record 1) a waiter
+ * of this broker for key (wait-id wid, unique here; the TTL it asks, its
+ * owner) so that a release elsewhere grants it the key in the release's
+ * own call, FIFO by first record; or forget it (record 0) when its wait
+ * ends otherwise.  keep_ms: how long the record must last at least.
+ * released: STORE_DONE recorded (forgotten); STORE_GONE not recorded (the
+ * key is free, or not held exclusive by another: try it again).  -1 (not
+ * sent) in cluster mode, with redis_replica_acks, or for an owner that
+ * cannot be a record's word.
+ */
+#define STORE_OWNER_MAX 64
+#define STORE_REMOTE_GRANT_MS 2000	/* lib/holders.lua REMOTE_GRANT_MS */
+int store_rwait(struct store *st, const char *key, size_t keylen, int record,
+    unsigned long long wid, long ttl_ms, const char *owner,
+    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg);
 /* reassert: on a new connection, also set again keys found absent while
  * a lock delay runs (reassert.lua). */
 int store_renew(struct store *st, const struct store_renew_item *items,

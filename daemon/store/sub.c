@@ -52,7 +52,7 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		size_t keylen = (size_t)r->element[2]->len;
 
 		if (strcmp(chan, s->keys->channel) == 0)
-			keys_released_msg(s->hooks, key, keylen);
+			keys_released_msg(s->keys, s->hooks, key, keylen);
 		else if (strcmp(chan, s->keys->wanted) == 0)
 			keys_wanted_msg(s->keys, s->hooks, key, keylen);
 	}

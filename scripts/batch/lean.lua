@@ -36,6 +36,9 @@
 --   DEL per release  -> one DEL of every matching key
 --   PUBLISH released -> only where a listen or watch mark exists, or
 --                       always while <prefix>:listenall does
+-- A freed key whose listen mark exists may have a waiter recorded on some
+-- broker (lib/holders.lua, remote_grant): it is granted to the earliest
+-- in this run, and its "granted" message published instead.
 
 -- Acquire i (1-based) of a batch of a acquires and r releases, by its own
 -- script's body: its KEYS and ARGV as alone.
@@ -116,6 +119,7 @@ local function lean(KEYS, ARGV)
   end
 
   if r > 0 then
+    local pfx = string.sub(KEYS[1], 1, -6)
     local q = 4 + 5 * a
     local dels, freed, nd = {}, {}, 0
     for j = 1, r do
@@ -131,30 +135,29 @@ local function lean(KEYS, ARGV)
           {ARGV[q], ARGV[5], ARGV[q + 1]})
       end
     end
-    if all then
-      for f = 1, #freed do
-        publish(ARGV[5], freed[f])
-      end
-    elseif heard and #freed > 0 then
+    if nd > 0 then
+      redis.call('DEL', unpack(dels))
+    end
+    local marks
+    if heard and #freed > 0 then
       -- per key: a waiter's listen mark, a watcher's mark
-      local p = string.sub(KEYS[1], 1, -6)
       local names = {}
       for f = 1, #freed do
-        names[2 * f - 1] = p .. 'listen:' .. freed[f]
-        names[2 * f] = p .. 'watched:' .. freed[f]
+        names[2 * f - 1] = pfx .. 'listen:' .. freed[f]
+        names[2 * f] = pfx .. 'watched:' .. freed[f]
       end
       -- (a mark stays until it runs out: a waiter whose attempt was in
       -- flight when this message came may miss it, and hears the next
       -- release; ACQUIRE ALL's waits do so, multi.c)
-      local marks = redis.call('MGET', unpack(names))
-      for f = 1, #freed do
-        if marks[2 * f - 1] or marks[2 * f] then
-          publish(ARGV[5], freed[f])
-        end
-      end
+      marks = redis.call('MGET', unpack(names))
     end
-    if nd > 0 then
-      redis.call('DEL', unpack(dels))
+    for f = 1, #freed do
+      local waits = marks and marks[2 * f - 1]
+      if waits and remote_grant(pfx, dels[f], freed[f], ARGV[5]) then
+        -- granted to a waiter recorded elsewhere: its own message
+      elseif all or (marks and (waits or marks[2 * f])) then
+        publish(ARGV[5], freed[f])
+      end
     end
   end
   return out

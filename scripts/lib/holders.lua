@@ -370,3 +370,73 @@ local function holders_of(k)
   end
   return out
 end
+
+-- Remote grants (issue 36, item 4): the cross-broker hand-off in one
+-- round trip.  A broker whose exclusive waiter (single key, no value, not
+-- a grace session's) found the key held elsewhere records it (rwait.lua)
+-- in "<prefix>:rwait:<name>", a sorted set: member "<broker-id> <wait-id>
+-- <ttl> <owner>", scored by the Redis ms of its first record (FIFO by the
+-- wait's start).  A release that frees the key (release.lua, the lean
+-- batch) grants it to the earliest record of a broker still announced
+-- with the "grants" feature (announce.lua: a broker killed -9 stops being
+-- one within the announcement's TTL), with a new token from the counter
+-- (as handoff.lua: the releasing hold was alive, so no lock delay), and
+-- tells that broker on the release channel: "granted <name> <broker-id>
+-- <wait-id> <owner> <token>" (brokers older than this find no key of
+-- that name, as for "held").  The grant's PX is the waiter's TTL but at
+-- most REMOTE_GRANT_MS: the waiting broker renews it at once when it
+-- delivers the grant, and releases it at once when it cannot (the wait
+-- ended, was cancelled); one that died never renews it, and the key is
+-- free again REMOTE_GRANT_MS later instead of a whole TTL.  Records of
+-- brokers no longer announced are dropped on the way.  Cluster mode (chan
+-- ends in "}") records nothing and grants nothing.
+local REMOTE_GRANT_MS = 2000
+
+-- Brokers announced alive (<prefix>:brokers) with feature "grants".
+local function granting_brokers(p, now)
+  local live = {}
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', p .. 'brokers',
+      '(' .. num(now), '+inf')) do
+    local id, features = string.match(m, '^(%S+) %S+ (%S+)$')
+    if id and string.find(',' .. features .. ',', ',grants,', 1, true) then
+      live[id] = true
+    end
+  end
+  return live
+end
+
+-- k (lock name) was just freed (deleted) by its holder's release: grant
+-- it to the earliest live remote record, if any.  p: "<prefix>:"; chan:
+-- the release channel.  Returns true when granted (the key is taken
+-- again: no release to publish).
+local function remote_grant(p, k, name, chan)
+  if string.sub(chan, -1) == '}' then
+    return false
+  end
+  local rq = p .. 'rwait:' .. name
+  local e = redis.call('ZRANGE', rq, 0, 0)[1]
+  if not e then
+    return false
+  end
+  local live = granting_brokers(p, now_ms())
+  while e do
+    redis.call('ZREM', rq, e)
+    local bid, wid, ttl, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+)$')
+    if bid and live[bid] then
+      local token = next_tokens(p .. 'fence', 0)
+      if not token then
+        return false
+      end
+      local px = math.max(1, math.min(tonumber(ttl), REMOTE_GRANT_MS))
+      redis.call('SET', k, owner .. ':' .. num(token), 'PX', num(px))
+      publish(chan, 'granted ' .. name .. ' ' .. bid .. ' ' .. wid .. ' ' ..
+        owner .. ' ' .. num(token))
+      if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
+        publish(chan, 'held ' .. name)
+      end
+      return true
+    end
+    e = redis.call('ZRANGE', rq, 0, 0)[1]
+  end
+  return false
+end

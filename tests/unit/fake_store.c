@@ -468,6 +468,26 @@ store_forget(struct store *st, const char *key, size_t keylen,
 	return 0;
 }
 
+/* No records for remote grants here: waiters wait as without them. */
+int
+store_rwait(struct store *st, const char *key, size_t keylen, int record,
+    unsigned long long wid, long ttl_ms, const char *owner,
+    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg)
+{
+	(void)st;
+	(void)key;
+	(void)keylen;
+	(void)record;
+	(void)wid;
+	(void)ttl_ms;
+	(void)owner;
+	(void)ownerlen;
+	(void)keep_ms;
+	(void)fn;
+	(void)arg;
+	return -1;
+}
+
 int
 store_handoff(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long long token,

@@ -1,0 +1,97 @@
+/*
+ * records.c - this broker's waiters recorded in Redis for remote grants
+ * (remote.c tells the whole story): a waiter is recorded when its attempt
+ * found the key held elsewhere (grant.c), once per wait, and forgotten
+ * when its wait ends in any other way than a remote grant (waiters.c).
+ * A forget that loses a race with a release's grant costs nothing but
+ * that grant, which remote.c releases at once.
+ */
+#include "locks_int.h"
+#include "util.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RECORD_KEEP_MS 1000	/* a record outlasts its wait by this */
+
+/* Whether w may be recorded: an exclusive single-key wait without a
+ * value, of no grace session, within its session's limit. */
+static int
+may_record(struct lclient *w)
+{
+	struct lclient *hc = lk_holder(w);
+
+	return w->wkind == LK_EXCLUSIVE && w->wvalue == NULL &&
+	    w->mw == NULL && !w->conn_wait && !hc->resumable &&
+	    (long)hc->nheld < w->lt->cfg.max_locks_per_session &&
+	    w->deadline > now_ms();
+}
+
+/* rwait.lua's answer.  Not recorded because the key is free now: the
+ * release that freed it came between the waiter's attempt and this
+ * (it was published: the waiter's listen mark was set); its retry, if
+ * armed, goes now too. */
+static void
+recorded(void *arg, int ok, int released)
+{
+	struct op *op = arg;
+	struct lock *lk = op->lk;
+	struct lclient *w;
+
+	lk_op_done(op);
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->rwid == (unsigned long long)op->token)
+			break;
+	free(op);
+	if (w != NULL && ok && released == STORE_GONE) {
+		w->rrecorded = 0;
+		if (lk_rare(lk)->retry_ev != NULL)
+			timer_at_ms(lk->rare->retry_ev, now_ms());
+	}
+	lock_gc(lk);
+}
+
+void
+waiter_record(struct lclient *w)
+{
+	struct lock *lk = w->wlock;
+	struct locks *lt = w->lt;
+	struct op *op;
+
+	if (lk == NULL || w->rrecorded || lt->st == NULL || !may_record(w))
+		return;
+	if (w->rwid == 0)
+		w->rwid = ++lt->rwait_seq;
+	op = lk_op_new(lt, lk, NULL);
+	op->token = (long long)w->rwid;
+	if (store_rwait(lt->st, lk->name, lk->te.keylen, 1, w->rwid, w->wttl,
+	    w->id, strlen(w->id), (long)(w->deadline - now_ms()) +
+	    RECORD_KEEP_MS, recorded, op) != 0) {
+		lk_op_done(op);
+		free(op);
+		return;
+	}
+	w->rrecorded = 1;
+}
+
+static void
+forgotten(void *arg, int ok, int released)
+{
+	(void)arg;
+	(void)ok;
+	(void)released;
+}
+
+void
+waiter_unrecord(struct lclient *w)
+{
+	struct lock *lk = w->wlock;
+
+	if (!w->rrecorded || lk == NULL)
+		return;
+	w->rrecorded = 0;
+	if (w->lt->st != NULL)
+		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
+		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
+}

@@ -1,0 +1,116 @@
+/*
+ * remote.c - remote grants (issue 36, item 4): the cross-broker hand-off
+ * in one Redis round trip.  An exclusive waiter here whose attempt found
+ * the key held elsewhere is recorded in Redis (store_rwait): a release on
+ * any broker then grants it the key in its own script call, FIFO by the
+ * records' first time (lib/holders.lua, remote_grant), and publishes the
+ * grant; it reaches this broker as locks_store_granted.  Today's path,
+ * where the release publishes, this broker wakes and sends its own
+ * attempt, took two round trips.
+ *
+ * Recorded: single-key exclusive waits without a value, of sessions that
+ * are not grace sessions (their record in Redis must list a hold before
+ * its client hears of it: they take the key by their own attempt, as
+ * before), within their session's max_locks_per_session.  The store
+ * refuses to record in cluster mode and with redis_replica_acks.
+ *
+ * A grant in Redis lasts at most STORE_REMOTE_GRANT_MS until this broker
+ * renews it: delivered, its hold is renewed at once (the jeopardy clock
+ * counts from that renewal, and until it answers trusts half the grant's
+ * time); not deliverable (the wait ended or was answered, its attempt is
+ * in flight, its session's limit is full), it is released at once and
+ * counted in orphans.  A broker that died never renews its grants: they
+ * are free again STORE_REMOTE_GRANT_MS later, and its records are skipped
+ * once its announcement ends (announce.lua).
+ */
+#include "locks_int.h"
+#include "log.h"
+#include "util.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct lclient *
+waiter_by_rwid(const struct lock *lk, unsigned long long wid)
+{
+	struct lclient *w;
+
+	for (w = lk->whead; w != NULL; w = w->wnext)
+		if (w->rwid == wid)
+			return w;
+	return NULL;
+}
+
+/* A remote grant here that nobody takes: released at once (its release
+ * may grant the key to the next record, on any broker). */
+static void
+grant_refused(struct lock *lk, const char *id, long long token)
+{
+	lk->lt->stats.orphans++;
+	release_orphan(lk, id, token);
+}
+
+void
+locks_store_granted(void *arg, const char *key, size_t keylen,
+    unsigned long long wid, const char *owner, size_t ownerlen,
+    long long token)
+{
+	struct locks *lt = arg;
+	struct lock *lk;
+	struct lclient *w;
+	struct hold *h;
+	char id[OWNER_MAX + 1];
+	int64_t now;
+	long trust;
+
+	if (ownerlen == 0 || ownerlen > OWNER_MAX || token <= 0 ||
+	    keylen == 0)
+		return;
+	memcpy(id, owner, ownerlen);
+	id[ownerlen] = '\0';
+	lk = lock_get(lt, key, keylen);
+	w = waiter_by_rwid(lk, wid);
+	if (w != NULL && strcmp(w->id, id) != 0)
+		w = NULL;
+	if (w != NULL) {
+		/* (its attempt in flight runs first in Redis: it answers) */
+		int takes = w->rrecorded && w->op == NULL && lk->nholds == 0;
+
+		w->rrecorded = 0;	/* the grant took its record: a "held"
+					 * answer records it anew */
+		if (!takes)
+			w = NULL;
+	}
+	if (w == NULL) {
+		log_debug("key '%s': remote grant %lld for a wait no longer "
+		    "here: released", lk->name, token);
+		grant_refused(lk, id, token);
+		lock_pump(lk);
+		return;
+	}
+	if (waiter_over_limit(w)) {
+		grant_refused(lk, id, token);
+		waiter_remove(w);
+		lt->stats.acquire_errors++;
+		lk_reply(w, LK_LIMIT, 0, WHY_LIMIT);
+		lock_pump(lk);
+		return;
+	}
+	lk->remote_busy = 0;
+	if (lk_rare(lk)->retry_ev != NULL)
+		event_del(lk->rare->retry_ev);
+	if (lk->rare != NULL)
+		lk->rare->handoffs = 0;
+	chain_end(lk);
+	trust = w->wttl < STORE_REMOTE_GRANT_MS ? w->wttl :
+	    STORE_REMOTE_GRANT_MS;
+	now = now_ms();
+	h = grant_local(lk, w, LK_EXCLUSIVE, token, now_us(), 0);
+	/* Redis keeps it trust ms from the grant, before this: until the
+	 * renewal sent now answers, half of that is vouched for */
+	h->confirmed_ms = now + (trust > 1 ? trust / 2 : 1);
+	h->renew_at = now;
+	renew_schedule(lt, now);
+	lock_pump(lk);
+}

@@ -1,0 +1,246 @@
+"""
+test_remote_grant.py - the cross-broker hand-off in one Redis round trip
+(issue 36, item 4), through real brokers on a real redis-server.
+
+A waiter on one broker whose attempt found the key held by a session of
+another broker is recorded in Redis (<prefix>:rwait:<name>, rwait.lua);
+the release on the holder's broker grants the key to the earliest record
+in its own script call (lib/holders.lua, remote_grant) and publishes the
+grant; the waiting broker tells its client and renews the hold at once.
+A grant the waiting broker cannot deliver is released at once (orphans);
+one to a broker that died lasts at most 2 s in Redis, not a whole TTL.
+
+Each test fails on a broker without the feature: the grant is looked for
+in the release's own call (MONITOR: the commands each call ran), or in
+the record and the counters only this path writes.
+"""
+
+import os
+import time
+import unittest
+
+from harness import wait_until
+from test_lean import (BASELINE, LeanCase, Monitor, OldBroker,
+                       module_redis_start, module_redis_stop)
+
+
+def setUpModule():
+    module_redis_start()
+
+
+def tearDownModule():
+    module_redis_stop()
+
+
+class TestRemoteGrant(LeanCase):
+
+    def rq(self, name):
+        return "%s:rwait:%s" % (self.prefix, name)
+
+    def records(self, name):
+        return self.redis.cli("ZRANGE", self.rq(name), 0, -1)
+
+    def recorded(self, name, n=1):
+        wait_until(lambda: len(self.records(name)) >= n, 3.0,
+                   what="%d record(s) of waiters for %s" % (n, name))
+
+    def broker_ids(self):
+        return set(m.split(" ")[0] for m in self.redis.cli(
+            "ZRANGE", "%s:brokers" % self.prefix, 0, -1))
+
+    def test_release_grants_the_remote_waiter_in_its_own_call(self):
+        """The waiter on broker b gets OK with the token the release on
+        broker a granted it: the SET of its value ran inside the call
+        that released a's hold; b's own acquire never ran for it.  b
+        renews it at once (the grant's PX is at most 2 s)."""
+        a, b = self.broker(), self.broker()
+        h, w = self.session(a), self.session(b)
+        htok = self.assertToken(h.req("ACQUIRE rg TTL 20000"))
+        w.send("ACQUIRE rg WAIT 8000 TTL 10000")
+        self.recorded("rg")
+        rec = self.records("rg")[0].split(" ")
+        self.assertEqual(rec[2:], ["10000", w.cid])
+        mon = Monitor(self.redis)
+        self.assertEqual(h.req("RELEASE rg"), "OK 0")
+        tok = self.assertToken(w.readline(timeout=2.0))
+        self.assertGreater(tok, htok)
+        calls = mon.stop()
+        value = "%s:%d" % (w.cid, tok)
+        setters = [args for args, ran in calls
+                   if any(r[:3] == ["SET", self.key("rg"), value]
+                          for r in ran)]
+        self.assertEqual(len(setters), 1, calls)
+        self.assertIn("%s:%d" % (h.cid, htok), setters[0],
+                      "the grant was not made by the release's call")
+        self.assertEqual(self.records("rg"), [])
+        # renewed at once by b to its TTL
+        wait_until(lambda: self.redis.cli("PTTL", self.key("rg")) > 5000,
+                   1.0, what="b's first renewal")
+        self.assertEqual(w.req("RELEASE rg"), "OK 0")
+        self.assertEqual(self.stats(w)["orphans"], "0")
+
+    def test_fifo_across_two_remote_waiters(self):
+        """Waiters on brokers b then c: the release on a grants b's, and
+        b's release grants c's, each in the release's call."""
+        a, b, c = self.broker(), self.broker(), self.broker()
+        h = self.session(a)
+        self.assertToken(h.req("ACQUIRE ff TTL 20000"))
+        w1, w2 = self.session(b), self.session(c)
+        w1.send("ACQUIRE ff WAIT 8000")
+        self.recorded("ff", 1)
+        time.sleep(0.01)
+        w2.send("ACQUIRE ff WAIT 8000")
+        self.recorded("ff", 2)
+        self.assertEqual([m.split(" ")[3] for m in self.records("ff")],
+                         [w1.cid, w2.cid])
+        self.assertEqual(h.req("RELEASE ff"), "OK 0")
+        self.assertToken(w1.readline(timeout=2.0))
+        w2.no_reply(0.3)
+        mon = Monitor(self.redis)
+        self.assertEqual(w1.req("RELEASE ff"), "OK 0")
+        tok = self.assertToken(w2.readline(timeout=2.0))
+        calls = mon.stop()
+        self.assertTrue(any(r[:3] == ["SET", self.key("ff"), "%s:%d" % (
+            w2.cid, tok)] for args, ran in calls for r in ran
+            if w1.cid in " ".join(args)),
+            "c's grant was not made in b's release call")
+        self.assertEqual(w2.req("RELEASE ff"), "OK 0")
+
+    def test_grant_to_a_broker_killed_is_free_well_before_the_ttl(self):
+        """b, recorded, dies (SIGKILL) and a releases while b's
+        announcement still stands: the grant lasts at most 2 s in Redis
+        (nobody renews it), and a's next waiter gets the key then, not
+        after the 30 s TTL."""
+        a, b = self.broker(), self.broker()
+        h, w = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE dk TTL 30000"))
+        w.send("ACQUIRE dk WAIT 20000 TTL 30000")
+        self.recorded("dk")
+        b.kill()
+        self.assertEqual(h.req("RELEASE dk"), "OK 0")
+        v = self.redis.cli("GET", self.key("dk"))
+        self.assertIsNotNone(v)
+        self.assertTrue(v.startswith(w.cid + ":"), v)
+        self.assertLessEqual(self.redis.cli("PTTL", self.key("dk")), 2000)
+        t0 = time.monotonic()
+        n = self.session(a)
+        self.assertToken(n.req("ACQUIRE dk WAIT 10000", timeout=12.0))
+        self.assertLess(time.monotonic() - t0, 3.0)
+
+    def test_records_of_a_dead_broker_are_skipped(self):
+        """Once b's announcement is gone its records grant nothing: the
+        release frees the key and publishes, as without records."""
+        a = self.broker()
+        before = self.broker_ids()
+        b = self.broker()
+        bid = (self.broker_ids() - before).pop()
+        b.kill()
+        self.redis.cli("ZREM", "%s:brokers" % self.prefix, *[
+            m for m in self.redis.cli("ZRANGE", "%s:brokers" % self.prefix,
+                                      0, -1) if m.startswith(bid)])
+        self.redis.cli("ZADD", self.rq("sk"), 1, "%s 7 30000 %s"
+                       % (bid, "0" * 36))
+        self.redis.cli("SET", "%s:listen:sk" % self.prefix, 1, "PX", 10000)
+        self.redis.cli("SET", "%s:listen" % self.prefix, 1, "PX", 10000)
+        h = self.session(a)
+        self.assertToken(h.req("ACQUIRE sk"))
+        self.assertEqual(h.req("RELEASE sk"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", self.key("sk")), 0)
+        self.assertEqual(self.records("sk"), [])
+
+    def test_grant_for_a_wait_no_longer_there_is_released(self):
+        """A record whose wait is gone from b (it ended, was cancelled,
+        its forget lost the race): b releases the grant at once and
+        counts it in orphans; the key is free again."""
+        a = self.broker()
+        before = self.broker_ids()
+        b = self.broker()
+        bid = (self.broker_ids() - before).pop()
+        self.redis.cli("ZADD", self.rq("gk"), 1, "%s 999999 30000 %s"
+                       % (bid, "f" * 36))
+        self.redis.cli("SET", "%s:listen:gk" % self.prefix, 1, "PX", 10000)
+        self.redis.cli("SET", "%s:listen" % self.prefix, 1, "PX", 10000)
+        h, o = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE gk"))
+        self.assertEqual(h.req("RELEASE gk"), "OK 0")
+        wait_until(lambda: self.redis.cli("EXISTS", self.key("gk")) == 0,
+                   1.0, what="the undeliverable grant released")
+        self.assertEqual(self.stats(o)["orphans"], "1")
+        self.assertToken(h.req("ACQUIRE gk"))
+
+    def test_a_cancelled_wait_forgets_its_record(self):
+        """The waiting client goes: its record is removed, and the
+        release publishes instead of granting."""
+        a, b = self.broker(), self.broker()
+        h, w = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE ck TTL 20000"))
+        w.send("ACQUIRE ck WAIT 8000")
+        self.recorded("ck")
+        w.close()
+        wait_until(lambda: self.records("ck") == [], 2.0,
+                   what="the record forgotten")
+        self.assertEqual(h.req("RELEASE ck"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", self.key("ck")), 0)
+
+    def test_waits_not_recorded(self):
+        """A wait with a value, a grace session's wait and a shared wait
+        are not recorded: they take the key by their own attempt."""
+        a, b = self.broker(), self.broker()
+        h = self.session(a)
+        for k in ("nv", "ng", "ns"):
+            self.assertToken(h.req("ACQUIRE %s TTL 20000" % k))
+        v, s = self.session(b), self.session(b)
+        g = self.connect(b)
+        self.assertTrue(g.req("HELLO GRACE 5000").startswith("OK"))
+        v.send("ACQUIRE nv WAIT 5000 VALUE x")
+        g.send("ACQUIRE ng WAIT 5000")
+        s.send("ACQUIRE ns SHARED WAIT 5000")
+        wait_until(lambda: all(self.redis.cli(
+            "EXISTS", "%s:listen:%s" % (self.prefix, k)) for k in
+            ("nv", "ng", "ns")), 3.0, what="the waiters' attempts")
+        time.sleep(0.2)
+        for c, k in ((v, "nv"), (g, "ng"), (s, "ns")):
+            self.assertEqual(self.records(k), [], k)
+            self.assertEqual(h.req("RELEASE %s" % k), "OK 0")
+            r = c.readline(timeout=2.0)
+            self.assertTrue(r.startswith("OK"), r)
+            self.assertEqual(c.req("RELEASE %s" % k), "OK 0")
+
+
+class TestRemoteGrantMixedVersions(LeanCase):
+    """Beside a broker of 27629bd (a rolling upgrade): its releases never
+    grant remotely, so a waiter here recorded for its key is woken by the
+    release's message, takes the key by its own attempt and forgets its
+    record; a record never names the older broker."""
+
+    def test_an_older_brokers_release_wakes_a_recorded_waiter(self):
+        self.assertTrue(os.access(BASELINE, os.X_OK),
+                        "no baseline broker %s" % BASELINE)
+        old = OldBroker(self.redis.addr, self.prefix)
+        self.addCleanup(old.close)
+        new = self.broker(quiet=False)
+        h = old.client()
+        self.addCleanup(h.close)
+        self.assertToken(h.req("ACQUIRE om TTL 20000"))
+        w = self.session(new)
+        w.send("ACQUIRE om WAIT 8000")
+        rq = "%s:rwait:om" % self.prefix
+        wait_until(lambda: self.redis.cli("ZCARD", rq) == 1, 3.0,
+                   what="the waiter's record")
+        self.assertEqual(h.req("RELEASE om"), "OK 0")
+        t0 = time.monotonic()
+        self.assertToken(w.readline(timeout=5.0))
+        self.assertLess(time.monotonic() - t0, 0.5)
+        wait_until(lambda: self.redis.cli("ZCARD", rq) == 0, 2.0,
+                   what="the record forgotten")
+        # and the other way round: the older broker's waiter is woken by
+        # the newer one's release, which finds no record to grant
+        h.send("ACQUIRE om WAIT 8000")
+        time.sleep(0.3)
+        self.assertEqual(w.req("RELEASE om"), "OK 0")
+        self.assertToken(h.readline(timeout=2.0))
+        self.assertEqual(h.req("RELEASE om"), "OK 0")
+
+
+if __name__ == "__main__":
+    unittest.main()
