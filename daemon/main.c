@@ -400,10 +400,10 @@ on_store_released(void *arg, const char *key, size_t keylen)
 static void
 on_store_granted(void *arg, const char *key, size_t keylen,
     unsigned long long wid, const char *owner, size_t ownerlen,
-    long long token)
+    long long token, long long grant_ms)
 {
 	locks_store_granted(((struct broker *)arg)->locks, key, keylen, wid,
-	    owner, ownerlen, token);
+	    owner, ownerlen, token, grant_ms);
 }
 
 static void

@@ -177,7 +177,7 @@ void locks_store_subscribed(void *arg);
  * (store.h's granted hook; remote.c). */
 void locks_store_granted(void *arg, const char *key, size_t keylen,
     unsigned long long wid, const char *owner, size_t ownerlen,
-    long long token);
+    long long token, long long grant_ms);
 /* A watched key's holders or value changed elsewhere (store.h). */
 void locks_store_changed(void *arg, const char *key, size_t keylen);
 /* WANTED notices (marks.c): another broker's queue for key (store.h's

@@ -17,9 +17,10 @@
  * A grant in Redis lasts at most STORE_REMOTE_GRANT_MS until this broker
  * renews it: delivered, its hold is renewed at once (the jeopardy clock
  * counts from that renewal, and until it answers trusts half the grant's
- * time); not deliverable (the wait ended or was answered, its attempt is
- * in flight, its session's limit is full), it is released at once and
- * counted in orphans.  A broker that died never renews its grants: they
+ * time, counted from the grant's time in the message); not deliverable
+ * (the wait ended or was answered, its attempt is in flight, its
+ * session's limit is full, the message came after half that time: a
+ * paused broker), it is released at once and counted in orphans.  A broker that died never renews its grants: they
  * are free again STORE_REMOTE_GRANT_MS later, and its records are skipped
  * once its announcement ends (announce.lua).
  */
@@ -30,6 +31,18 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* The wall clock in Unix ms (Redis's TIME is one too). */
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static struct lclient *
 waiter_by_rwid(const struct lock *lk, unsigned long long wid)
@@ -54,14 +67,14 @@ grant_refused(struct lock *lk, const char *id, long long token)
 void
 locks_store_granted(void *arg, const char *key, size_t keylen,
     unsigned long long wid, const char *owner, size_t ownerlen,
-    long long token)
+    long long token, long long grant_ms)
 {
 	struct locks *lt = arg;
 	struct lock *lk;
 	struct lclient *w;
 	struct hold *h;
 	char id[OWNER_MAX + 1];
-	int64_t now;
+	int64_t now, left;
 	long trust;
 
 	if (ownerlen == 0 || ownerlen > OWNER_MAX || token <= 0 ||
@@ -73,9 +86,19 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	w = waiter_by_rwid(lk, wid);
 	if (w != NULL && strcmp(w->id, id) != 0)
 		w = NULL;
+	/* Redis keeps the grant trust ms from grant_ms, unless renewed: this
+	 * broker vouches for half of that, less what has passed since by its
+	 * own wall clock (the brokers' clocks and Redis's agree within far
+	 * less than that, as the fencing tokens already assume) */
+	trust = w != NULL && w->wttl < STORE_REMOTE_GRANT_MS ? w->wttl :
+	    STORE_REMOTE_GRANT_MS;
+	left = trust / 2 - (wall_ms() - grant_ms);
+	if (left > trust / 2)
+		left = trust / 2;	/* (a clock behind Redis's) */
 	if (w != NULL) {
 		/* (its attempt in flight runs first in Redis: it answers) */
-		int takes = w->rrecorded && w->op == NULL && lk->nholds == 0;
+		int takes = w->rrecorded && w->op == NULL &&
+		    lk->nholds == 0 && left > 0;
 
 		w->rrecorded = 0;	/* the grant took its record: a "held"
 					 * answer records it anew */
@@ -103,13 +126,10 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	if (lk->rare != NULL)
 		lk->rare->handoffs = 0;
 	chain_end(lk);
-	trust = w->wttl < STORE_REMOTE_GRANT_MS ? w->wttl :
-	    STORE_REMOTE_GRANT_MS;
 	now = now_ms();
 	h = grant_local(lk, w, LK_EXCLUSIVE, token, now_us(), 0);
-	/* Redis keeps it trust ms from the grant, before this: until the
-	 * renewal sent now answers, half of that is vouched for */
-	h->confirmed_ms = now + (trust > 1 ? trust / 2 : 1);
+	/* until the renewal sent now answers */
+	h->confirmed_ms = now + left;
 	h->renew_at = now;
 	renew_schedule(lt, now);
 	lock_pump(lk);

@@ -132,20 +132,21 @@ admin_msg(const struct store_hooks *h, const char *msg, size_t len, int word,
 }
 
 /*
- * "granted <key> <broker-id> <wait-id> <owner> <token>" (lib/holders.lua,
- * remote_grant), after the word: watchers everywhere hear that key's
- * holder changed; this broker, when the waiter is its own, the grant.
+ * "granted <key> <broker-id> <wait-id> <owner> <token> <ms>"
+ * (lib/holders.lua, remote_grant), after the word: watchers everywhere
+ * hear that key's holder changed; this broker, when the waiter is its
+ * own, the grant.
  */
 static void
 granted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *p, const char *end)
 {
-	const char *w[5];
-	size_t wl[5];
-	unsigned long long wid, token;
+	const char *w[6];
+	size_t wl[6];
+	unsigned long long wid, token, ms;
 	int n = 0;
 
-	while (n < 5 && p < end) {
+	while (n < 6 && p < end) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
 		w[n] = p;
@@ -155,16 +156,18 @@ granted_msg(const struct store_keys *k, const struct store_hooks *h,
 		n++;
 		p = sp != NULL ? sp + 1 : end;
 	}
-	if (n != 5 || p != end)
+	if (n != 6 || p != end)
 		return;		/* another shape: ignored */
 	if (h->changed)
 		h->changed(h->arg, w[0], wl[0]);
 	if (h->granted == NULL || wl[1] != STORE_ID_LEN ||
 	    memcmp(w[1], k->idsp, STORE_ID_LEN) != 0 ||
 	    msg_num(w[2], wl[2], &wid) != 0 ||
-	    msg_num(w[4], wl[4], &token) != 0 || token > LLONG_MAX)
+	    msg_num(w[4], wl[4], &token) != 0 || token > LLONG_MAX ||
+	    msg_num(w[5], wl[5], &ms) != 0 || ms > LLONG_MAX)
 		return;
-	h->granted(h->arg, w[0], wl[0], wid, w[3], wl[3], (long long)token);
+	h->granted(h->arg, w[0], wl[0], wid, w[3], wl[3], (long long)token,
+	    (long long)ms);
 }
 
 void

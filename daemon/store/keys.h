@@ -69,9 +69,10 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len);
 /*
  * A message on the release channel: "<key>" a key was released (h->released),
- * "granted <key> <broker-id> <wait-id> <owner> <token>" a release granted
- * key to a waiter recorded by that broker (h->granted when it is this
- * one; h->changed for everyone: its holder changed),
+ * "granted <key> <broker-id> <wait-id> <owner> <token> <ms>" a release
+ * granted key to a waiter recorded by that broker at ms (Redis's clock,
+ * Unix ms; h->granted when it is this one; h->changed for everyone: its
+ * holder changed),
  * "held <key>" a watched key's holders or value changed (h->changed; lock
  * names have no blank, so brokers older than WATCH find no such key); the
  * admin words' "freed <key> <token>" (h->freed), "kill <client-id>

@@ -98,11 +98,12 @@ struct store_hooks {
 	    unsigned long long seq);
 	/* A release elsewhere granted key to this broker's waiter recorded
 	 * with store_rwait (wait-id wid, owner, TTL at most
-	 * STORE_REMOTE_GRANT_MS in Redis until renewed): the grant's
-	 * token.  Deliver it and renew it at once, or release it at once. */
+	 * STORE_REMOTE_GRANT_MS in Redis until renewed), at grant_ms (Unix
+	 * ms by Redis's clock): the grant's token.  Deliver it and renew it
+	 * at once, or release it at once. */
 	void (*granted)(void *arg, const char *key, size_t keylen,
 	    unsigned long long wid, const char *owner, size_t ownerlen,
-	    long long token);
+	    long long token, long long grant_ms);
 	void *arg;
 };
 

@@ -382,8 +382,8 @@ end
 -- one within the announcement's TTL), with a new token from the counter
 -- (as handoff.lua: the releasing hold was alive, so no lock delay), and
 -- tells that broker on the release channel: "granted <name> <broker-id>
--- <wait-id> <owner> <token>" (brokers older than this find no key of
--- that name, as for "held").  The grant's PX is the waiter's TTL but at
+-- <wait-id> <owner> <token> <ms>", ms the grant's time by Redis's clock
+-- (brokers older than this find no key of that name, as for "held").  The grant's PX is the waiter's TTL but at
 -- most REMOTE_GRANT_MS: the waiting broker renews it at once when it
 -- delivers the grant, and releases it at once when it cannot (the wait
 -- ended, was cancelled); one that died never renews it, and the key is
@@ -418,7 +418,8 @@ local function remote_grant(p, k, name, chan)
   if not e then
     return false
   end
-  local live = granting_brokers(p, now_ms())
+  local now = now_ms()
+  local live = granting_brokers(p, now)
   while e do
     redis.call('ZREM', rq, e)
     local bid, wid, ttl, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+)$')
@@ -430,7 +431,7 @@ local function remote_grant(p, k, name, chan)
       local px = math.max(1, math.min(tonumber(ttl), REMOTE_GRANT_MS))
       redis.call('SET', k, owner .. ':' .. num(token), 'PX', num(px))
       publish(chan, 'granted ' .. name .. ' ' .. bid .. ' ' .. wid .. ' ' ..
-        owner .. ' ' .. num(token))
+        owner .. ' ' .. num(token) .. ' ' .. num(now))
       if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
         publish(chan, 'held ' .. name)
       end

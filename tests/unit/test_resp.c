@@ -210,6 +210,87 @@ START_TEST(test_queue_messages)
 }
 END_TEST
 
+static int got_granted, got_changed, got_released;
+static unsigned long long got_wid;
+static long long got_token, got_grant_ms;
+static char got_owner[64];
+
+static void
+on_granted(void *arg, const char *key, size_t keylen, unsigned long long wid,
+    const char *owner, size_t ownerlen, long long token, long long grant_ms)
+{
+	(void)arg;
+	got_granted++;
+	snprintf(got_key, sizeof got_key, "%.*s", (int)keylen, key);
+	snprintf(got_owner, sizeof got_owner, "%.*s", (int)ownerlen, owner);
+	got_wid = wid;
+	got_token = token;
+	got_grant_ms = grant_ms;
+}
+
+static void
+on_changed(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	got_changed++;
+}
+
+static void
+on_released(void *arg, const char *key, size_t keylen)
+{
+	(void)arg;
+	(void)key;
+	(void)keylen;
+	got_released++;
+}
+
+static void
+hear_release(const struct store_keys *k, const char *msg)
+{
+	struct store_hooks h = { .granted = on_granted, .changed = on_changed,
+	    .released = on_released };
+
+	got_granted = got_changed = got_released = 0;
+	got_key[0] = '\0';
+	keys_released_msg(k, &h, msg, strlen(msg));
+}
+
+/* A remote grant's message (lib/holders.lua, remote_grant): to this
+ * broker's waiter, the grant; to another's, news for watchers only. */
+START_TEST(test_granted_messages)
+{
+	struct store_keys k;
+
+	keys_init(&k, "lb", ID, 0);
+	hear_release(&k, "granted jobs:7 " ID " 42 c-1/2 1234567 1700000000123");
+	ck_assert_int_eq(got_granted, 1);
+	ck_assert_int_eq(got_changed, 1);
+	ck_assert_int_eq(got_released, 0);
+	ck_assert_str_eq(got_key, "jobs:7");
+	ck_assert_str_eq(got_owner, "c-1/2");
+	ck_assert_uint_eq(got_wid, 42);
+	ck_assert_int_eq(got_token, 1234567);
+	ck_assert_int_eq(got_grant_ms, 1700000000123LL);
+	hear_release(&k, "granted jobs:7 " OTHER " 42 c 1 2");
+	ck_assert_int_eq(got_granted, 0);	/* another broker's waiter */
+	ck_assert_int_eq(got_changed, 1);
+	/* other shapes: ignored, never a release */
+	hear_release(&k, "granted jobs:7 " ID " 42 c 1");
+	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
+	hear_release(&k, "granted jobs:7 " ID " x c 1 2");
+	ck_assert_int_eq(got_granted, 0);
+	hear_release(&k, "granted jobs:7 " ID " 42 c 1 2 3");
+	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
+	hear_release(&k, "granted  " ID " 42 c 1 2");
+	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
+	hear_release(&k, "jobs:7");
+	ck_assert_int_eq(got_released, 1);
+	keys_free(&k);
+}
+END_TEST
+
 Suite *
 resp_suite(void)
 {
@@ -222,6 +303,7 @@ resp_suite(void)
 	tcase_add_test(tk, test_names);
 	tcase_add_test(tk, test_wanted_messages);
 	tcase_add_test(tk, test_queue_messages);
+	tcase_add_test(tk, test_granted_messages);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, tk);
 	return s;
