@@ -105,6 +105,11 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 		if (!takes)
 			w = NULL;
 	}
+	if (w == NULL && (h = hold_by_token(lk, token)) != NULL &&
+	    strcmp(h->cl->id, id) == 0) {
+		lock_pump(lk);	/* told twice: it holds that grant already */
+		return;
+	}
 	if (w == NULL) {
 		log_debug("key '%s': remote grant %lld for a wait no longer "
 		    "here: released", lk->name, token);
