@@ -31,18 +31,6 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* The wall clock in Unix ms (Redis's TIME is one too). */
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct lclient *
 waiter_by_rwid(const struct lock *lk, unsigned long long wid)
