@@ -297,10 +297,11 @@ struct lclient {
 					 * Redis's connection was being made:
 					 * it waits for that, then is tried
 					 * once (lock_pump) */
+	unsigned rrecorded:1;		/* a record of its wait for remote
+					 * grants may be in Redis (records.c) */
+	uint32_t rwid;			/* ... that wait's id, 0 none (in the
+					 * hole before mw: no growth) */
 	struct mwait *mw;		/* its ACQUIRE ALL in progress */
-	unsigned long long rwid;	/* its wait's id in its record for
-					 * remote grants (remote.c), 0 none */
-	unsigned rrecorded:1;		/* ... a record may be in Redis */
 };
 
 /* Who holds what cl is granted: its owner for a waiter, else itself. */
@@ -358,7 +359,7 @@ struct locks {
 					 * refreshed, reports heard expiring */
 	int64_t notice_at_ms;		/* ... when it fires */
 	struct event *report_ev;	/* ... queue reports, once per turn */
-	unsigned long long rwait_seq;	/* the last wait-id (remote.c) */
+	uint32_t rwait_seq;		/* the last wait-id (records.c) */
 	struct locks_stats stats;
 };
 

@@ -61,8 +61,8 @@ waiter_record(struct lclient *w)
 
 	if (lk == NULL || w->rrecorded || lt->st == NULL || !may_record(w))
 		return;
-	if (w->rwid == 0)
-		w->rwid = ++lt->rwait_seq;
+	if (w->rwid == 0 && (w->rwid = ++lt->rwait_seq) == 0)
+		w->rwid = ++lt->rwait_seq;	/* (wrapped: 0 is none) */
 	op = lk_op_new(lt, lk, NULL);
 	op->token = (long long)w->rwid;
 	if (store_rwait(lt->st, lk->name, lk->te.keylen, 1, w->rwid, w->wttl,
