@@ -182,6 +182,37 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(h.req("RELEASE ck"), "OK 0")
         self.assertEqual(self.redis.cli("EXISTS", self.key("ck")), 0)
 
+    def test_a_grant_past_the_sessions_limit_is_released(self):
+        """An ASYNC wait recorded while its session held nothing; by the
+        grant its session holds max_locks_per_session keys: the grant is
+        released at once (orphans), the wait ends EVENT FAILED ... LIMIT,
+        and the key is free."""
+        a = self.broker()
+        b = self.broker("--max_locks_per_session", 1)
+        h, s = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE lm TTL 20000"))
+        self.assertEqual(s.req("ACQUIRE lm WAIT 8000 ASYNC"), "OK QUEUED")
+        self.recorded("lm")
+        self.assertToken(s.req("ACQUIRE other"))
+        self.assertEqual(h.req("RELEASE lm"), "OK 0")
+        self.assertEqual(s.readline(timeout=2.0), "EVENT FAILED lm LIMIT")
+        wait_until(lambda: self.redis.cli("EXISTS", self.key("lm")) == 0,
+                   1.0, what="the grant released")
+        self.assertEqual(self.stats(s)["orphans"], "1")
+
+    def test_a_cancelled_async_wait_forgets_its_record(self):
+        a, b = self.broker(), self.broker()
+        h, s = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE cx TTL 20000"))
+        self.assertEqual(s.req("ACQUIRE cx WAIT 8000 ASYNC"), "OK QUEUED")
+        self.recorded("cx")
+        self.assertEqual(s.req("CANCEL cx"), "OK 1")
+        wait_until(lambda: self.records("cx") == [], 2.0,
+                   what="the record forgotten")
+        self.assertEqual(h.req("RELEASE cx"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", self.key("cx")), 0)
+        s.no_reply(0.2)
+
     def test_waits_not_recorded(self):
         """A wait with a value, a grace session's wait and a shared wait
         are not recorded: they take the key by their own attempt."""
