@@ -127,6 +127,31 @@ class TestRemoteGrant(LeanCase):
         self.assertToken(n.req("ACQUIRE dk WAIT 10000", timeout=12.0))
         self.assertLess(time.monotonic() - t0, 3.0)
 
+    def test_a_grant_heard_late_is_released_not_delivered(self):
+        """b is paused (SIGSTOP) when the grant is made and resumes after
+        more than half the grant's 2 s: Redis may free the key before
+        b's renewal lands, so b releases it (orphans) instead of telling
+        its client; the waiter then takes the key by its own attempt,
+        with a newer token."""
+        a, b = self.broker(), self.broker()
+        h, w = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE lt TTL 20000"))
+        w.send("ACQUIRE lt WAIT 8000")
+        self.recorded("lt")
+        b.pause()
+        try:
+            self.assertEqual(h.req("RELEASE lt"), "OK 0")
+            v = self.redis.cli("GET", self.key("lt"))
+            self.assertTrue(v.startswith(w.cid + ":"), v)
+            granted = int(v.rsplit(":", 1)[1])
+            time.sleep(1.2)
+        finally:
+            b.resume()
+        tok = self.assertToken(w.readline(timeout=3.0))
+        self.assertGreater(tok, granted)
+        self.assertEqual(self.stats(w)["orphans"], "1")
+        self.assertEqual(w.req("RELEASE lt"), "OK 0")
+
     def test_records_of_a_dead_broker_are_skipped(self):
         """Once b's announcement is gone its records grant nothing: the
         release frees the key and publishes, as without records."""
