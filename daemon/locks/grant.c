@@ -61,18 +61,25 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	int64_t t = now_us();
 	char *value = w->wvalue;	/* written with the grant: the hold's */
 	struct hold *h;
+	int marked = mark_take(w), recorded = w->rrecorded;
 
 	histo_observe(&lt->stats.acquire_wait, t - w->wstart_us);
 	if (since_us != 0)
 		histo_observe(&lt->stats.handoff, t - since_us);
 	w->wvalue = NULL;
-	mark_leave(w, STORE_WMARK_GRANTED);
+	w->rrecorded = 0;
 	waiter_remove(w);
 	h = hold_start(lk, lk_holder(w), kind, token, w->wttl, sent_us,
 	    w->wdelay);
 	h->value = value;
 	lt->stats.acquires++;
 	lk_reply_waited(w, token, t - w->wstart_us);
+	/* Redis's book-keeping of the wait after the answer, which it would
+	 * only delay (each call sent wakes Redis, on the client's cores) */
+	if (marked)
+		mark_left(w, lk, STORE_WMARK_GRANTED);
+	if (recorded)
+		waiter_unrecord_of(w, lk);
 	return h;
 }
 

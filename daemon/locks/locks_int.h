@@ -405,6 +405,8 @@ void notice_cb(evutil_socket_t fd, short what, void *arg);
 void report_cb(evutil_socket_t fd, short what, void *arg);
 void mark_wait(struct lclient *w);
 void mark_leave(struct lclient *w, int op);
+int mark_take(struct lclient *w);
+void mark_left(struct lclient *w, const struct lock *lk, int op);
 void mark_cb(evutil_socket_t fd, short what, void *arg);
 void shared_seen(struct lock *lk);
 void writer_heard(struct lock *lk);
@@ -448,6 +450,7 @@ void hold_gone(struct hold *h, enum lk_lost_cause cause);
 /* records.c: waiters recorded for remote grants (remote.c) */
 void waiter_record(struct lclient *w);
 void waiter_unrecord(struct lclient *w);
+void waiter_unrecord_of(struct lclient *w, const struct lock *lk);
 /* grant.c */
 int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);

@@ -82,20 +82,36 @@ mark_wait(struct lclient *w)
 		timer_add_ms(lt->mark_ev, MARK_REFRESH_MS);
 }
 
+/* w's mark is no longer refreshed; whether it had one (mark_left then
+ * removes it from Redis). */
+int
+mark_take(struct lclient *w)
+{
+	if (!w->wmarked)
+		return 0;
+	w->wmarked = 0;
+	TAILQ_REMOVE(&w->lt->marked, w, mlink);
+	return 1;
+}
+
+/* Remove the mark of w, which waited for lk, from Redis. */
+void
+mark_left(struct lclient *w, const struct lock *lk, int op)
+{
+	struct locks *lt = w->lt;
+
+	if (lt->st != NULL && lk != NULL)
+		(void)store_wmark(lt->st, lk->name, lk->te.keylen, w->id,
+		    strlen(w->id), op, 0, mark_done, NULL);
+}
+
 /* w waits no more: granted, or it gave up (which wakes the readers its
  * mark held back). */
 void
 mark_leave(struct lclient *w, int op)
 {
-	struct locks *lt = w->lt;
-
-	if (!w->wmarked)
-		return;
-	w->wmarked = 0;
-	TAILQ_REMOVE(&lt->marked, w, mlink);
-	if (lt->st != NULL && w->wlock != NULL)
-		(void)store_wmark(lt->st, w->wlock->name, w->wlock->te.keylen,
-		    w->id, strlen(w->id), op, 0, mark_done, NULL);
+	if (mark_take(w))
+		mark_left(w, w->wlock, op);
 }
 
 void

@@ -83,15 +83,21 @@ forgotten(void *arg, int ok, int released)
 	(void)released;
 }
 
+/* Forget w's record of its wait for lk (its wait may have ended: the
+ * caller took rrecorded first). */
+void
+waiter_unrecord_of(struct lclient *w, const struct lock *lk)
+{
+	if (w->lt->st != NULL && lk != NULL)
+		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
+		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
+}
+
 void
 waiter_unrecord(struct lclient *w)
 {
-	struct lock *lk = w->wlock;
-
-	if (!w->rrecorded || lk == NULL)
+	if (!w->rrecorded)
 		return;
 	w->rrecorded = 0;
-	if (w->lt->st != NULL)
-		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
-		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
+	waiter_unrecord_of(w, w->wlock);
 }
