@@ -4,7 +4,8 @@
  * the key held elsewhere is recorded in Redis (store_rwait): a release on
  * any broker then grants it the key in its own script call, FIFO by the
  * records' first time (lib/holders.lua, remote_grant), and publishes the
- * grant; it reaches this broker as locks_store_granted.  Today's path,
+ * grant on this broker's own channel; it reaches it as
+ * locks_store_granted.  Today's path,
  * where the release publishes, this broker wakes and sends its own
  * attempt, took two round trips.
  *

@@ -56,6 +56,17 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->idsp[STORE_ID_LEN + 1] = '\0';
 	memcpy(k->idplus, k->idsp, sizeof k->idplus);
 	k->idplus[STORE_ID_LEN] = '+';
+	k->granted = NULL;
+	if (!cluster) {
+		char *g = keyname(prefix, ":granted:", 0);
+		size_t n = strlen(g);
+
+		k->granted = xmalloc(n + STORE_ID_LEN + 1);
+		memcpy(k->granted, g, n);
+		memcpy(k->granted + n, k->idsp, STORE_ID_LEN);
+		k->granted[n + STORE_ID_LEN] = '\0';
+		free(g);
+	}
 }
 
 void
@@ -67,6 +78,7 @@ keys_free(struct store_keys *k)
 	free(k->listenall);
 	free(k->brokers);
 	free(k->rwait);
+	free(k->granted);
 	free(k->lockpfx);
 	free(k->sesspfx);
 	free(k->writers);
@@ -131,22 +143,15 @@ admin_msg(const struct store_hooks *h, const char *msg, size_t len, int word,
 		h->killed(h->arg, a, (size_t)(slash - a), v);
 }
 
-/*
- * "granted <key> <broker-id> <wait-id> <owner> <token> <ms>"
- * (lib/holders.lua, remote_grant), after the word: watchers everywhere
- * hear that key's holder changed; this broker, when the waiter is its
- * own, the grant.
- */
-static void
-granted_msg(const struct store_keys *k, const struct store_hooks *h,
-    const char *p, const char *end)
+void
+keys_granted_msg(const struct store_hooks *h, const char *msg, size_t len)
 {
-	const char *w[6];
-	size_t wl[6];
+	const char *w[5], *p = msg, *end = msg + len;
+	size_t wl[5];
 	unsigned long long wid, token, ms;
 	int n = 0;
 
-	while (n < 6 && p < end) {
+	while (n < 5 && p < end) {
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 
 		w[n] = p;
@@ -156,31 +161,21 @@ granted_msg(const struct store_keys *k, const struct store_hooks *h,
 		n++;
 		p = sp != NULL ? sp + 1 : end;
 	}
-	if (n != 6 || p != end)
+	if (n != 5 || p != end || h->granted == NULL ||
+	    msg_num(w[1], wl[1], &wid) != 0 ||
+	    msg_num(w[3], wl[3], &token) != 0 || token > LLONG_MAX ||
+	    msg_num(w[4], wl[4], &ms) != 0 || ms > LLONG_MAX)
 		return;		/* another shape: ignored */
-	if (h->changed)
-		h->changed(h->arg, w[0], wl[0]);
-	if (h->granted == NULL || wl[1] != STORE_ID_LEN ||
-	    memcmp(w[1], k->idsp, STORE_ID_LEN) != 0 ||
-	    msg_num(w[2], wl[2], &wid) != 0 ||
-	    msg_num(w[4], wl[4], &token) != 0 || token > LLONG_MAX ||
-	    msg_num(w[5], wl[5], &ms) != 0 || ms > LLONG_MAX)
-		return;
-	h->granted(h->arg, w[0], wl[0], wid, w[3], wl[3], (long long)token,
+	h->granted(h->arg, w[0], wl[0], wid, w[2], wl[2], (long long)token,
 	    (long long)ms);
 }
 
 void
-keys_released_msg(const struct store_keys *k, const struct store_hooks *h,
-    const char *msg, size_t len)
+keys_released_msg(const struct store_hooks *h, const char *msg, size_t len)
 {
 	static const char *const admin_words[] = { "freed", "kill", "killed" };
 	size_t skip;
 
-	if ((skip = msg_word(msg, len, "granted")) > 0) {
-		granted_msg(k, h, msg + skip, msg + len);
-		return;
-	}
 	if ((skip = msg_word(msg, len, "held")) > 0) {
 		if (h->changed)
 			h->changed(h->arg, msg + skip, len - skip);

@@ -42,6 +42,10 @@ struct store_keys {
 					 * announcements (announce.lua) */
 	char *rwait;			/* "<prefix>:rwait:": waiters recorded
 					 * for remote grants (rwait.lua) */
+	char *granted;			/* "<prefix>:granted:<broker-id>":
+					 * this broker's remote grants (single
+					 * and Sentinel mode; NULL in cluster
+					 * mode) */
 	struct lean_names lean;		/* the lean batch's (single mode) */
 	char idsp[STORE_ID_LEN + 2];	/* "<broker-id> ": wanted messages
 					 * of exclusive waiters */
@@ -69,10 +73,6 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
     const char *msg, size_t len);
 /*
  * A message on the release channel: "<key>" a key was released (h->released),
- * "granted <key> <broker-id> <wait-id> <owner> <token> <ms>" a release
- * granted key to a waiter recorded by that broker at ms (Redis's clock,
- * Unix ms; h->granted when it is this one; h->changed for everyone: its
- * holder changed),
  * "held <key>" a watched key's holders or value changed (h->changed; lock
  * names have no blank, so brokers older than WATCH find no such key); the
  * admin words' "freed <key> <token>" (h->freed), "kill <client-id>
@@ -80,7 +80,15 @@ void keys_wanted_msg(const struct store_keys *k, const struct store_hooks *h,
  * older brokers find no key for either.  A message of those words in
  * another shape is ignored.
  */
-void keys_released_msg(const struct store_keys *k,
-    const struct store_hooks *h, const char *msg, size_t len);
+void keys_released_msg(const struct store_hooks *h, const char *msg,
+    size_t len);
+/*
+ * A message on this broker's grant channel (k->granted): "<key> <wait-id>
+ * <owner> <token> <ms>", a release granted key to this broker's waiter
+ * recorded with that wait-id at ms (Redis's clock, Unix ms): h->granted.
+ * Another shape is ignored.
+ */
+void keys_granted_msg(const struct store_hooks *h, const char *msg,
+    size_t len);
 
 #endif

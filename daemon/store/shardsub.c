@@ -236,7 +236,7 @@ ss_reply(struct shardsub *ss, redisReply *r)
 		size_t len = (size_t)r->element[2]->len;
 
 		if (strncmp(chan, k->channel, strlen(k->channel)) == 0) {
-			keys_released_msg(k, h, msg, len);
+			keys_released_msg(h, msg, len);
 		} else if (strncmp(chan, k->wanted, strlen(k->wanted)) == 0) {
 			keys_wanted_msg(k, h, msg, len);
 		}

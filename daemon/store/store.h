@@ -97,7 +97,8 @@ struct store_hooks {
 	void (*killed)(void *arg, const char *broker, size_t brokerlen,
 	    unsigned long long seq);
 	/* A release elsewhere granted key to this broker's waiter recorded
-	 * with store_rwait (wait-id wid, owner, TTL at most
+	 * with store_rwait (its channel "<prefix>:granted:<broker-id>"; wait-id
+	 * wid, owner, TTL at most
 	 * STORE_REMOTE_GRANT_MS in Redis until renewed), at grant_ms (Unix
 	 * ms by Redis's clock): the grant's token.  Deliver it and renew it
 	 * at once, or release it at once. */

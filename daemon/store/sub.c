@@ -2,8 +2,9 @@
  * sub.c - the subscriber of single-address and Sentinel mode (sub.h).
  *
  * A subscribed connection takes no PING and any error reply drops it
- * (docs/HIREDIS.md): it only ever sends SUBSCRIBE.  It is up once both
- * channels are confirmed.
+ * (docs/HIREDIS.md): it only ever sends SUBSCRIBE.  It is up once every
+ * channel is confirmed: the release and wanted channels, and this
+ * broker's grant channel (remote grants, keys.h).
  */
 #include "sub.h"
 #include "util.h"
@@ -40,9 +41,9 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	kind = r->element[0];
 	if (strcmp(kind->str, "subscribe") == 0) {
-		/* the count of channels subscribed: up once both are */
+		/* the count of channels subscribed: up once all are */
 		if (r->element[2]->type == REDIS_REPLY_INTEGER &&
-		    r->element[2]->integer == 2)
+		    r->element[2]->integer == (s->keys->granted ? 3 : 2))
 			link_hello_done(l);
 	} else if (strcmp(kind->str, "message") == 0 &&
 	    r->element[1]->type == REDIS_REPLY_STRING &&
@@ -52,7 +53,10 @@ sub_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		size_t keylen = (size_t)r->element[2]->len;
 
 		if (strcmp(chan, s->keys->channel) == 0)
-			keys_released_msg(s->keys, s->hooks, key, keylen);
+			keys_released_msg(s->hooks, key, keylen);
+		else if (s->keys->granted != NULL &&
+		    strcmp(chan, s->keys->granted) == 0)
+			keys_granted_msg(s->hooks, key, keylen);
 		else if (strcmp(chan, s->keys->wanted) == 0)
 			keys_wanted_msg(s->keys, s->hooks, key, keylen);
 	}
@@ -66,14 +70,18 @@ sub_locate(void *owner, struct link *l)
 	s->locate(s->arg, l);
 }
 
-/* Subscribe; up once both channels are confirmed (sub_reply). */
+/* Subscribe; up once every channel is confirmed (sub_reply). */
 static void
 sub_hello(void *owner, struct link *l)
 {
 	struct sub *s = owner;
 
-	link_sendf(l, sub_reply, s, "SUBSCRIBE %s %s", s->keys->channel,
-	    s->keys->wanted);
+	if (s->keys->granted != NULL)
+		link_sendf(l, sub_reply, s, "SUBSCRIBE %s %s %s",
+		    s->keys->channel, s->keys->wanted, s->keys->granted);
+	else
+		link_sendf(l, sub_reply, s, "SUBSCRIBE %s %s",
+		    s->keys->channel, s->keys->wanted);
 	link_expect(l);
 }
 

@@ -381,9 +381,9 @@ end
 -- with the "grants" feature (announce.lua: a broker killed -9 stops being
 -- one within the announcement's TTL), with a new token from the counter
 -- (as handoff.lua: the releasing hold was alive, so no lock delay), and
--- tells that broker on the release channel: "granted <name> <broker-id>
--- <wait-id> <owner> <token> <ms>", ms the grant's time by Redis's clock
--- (brokers older than this find no key of that name, as for "held").  The grant's PX is the waiter's TTL but at
+-- tells that broker alone, on its own channel "<prefix>:granted:<broker-
+-- id>": "<name> <wait-id> <owner> <token> <ms>", ms the grant's time by
+-- Redis's clock (watchers hear "held <name>" on the release channel).  The grant's PX is the waiter's TTL but at
 -- most REMOTE_GRANT_MS: the waiting broker renews it at once when it
 -- delivers the grant, and releases it at once when it cannot (the wait
 -- ended, was cancelled); one that died never renews it, and the key is
@@ -430,8 +430,8 @@ local function remote_grant(p, k, name, chan)
       end
       local px = math.max(1, math.min(tonumber(ttl), REMOTE_GRANT_MS))
       redis.call('SET', k, owner .. ':' .. num(token), 'PX', num(px))
-      publish(chan, 'granted ' .. name .. ' ' .. bid .. ' ' .. wid .. ' ' ..
-        owner .. ' ' .. num(token) .. ' ' .. num(now))
+      redis.call('PUBLISH', p .. 'granted:' .. bid, name .. ' ' .. wid ..
+        ' ' .. owner .. ' ' .. num(token) .. ' ' .. num(now))
       if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
         publish(chan, 'held ' .. name)
       end

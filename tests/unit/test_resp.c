@@ -247,47 +247,60 @@ on_released(void *arg, const char *key, size_t keylen)
 }
 
 static void
-hear_release(const struct store_keys *k, const char *msg)
+hear_release(const char *msg)
 {
 	struct store_hooks h = { .granted = on_granted, .changed = on_changed,
 	    .released = on_released };
 
 	got_granted = got_changed = got_released = 0;
 	got_key[0] = '\0';
-	keys_released_msg(k, &h, msg, strlen(msg));
+	keys_released_msg(&h, msg, strlen(msg));
 }
 
-/* A remote grant's message (lib/holders.lua, remote_grant): to this
- * broker's waiter, the grant; to another's, news for watchers only. */
+static void
+hear_granted(const char *msg)
+{
+	struct store_hooks h = { .granted = on_granted, .changed = on_changed,
+	    .released = on_released };
+
+	got_granted = got_changed = got_released = 0;
+	got_key[0] = '\0';
+	keys_granted_msg(&h, msg, strlen(msg));
+}
+
+/* A remote grant's message (lib/holders.lua, remote_grant), on this
+ * broker's own channel; the channel's name. */
 START_TEST(test_granted_messages)
 {
-	struct store_keys k;
+	struct store_keys k, c;
 
 	keys_init(&k, "lb", ID, 0);
-	hear_release(&k, "granted jobs:7 " ID " 42 c-1/2 1234567 1700000000123");
+	keys_init(&c, "lb", ID, 1);
+	ck_assert_str_eq(k.granted, "lb:granted:" ID);
+	ck_assert_ptr_null(c.granted);	/* cluster mode: no remote grants */
+	hear_granted("jobs:7 42 c-1/2 1234567 1700000000123");
 	ck_assert_int_eq(got_granted, 1);
-	ck_assert_int_eq(got_changed, 1);
-	ck_assert_int_eq(got_released, 0);
+	ck_assert_int_eq(got_changed + got_released, 0);
 	ck_assert_str_eq(got_key, "jobs:7");
 	ck_assert_str_eq(got_owner, "c-1/2");
 	ck_assert_uint_eq(got_wid, 42);
 	ck_assert_int_eq(got_token, 1234567);
 	ck_assert_int_eq(got_grant_ms, 1700000000123LL);
-	hear_release(&k, "granted jobs:7 " OTHER " 42 c 1 2");
-	ck_assert_int_eq(got_granted, 0);	/* another broker's waiter */
-	ck_assert_int_eq(got_changed, 1);
-	/* other shapes: ignored, never a release */
-	hear_release(&k, "granted jobs:7 " ID " 42 c 1");
-	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
-	hear_release(&k, "granted jobs:7 " ID " x c 1 2");
+	/* other shapes: ignored */
+	hear_granted("jobs:7 42 c 1");
 	ck_assert_int_eq(got_granted, 0);
-	hear_release(&k, "granted jobs:7 " ID " 42 c 1 2 3");
-	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
-	hear_release(&k, "granted  " ID " 42 c 1 2");
-	ck_assert_int_eq(got_granted + got_changed + got_released, 0);
-	hear_release(&k, "jobs:7");
+	hear_granted("jobs:7 x c 1 2");
+	ck_assert_int_eq(got_granted, 0);
+	hear_granted("jobs:7 42 c 1 2 3");
+	ck_assert_int_eq(got_granted, 0);
+	hear_granted(" 42 c 1 2");
+	ck_assert_int_eq(got_granted, 0);
+	/* the release channel's messages are what they were */
+	hear_release("jobs:7");
 	ck_assert_int_eq(got_released, 1);
+	ck_assert_int_eq(got_granted, 0);
 	keys_free(&k);
+	keys_free(&c);
 }
 END_TEST
 
