@@ -21,7 +21,8 @@
  * time, counted from the grant's time in the message); not deliverable
  * (the wait ended or was answered, its attempt is in flight, its
  * session's limit is full, the message came after half that time: a
- * paused broker), it is released at once and counted in orphans.  A broker that died never renews its grants: they
+ * paused broker; the store is not up, or the Sentinel lease not held),
+ * it is released at once and counted in orphans.  A broker that died never renews its grants: they
  * are free again STORE_REMOTE_GRANT_MS later, and its records are skipped
  * once its announcement ends (announce.lua).
  */
@@ -85,9 +86,11 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	if (left > trust / 2)
 		left = trust / 2;	/* (a clock behind Redis's) */
 	if (w != NULL) {
-		/* (its attempt in flight runs first in Redis: it answers) */
+		/* (its attempt in flight runs first in Redis: it answers; a
+		 * key whose store is not up, or a Sentinel lease not held,
+		 * grants nothing here, as for an attempt) */
 		int takes = w->rrecorded && w->op == NULL &&
-		    lk->nholds == 0 && left > 0;
+		    lk->nholds == 0 && left > 0 && lk_key_up(lk);
 
 		w->rrecorded = 0;	/* the grant took its record: a "held"
 					 * answer records it anew */
