@@ -52,6 +52,7 @@
 
 #include "clientid.h"
 #include "keytab.h"
+#include "pool.h"
 #include "locks.h"
 #include "store.h"
 
@@ -335,6 +336,7 @@ struct locks {
 	struct locks_cfg cfg;
 	struct store *st;
 	struct keytab *keys;
+	struct pool *pool;		/* lock entries and holds (pool.h) */
 	TAILQ_HEAD(, hold) held;
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */
