@@ -48,7 +48,7 @@ LOCKCTL_SRC := $(wildcard lockctl/*.c)
 
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC) $(PROTO_SRC)) $(BUILD)/scripts.o
 # Pure pieces the unit tests link (no main, no sockets).
-UNIT_DAEMON := keytab addr config log util histo slot acl tokenhash \
+UNIT_DAEMON := keytab pool addr config log util histo slot acl tokenhash \
 	      vouch httphead grace_record grace grace_resume stream tls redial \
 	      resolve order lean fnlib node cluster shardsub \
 	      resp keys locks/table locks/marks locks/records locks/waiters locks/cleanup \

@@ -165,34 +165,51 @@ admin_peer(struct session *s, int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof ss;
-	char ip[INET6_ADDRSTRLEN];
+	struct peer_addr *pa = &s->peer;
 
-	memcpy(s->peer, "-", 2);
+	memset(pa, 0, sizeof *pa);	/* AF_UNSPEC: "-" */
 	s->local = 0;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
 		log_debug("client %s: getpeername: %s", s->id, strerror(errno));
 		return;
 	}
 	if (ss.ss_family == AF_UNIX) {
-		memcpy(s->peer, "unix", 5);
+		pa->family = AF_UNIX;
 		s->local = 1;
 	} else if (ss.ss_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)&ss;
 
-		if (inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip) != NULL)
-			snprintf(s->peer, sizeof s->peer, "%s:%u", ip,
-			    ntohs(in->sin_port));
+		pa->family = AF_INET;
+		pa->port = ntohs(in->sin_port);
+		memcpy(pa->ip, &in->sin_addr, 4);
 		s->local = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
 	} else if (ss.ss_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const void *)&ss;
 		const unsigned char *a = in6->sin6_addr.s6_addr;
 
-		if (inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip) !=
-		    NULL)
-			snprintf(s->peer, sizeof s->peer, "[%s]:%u", ip,
-			    ntohs(in6->sin6_port));
+		pa->family = AF_INET6;
+		pa->port = ntohs(in6->sin6_port);
+		memcpy(pa->ip, a, 16);
 		s->local = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
 		    (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && a[12] == 127);
+	}
+}
+
+/* pa as SESSIONS shows it: "ip:port", "[ip]:port", "unix" or "-". */
+static void
+peer_text(const struct peer_addr *pa, char *out, size_t outlen)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int af = pa->family == AF_INET ? AF_INET : AF_INET6;
+
+	if (pa->family == AF_UNIX) {
+		snprintf(out, outlen, "unix");
+	} else if ((pa->family == AF_INET || pa->family == AF_INET6) &&
+	    inet_ntop(af, pa->ip, ip, sizeof ip) != NULL) {
+		snprintf(out, outlen, af == AF_INET ? "%s:%u" : "[%s]:%u", ip,
+		    (unsigned)pa->port);
+	} else {
+		snprintf(out, outlen, "-");
 	}
 }
 
@@ -231,10 +248,12 @@ static const char *
 who(const struct session *s)
 {
 	static char buf[160];		/* one log line at a time */
+	char peer[ADMIN_PEER_MAX];
 
+	peer_text(&s->peer, peer, sizeof peer);
 	snprintf(buf, sizeof buf, "client %s (%s%s%s%s)", s->id,
 	    s->app != NULL ? "app " : "", s->app != NULL ?
-	    acl_app_name(s->app) : "", s->app != NULL ? ", " : "", s->peer);
+	    acl_app_name(s->app) : "", s->app != NULL ? ", " : "", peer);
 	return buf;
 }
 
@@ -476,11 +495,11 @@ cmd_sessions(struct session *s, const struct proto_req *req)
 		if (o->ended)
 			continue;
 		snprintf(r.id, sizeof r.id, "%s", o->id);
-		snprintf(r.name, sizeof r.name, "%s", o->name[0] ? o->name :
-		    "-");
+		snprintf(r.name, sizeof r.name, "%s", o->name != NULL ?
+		    o->name : "-");
 		snprintf(r.app, sizeof r.app, "%s", o->app != NULL ?
 		    acl_app_name(o->app) : "-");
-		snprintf(r.peer, sizeof r.peer, "%s", o->peer);
+		peer_text(&o->peer, r.peer, sizeof r.peer);
 		r.age_ms = (long long)(p.now - o->born_ms);
 		r.held = o->cl != NULL ? locks_held(o->cl, NULL, NULL) : 0;
 		r.grace_ms = o->grace != NULL ? grace_ms(o->grace) : 0;

@@ -47,10 +47,10 @@ static void
 name_write(struct session *s, long px)
 {
 	struct store *st = s->b->store;
-	size_t len = px > 0 ? strlen(s->name) : 0;
+	const char *name = s->name != NULL && px > 0 ? s->name : "";
 
-	if (st == NULL || store_name(st, s->id, CLIENTID_LEN, s->name, len, px,
-	    name_written, NULL) != 0) {
+	if (st == NULL || store_name(st, s->id, CLIENTID_LEN, name,
+	    strlen(name), px, name_written, NULL) != 0) {
 		s->name_ms = 0;		/* tried again later */
 		return;
 	}
@@ -60,12 +60,17 @@ name_write(struct session *s, long px)
 void
 names_hello(struct session *s, const char *name, size_t len)
 {
+	char *copy;
+
 	if (len > PROTO_NAME_MAX)
 		len = PROTO_NAME_MAX;
-	if (strlen(s->name) == len && memcmp(s->name, name, len) == 0)
+	if (s->name != NULL ? strlen(s->name) == len &&
+	    memcmp(s->name, name, len) == 0 : len == 0)
 		return;
-	memcpy(s->name, name, len);
-	s->name[len] = '\0';
+	/* on the heap, not in the session: most sessions have no name */
+	copy = len > 0 ? xstrndup(name, len) : NULL;
+	free(s->name);
+	s->name = copy;
 	if (s->name_ms != 0 || (s->cl != NULL &&
 	    locks_held(s->cl, NULL, NULL) > 0))
 		name_write(s, NAME_TTL_MS);
@@ -74,7 +79,7 @@ names_hello(struct session *s, const char *name, size_t len)
 void
 names_held(struct session *s)
 {
-	if (s->name[0] != '\0' && s->name_ms == 0)
+	if (s->name != NULL && s->name_ms == 0)
 		name_write(s, NAME_TTL_MS);
 }
 

@@ -225,6 +225,8 @@ const struct lk_client_ops session_client_ops = { on_reply, on_lost,
 
 _Static_assert(GRACE_PERMITS_MAX == PROTO_LIMIT_MAX,
     "a grace record's permits are a LIMIT's");
+_Static_assert(PROTO_LIMIT_MAX <= LK_PERMITS_MAX,
+    "a hold records any LIMIT's permits");
 
 static enum proto_err
 grace_err(enum grace_status st)

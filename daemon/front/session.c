@@ -460,9 +460,6 @@ session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 	struct session *s = xcalloc(1, sizeof *s);
 
 	s->b = b;
-	/* peer_cn: the CN of the client certificate that verified (see the
-	 * struct); with an access list it may name the session's app */
-	snprintf(s->peer_cn, sizeof s->peer_cn, "%s", peer_cn);
 	clientid_new(s->id);
 	s->authed = b->cfg->auth_token[0] == '\0' && b->acl == NULL;
 	if ((s->st = stream_new(b->base, fd, ssl, (size_t)b->cfg->max_line,
@@ -478,11 +475,12 @@ session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 	admin_peer(s, fd);
 	s->cl = locks_client_new(b->locks, s->id, &session_client_ops, s);
 	index_add(s);
-	if (s->peer_cn[0] != '\0' && b->acl != NULL) {
-		/* A verified certificate whose CN names an app makes the
-		 * session that app's, as AUTH with the app's token would;
-		 * another CN leaves it to AUTH. */
-		const struct acl_app *app = acl_app_named(b->acl, s->peer_cn);
+	if (peer_cn[0] != '\0' && b->acl != NULL) {
+		/* peer_cn, the subject CN of a client certificate that
+		 * verified against tls_ca_cert_file (else ""): when it names
+		 * an app, the session is that app's, as AUTH with the app's
+		 * token would make it; another CN leaves it to AUTH. */
+		const struct acl_app *app = acl_app_named(b->acl, peer_cn);
 
 		if (app != NULL)
 			(void)session_set_app(s, app);
@@ -493,8 +491,7 @@ session_new(struct broker *b, int fd, struct ssl_st *ssl, const char *peer_cn)
 		b->stats.tls_sessions++;
 	b->stats.accepted++;
 	log_debug("client %s connected (fd %d%s%s%s)", s->id, fd,
-	    s->tls ? ", TLS" : "", s->peer_cn[0] ? ", CN " : "",
-	    s->peer_cn);
+	    s->tls ? ", TLS" : "", peer_cn[0] ? ", CN " : "", peer_cn);
 	return s;
 }
 
@@ -526,13 +523,15 @@ session_free(struct session *s)
 	if (s->quit || s->ended || b->stopping)
 		locks_client_clean(s->cl);	/* no lock delay */
 	if (s->grace != NULL) {
-		grace_set_name(s->grace, s->name);	/* SESSIONS, detached */
+		/* SESSIONS, detached */
+		grace_set_name(s->grace, s->name != NULL ? s->name : "");
 		grace_session_end(s->grace, s->cl, s->killed ? GRACE_TAKEN :
 		    s->quit ? GRACE_QUIT : GRACE_LOST);
 	} else {
 		locks_client_free(s->cl);
 	}
 	stream_free(s->st);
+	free(s->name);
 	free(s);
 }
 

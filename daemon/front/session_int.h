@@ -41,6 +41,18 @@ struct admin_req;
 /* "[" IPv6 "]:" port, NUL */
 #define ADMIN_PEER_MAX 56
 
+/*
+ * The client's address, kept in binary and written out only for SESSIONS
+ * and the admin words' log lines: most sessions are never listed, and an
+ * idle session's size is what 10,000 of them cost.
+ */
+struct peer_addr {
+	uint8_t family;			/* AF_UNSPEC ("-"), AF_UNIX, AF_INET,
+					 * AF_INET6 */
+	uint16_t port;			/* host order */
+	uint8_t ip[16];			/* AF_INET: the first 4 */
+};
+
 struct session {
 	struct broker *b;
 	struct stream *st;		/* its bytes, plain or TLS */
@@ -65,34 +77,29 @@ struct session {
 	unsigned quit:1;		/* ended by QUIT */
 	unsigned used:1;		/* took or asked for locks: no RESUME */
 	unsigned killed:1;		/* resumed by another connection */
-	unsigned await_record;		/* a grant's OK waits for its record
-					 * writes: how many (ACQUIRE ALL: one
-					 * per key) */
-	unsigned stashed:1;		/* and here it is */
+	unsigned stashed:1;		/* a grant's OK waits (await_record),
+					 * and here it is */
 	unsigned indexed:1;		/* by_id is in b->by_id */
 	unsigned owner_value:1;		/* the OWNER in progress has VALUE */
 	unsigned all:1;			/* ... is an ALL form (1.2) */
-	long long stash_token;
-	long long *stash_tokens;	/* ... ACQUIRE ALL's (stash_n) */
-	size_t stash_n;
-	struct relall *relall;		/* a RELEASE ALL in progress */
 	unsigned local:1;		/* on the unix socket or a loopback
 					 * address (admin_local) */
 	unsigned ended:1;		/* KILLed by an admin: closing, its
 					 * locks freed already */
+	unsigned await_record;		/* a grant's OK waits for its record
+					 * writes: how many (ACQUIRE ALL: one
+					 * per key) */
+	long long stash_token;
+	long long *stash_tokens;	/* ... ACQUIRE ALL's (stash_n) */
+	size_t stash_n;
+	struct relall *relall;		/* a RELEASE ALL in progress */
 	/* the admin view (admin.c, names.c) */
-	char name[PROTO_NAME_MAX + 1];	/* its HELLO name ("" none) */
-	char peer[ADMIN_PEER_MAX];	/* "ip:port", "[ip]:port" or "unix" */
+	char *name;			/* its HELLO name (NULL: none) */
+	struct peer_addr peer;
 	int64_t born_ms;		/* accepted then (SESSIONS' age) */
 	int64_t name_ms;		/* its name written in Redis then (0:
 					 * not written) */
 	struct admin_req *areq;		/* an admin request in progress */
-	/*
-	 * The subject CN of the client's certificate, when it sent one that
-	 * verified against tls_ca_cert_file (tls_auth_clients yes or
-	 * optional); "" otherwise.  Printable ASCII, no blanks.
-	 */
-	char peer_cn[TLS_CN_MAX + 1];
 };
 
 /* wire.c */

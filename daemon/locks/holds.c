@@ -93,7 +93,7 @@ hold_start(struct lock *lk, struct lclient *cl, long kind, long long token,
     long ttl, int64_t sent_us, long delay_ms)
 {
 	struct locks *lt = lk->lt;
-	struct hold *h = xcalloc(1, sizeof *h);
+	struct hold *h = pool_get(lt->pool, sizeof *h);
 	int found;
 
 	lost_forget(cl, lk->name, lk->te.keylen, &found);
@@ -141,7 +141,7 @@ hold_end(struct hold *h)
 	lk->lt->stats.locks_held--;
 	lk_held_changed(h, 0, 0);
 	free(h->value);
-	free(h);
+	pool_put(lk->lt->pool, h, sizeof *h);
 }
 
 /* cl's RELEASE could not be confirmed: the broker frees the key in Redis

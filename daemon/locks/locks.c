@@ -23,6 +23,7 @@ locks_new(struct event_base *base, const struct locks_cfg *cfg)
 	lt->base = base;
 	lt->cfg = *cfg;
 	lt->keys = keytab_new();
+	lt->pool = pool_new();
 	watch_init(lt);
 	TAILQ_INIT(&lt->held);
 	TAILQ_INIT(&lt->mwaits);
@@ -85,6 +86,7 @@ locks_free(struct locks *lt)
 	event_free(lt->notice_ev);
 	event_free(lt->report_ev);
 	event_free(lt->multi_ev);
+	pool_free(lt->pool);	/* after every entry and hold went back */
 	free(lt);
 }
 

@@ -33,6 +33,7 @@ struct lclient;
  * n > 0 permits (the key is then a semaphore). */
 #define LK_EXCLUSIVE (-1L)
 #define LK_SHARED 0L
+#define LK_PERMITS_MAX ((1L << 20) - 1)	/* the most n a hold can record */
 
 /* LK_KIND: the key is of another kind than asked (lk_result.n: 0 a lock,
  * n > 0 a semaphore of n permits); LK_UPGRADE: the session holds the key

@@ -55,6 +55,7 @@
 
 #include "clientid.h"
 #include "keytab.h"
+#include "pool.h"
 #include "locks.h"
 #include "store.h"
 
@@ -102,6 +103,10 @@
 #define PASS_MARGIN_MS 10
 
 /* One session's hold of a key (the counters and flags last: no holes). */
+#define HOLD_KIND_BITS 21		/* -1 .. 2^20 - 1 */
+_Static_assert(LK_PERMITS_MAX == (1L << (HOLD_KIND_BITS - 1)) - 1,
+    "a hold's kind field holds LK_EXCLUSIVE .. LK_PERMITS_MAX");
+
 struct hold {
 	struct lock *lk;
 	struct lclient *cl;
@@ -113,11 +118,6 @@ struct hold {
 					 * at most STORE_VALUE_MAX bytes), kept
 					 * fresh beside renewals; NULL: none */
 	int64_t noticed_ms;		/* its last EVENT WANTED (marks.c) */
-	long delay_ms;			/* lock delay (ACQUIRE ... DELAY): kept
-					 * taken that long after an unclean
-					 * end of its session; 0: none */
-	long kind;			/* LK_EXCLUSIVE, LK_SHARED, permits */
-	long ttl_ms;
 	int64_t start_us;		/* granted (or adopted) here: the hold
 					 * time histogram's start */
 	int64_t renew_at;		/* monotonic ms */
@@ -129,7 +129,16 @@ struct hold {
 	int64_t reclaim_until;		/* its reassert got no answer: renew
 					 * it with reassert.lua until one comes,
 					 * while a lock delay may run (ms) */
+	/* 32-bit fields, the kind beside the flags: a held lock costs its
+	 * hold, so 100,000 holds are 1.6 MB less than with longs */
+	int32_t delay_ms;		/* lock delay (ACQUIRE ... DELAY): kept
+					 * taken that long after an unclean
+					 * end of its session; 0: none
+					 * (max_delay_ms <= 86,400,000) */
+	int32_t ttl_ms;			/* (max_ttl_ms <= 2^31 - 1) */
 	unsigned count;			/* reentrant holds */
+	signed kind:HOLD_KIND_BITS;	/* LK_EXCLUSIVE, LK_SHARED, permits
+					 * (at most PROTO_LIMIT_MAX) */
 	unsigned notice_owed:1;		/* an EVENT WANTED waits for its turn
 					 * (noticed_ms) */
 	unsigned releasing:1;		/* its release in flight */
@@ -334,6 +343,7 @@ struct locks {
 	struct locks_cfg cfg;
 	struct store *st;
 	struct keytab *keys;
+	struct pool *pool;		/* lock entries and holds (pool.h) */
 	TAILQ_HEAD(, hold) held;
 	struct event *renew_ev;
 	int64_t renew_due;		/* when renew_ev fires; 0 = not armed */

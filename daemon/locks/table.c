@@ -119,7 +119,7 @@ lock_get(struct locks *lt, const char *key, size_t keylen)
 
 	if (lk != NULL)
 		return lk;
-	lk = xcalloc(1, sizeof *lk + keylen + 1);
+	lk = pool_get(lt->pool, sizeof *lk + keylen + 1);
 	memcpy(lk->name, key, keylen);
 	lk->te.key = lk->name;
 	lk->te.keylen = keylen;
@@ -149,7 +149,7 @@ lock_free(struct lock *lk)
 			event_free(lk->rare->retry_ev);
 		free(lk->rare);
 	}
-	free(lk);
+	pool_put(lk->lt->pool, lk, sizeof *lk + lk->te.keylen + 1);
 }
 
 /* Free the entry if nothing refers to it any more. */

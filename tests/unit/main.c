@@ -15,6 +15,7 @@
 static Suite *(*const suites[])(void) = {
 	proto_suite,
 	keytab_suite,
+	pool_suite,
 	addr_suite,
 	config_suite,
 	locks_grant_suite,

@@ -11,6 +11,7 @@
 
 Suite *proto_suite(void);	/* test_proto.c: proto_parse() and its tables */
 Suite *keytab_suite(void);	/* test_keytab.c: the intrusive hash table */
+Suite *pool_suite(void);	/* test_pool.c: the blocks of lock entries and holds */
 Suite *addr_suite(void);	/* test_addr.c: listen and Redis addresses */
 Suite *config_suite(void);	/* test_config.c: options, conf file, checks */
 /* The lock table (daemon/locks/) on fake_store.c, helpers in locks_env.c: */

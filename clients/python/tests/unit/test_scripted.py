@@ -270,7 +270,7 @@ class TestThreaded(DriverTest):
             c.hello("1.1.0")
             while c.expect(r"PING|ACQUIRE k WAIT \d+").group(0) == "PING":
                 c.send("OK PONG")       # an idle PING may come first
-            time.sleep(0.8)
+            time.sleep(1.2)             # three times ping_timeout
             c.send("OK 5")
             while c.expect("PING|QUIT").group(0) == "PING":
                 c.send("OK PONG")
@@ -280,7 +280,7 @@ class TestThreaded(DriverTest):
         os.environ["LOCKBROKER_ALLOW_OLD"] = "1"
         try:
             client = lockbroker.Client(
-                srv.addr, ping_interval=0.1, ping_timeout=0.2,
+                srv.addr, ping_interval=0.1, ping_timeout=0.4,
                 on_event=lambda e: events.append(e.kind))
         finally:
             del os.environ["LOCKBROKER_ALLOW_OLD"]
@@ -295,6 +295,7 @@ class TestThreaded(DriverTest):
         the PONG waits in the socket: the PING's deadline passes three
         times over, and the connection is kept."""
         gate = threading.Event()
+        ponged = threading.Event()
 
         def script(c: Conn) -> None:
             c.hello()
@@ -302,22 +303,26 @@ class TestThreaded(DriverTest):
             c.send("OK PONG")           # read at once
             c.expect("PING")
             c.send("OK PONG")           # read once the gate opens
+            ponged.set()
             while c.expect("PING|QUIT").group(0) == "PING":
                 c.send("OK PONG")
             c.send("OK")
         srv = Scripted(script)
         events: list[str] = []
-        with lockbroker.Client(srv.addr, ping_interval=0.1, ping_timeout=0.2,
+        # ping_timeout leaves the scripted server (a thread, slow on a
+        # loaded machine) time to answer; the hold-up is three of it.
+        with lockbroker.Client(srv.addr, ping_interval=0.1, ping_timeout=0.6,
                                on_event=lambda e: events.append(e.kind)
                                ) as client:
             driver = client._s
             real = driver._stream.recv
 
             def held_up() -> bytes:
-                gate.wait(5)
+                gate.wait(10)
                 return real()
             driver._stream.recv = held_up   # from the reader's next read
-            time.sleep(0.9)
+            self.assertTrue(ponged.wait(5))
+            time.sleep(1.8)
             gate.set()
             time.sleep(0.1)
         srv.check()
