@@ -115,7 +115,7 @@ CLIENT_PKGS := default-jdk-headless junit5 golang-go nodejs python3-venv \
             python3-setuptools python3-wheel python3-pip
 DEB_PKGS := build-essential pkg-config libhiredis-dev libevent-dev uuid-dev \
             libssl-dev openssl check redis-server redis-tools python3 mandoc \
-            prometheus valgrind clang netcat-openbsd strace \
+            prometheus valgrind clang netcat-openbsd strace faketime \
             debhelper dpkg-dev lintian iproute2 iptables $(CLIENT_PKGS)
 deps:
 	@missing=""; \
@@ -124,7 +124,7 @@ deps:
 	pkg-config --exists hiredis libevent uuid openssl check 2>/dev/null || missing=1; \
 	command -v redis-server >/dev/null 2>&1 || missing=1; \
 	command -v $(PY) >/dev/null 2>&1 || missing=1; \
-	for c in mandoc promtool valgrind clang nc strace openssl \
+	for c in mandoc promtool valgrind clang nc strace faketime openssl \
 	         dh dpkg-buildpackage lintian ip iptables; do \
 	  command -v $$c >/dev/null 2>&1 || missing=1; done; \
 	if [ -n "$$missing" ]; then \

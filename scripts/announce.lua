@@ -24,7 +24,8 @@
 -- means such a broker (or another client) listens: <prefix>:listenall is
 -- then set for the TTL, and every release is published, as before marks.
 -- The announcements of a broker that died end with their TTL.
--- Returns 1 when <prefix>:listenall is set, else 0.
+-- Returns {1 when <prefix>:listenall is set, else 0; Redis's clock in Unix
+-- ms}: the broker measures a remote grant's age with it (store/announce.c).
 -- @include holders.lua
 local now = now_ms()
 local ttl = tonumber(ARGV[2])
@@ -46,7 +47,7 @@ if ARGV[4] == '0' then
 end
 if others or tonumber(subs[2]) > marking then
   redis.call('SET', KEYS[2], '1', 'PX', ttl)
-  return 1
+  return {1, now}
 end
 redis.call('DEL', KEYS[2])
-return 0
+return {0, now}

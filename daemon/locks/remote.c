@@ -22,7 +22,11 @@
  * (the wait ended or was answered, its attempt is in flight, its
  * session's limit is full, the message came after half that time: a
  * paused broker; the store is not up, or the Sentinel lease not held),
- * it is released at once and counted in orphans.  A broker that died never renews its grants: they
+ * it is released at once and counted in orphans.  The grant's age is
+ * measured on the master's clock (store_redis_now: this broker's clock
+ * may be set apart from it by any amount); without a recent sample of it
+ * (a new master, no announce answered lately) a grant is not trusted
+ * either.  A broker that died never renews its grants: they
  * are free again STORE_REMOTE_GRANT_MS later, and its records are skipped
  * once its announcement ends (announce.lua).
  */
@@ -64,7 +68,7 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	struct lclient *w;
 	struct hold *h;
 	char id[OWNER_MAX + 1];
-	int64_t now, left;
+	int64_t now, left, redis_now;
 	long trust;
 
 	if (ownerlen == 0 || ownerlen > OWNER_MAX || token <= 0 ||
@@ -77,14 +81,16 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	if (w != NULL && strcmp(w->id, id) != 0)
 		w = NULL;
 	/* Redis keeps the grant trust ms from grant_ms, unless renewed: this
-	 * broker vouches for half of that, less what has passed since by its
-	 * own wall clock (the brokers' clocks and Redis's agree within far
-	 * less than that, as the fencing tokens already assume) */
+	 * broker vouches for half of that, less what has passed since on the
+	 * master's clock (never less than what has) */
 	trust = w != NULL && w->wttl < STORE_REMOTE_GRANT_MS ? w->wttl :
 	    STORE_REMOTE_GRANT_MS;
-	left = trust / 2 - (wall_ms() - grant_ms);
+	if (store_redis_now(lt->st, &redis_now) != 0)
+		left = 0;		/* no sample: not trusted */
+	else
+		left = trust / 2 - (redis_now - grant_ms);
 	if (left > trust / 2)
-		left = trust / 2;	/* (a clock behind Redis's) */
+		left = trust / 2;	/* (a sample older than the grant) */
 	if (w != NULL) {
 		/* (its attempt in flight runs first in Redis: it answers; a
 		 * key whose store is not up, or a Sentinel lease not held,

@@ -50,6 +50,10 @@ typedef void calls_locks_fn(void *arg, int ok, const struct locks_raw *p);
 /* peek.lua: one string per key (p NULL: absent), valid during the call */
 typedef void calls_peek_fn(void *arg, int ok, const struct store_str *v,
     size_t n);
+/* announce.lua: <prefix>:listenall set, the master's clock (Unix ms), and
+ * now_ms() when the call was made (announce.c) */
+typedef void calls_announce_fn(void *arg, int ok, int listenall,
+    long long redis_ms, int64_t made_ms);
 
 /* A script call of store.h.  Owned by node.c from node_call on, then by
  * whoever its answer goes to (call_reply). */
@@ -70,6 +74,7 @@ struct call {
 		store_kill_fn *kill;
 		calls_locks_fn *locks;
 		calls_peek_fn *peek;
+		calls_announce_fn *announce;
 	} fn;
 	void *arg;
 	size_t nrenew;
@@ -114,6 +119,7 @@ int decode_check(struct call *c, const redisReply *r, int can_park);
 int decode_all(struct call *c, const redisReply *r, int can_park);
 int decode_locks(struct call *c, const redisReply *r, int can_park);
 int decode_peek(struct call *c, const redisReply *r, int can_park);
+int decode_announce(struct call *c, const redisReply *r, int can_park);
 int decode_free(struct call *c, const redisReply *r, int can_park);
 int decode_kill(struct call *c, const redisReply *r, int can_park);
 

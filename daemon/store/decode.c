@@ -519,3 +519,20 @@ decode_kill(struct call *c, const redisReply *r, int can_park)
 	free(keys);
 	return 0;
 }
+
+/* announce.lua: {listenall (0 or 1), the master's clock in Unix ms} */
+int
+decode_announce(struct call *c, const redisReply *r, int can_park)
+{
+	(void)can_park;
+	if (r == NULL) {
+		c->fn.announce(c->arg, 0, 0, 0, 0);
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    !resp_is_int(r->element[0]) || !resp_is_int(r->element[1]))
+		return -1;
+	c->fn.announce(c->arg, 1, r->element[0]->integer == 1,
+	    r->element[1]->integer, c->cmd.born_ms);
+	return 0;
+}

@@ -995,6 +995,8 @@ node_hello(struct node *n, void (*on_info)(struct node *n, int changed))
 {
 	n->on_info = on_info;
 	n->announced = 0;	/* lean batches wait for the announce here */
+	n->clock_made_ms = 0;	/* and remote grants for its clock sample:
+				 * a new connection may be to a new master */
 	fnlib_hello(n);
 	/* then: is it the master, and of which tenure? */
 	link_sendf(&n->link, info_reply, n, "INFO replication");

@@ -151,6 +151,9 @@ struct node {
 					 * link ("Function not found") */
 	int announced;			/* this link's announce.lua answered:
 					 * lean batches may go (node.c) */
+	int64_t clock_redis_ms;		/* its clock, by its last announce */
+	int64_t clock_made_ms;		/* now_ms() when that call was made
+					 * (0: no sample yet; announce.c) */
 	char replid[64];		/* INFO's master_replid, handshake */
 	char replid2[64];		/* INFO's master_replid2 */
 	char prev_replid[64];		/* its replication id before the

@@ -337,57 +337,6 @@ store_queue_report(struct store *st, const char *key, size_t keylen,
 	return notice_send(st, key, keylen, head, (size_t)l);
 }
 
-/* The announce's answer: lean batches may go on the link it came on (1:
- * they publish every release meanwhile, <prefix>:listenall). */
-static void
-announced(void *arg, int ok, int listenall)
-{
-	struct node *n = arg;
-
-	(void)listenall;
-	if (ok)
-		n->announced = 1;	/* its link answered: n lives */
-}
-
-/*
- * announce.lua, every second (store.c), single and Sentinel mode:
- * this broker's member of <prefix>:brokers ("<broker-id> <version>
- * marks": its waiters and watchers set listen marks), which sets
- * <prefix>:listenall while a broker without marks listens (counted by the
- * release channel's subscribers, this broker's own subscriber when it is
- * subscribed).  A link's lean batches wait for its first answer, so a
- * broker never sends releases that publish only to marks before it has
- * looked for such a broker.
- */
-int
-calls_announce(struct store *st)
-{
-	char member[STORE_ID_LEN + 64], ttl[24];
-	int ml = snprintf(member, sizeof member, "%.*s %s marks,grants",
-	    STORE_ID_LEN, st->keys.idsp, LOCKBROKER_VERSION);
-	int tl = snprintf(ttl, sizeof ttl, "%d", ANNOUNCE_TTL_MS);
-	struct route r;
-	struct piece p[6];
-	int subbed;
-
-	calls_route_slot(st, -1, &r);
-	if (st->topo.sharded || st->topo.ops->subscribed == NULL ||
-	    r.node == NULL || ml < 0 || (size_t)ml >= sizeof member)
-		return -1;
-	subbed = st->topo.ops->subscribed(st->topo.t);
-	p[0] = (struct piece){ st->keys.brokers, strlen(st->keys.brokers),
-	    NULL, 0 };
-	p[1] = (struct piece){ st->keys.listenall, strlen(st->keys.listenall),
-	    NULL, 0 };
-	p[2] = (struct piece){ member, (size_t)ml, NULL, 0 };
-	p[3] = (struct piece){ ttl, (size_t)tl, NULL, 0 };
-	p[4] = (struct piece){ st->keys.channel, strlen(st->keys.channel),
-	    NULL, 0 };
-	p[5] = (struct piece){ subbed ? "1" : "0", 1, NULL, 0 };
-	return calls_script(st, &r, decode_release, SCRIPT_ANNOUNCE, 2, p, 6,
-	    (union call_fn){ .release = announced }, r.node);
-}
-
 int
 store_queue_ask(struct store *st, const char *key, size_t keylen,
     const char *to)

@@ -385,6 +385,14 @@ int store_forget(struct store *st, const char *key, size_t keylen,
  */
 #define STORE_OWNER_MAX 64
 #define STORE_REMOTE_GRANT_MS 2000	/* lib/holders.lua REMOTE_GRANT_MS */
+/*
+ * The master's clock now (Unix ms), never behind it by more than the
+ * clocks' drift: from this broker's last announce (every second) to that
+ * master, counted from when the call was made.  -1 with no sample of the
+ * current master in the last seconds (a new master, Redis unreachable),
+ * and in cluster mode.  What a remote grant's age is measured with.
+ */
+int store_redis_now(struct store *st, int64_t *ms);
 int store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
     size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg);

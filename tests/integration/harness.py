@@ -702,9 +702,9 @@ class BrokerTestCase(unittest.TestCase):
         self.addCleanup(r.close)
         return r
 
-    def start_broker(self, *extra, redis=None, prefix=None, **kw):
+    def start_broker(self, *extra, redis=None, prefix=None, cls=None, **kw):
         redis = redis or self.redis
-        b = Broker(redis.addr, prefix or self.prefix, *extra, **kw)
+        b = (cls or Broker)(redis.addr, prefix or self.prefix, *extra, **kw)
         self.addCleanup(b.close)
         return b
 

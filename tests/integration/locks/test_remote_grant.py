@@ -15,11 +15,12 @@ in the release's own call (MONITOR: the commands each call ran), or in
 the record and the counters only this path writes.
 """
 
+import glob
 import os
 import time
 import unittest
 
-from harness import wait_until
+from harness import Broker, wait_until
 from test_lean import (BASELINE, LeanCase, Monitor, OldBroker,
                        module_redis_start, module_redis_stop)
 
@@ -30,6 +31,27 @@ def setUpModule():
 
 def tearDownModule():
     module_redis_stop()
+
+
+# Debian's faketime (make deps): preloaded into the broker itself, so that
+# its pid is the broker's (pause, resume and stop signal it, not a wrapper)
+LIBFAKETIME = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+
+
+def skewed(skew):
+    """A Broker class whose wall clock is skew off ("+30s", "-30s":
+    libfaketime; its monotonic clock is the real one)."""
+    class SkewedBroker(Broker):
+        def launcher(self):
+            if not LIBFAKETIME:
+                raise AssertionError("libfaketime is missing (make deps "
+                                     "installs faketime)")
+            # (an ASan build's runtime is then not the first library)
+            return ["env", "LD_PRELOAD=" + LIBFAKETIME[0],
+                    "FAKETIME=" + skew, "FAKETIME_DONT_FAKE_MONOTONIC=1",
+                    "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1:"
+                    "halt_on_error=1:abort_on_error=0"]
+    return SkewedBroker
 
 
 class TestRemoteGrant(LeanCase):
@@ -151,6 +173,48 @@ class TestRemoteGrant(LeanCase):
         self.assertGreater(tok, granted)
         self.assertEqual(self.stats(w)["orphans"], "1")
         self.assertEqual(w.req("RELEASE lt"), "OK 0")
+
+    def test_a_broker_clock_ahead_still_takes_grants(self):
+        """b's clock is 30 s ahead of Redis's: a grant's age is measured
+        on the master's clock (sampled by b's announce), not b's, so the
+        grant is delivered, not released as if 30 s old."""
+        a, b = self.broker(), self.broker(cls=skewed("+30s"))
+        h, w = self.session(a), self.session(b)
+        htok = self.assertToken(h.req("ACQUIRE ca TTL 20000"))
+        w.send("ACQUIRE ca WAIT 8000 TTL 10000")
+        self.recorded("ca")
+        self.assertEqual(h.req("RELEASE ca"), "OK 0")
+        v = self.redis.cli("GET", self.key("ca"))
+        self.assertTrue(v.startswith(w.cid + ":"), v)
+        tok = self.assertToken(w.readline(timeout=2.0))
+        self.assertEqual(tok, int(v.rsplit(":", 1)[1]), "not the grant")
+        self.assertGreater(tok, htok)
+        self.assertEqual(self.stats(w)["orphans"], "0")
+        self.assertEqual(w.req("RELEASE ca"), "OK 0")
+
+    def test_a_broker_clock_behind_still_refuses_a_late_grant(self):
+        """b's clock is 30 s behind Redis's and b is paused past half the
+        grant's time: by b's own clock the grant would look 28 s young;
+        on the master's it is late, so it is released (orphans), and the
+        waiter takes the key by its own attempt."""
+        a, b = self.broker(), self.broker(cls=skewed("-30s"))
+        h, w = self.session(a), self.session(b)
+        self.assertToken(h.req("ACQUIRE cb TTL 20000"))
+        w.send("ACQUIRE cb WAIT 8000")
+        self.recorded("cb")
+        b.pause()
+        try:
+            self.assertEqual(h.req("RELEASE cb"), "OK 0")
+            v = self.redis.cli("GET", self.key("cb"))
+            self.assertTrue(v.startswith(w.cid + ":"), v)
+            granted = int(v.rsplit(":", 1)[1])
+            time.sleep(1.2)
+        finally:
+            b.resume()
+        tok = self.assertToken(w.readline(timeout=3.0))
+        self.assertGreater(tok, granted)
+        self.assertEqual(self.stats(w)["orphans"], "1")
+        self.assertEqual(w.req("RELEASE cb"), "OK 0")
 
     def test_records_of_a_dead_broker_are_skipped(self):
         """Once b's announcement is gone its records grant nothing: the
