@@ -575,6 +575,13 @@ acl_parse_globs(const char *globs, const char *name, char *err,
 	}
 	acl->refs = 1;
 	snprintf(a->name, sizeof a->name, "%s", name);
+	/* no list longer than an acl_file line could hold (conf's own values
+	 * are shorter; this bounds one given on the command line) */
+	if (len > ACL_LINE_MAX) {
+		perr(&l, "longer than %d bytes, an acl_file line's limit",
+		    ACL_LINE_MAX);
+		goto fail;
+	}
 	/* an acl_file line's words hold no blank nor any byte a key cannot */
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)globs[i] < 0x21 ||

@@ -457,6 +457,26 @@ START_TEST(test_globs_alone)
 		ck_assert_msg(strncmp(err, "fenced_write_keys: ", 19) == 0 &&
 		    strstr(err, ":0:") == NULL, "%s", err);
 	}
+	/* no longer than an acl_file line (one given on the command line) */
+	{
+		char *list = malloc(ACL_LINE_MAX + 2);
+
+		ck_assert_ptr_nonnull(list);
+		for (size_t i = 0; i < ACL_LINE_MAX + 1; i++)
+			list[i] = i % 100 == 99 ? ',' : 'a';	/* patterns */
+		list[ACL_LINE_MAX - 1] = 'a';
+		list[ACL_LINE_MAX] = '\0';
+		acl = acl_parse_globs(list, "fenced_write_keys", err,
+		    sizeof err);
+		ck_assert_msg(acl != NULL, "%s", err);
+		acl_unref(acl);
+		list[ACL_LINE_MAX] = 'a';
+		list[ACL_LINE_MAX + 1] = '\0';
+		ck_assert_ptr_null(acl_parse_globs(list, "fenced_write_keys",
+		    err, sizeof err));
+		ck_assert_msg(strstr(err, "longer than") != NULL, "%s", err);
+		free(list);
+	}
 }
 END_TEST
 
