@@ -155,15 +155,21 @@ class TestRemoteGrant(LeanCase):
         b's renewal lands, so b releases it (orphans) instead of telling
         its client; the waiter then takes the key by its own attempt,
         with a newer token."""
-        a, b = self.broker(), self.broker()
+        self.late_grant_refused("lt", self.broker())
+
+    def late_grant_refused(self, name, b):
+        """A waiter on b recorded, b paused (SIGSTOP) while a's release
+        grants it the key and 1.2 s more: b releases the grant (orphans),
+        and its waiter takes the key by its own attempt, newer token."""
+        a = self.broker()
         h, w = self.session(a), self.session(b)
-        self.assertToken(h.req("ACQUIRE lt TTL 20000"))
-        w.send("ACQUIRE lt WAIT 8000")
-        self.recorded("lt")
+        self.assertToken(h.req("ACQUIRE %s TTL 20000" % name))
+        w.send("ACQUIRE %s WAIT 8000" % name)
+        self.recorded(name)
         b.pause()
         try:
-            self.assertEqual(h.req("RELEASE lt"), "OK 0")
-            v = self.redis.cli("GET", self.key("lt"))
+            self.assertEqual(h.req("RELEASE %s" % name), "OK 0")
+            v = self.redis.cli("GET", self.key(name))
             self.assertTrue(v.startswith(w.cid + ":"), v)
             granted = int(v.rsplit(":", 1)[1])
             time.sleep(1.2)
@@ -172,7 +178,7 @@ class TestRemoteGrant(LeanCase):
         tok = self.assertToken(w.readline(timeout=3.0))
         self.assertGreater(tok, granted)
         self.assertEqual(self.stats(w)["orphans"], "1")
-        self.assertEqual(w.req("RELEASE lt"), "OK 0")
+        self.assertEqual(w.req("RELEASE %s" % name), "OK 0")
 
     def test_a_broker_clock_ahead_still_takes_grants(self):
         """b's clock is 30 s ahead of Redis's: a grant's age is measured
@@ -197,24 +203,7 @@ class TestRemoteGrant(LeanCase):
         grant's time: by b's own clock the grant would look 28 s young;
         on the master's it is late, so it is released (orphans), and the
         waiter takes the key by its own attempt."""
-        a, b = self.broker(), self.broker(cls=skewed("-30s"))
-        h, w = self.session(a), self.session(b)
-        self.assertToken(h.req("ACQUIRE cb TTL 20000"))
-        w.send("ACQUIRE cb WAIT 8000")
-        self.recorded("cb")
-        b.pause()
-        try:
-            self.assertEqual(h.req("RELEASE cb"), "OK 0")
-            v = self.redis.cli("GET", self.key("cb"))
-            self.assertTrue(v.startswith(w.cid + ":"), v)
-            granted = int(v.rsplit(":", 1)[1])
-            time.sleep(1.2)
-        finally:
-            b.resume()
-        tok = self.assertToken(w.readline(timeout=3.0))
-        self.assertGreater(tok, granted)
-        self.assertEqual(self.stats(w)["orphans"], "1")
-        self.assertEqual(w.req("RELEASE cb"), "OK 0")
+        self.late_grant_refused("cb", self.broker(cls=skewed("-30s")))
 
     def test_records_of_a_dead_broker_are_skipped(self):
         """Once b's announcement is gone its records grant nothing: the
