@@ -15,15 +15,16 @@
 
 #define RECORD_KEEP_MS 1000	/* a record outlasts its wait by this */
 
-/* Whether w may be recorded: an exclusive single-key wait without a
- * value, of no grace session, within its session's limit. */
+/* Whether w may be recorded: an exclusive single-key wait (with or
+ * without a value; of any session, a grace session's too: its record
+ * lists the hold before its client hears of it, as for any grant),
+ * within its session's limit. */
 static int
 may_record(struct lclient *w)
 {
 	struct lclient *hc = lk_holder(w);
 
-	return w->wkind == LK_EXCLUSIVE && w->wvalue == NULL &&
-	    w->mw == NULL && !w->conn_wait && !hc->resumable &&
+	return w->wkind == LK_EXCLUSIVE && w->mw == NULL && !w->conn_wait &&
 	    (long)hc->nheld < w->lt->cfg.max_locks_per_session &&
 	    w->deadline > now_ms();
 }
@@ -66,8 +67,9 @@ waiter_record(struct lclient *w)
 	op = lk_op_new(lt, lk, NULL);
 	op->token = (long long)w->rwid;
 	if (store_rwait(lt->st, lk->name, lk->te.keylen, 1, w->rwid, w->wttl,
-	    w->id, strlen(w->id), (long)(w->deadline - now_ms()) +
-	    RECORD_KEEP_MS, recorded, op) != 0) {
+	    w->id, strlen(w->id), w->wvalue, value_len(w->wvalue),
+	    (long)(w->deadline - now_ms()) + RECORD_KEEP_MS, recorded,
+	    op) != 0) {
 		lk_op_done(op);
 		free(op);
 		return;
@@ -83,14 +85,16 @@ forgotten(void *arg, int ok, int released)
 	(void)released;
 }
 
-/* Forget w's record of its wait for lk (its wait may have ended: the
- * caller took rrecorded first). */
+/* Forget w's record of its wait for lk, made with value (its wait may
+ * have ended: the caller took rrecorded first, and the value). */
 void
-waiter_unrecord_of(struct lclient *w, const struct lock *lk)
+waiter_unrecord_of(struct lclient *w, const struct lock *lk,
+    const char *value)
 {
 	if (w->lt->st != NULL && lk != NULL)
 		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
-		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
+		    w->wttl, w->id, strlen(w->id), value, value_len(value), 0,
+		    forgotten, NULL);
 }
 
 void
@@ -99,5 +103,5 @@ waiter_unrecord(struct lclient *w)
 	if (!w->rrecorded)
 		return;
 	w->rrecorded = 0;
-	waiter_unrecord_of(w, w->wlock);
+	waiter_unrecord_of(w, w->wlock, w->wvalue);
 }

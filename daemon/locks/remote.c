@@ -1,6 +1,6 @@
 /*
- * remote.c - remote grants (issue 36, item 4): the cross-broker hand-off
- * in one Redis round trip.  An exclusive waiter here whose attempt found
+ * remote.c - remote grants: the cross-broker hand-off in one Redis round
+ * trip.  An exclusive waiter here whose attempt found
  * the key held elsewhere is recorded in Redis (store_rwait): a release on
  * any broker then grants it the key in its own script call, FIFO by the
  * records' first time (lib/holders.lua, remote_grant), and publishes the
@@ -9,11 +9,12 @@
  * where the release publishes, this broker wakes and sends its own
  * attempt, took two round trips.
  *
- * Recorded: single-key exclusive waits without a value, of sessions that
- * are not grace sessions (their record in Redis must list a hold before
- * its client hears of it: they take the key by their own attempt, as
- * before), within their session's max_locks_per_session.  The store
- * refuses to record in cluster mode and with redis_replica_acks.
+ * Recorded: single-key exclusive waits, with or without a value (the
+ * grant writes it in the same call), within their session's
+ * max_locks_per_session; a grace session's too: its grant goes through
+ * grant_local as any other, so its record lists the hold before its
+ * client hears of it.  The store refuses to record in cluster mode and
+ * with redis_replica_acks.
  *
  * A grant in Redis lasts at most STORE_REMOTE_GRANT_MS until this broker
  * renews it: delivered, its hold is renewed at once (the jeopardy clock
@@ -22,13 +23,15 @@
  * (the wait ended or was answered, its attempt is in flight, its
  * session's limit is full, the message came after half that time: a
  * paused broker; the store is not up, or the Sentinel lease not held),
- * it is released at once and counted in orphans.  The grant's age is
+ * it is released at once and counted in orphans.  A broker killed -9
+ * is granted nothing: the release's PUBLISH of the grant reaches nobody,
+ * and the script tries the next record instead.  The grant's age is
  * measured on the master's clock (store_redis_now: this broker's clock
  * may be set apart from it by any amount); without a recent sample of it
  * (a new master, no announce answered lately) a grant is not trusted
- * either.  A broker that died never renews its grants: they
- * are free again STORE_REMOTE_GRANT_MS later, and its records are skipped
- * once its announcement ends (announce.lua).
+ * either.  A broker that hangs with its connections open never renews
+ * its grants: they are free again STORE_REMOTE_GRANT_MS later; records of
+ * a broker whose announcement ended are skipped (announce.lua).
  */
 #include "locks_int.h"
 #include "log.h"

@@ -371,25 +371,28 @@ local function holders_of(k)
   return out
 end
 
--- Remote grants (issue 36, item 4): the cross-broker hand-off in one
--- round trip.  A broker whose exclusive waiter (single key, no value, not
--- a grace session's) found the key held elsewhere records it (rwait.lua)
--- in "<prefix>:rwait:<name>", a sorted set: member "<broker-id> <wait-id>
--- <ttl> <owner>", scored by the Redis ms of its first record (FIFO by the
--- wait's start).  A release that frees the key (release.lua, the lean
--- batch) grants it to the earliest record of a broker still announced
--- with the "grants" feature (announce.lua: a broker killed -9 stops being
--- one within the announcement's TTL), with a new token from the counter
--- (as handoff.lua: the releasing hold was alive, so no lock delay), and
--- tells that broker alone, on its own channel "<prefix>:granted:<broker-
--- id>": "<name> <wait-id> <owner> <token> <ms>", ms the grant's time by
--- Redis's clock (watchers hear "held <name>" on the release channel).  The grant's PX is the waiter's TTL but at
--- most REMOTE_GRANT_MS: the waiting broker renews it at once when it
--- delivers the grant, and releases it at once when it cannot (the wait
--- ended, was cancelled); one that died never renews it, and the key is
--- free again REMOTE_GRANT_MS later instead of a whole TTL.  Records of
--- brokers no longer announced are dropped on the way.  Cluster mode (chan
--- ends in "}") records nothing and grants nothing.
+-- Remote grants: the cross-broker hand-off in one round trip.  A broker
+-- whose exclusive single-key waiter found the key held elsewhere records
+-- it (rwait.lua) in "<prefix>:rwait:<name>", a sorted set: member
+-- "<broker-id> <wait-id> <ttl> <owner>[ <value>]", scored by the Redis ms
+-- of its first record (FIFO by the wait's start).  A release that frees
+-- the key (release.lua, the lean batch) grants it to the earliest record
+-- of a broker still announced with the "grants" feature (announce.lua)
+-- whose channel "<prefix>:granted:<broker-id>" somebody hears, with a new
+-- token from the counter (as handoff.lua: the releasing hold was alive,
+-- so no lock delay) and the waiter's value written in the same call (so
+-- no reader sees the new holder without it): "<name> <wait-id> <owner>
+-- <token> <ms>" on that channel, ms the grant's time by Redis's clock
+-- (watchers hear "held <name>" on the release channel).  A broker killed
+-- -9 has lost its connections: its message would reach nobody (PUBLISH
+-- counts the receivers), so nothing is granted to it and the next record
+-- is tried.  The grant's PX is the waiter's TTL but at most
+-- REMOTE_GRANT_MS: the waiting broker renews it at once when it delivers
+-- the grant, and releases it at once when it cannot (the wait ended, was
+-- cancelled); one that hangs never renews it, and the key is free again
+-- REMOTE_GRANT_MS later instead of a whole TTL.  Records of brokers no
+-- longer announced are dropped on the way.  Cluster mode (chan ends in
+-- "}") records nothing and grants nothing.
 local REMOTE_GRANT_MS = 2000
 
 -- Brokers announced alive (<prefix>:brokers) with feature "grants".
@@ -422,20 +425,29 @@ local function remote_grant(p, k, name, chan)
   local live = granting_brokers(p, now)
   while e do
     redis.call('ZREM', rq, e)
-    local bid, wid, ttl, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+)$')
+    local bid, wid, ttl, owner, text = string.match(e,
+      '^(%S+) (%d+) (%d+) (%S+) ?(%S*)$')
     if bid and live[bid] then
       local token = next_tokens(p .. 'fence', 0)
       if not token then
         return false
       end
-      local px = math.max(1, math.min(tonumber(ttl), REMOTE_GRANT_MS))
-      redis.call('SET', k, owner .. ':' .. num(token), 'PX', num(px))
-      redis.call('PUBLISH', p .. 'granted:' .. bid, name .. ' ' .. wid ..
-        ' ' .. owner .. ' ' .. num(token) .. ' ' .. num(now))
-      if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
-        publish(chan, 'held ' .. name)
+      -- (heard by nobody: that broker's connections are gone)
+      if redis.call('PUBLISH', p .. 'granted:' .. bid, name .. ' ' ..
+          wid .. ' ' .. owner .. ' ' .. num(token) .. ' ' .. num(now)) > 0
+      then
+        local px = num(math.max(1, math.min(tonumber(ttl),
+          REMOTE_GRANT_MS)))
+        redis.call('SET', k, owner .. ':' .. num(token), 'PX', px)
+        if text ~= '' then
+          redis.call('SET', p .. 'value:' .. name, num(token) .. ' ' ..
+            text, 'PX', px)
+        end
+        if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
+          publish(chan, 'held ' .. name)
+        end
+        return true
       end
-      return true
     end
     e = redis.call('ZRANGE', rq, 0, 0)[1]
   end

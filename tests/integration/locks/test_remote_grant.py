@@ -1,6 +1,6 @@
 """
 test_remote_grant.py - the cross-broker hand-off in one Redis round trip
-(issue 36, item 4), through real brokers on a real redis-server.
+through real brokers on a real redis-server.
 
 A waiter on one broker whose attempt found the key held by a session of
 another broker is recorded in Redis (<prefix>:rwait:<name>, rwait.lua);
@@ -8,7 +8,8 @@ the release on the holder's broker grants the key to the earliest record
 in its own script call (lib/holders.lua, remote_grant) and publishes the
 grant; the waiting broker tells its client and renews the hold at once.
 A grant the waiting broker cannot deliver is released at once (orphans);
-one to a broker that died lasts at most 2 s in Redis, not a whole TTL.
+a broker killed -9 is granted nothing (its channel has no listener), and
+a grant to one that hangs lasts at most 2 s in Redis, not a whole TTL.
 
 Each test fails on a broker without the feature: the grant is looked for
 in the release's own call (MONITOR: the commands each call ran), or in
@@ -17,6 +18,7 @@ the record and the counters only this path writes.
 
 import glob
 import os
+import re
 import time
 import unittest
 
@@ -128,26 +130,48 @@ class TestRemoteGrant(LeanCase):
             "c's grant was not made in b's release call")
         self.assertEqual(w2.req("RELEASE ff"), "OK 0")
 
-    def test_grant_to_a_broker_killed_is_free_well_before_the_ttl(self):
-        """b, recorded, dies (SIGKILL) and a releases while b's
-        announcement still stands: the grant lasts at most 2 s in Redis
-        (nobody renews it), and a's next waiter gets the key then, not
-        after the 30 s TTL."""
-        a, b = self.broker(), self.broker()
-        h, w = self.session(a), self.session(b)
-        self.assertToken(h.req("ACQUIRE dk TTL 30000"))
+    def test_a_broker_killed_is_granted_nothing(self):
+        """b, recorded first, dies (SIGKILL) while its announcement still
+        stands; c's waiter is recorded after it.  The release on a finds
+        that nobody hears b's channel (b's connections are gone): it grants
+        b nothing and gives the key to c's waiter in the same call.  A key
+        whose only record was b's is free at once (published), not held
+        for b for the grant's 2 s."""
+        a = self.broker()
+        before = self.broker_ids()
+        b = self.broker()
+        bid = (self.broker_ids() - before).pop()
+        c = self.broker()
+        h, w, w2 = self.session(a), self.session(b), self.session(c)
+        wl = self.session(b)
+        for k in ("dk", "dl"):
+            self.assertToken(h.req("ACQUIRE %s TTL 30000" % k))
         w.send("ACQUIRE dk WAIT 20000 TTL 30000")
+        wl.send("ACQUIRE dl WAIT 20000 TTL 30000")
         self.recorded("dk")
+        self.recorded("dl")
+        time.sleep(0.01)
+        w2.send("ACQUIRE dk WAIT 20000")
+        self.recorded("dk", 2)
+        o = self.session(a)
+        o.send("ACQUIRE dl WAIT 20000")
         b.kill()
-        self.assertEqual(h.req("RELEASE dk"), "OK 0")
-        v = self.redis.cli("GET", self.key("dk"))
-        self.assertIsNotNone(v)
-        self.assertTrue(v.startswith(w.cid + ":"), v)
-        self.assertLessEqual(self.redis.cli("PTTL", self.key("dk")), 2000)
+        chan = "%s:granted:%s" % (self.prefix, bid)
+        wait_until(lambda: self.redis.cli("PUBSUB", "NUMSUB", chan)[1] == 0,
+                   2.0, what="Redis to see b's connections gone")
+        self.assertIn(bid, self.broker_ids(), "b's announcement ended")
         t0 = time.monotonic()
-        n = self.session(a)
-        self.assertToken(n.req("ACQUIRE dk WAIT 10000", timeout=12.0))
-        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertEqual(h.req("RELEASE dk"), "OK 0")
+        tok = self.assertToken(w2.readline(timeout=2.0))
+        self.assertLess(time.monotonic() - t0, 1.0)
+        self.assertEqual(self.redis.cli("GET", self.key("dk")),
+                         "%s:%d" % (w2.cid, tok))
+        self.assertEqual(self.records("dk"), [])
+        t0 = time.monotonic()
+        self.assertEqual(h.req("RELEASE dl"), "OK 0")
+        self.assertToken(o.readline(timeout=2.0))
+        self.assertLess(time.monotonic() - t0, 1.0)
+        self.assertEqual(self.stats(o)["orphans"], "0")
 
     def test_a_grant_heard_late_is_released_not_delivered(self):
         """b is paused (SIGSTOP) when the grant is made and resumes after
@@ -291,29 +315,103 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(self.redis.cli("EXISTS", self.key("cx")), 0)
         s.no_reply(0.2)
 
-    def test_waits_not_recorded(self):
-        """A wait with a value, a grace session's wait and a shared wait
-        are not recorded: they take the key by their own attempt."""
+    def test_a_wait_with_a_value_is_granted_with_it(self):
+        """ACQUIRE ... WAIT ... VALUE on b is recorded with its value; the
+        release on a grants it and writes the value in the same call, so
+        a watcher never sees the new holder without it; the value follows
+        the hold's renewals and goes with its release."""
+        a, b = self.broker(), self.broker()
+        h, w, wa = self.session(a), self.session(b), self.session(a)
+        htok = self.assertToken(h.req("ACQUIRE rv TTL 20000"))
+        self.assertEqual(wa.req("WATCH rv"), "OK")
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER rv %s %d -"
+                         % (h.cid, htok))
+        w.send("ACQUIRE rv WAIT 8000 TTL 9000 VALUE http://b:8080/x")
+        self.recorded("rv")
+        self.assertEqual(self.records("rv")[0].split(" ")[2:],
+                         ["9000", w.cid, "http://b:8080/x"])
+        mon = Monitor(self.redis)
+        self.assertEqual(h.req("RELEASE rv"), "OK 0")
+        tok = self.assertToken(w.readline(timeout=2.0))
+        calls = mon.stop()
+        vk = "%s:value:rv" % self.prefix
+        made = [ran for args, ran in calls
+                if "%s:%d" % (h.cid, htok) in args]
+        self.assertEqual(len(made), 1, calls)
+        self.assertIn(["SET", self.key("rv"), "%s:%d" % (w.cid, tok), "PX",
+                       "2000"], made[0])
+        self.assertIn(["SET", vk, "%d http://b:8080/x" % tok, "PX", "2000"],
+                      made[0])
+        self.assertEqual(wa.readline(timeout=2.0),
+                         "EVENT HOLDER rv %s %d http://b:8080/x"
+                         % (w.cid, tok))
+        self.assertRegex(h.req("OWNER rv VALUE"), r"\AOK %s [0-9]+ %d "
+                         r"http://b:8080/x\Z" % (w.cid, tok))
+        # b's first renewal takes the value's TTL to the lock's
+        wait_until(lambda: self.redis.cli("PTTL", vk) > 5000, 1.0,
+                   what="the value renewed with the hold")
+        self.assertEqual(w.req("RELEASE rv"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", vk), 0)
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT FREE rv")
+
+    def grace_session(self, b):
+        c = self.connect(b)
+        m = re.fullmatch(r"OK (\S+) lockbroker/\S+ (\S+)",
+                         c.req("HELLO GRACE 5000"))
+        self.assertIsNotNone(m)
+        c.cid = m.group(1)
+        return c
+
+    def test_a_grace_sessions_wait_is_granted_and_recorded_first(self):
+        """A grace session's waits on b (blocking and ASYNC) are recorded
+        and granted by the release's call; by the time the client hears
+        of the grant, its session record in Redis lists the hold (a RESUME
+        anywhere would carry it), and no longer the ASYNC wait."""
         a, b = self.broker(), self.broker()
         h = self.session(a)
-        for k in ("nv", "ng", "ns"):
+        for k in ("gb", "ga"):
             self.assertToken(h.req("ACQUIRE %s TTL 20000" % k))
-        v, s = self.session(b), self.session(b)
-        g = self.connect(b)
-        self.assertTrue(g.req("HELLO GRACE 5000").startswith("OK"))
-        v.send("ACQUIRE nv WAIT 5000 VALUE x")
-        g.send("ACQUIRE ng WAIT 5000")
+        g = self.grace_session(b)
+        rec = "%s:session:%s" % (self.prefix, g.cid)
+        self.assertEqual(g.req("ACQUIRE ga WAIT 8000 ASYNC"), "OK QUEUED")
+        self.assertIsNotNone(self.redis.cli("HGET", rec, "w:ga"))
+        self.recorded("ga")
+        g.send("ACQUIRE gb WAIT 8000")
+        self.recorded("gb")
+        mon = Monitor(self.redis)
+        self.assertEqual(h.req("RELEASE gb"), "OK 0")
+        tok = self.assertToken(g.readline(timeout=2.0))
+        self.assertIsNotNone(self.redis.cli("HGET", rec, "k:gb"))
+        self.assertEqual(h.req("RELEASE ga"), "OK 0")
+        ev = g.readline(timeout=2.0)
+        self.assertRegex(ev, r"\AEVENT GRANTED ga [0-9]+\Z")
+        self.assertIsNotNone(self.redis.cli("HGET", rec, "k:ga"))
+        self.assertIsNone(self.redis.cli("HGET", rec, "w:ga"))
+        calls = mon.stop()
+        self.assertTrue(any(r[:3] == ["SET", self.key("gb"), "%s:%d" % (
+            g.cid, tok)] for args, ran in calls for r in ran
+            if h.cid in " ".join(args)),
+            "the grace session's grant was not made in the release's call")
+        self.assertEqual(sorted(g.req("HELD").split(" ")),
+                         sorted("OK 2 ga gb".split(" ")))
+
+    def test_shared_waits_not_recorded(self):
+        """A shared wait is not recorded: it takes the key by its own
+        attempt."""
+        a, b = self.broker(), self.broker()
+        h = self.session(a)
+        self.assertToken(h.req("ACQUIRE ns TTL 20000"))
+        s = self.session(b)
         s.send("ACQUIRE ns SHARED WAIT 5000")
-        wait_until(lambda: all(self.redis.cli(
-            "EXISTS", "%s:listen:%s" % (self.prefix, k)) for k in
-            ("nv", "ng", "ns")), 3.0, what="the waiters' attempts")
+        wait_until(lambda: self.redis.cli(
+            "EXISTS", "%s:listen:ns" % self.prefix), 3.0,
+            what="the waiter's attempt")
         time.sleep(0.2)
-        for c, k in ((v, "nv"), (g, "ng"), (s, "ns")):
-            self.assertEqual(self.records(k), [], k)
-            self.assertEqual(h.req("RELEASE %s" % k), "OK 0")
-            r = c.readline(timeout=2.0)
-            self.assertTrue(r.startswith("OK"), r)
-            self.assertEqual(c.req("RELEASE %s" % k), "OK 0")
+        self.assertEqual(self.records("ns"), [])
+        self.assertEqual(h.req("RELEASE ns"), "OK 0")
+        r = s.readline(timeout=2.0)
+        self.assertTrue(r.startswith("OK"), r)
+        self.assertEqual(s.req("RELEASE ns"), "OK 0")
 
 
 class TestRemoteGrantMixedVersions(LeanCase):
