@@ -37,6 +37,9 @@
  * byte bound (a session record of many keys) goes alone.
  */
 #define STORE_BATCH_MAX 64
+/* Lean batches in flight on a node at most: the lean calls made while
+ * that many are unanswered wait for one (node.c, "batches"). */
+#define LEAN_FLYING_MAX 2
 #define STORE_BATCH_BYTES (64 * 1024)
 
 struct node;
@@ -164,6 +167,7 @@ struct node {
 	size_t inflight;		/* script calls sent, unanswered (a
 					 * batch counts as its calls), and
 					 * WAITs */
+	unsigned lean_flying;		/* lean batches sent, unanswered */
 	struct cmd *qhead, *qtail;	/* waiting for a place in flight, or
 					 * for the link (cluster) */
 	size_t queued;

@@ -1230,6 +1230,66 @@ START_TEST(test_lean_oom_frees_go_again)
 }
 END_TEST
 
+/* Under load lean calls gather: while LEAN_FLYING_MAX lean batches are
+ * unanswered, the lean calls of later turns wait (a call about one of
+ * their keys behind them; other calls go), then leave as one batch when
+ * one answers; an answered link sends a lone call at once again. */
+START_TEST(test_lean_calls_gather_while_batches_fly)
+{
+	struct node *n = lean_node();
+	struct fake_sent *fly[LEAN_FLYING_MAX], *s;
+	char key[8];
+	int id = 0;
+
+	for (int i = 0; i < LEAN_FLYING_MAX; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		node_call(n, &t_acquire(++id, key)->cmd);
+		turn();
+		ck_assert_uint_eq(fake_sent_count(), 1);
+		fly[i] = fake_sent_pop();
+		ck_assert_str_eq(fly[i]->argv[1], "fn-lean");
+	}
+	ck_assert_uint_eq(n->lean_flying, LEAN_FLYING_MAX);
+	node_call(n, &t_acquire(++id, "a")->cmd);		/* waits */
+	node_call(n, &t_call_on(++id, SCRIPT_RENEW, "a", "x")->cmd); /* behind */
+	node_call(n, &t_release(++id, "b")->cmd);		/* waits */
+	node_call(n, &t_call_on(++id, SCRIPT_RENEW, "c", "x")->cmd); /* goes */
+	turn();
+	node_call(n, &t_acquire(++id, "d")->cmd);		/* waits */
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-renew 1 lbt:lock:c x");
+	answer_int(s, 1);
+	ck_assert_uint_eq(n->queued, 4);
+	answer_ints(fly[0], 1);
+	turn();
+	ck_assert_uint_eq(fake_sent_count(), 1);	/* a, b, d in one */
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	ck_assert_str_eq(s->argv[2], "9");	/* 4 + 1 release + 2 x 2 */
+	ck_assert_str_eq(s->argv[13], "2");	/* acquires a, d */
+	ck_assert_str_eq(s->argv[14], "1");	/* release b */
+	ck_assert_uint_eq(n->queued, 1);	/* a's renewal: after a */
+	answer_ints(s, 3);
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->text, "FCALL fn-renew 1 lbt:lock:a x");
+	answer_int(s, 1);
+	for (int i = 1; i < LEAN_FLYING_MAX; i++)
+		answer_ints(fly[i], 1);
+	ck_assert_uint_eq(n->lean_flying, 0);
+	node_call(n, &t_release(++id, "e")->cmd);	/* idle: at once */
+	turn();
+	s = fake_sent_pop();
+	ck_assert_str_eq(s->argv[1], "fn-lean");
+	answer_ints(s, 1);
+	ck_assert_uint_eq(nheard, (size_t)id);
+	ck_assert_uint_eq(n->inflight, 0);
+	done(n);
+}
+END_TEST
+
 /* "Function not found": the library loaded again, the lean batch sent
  * again whole as EVAL of the batch script, its words unchanged ("@lean"
  * first), before any later call about its keys. */
@@ -1329,6 +1389,7 @@ node_suite(void)
 	tcase_add_test(tc, test_lean_key_twice_waits);
 	tcase_add_test(tc, test_lean_oom_frees_go_again);
 	tcase_add_test(tc, test_lean_resent_as_eval);
+	tcase_add_test(tc, test_lean_calls_gather_while_batches_fly);
 	suite_add_tcase(s, tc);
 	return s;
 }
