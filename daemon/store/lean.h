@@ -1,5 +1,5 @@
 /*
- * lean.h - the lean exclusive batch (issue 36): which script calls may
+ * lean.h - the lean exclusive batch: which script calls may
  * go in one, and its words.  A run of exclusive acquires and releases of
  * one event-loop turn goes to Redis as one call of scripts/batch/lean.lua
  * (FCALL lean_<hash>, or the batch script with ARGV[1] "@lean"): B + 4

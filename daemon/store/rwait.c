@@ -1,8 +1,8 @@
 /*
  * rwait.c - the records of this broker's waiters that a release on any
- * broker may grant the key to in its own call (issue 36, the cross-broker
- * hand-off in one Redis round trip; scripts/rwait.lua records and
- * forgets them, lib/holders.lua's remote_grant grants them).  One job:
+ * broker may grant the key to in its own call (remote grants: the
+ * cross-broker hand-off in one Redis round trip; scripts/rwait.lua records
+ * and forgets them, lib/holders.lua's remote_grant grants them).  One job:
  * the call's keys and words.  Single and Sentinel mode only: in cluster
  * mode, and while grants wait for replica acks (redis_replica_acks: a
  * release's grant is acked by no WAIT), nothing is recorded and waiters

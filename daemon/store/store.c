@@ -6,7 +6,7 @@
  * Two timers watch every master: the watchdog (its oldest answer is
  * overdue: Redis stopped answering) and the role check (a master demoted
  * while connected must not take grants), which also sends this broker's
- * announcement (announce.lua: lean releases, issue 36).
+ * announcement (announce.lua: lean releases, remote grants).
  */
 #include "store_int.h"
 #include "cluster.h"
