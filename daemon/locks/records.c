@@ -15,16 +15,30 @@
 
 #define RECORD_KEEP_MS 1000	/* a record outlasts its wait by this */
 
-/* Whether w may be recorded: an exclusive single-key wait (with or
- * without a value; of any session, a grace session's too: its record
- * lists the hold before its client hears of it, as for any grant),
- * within its session's limit. */
+/*
+ * Whether w may be recorded: an exclusive single-key wait without a
+ * value (of any session, a grace session's too: its record lists the
+ * hold before its client hears of it, as for any grant), within its
+ * session's limit.
+ *
+ * Not a wait with a VALUE (the record and the grant could carry it:
+ * store_rwait, lib/holders.lua): a waiter's own attempt can still meet
+ * Redis after a release granted its record (an attempt sent on a wake
+ * while the record was in flight, or after a release here); acquire.lua
+ * then takes the key anew with another token, and a watcher has been
+ * told of the grant's token, which the client never hears.  Harmless for
+ * exclusion, but an election's observers are told of a leader's token
+ * that its leader never had (test_election.TestRapid catches it).  Until
+ * the attempt knows of its own record, VALUE waits (the elections) keep
+ * the two-trip path.
+ */
 static int
 may_record(struct lclient *w)
 {
 	struct lclient *hc = lk_holder(w);
 
-	return w->wkind == LK_EXCLUSIVE && w->mw == NULL && !w->conn_wait &&
+	return w->wkind == LK_EXCLUSIVE && w->wvalue == NULL && w->mw == NULL &&
+	    !w->conn_wait &&
 	    (long)hc->nheld < w->lt->cfg.max_locks_per_session &&
 	    w->deadline > now_ms();
 }

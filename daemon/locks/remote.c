@@ -9,12 +9,11 @@
  * where the release publishes, this broker wakes and sends its own
  * attempt, took two round trips.
  *
- * Recorded: single-key exclusive waits, with or without a value (the
- * grant writes it in the same call), within their session's
- * max_locks_per_session; a grace session's too: its grant goes through
- * grant_local as any other, so its record lists the hold before its
- * client hears of it.  The store refuses to record in cluster mode and
- * with redis_replica_acks.
+ * Recorded: single-key exclusive waits without a value (records.c says
+ * why not those), within their session's max_locks_per_session; a grace
+ * session's too: its grant goes through grant_local as any other, so its
+ * record lists the hold before its client hears of it.  The store
+ * refuses to record in cluster mode and with redis_replica_acks.
  *
  * A grant in Redis lasts at most STORE_REMOTE_GRANT_MS until this broker
  * renews it: delivered, its hold is renewed at once (the jeopardy clock

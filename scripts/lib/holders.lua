@@ -374,7 +374,8 @@ end
 -- Remote grants: the cross-broker hand-off in one round trip.  A broker
 -- whose exclusive single-key waiter found the key held elsewhere records
 -- it (rwait.lua) in "<prefix>:rwait:<name>", a sorted set: member
--- "<broker-id> <wait-id> <ttl> <owner>[ <value>]", scored by the Redis ms
+-- "<broker-id> <wait-id> <ttl> <owner>[ <value>]" (brokers record no
+-- VALUE wait yet: locks/records.c says why), scored by the Redis ms
 -- of its first record (FIFO by the wait's start).  A release that frees
 -- the key (release.lua, the lean batch) grants it to the earliest record
 -- of a broker still announced with the "grants" feature (announce.lua)

@@ -321,45 +321,6 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(self.redis.cli("EXISTS", self.key("cx")), 0)
         s.no_reply(0.2)
 
-    def test_a_wait_with_a_value_is_granted_with_it(self):
-        """ACQUIRE ... WAIT ... VALUE on b is recorded with its value; the
-        release on a grants it and writes the value in the same call, so
-        a watcher never sees the new holder without it; the value follows
-        the hold's renewals and goes with its release."""
-        a, b = self.broker(), self.broker()
-        h, w, wa = self.session(a), self.session(b), self.session(a)
-        htok = self.assertToken(h.req("ACQUIRE rv TTL 20000"))
-        self.assertEqual(wa.req("WATCH rv"), "OK")
-        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER rv %s %d -"
-                         % (h.cid, htok))
-        w.send("ACQUIRE rv WAIT 8000 TTL 9000 VALUE http://b:8080/x")
-        self.recorded("rv")
-        self.assertEqual(self.records("rv")[0].split(" ")[2:],
-                         ["9000", w.cid, "http://b:8080/x"])
-        mon = Monitor(self.redis)
-        self.assertEqual(h.req("RELEASE rv"), "OK 0")
-        tok = self.assertToken(w.readline(timeout=2.0))
-        calls = mon.stop()
-        vk = "%s:value:rv" % self.prefix
-        made = [ran for args, ran in calls
-                if "%s:%d" % (h.cid, htok) in args]
-        self.assertEqual(len(made), 1, calls)
-        self.assertIn(["SET", self.key("rv"), "%s:%d" % (w.cid, tok), "PX",
-                       "2000"], made[0])
-        self.assertIn(["SET", vk, "%d http://b:8080/x" % tok, "PX", "2000"],
-                      made[0])
-        self.assertEqual(wa.readline(timeout=2.0),
-                         "EVENT HOLDER rv %s %d http://b:8080/x"
-                         % (w.cid, tok))
-        self.assertRegex(h.req("OWNER rv VALUE"), r"\AOK %s [0-9]+ %d "
-                         r"http://b:8080/x\Z" % (w.cid, tok))
-        # b's first renewal takes the value's TTL to the lock's
-        wait_until(lambda: self.redis.cli("PTTL", vk) > 5000, 1.0,
-                   what="the value renewed with the hold")
-        self.assertEqual(w.req("RELEASE rv"), "OK 0")
-        self.assertEqual(self.redis.cli("EXISTS", vk), 0)
-        self.assertEqual(wa.readline(timeout=2.0), "EVENT FREE rv")
-
     def grace_session(self, b):
         c = self.connect(b)
         m = re.fullmatch(r"OK (\S+) lockbroker/\S+ (\S+)",
@@ -401,23 +362,26 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(sorted(g.req("HELD").split(" ")),
                          sorted("OK 2 ga gb".split(" ")))
 
-    def test_shared_waits_not_recorded(self):
-        """A shared wait is not recorded: it takes the key by its own
-        attempt."""
+    def test_waits_not_recorded(self):
+        """A wait with a value (records.c says why) and a shared wait are
+        not recorded: they take the key by their own attempt."""
         a, b = self.broker(), self.broker()
         h = self.session(a)
-        self.assertToken(h.req("ACQUIRE ns TTL 20000"))
-        s = self.session(b)
+        for k in ("nv", "ns"):
+            self.assertToken(h.req("ACQUIRE %s TTL 20000" % k))
+        v, s = self.session(b), self.session(b)
+        v.send("ACQUIRE nv WAIT 5000 VALUE x")
         s.send("ACQUIRE ns SHARED WAIT 5000")
-        wait_until(lambda: self.redis.cli(
-            "EXISTS", "%s:listen:ns" % self.prefix), 3.0,
-            what="the waiter's attempt")
+        wait_until(lambda: all(self.redis.cli(
+            "EXISTS", "%s:listen:%s" % (self.prefix, k)) for k in
+            ("nv", "ns")), 3.0, what="the waiters' attempts")
         time.sleep(0.2)
-        self.assertEqual(self.records("ns"), [])
-        self.assertEqual(h.req("RELEASE ns"), "OK 0")
-        r = s.readline(timeout=2.0)
-        self.assertTrue(r.startswith("OK"), r)
-        self.assertEqual(s.req("RELEASE ns"), "OK 0")
+        for c, k in ((v, "nv"), (s, "ns")):
+            self.assertEqual(self.records(k), [], k)
+            self.assertEqual(h.req("RELEASE %s" % k), "OK 0")
+            r = c.readline(timeout=2.0)
+            self.assertTrue(r.startswith("OK"), r)
+            self.assertEqual(c.req("RELEASE %s" % k), "OK 0")
 
 
 class TestRemoteGrantMixedVersions(LeanCase):
