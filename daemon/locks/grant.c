@@ -79,7 +79,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	if (marked)
 		mark_left(w, lk, STORE_WMARK_GRANTED);
 	if (recorded)
-		waiter_unrecord_of(w, lk, h->value);
+		waiter_unrecord_of(w, lk);
 	return h;
 }
 

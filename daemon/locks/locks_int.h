@@ -460,8 +460,7 @@ void hold_gone(struct hold *h, enum lk_lost_cause cause);
 /* records.c: waiters recorded for remote grants (remote.c) */
 void waiter_record(struct lclient *w);
 void waiter_unrecord(struct lclient *w);
-void waiter_unrecord_of(struct lclient *w, const struct lock *lk,
-    const char *value);
+void waiter_unrecord_of(struct lclient *w, const struct lock *lk);
 /* grant.c */
 int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);

@@ -21,8 +21,7 @@
  * hold before its client hears of it, as for any grant), within its
  * session's limit.
  *
- * Not a wait with a VALUE (the record and the grant could carry it:
- * store_rwait, lib/holders.lua): a waiter's own attempt can still meet
+ * Not a wait with a VALUE: a waiter's own attempt can still meet
  * Redis after a release granted its record (an attempt sent on a wake
  * while the record was in flight, or after a release here); acquire.lua
  * then takes the key anew with another token, and a watcher has been
@@ -81,9 +80,8 @@ waiter_record(struct lclient *w)
 	op = lk_op_new(lt, lk, NULL);
 	op->token = (long long)w->rwid;
 	if (store_rwait(lt->st, lk->name, lk->te.keylen, 1, w->rwid, w->wttl,
-	    w->id, strlen(w->id), w->wvalue, value_len(w->wvalue),
-	    (long)(w->deadline - now_ms()) + RECORD_KEEP_MS, recorded,
-	    op) != 0) {
+	    w->id, strlen(w->id), (long)(w->deadline - now_ms()) +
+	    RECORD_KEEP_MS, recorded, op) != 0) {
 		lk_op_done(op);
 		free(op);
 		return;
@@ -99,16 +97,14 @@ forgotten(void *arg, int ok, int released)
 	(void)released;
 }
 
-/* Forget w's record of its wait for lk, made with value (its wait may
- * have ended: the caller took rrecorded first, and the value). */
+/* Forget w's record of its wait for lk (its wait may have ended: the
+ * caller took rrecorded first). */
 void
-waiter_unrecord_of(struct lclient *w, const struct lock *lk,
-    const char *value)
+waiter_unrecord_of(struct lclient *w, const struct lock *lk)
 {
 	if (w->lt->st != NULL && lk != NULL)
 		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
-		    w->wttl, w->id, strlen(w->id), value, value_len(value), 0,
-		    forgotten, NULL);
+		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
 }
 
 void
@@ -117,5 +113,5 @@ waiter_unrecord(struct lclient *w)
 	if (!w->rrecorded)
 		return;
 	w->rrecorded = 0;
-	waiter_unrecord_of(w, w->wlock, w->wvalue);
+	waiter_unrecord_of(w, w->wlock);
 }

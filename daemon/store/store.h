@@ -375,10 +375,9 @@ int store_forget(struct store *st, const char *key, size_t keylen,
 /*
  * Remote grants (rwait.c, scripts/rwait.lua): record (record 1) a waiter
  * of this broker for key (wait-id wid, unique here; the TTL it asks, its
- * owner, its value or NULL, 0: written with the grant) so that a release
- * elsewhere grants it the key in the release's own call, FIFO by first
- * record; or forget it (record 0, with the same words) when its wait
- * ends otherwise.  keep_ms: how long the record must last at least.
+ * owner) so that a release elsewhere grants it the key in the release's
+ * own call, FIFO by first record; or forget it (record 0, with the same
+ * words) when its wait ends otherwise.  keep_ms: how long the record must last at least.
  * released: STORE_DONE recorded (forgotten); STORE_GONE not recorded (the
  * key is free, or not held exclusive by another: try it again).  -1 (not
  * sent) in cluster mode, with redis_replica_acks, or for an owner that
@@ -396,8 +395,7 @@ int store_forget(struct store *st, const char *key, size_t keylen,
 int store_redis_now(struct store *st, int64_t *ms);
 int store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
-    size_t ownerlen, const char *value, size_t valuelen, long keep_ms,
-    store_release_fn *fn, void *arg);
+    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg);
 /* reassert: on a new connection, also set again keys found absent while
  * a lock delay runs (reassert.lua). */
 int store_renew(struct store *st, const struct store_renew_item *items,

@@ -246,26 +246,30 @@ on_released(void *arg, const char *key, size_t keylen)
 	got_released++;
 }
 
+/* msg on a channel, read by reader (keys_released_msg, keys_granted_msg)
+ * with the counters above cleared. */
 static void
-hear_release(const char *msg)
+hear_on(void (*reader)(const struct store_hooks *, const char *, size_t),
+    const char *msg)
 {
 	struct store_hooks h = { .granted = on_granted, .changed = on_changed,
 	    .released = on_released };
 
 	got_granted = got_changed = got_released = 0;
 	got_key[0] = '\0';
-	keys_released_msg(&h, msg, strlen(msg));
+	reader(&h, msg, strlen(msg));
+}
+
+static void
+hear_release(const char *msg)
+{
+	hear_on(keys_released_msg, msg);
 }
 
 static void
 hear_granted(const char *msg)
 {
-	struct store_hooks h = { .granted = on_granted, .changed = on_changed,
-	    .released = on_released };
-
-	got_granted = got_changed = got_released = 0;
-	got_key[0] = '\0';
-	keys_granted_msg(&h, msg, strlen(msg));
+	hear_on(keys_granted_msg, msg);
 }
 
 /* A remote grant's message (lib/holders.lua, remote_grant), on this
