@@ -541,7 +541,7 @@ class SentinelTopology:
                 if nudge[0] is not None and \
                         time.monotonic() - t0 > nudge[0]:
                     nudge[0] = None
-                    self._nudge_failover(old)
+                    self.nudge_failover(old)
                 return False
             holder.append(addrs[0])
             return True
@@ -554,7 +554,7 @@ class SentinelTopology:
                 e, self.describe(), self.master_addrs())) from None
         return holder[-1], time.monotonic() - t0
 
-    def _nudge_failover(self, old):
+    def nudge_failover(self, old):
         """SENTINEL FAILOVER on the first live Sentinel that takes it (one
         in a failover already answers INPROG: that one goes on)."""
         said = []

@@ -820,12 +820,33 @@ class TestChaos(unittest.TestCase):
             finally:
                 c.close()
         for b in self.world.brokers:
-            wait_until(lambda: up(b), 15.0, interval=0.05,
-                       what="broker :%d redis=up after a fault" % b.port)
+            try:
+                wait_until(lambda: up(b), 15.0, interval=0.05,
+                           what="broker :%d redis=up after a fault" % b.port)
+            except AssertionError as e:
+                raise AssertionError(self.settle_failure(b, e)) from None
         wait_until(lambda: not any(c.stalled or c.stall_flag
                                    for c in self.world.clients),
                    REPLY_TIMEOUT_S + RELEASE_GIVEUP_S, interval=0.05,
                    what="stalled holders to finish")
+
+    def settle_failure(self, b, e):
+        """Why a broker did not come up: its STATS, its log's end, the
+        faults so far and (with Sentinels) the topology."""
+        try:
+            c = Client(b.port, timeout=REPLY_TIMEOUT_S)
+            try:
+                st = c.req("STATS")
+            finally:
+                c.close()
+        except (OSError, EOFError) as err:
+            st = "STATS failed: %s" % err
+        topo = getattr(self, "topo", None)
+        return ("%s (seed %d)\nSTATS: %s\nfaults:\n  %s\n--- broker :%d "
+                "log (end):\n%s%s"
+                % (e, self.world.seed, st, "\n  ".join(self.world.fault_log),
+                   b.port, b.log()[-4000:],
+                   "\n--- topology:\n" + topo.describe() if topo else ""))
 
     def stop_clients(self):
         self.world.stop.set()

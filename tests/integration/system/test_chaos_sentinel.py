@@ -121,6 +121,7 @@ LONG_TTL_MS = 6000              # the TTL of every third client's holds
 DELAY_MS = 1000                 # --failover_lock_delay_ms
 FAILOVER_S = 15.0               # kill -9 until the Sentinels agree (~2 s)
 SWITCH_S = 15.0                 # then until every broker is on it
+NUDGE_S = 6.0                   # no new master yet: SENTINEL FAILOVER
 READY_S = 30.0                  # the killed node back as a linked replica
 FREEZE_S = (0.3, 0.7)           # writes that only the master gets
 # The faults of one run, shuffled.
@@ -358,6 +359,10 @@ class TestChaosSentinel(chaos.TestChaos):
         seen = {}
         agreed = None
         deadline = time.monotonic() + FAILOVER_S + SWITCH_S
+        # Sentinel's own election can fail and is retried only after 2 x
+        # failover-timeout (topology.wait_new_master): asked for after
+        # NUDGE_S, as an operator would; what is tested is the brokers.
+        nudge_at = self.topo.fault_t0 + NUDGE_S
         while True:
             for b in brokers:
                 try:
@@ -379,6 +384,12 @@ class TestChaosSentinel(chaos.TestChaos):
                 if addrs and len(set(addrs)) == 1 and \
                         addrs[0] not in (old, None):
                     agreed = time.monotonic()
+                elif nudge_at is not None and time.monotonic() > nudge_at:
+                    nudge_at = None
+                    w.fault_log.append("%7.3f no new master %.0f s after "
+                                       "the kill: failover asked for"
+                                       % (w.now(), NUDGE_S))
+                    self.topo.nudge_failover(old)
             masters = set(m for m, _ in seen.values())
             if len(seen) == len(brokers) and len(masters) == 1 and \
                     agreed is not None:
