@@ -48,7 +48,7 @@ keys_init(struct store_keys *k, const char *prefix, const char *id,
 	k->brokers = keyname(prefix, ":brokers", cluster);
 	k->rwait = keyname(prefix, ":rwait:", 0);
 	k->lean = (struct lean_names){ k->fence, k->delay, k->listen,
-	    k->listenall, k->wanted, k->channel };
+	    k->listenall, k->wanted, k->channel, k->idsp };
 	memset(k->idsp, '-', STORE_ID_LEN);
 	if (id != NULL)
 		memcpy(k->idsp, id, strnlen(id, STORE_ID_LEN));

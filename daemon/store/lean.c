@@ -18,14 +18,16 @@ enum {
 				 * will_wait, reserve */
 	REL_KEYS = 1,		/* lock */
 	REL_ARGS = 3,		/* value, channel, name */
-	ACQ_LOCK = 3, ACQ_WATCH = 6, ACQ_OWNER = 7, ACQ_TTL = 8,
-	ACQ_ANNOUNCE = 10, ACQ_WAIT = 11, ACQ_RESERVE = 12,
-	REL_LOCK = 3, REL_VALUE = 4, REL_NAME = 6,
-	/* the lean batch's words per call, and its own */
+	ACQ_LOCK = 3, ACQ_OWNER = 7, ACQ_TTL = 8, ACQ_WAIT = 11,
+	ACQ_RESERVE = 12,
+	REL_LOCK = 3, REL_VALUE = 4,
+	/* the lean batch's words per call, and its own (a lock's name, its
+	 * watch mark and an announcement are derived in the script) */
 	LEAN_KEYS = 4,		/* counter, lock delay, listen, listenall */
-	LEAN_ARGS = 5,		/* "@lean", a, r, wanted, released */
-	PER_ACQ_KEYS = 2, PER_ACQ_ARGS = 5,
-	PER_REL_KEYS = 1, PER_REL_ARGS = 2,
+	LEAN_ARGS = 6,		/* "@lean", a, r, wanted, released,
+				 * "<broker-id> " */
+	PER_ACQ_KEYS = 1, PER_ACQ_ARGS = 4,
+	PER_REL_KEYS = 1, PER_REL_ARGS = 1,
 	NUM = LEAN_NUM_BYTES / 3	/* room for one number, written out */
 };
 
@@ -97,8 +99,8 @@ size_t
 lean_fill(const struct lean_names *names, const struct cmd *head, size_t n,
     size_t nacq, const char **argv, size_t *argvlen, char *num)
 {
-	size_t r = n - nacq, nkeys = LEAN_KEYS + r + 2 * nacq;
-	size_t k = 3, a = 3 + nkeys, ka, kw;
+	size_t r = n - nacq, nkeys = LEAN_KEYS + r + nacq;
+	size_t k = 3, a = 3 + nkeys, ka;
 	const struct cmd *c;
 
 	number(argv, argvlen, 2, num, nkeys);
@@ -111,17 +113,15 @@ lean_fill(const struct lean_names *names, const struct cmd *head, size_t n,
 	number(argv, argvlen, a++, num + 2 * NUM, r);
 	word(argv, argvlen, a++, names->wanted, strlen(names->wanted));
 	word(argv, argvlen, a++, names->released, strlen(names->released));
+	word(argv, argvlen, a++, names->idsp, strlen(names->idsp));
 	/* KEYS: the released locks (read in one MGET with the four above),
-	 * then the acquired locks, then their watch marks */
+	 * then the acquired locks */
 	ka = k + r;
-	kw = ka + nacq;
 	for (c = head; c != NULL; c = c->qnext) {
 		if (lean_role(c) == LEAN_ACQUIRE) {
 			word_of(argv, argvlen, ka++, c, ACQ_LOCK);
-			word_of(argv, argvlen, kw++, c, ACQ_WATCH);
 			word_of(argv, argvlen, a++, c, ACQ_OWNER);
 			word_of(argv, argvlen, a++, c, ACQ_TTL);
-			word_of(argv, argvlen, a++, c, ACQ_ANNOUNCE);
 			word_of(argv, argvlen, a++, c, ACQ_WAIT);
 			word_of(argv, argvlen, a++, c, ACQ_RESERVE);
 		}
@@ -130,7 +130,6 @@ lean_fill(const struct lean_names *names, const struct cmd *head, size_t n,
 		if (lean_role(c) == LEAN_RELEASE) {
 			word_of(argv, argvlen, k++, c, REL_LOCK);
 			word_of(argv, argvlen, a++, c, REL_VALUE);
-			word_of(argv, argvlen, a++, c, REL_NAME);
 		}
 	}
 	return a;

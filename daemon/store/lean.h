@@ -24,6 +24,7 @@ struct lean_names {
 	const char *listenall;		/* "<prefix>:listenall" */
 	const char *wanted;		/* "<prefix>:wanted" */
 	const char *released;		/* "<prefix>:released" */
+	const char *idsp;		/* "<broker-id> " */
 };
 
 enum lean_role {

@@ -10,12 +10,16 @@
 -- without one; no key twice in one batch (its reads come first).
 -- KEYS  the counter (<prefix>:fence), the lock delay (<prefix>:lockdelay),
 --       the listen flag (<prefix>:listen), <prefix>:listenall; then each
---       release's lock key; then each acquire's lock key; then each
---       acquire's watch mark (<prefix>:watched:<name>)
+--       release's lock key; then each acquire's lock key
 -- ARGV  "@lean", a (acquires), r (releases), the wanted channel, the
---       release channel; per acquire: owner, TTL ms, announcement
---       ("<broker-id> <name>"), "1" will wait / "0", tokens to set aside;
---       per release: its value ("<client-id>:<token>"), the lock name
+--       release channel, "<broker-id> " (the announcements' start); per
+--       acquire: owner, TTL ms, "1" will wait / "0", tokens to set aside;
+--       per release: its value ("<client-id>:<token>")
+-- What each call would pass alone and can be derived is not sent (fewer
+-- words: Redis reads every word of a call, the broker writes it): a lock's
+-- name is its key past "<prefix>:lock:", its watch mark
+-- "<prefix>:watched:<name>", an acquire's announcement "<broker-id> <name>".
+-- Single and Sentinel mode only: the derived keys are on the one master.
 -- Returns one element per call, the acquires' first: a grant's token (an
 -- integer), or {1, token, more} when it set tokens aside; a release's 1;
 -- or, for any call the fast path does not serve, what acquire.lua or
@@ -40,13 +44,20 @@
 -- broker (lib/holders.lua, remote_grant): it is granted to the earliest
 -- in this run, and its "granted" message published instead.
 
+-- The name of the lock key k ("<prefix>:lock:<name>"; pfx "<prefix>:").
+local function lean_name(pfx, k)
+  return string.sub(k, #pfx + 6)
+end
+
 -- Acquire i (1-based) of a batch of a acquires and r releases, by its own
 -- script's body: its KEYS and ARGV as alone.
-local function lean_acquire(KEYS, ARGV, a, r, i)
-  local q = 6 + 5 * (i - 1)
-  return guarded(S['acquire'], {KEYS[4 + r + i], KEYS[1], KEYS[2],
-    KEYS[4 + r + a + i]}, {ARGV[q], ARGV[q + 1], ARGV[4], ARGV[q + 2],
-    ARGV[q + 3], ARGV[q + 4]})
+local function lean_acquire(KEYS, ARGV, pfx, r, i)
+  local q = 7 + 4 * (i - 1)
+  local key = KEYS[4 + r + i]
+  local name = lean_name(pfx, key)
+  return guarded(S['acquire'], {key, KEYS[1], KEYS[2],
+    pfx .. 'watched:' .. name}, {ARGV[q], ARGV[q + 1], ARGV[4],
+    ARGV[6] .. name, ARGV[q + 2], ARGV[q + 3]})
 end
 
 -- Tokens set aside after a grant: its "reserve" word, capped as
@@ -60,6 +71,7 @@ end
 
 local function lean(KEYS, ARGV)
   local a, r = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local pfx = string.sub(KEYS[1], 1, -6)
   local out = {}
   -- every read in one command: counter, delay, flags, released keys
   local got = redis.call('MGET', unpack(KEYS, 1, 4 + r))
@@ -72,15 +84,21 @@ local function lean(KEYS, ARGV)
       local t = redis.call('TIME')
       base = math.max(last, tonumber(t[1]) * 1000000 + tonumber(t[2]) - 1)
       total = a
-      for q = 10, 5 + 5 * a, 5 do
+      for q = 10, 6 + 4 * a, 4 do
         total = total + lean_more(ARGV[q])
       end
       if base + total >= 9007199254740991 then
         last = nil      -- the full body answers the exhausted counter
       end
     end
-    local watched = last and heard and
-      redis.call('MGET', unpack(KEYS, 5 + r + a, 4 + r + 2 * a)) or {}
+    local watched = {}
+    if last and heard then
+      local marks = {}
+      for i = 1, a do
+        marks[i] = pfx .. 'watched:' .. lean_name(pfx, KEYS[4 + r + i])
+      end
+      watched = redis.call('MGET', unpack(marks))
+    end
     local fenced = last and redis.pcall('SET', KEYS[1], num(base + total))
     if fenced and fenced.err then
       for i = 1, a do
@@ -90,22 +108,22 @@ local function lean(KEYS, ARGV)
       -- a lock delay runs, or the counter is absent (the first grant),
       -- not a number, or near its end: as alone, each in turn
       for i = 1, a do
-        out[i] = lean_acquire(KEYS, ARGV, a, r, i)
+        out[i] = lean_acquire(KEYS, ARGV, pfx, r, i)
       end
     else
-      local tok, k, q = base, 4 + r, 1
+      local tok, k, q = base, 4 + r, 3
       for i = 1, a do
-        q = q + 5
-        local more = lean_more(ARGV[q + 4])
+        q = q + 4
+        local more = lean_more(ARGV[q + 3])
         local token = tok + 1
         tok = token + more
         if watched[i] then
-          out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- tell its watchers
+          out[i] = lean_acquire(KEYS, ARGV, pfx, r, i)  -- tell its watchers
         else
           local s = redis.pcall('SET', KEYS[k + i], ARGV[q] .. ':' ..
             num(token), 'NX', 'PX', ARGV[q + 1])
           if not s then
-            out[i] = lean_acquire(KEYS, ARGV, a, r, i)  -- the key exists
+            out[i] = lean_acquire(KEYS, ARGV, pfx, r, i)  -- the key exists
           elseif s.err then
             out[i] = s
           elseif more > 0 then
@@ -119,44 +137,48 @@ local function lean(KEYS, ARGV)
   end
 
   if r > 0 then
-    local pfx = string.sub(KEYS[1], 1, -6)
-    local q = 4 + 5 * a
-    local dels, freed, nd = {}, {}, 0
+    local q = 6 + 4 * a
+    local dels, nd = {}, 0
     for j = 1, r do
-      q = q + 2
+      q = q + 1
       if got[4 + j] == ARGV[q] then
         nd = nd + 1
         dels[nd] = KEYS[4 + j]
-        freed[nd] = ARGV[q + 1]
         out[a + j] = 1
       else
         -- not the caller's value (expired, taken, a set of holders...)
         out[a + j] = guarded(S['release'], {KEYS[4 + j]},
-          {ARGV[q], ARGV[5], ARGV[q + 1]})
+          {ARGV[q], ARGV[5], lean_name(pfx, KEYS[4 + j])})
       end
     end
     if nd > 0 then
       redis.call('DEL', unpack(dels))
     end
-    local marks
-    if heard and #freed > 0 then
-      -- per key: a waiter's listen mark, a watcher's mark
-      local names = {}
-      for f = 1, #freed do
-        names[2 * f - 1] = pfx .. 'listen:' .. freed[f]
-        names[2 * f] = pfx .. 'watched:' .. freed[f]
+    if nd > 0 and (heard or all) then
+      -- the names only where someone may listen
+      local freed, marks = {}, nil
+      for f = 1, nd do
+        freed[f] = lean_name(pfx, dels[f])
       end
-      -- (a mark stays until it runs out: a waiter whose attempt was in
-      -- flight when this message came may miss it, and hears the next
-      -- release; ACQUIRE ALL's waits do so, multi.c)
-      marks = redis.call('MGET', unpack(names))
-    end
-    for f = 1, #freed do
-      local waits = marks and marks[2 * f - 1]
-      if waits and remote_grant(pfx, dels[f], freed[f], ARGV[5]) then
-        -- granted to a waiter recorded elsewhere: its own message
-      elseif all or (marks and (waits or marks[2 * f])) then
-        publish(ARGV[5], freed[f])
+      if heard then
+        -- per key: a waiter's listen mark, a watcher's mark
+        local names = {}
+        for f = 1, nd do
+          names[2 * f - 1] = pfx .. 'listen:' .. freed[f]
+          names[2 * f] = pfx .. 'watched:' .. freed[f]
+        end
+        -- (a mark stays until it runs out: a waiter whose attempt was in
+        -- flight when this message came may miss it, and hears the next
+        -- release; ACQUIRE ALL's waits do so, multi.c)
+        marks = redis.call('MGET', unpack(names))
+      end
+      for f = 1, nd do
+        local waits = marks and marks[2 * f - 1]
+        if waits and remote_grant(pfx, dels[f], freed[f], ARGV[5]) then
+          -- granted to a waiter recorded elsewhere: its own message
+        elseif all or (marks and (waits or marks[2 * f])) then
+          publish(ARGV[5], freed[f])
+        end
       end
     end
   end

@@ -55,12 +55,12 @@ def lean_call(h, p, acq, rel):
     keys = [p + ":fence", p + ":lockdelay", p + ":listen", p + ":listenall"]
     keys += [p + ":lock:" + k for k, _ in rel]
     keys += [p + ":lock:" + k for k in acq]
-    keys += [p + ":watched:" + k for k in acq]
-    args = ["@lean", len(acq), len(rel), p + ":wanted", p + ":released"]
+    args = ["@lean", len(acq), len(rel), p + ":wanted", p + ":released",
+            BROKER + " "]
     for k in acq:
-        args += [OWNER, 30000, BROKER + " " + k, 0, 0]
+        args += [OWNER, 30000, 0, 0]
     for k, v in rel:
-        args += [v, k]
+        args.append(v)
     return ["FCALL", "lean_" + h, len(keys)] + keys + args
 
 

@@ -14,7 +14,7 @@
 
 static const struct lean_names names = {
 	"p:fence", "p:lockdelay", "p:listen", "p:listenall", "p:wanted",
-	"p:released"
+	"p:released", "B "
 };
 
 /* acquire.lua's call as store_acquire makes it: nk keys (lock, counter,
@@ -115,16 +115,15 @@ START_TEST(test_order_and_words)
 	size_t argvlen[64], nacq, argc, n;
 	char num[LEAN_NUM_BYTES];
 	static const char *const want[] = {
-		"", "", "12",
+		"", "", "9",
 		"p:fence", "p:lockdelay", "p:listen", "p:listenall",
 		"p:lock:r1", "p:lock:r2",
 		"p:lock:a1", "p:lock:a2", "p:lock:a3",
-		"p:watched:a1", "p:watched:a2", "p:watched:a3",
-		"@lean", "3", "2", "p:wanted", "p:released",
-		"o1", "30000", "B a1", "1", "32",
-		"o2", "30000", "B a2", "1", "32",
-		"o3", "30000", "B a3", "1", "32",
-		"o:7", "r1", "o:8", "r2",
+		"@lean", "3", "2", "p:wanted", "p:released", "B ",
+		"o1", "30000", "1", "32",
+		"o2", "30000", "1", "32",
+		"o3", "30000", "1", "32",
+		"o:7", "o:8",
 	};
 
 	c[0] = release("r1", "o:7", 1);
@@ -185,18 +184,20 @@ START_TEST(test_one_sided)
 	char num[LEAN_NUM_BYTES];
 
 	ck_assert_uint_eq(words_alone(r, 0, argv, argvlen, num),
-	    3 + 4 + 1 + 5 + 2);
+	    3 + 4 + 1 + 6 + 1);
 	check_word(argv, argvlen, 2, "5");
 	check_word(argv, argvlen, 7, "p:lock:x");
 	check_word(argv, argvlen, 9, "0");	/* a */
 	check_word(argv, argvlen, 10, "1");	/* r */
-	check_word(argv, argvlen, 13, "o:1");
-	check_word(argv, argvlen, 14, "x");
+	check_word(argv, argvlen, 13, "B ");
+	check_word(argv, argvlen, 14, "o:1");
 	ck_assert_uint_eq(words_alone(a, 1, argv, argvlen, num),
-	    3 + 4 + 2 + 5 + 5);
-	check_word(argv, argvlen, 2, "6");
+	    3 + 4 + 1 + 6 + 4);
+	check_word(argv, argvlen, 2, "5");
 	check_word(argv, argvlen, 7, "p:lock:y");
-	check_word(argv, argvlen, 8, "p:watched:y");
+	check_word(argv, argvlen, 8, "@lean");
+	check_word(argv, argvlen, 14, "o");
+	check_word(argv, argvlen, 17, "32");
 	free(r);
 	free(a);
 }

@@ -1024,7 +1024,7 @@ END_TEST
 
 static const struct lean_names t_names = {
 	"lbt:fence", "lbt:lockdelay", "lbt:listen", "lbt:listenall",
-	"lbt:wanted", "lbt:released"
+	"lbt:wanted", "lbt:released", "B "
 };
 
 /* acquire.lua's call as store_acquire makes it (no value): lbt:lock:key,
@@ -1099,14 +1099,14 @@ START_TEST(test_lean_batch_of_a_turn)
 	s = fake_sent_pop();
 	ck_assert_str_eq(s->argv[0], "FCALL");
 	ck_assert_str_eq(s->argv[1], "fn-lean");
-	ck_assert_str_eq(s->argv[2], "9");	/* 4 + 1 release + 2 x 2 */
+	ck_assert_str_eq(s->argv[2], "7");	/* 4 + 1 release + 2 */
 	ck_assert_str_eq(s->argv[7], "lbt:lock:b");
 	ck_assert_str_eq(s->argv[8], "lbt:lock:a");
 	ck_assert_str_eq(s->argv[9], "lbt:lock:c");
-	ck_assert_str_eq(s->argv[12], "@lean");
-	ck_assert_str_eq(s->argv[13], "2");
-	ck_assert_str_eq(s->argv[14], "1");
-	ck_assert_int_eq(s->argc, 3 + 9 + 5 + 2 * 5 + 2);
+	ck_assert_str_eq(s->argv[10], "@lean");
+	ck_assert_str_eq(s->argv[11], "2");
+	ck_assert_str_eq(s->argv[12], "1");
+	ck_assert_int_eq(s->argc, 3 + 7 + 6 + 2 * 4 + 1);
 	r = reply_arr(3, reply_int(111), reply_int(333), reply_int(1));
 	fake_reply(s, r);
 	reply_free(r);
@@ -1172,9 +1172,9 @@ START_TEST(test_lean_key_twice_waits)
 	ck_assert_uint_eq(fake_sent_count(), 1);
 	ck_assert_uint_eq(n->queued, 1);
 	s = fake_sent_pop();
-	ck_assert_str_eq(s->argv[10], "@lean");
-	ck_assert_str_eq(s->argv[11], "1");	/* b's acquire */
-	ck_assert_str_eq(s->argv[12], "1");	/* a's release */
+	ck_assert_str_eq(s->argv[9], "@lean");
+	ck_assert_str_eq(s->argv[10], "1");	/* b's acquire */
+	ck_assert_str_eq(s->argv[11], "1");	/* a's release */
 	answer_ints(s, 2);
 	turn();
 	s = fake_sent_pop();
@@ -1267,9 +1267,9 @@ START_TEST(test_lean_calls_gather_while_batches_fly)
 	ck_assert_uint_eq(fake_sent_count(), 1);	/* a, b, d in one */
 	s = fake_sent_pop();
 	ck_assert_str_eq(s->argv[1], "fn-lean");
-	ck_assert_str_eq(s->argv[2], "9");	/* 4 + 1 release + 2 x 2 */
-	ck_assert_str_eq(s->argv[13], "2");	/* acquires a, d */
-	ck_assert_str_eq(s->argv[14], "1");	/* release b */
+	ck_assert_str_eq(s->argv[2], "7");	/* 4 + 1 release + 2 */
+	ck_assert_str_eq(s->argv[11], "2");	/* acquires a, d */
+	ck_assert_str_eq(s->argv[12], "1");	/* release b */
 	ck_assert_uint_eq(n->queued, 1);	/* a's renewal: after a */
 	answer_ints(s, 3);
 	turn();
@@ -1314,8 +1314,8 @@ START_TEST(test_lean_resent_as_eval)
 	again = fake_sent_peek(1);
 	ck_assert_str_eq(again->argv[0], "EVAL");
 	ck_assert_str_eq(again->argv[1], "-- batch");
-	ck_assert_str_eq(again->argv[2], "7");
-	ck_assert_str_eq(again->argv[3 + 7], "@lean");
+	ck_assert_str_eq(again->argv[2], "6");
+	ck_assert_str_eq(again->argv[3 + 6], "@lean");
 	fake_sent_free(fake_sent_pop());
 	turn();
 	ck_assert_uint_eq(fake_sent_count(), 1);	/* 3 still waits */
