@@ -8,7 +8,10 @@
 --          the slot's channel, <prefix>:...:{tag}, published with SPUBLISH
 --          (sharded: it stays within the slot's shard)
 -- ARGV[4]  the announcement: "<broker-id> <lock name>"
--- ARGV[5]  "1" when the caller will wait for the lock, else "0"
+-- ARGV[5]  "1" when the caller will wait for the lock, else "0"; "2": it
+--          will wait and its broker recorded it (rwait.lua), so a release
+--          may have granted it the key already (lib/holders.lua,
+--          remote_grant)
 -- ARGV[6]  tokens to set aside after the one granted (the early hand-off;
 --          absent: 0)
 -- Cluster mode adds KEYS[4], the slot's tenure, and ARGV[7..10], the
@@ -44,7 +47,13 @@
 -- back: the broker asks Redis only for keys it does not know the session
 -- holds, so such a value is a remnant (a release lost with a failed
 -- master's writes, a grant whose reply was lost) and its token may be
--- older than grants made since (tokens never go back).
+-- older than grants made since (tokens never go back).  Except for a
+-- recorded waiter (ARGV[5] "2") when the key lives no longer than a
+-- remote grant does: a release granted it to the record and published
+-- the grant to its broker, which hands that grant (and its token, the one
+-- watchers were told) to the waiter: {4, pttl}, nothing written.  Were it
+-- a remnant after all, the key is free within pttl ms and the waiter
+-- tries again then.
 -- A key held shared or as a semaphore is a sorted set of holders
 -- (lib/holders.lua): expired holders and a remnant of the caller's own
 -- are removed first; with none left the key is free.  Else a shared lock
@@ -60,7 +69,7 @@ local mark, vk, text = grant_extras(KEYS, ARGV, cluster and 4 or 3,
   cluster and 10 or 6)
 local function busy()
   local pttl = redis.call('PTTL', KEYS[1])
-  if ARGV[5] == '1' then
+  if ARGV[5] ~= '0' then
     publish(ARGV[3], ARGV[4])
     listen(KEYS[2], string.sub(ARGV[4], 38), pttl)
   end
@@ -84,6 +93,12 @@ end
 if v then
   if owner_of(v) ~= ARGV[1] then
     return busy()
+  end
+  if ARGV[5] == '2' then
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl > 0 and pttl <= REMOTE_GRANT_MS then
+      return {4, pttl}
+    end
   end
 elseif v == nil then
   return busy()  -- bytes no broker wrote: taken, by no one we know

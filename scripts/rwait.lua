@@ -5,7 +5,8 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  its record set, <prefix>:rwait:<name>
 -- ARGV[1]  "1" record, "0" forget
--- ARGV[2]  the record: "<broker-id> <wait-id> <ttl ms> <owner>"
+-- ARGV[2]  the record: "<broker-id> <wait-id> <ttl ms> <owner>[ <value>]"
+--          (value: the text of ACQUIRE ... VALUE, written with the grant)
 -- ARGV[3]  record: how long the set must last at least, ms (the wait's
 --          time left, and some)
 -- Recording: only while the key is held exclusive by another owner; a
@@ -18,7 +19,7 @@ if ARGV[1] == '0' then
   return redis.call('ZREM', KEYS[2], ARGV[2])
 end
 local v = get_str(KEYS[1])
-local owner = string.match(ARGV[2], '^%S+ %d+ %d+ (%S+)$')
+local owner = string.match(ARGV[2], '^%S+ %d+ %d+ (%S+) ?%S*$')
 if v == false then
   return 0
 end

@@ -79,7 +79,7 @@ grant_local(struct lock *lk, struct lclient *w, long kind, long long token,
 	if (marked)
 		mark_left(w, lk, STORE_WMARK_GRANTED);
 	if (recorded)
-		waiter_unrecord_of(w, lk);
+		waiter_unrecord_of(w, lk, h->value);
 	return h;
 }
 
@@ -385,8 +385,11 @@ lock_pump(struct lock *lk)
 		op->kind = w->wkind;
 		op->wakes = lk->wakes;
 		owner_copy(op->id, w->id);
+		/* (a recorded waiter's attempt may meet its record's grant:
+		 * acquire.lua then leaves the key to the grant's message) */
 		if (store_acquire(lt->st, lk->name, lk->te.keylen, w->id,
-		    strlen(w->id), w->wkind, w->wttl, w->deadline > now_ms(),
+		    strlen(w->id), w->wkind, w->wttl, w->deadline <= now_ms() ?
+		    0 : w->rrecorded ? STORE_WAIT_RECORDED : 1,
 		    w->wkind == LK_EXCLUSIVE ? chain_want(w) : 0,
 		    w->wkind == LK_SHARED ? w->wseen : 0, w->wvalue,
 		    value_len(w->wvalue), attempt_done, op) == 0) {
@@ -480,6 +483,22 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 			lt->stats.acquire_errors++;
 			lk_reply(w, LK_KIND, n, NULL);
 		}
+	} else if (granted == STORE_RECORD_GRANTED && w != NULL &&
+	    now_ms() < w->deadline) {
+		/* A release granted the key to its record: the grant's
+		 * message brings it (remote.c); should none come, the grant
+		 * runs out in n ms and the key is tried again. */
+		lk->remote_busy = 1;
+		lk_rare_w(lk)->busy_kind = kind;
+		lock_retry_at(lk, now_ms() + (n > 0 && n < PTTL_RETRY_MAX ?
+		    n : 0) + 1);
+	} else if (granted == STORE_RECORD_GRANTED) {
+		/* its wait is over: the grant, when it comes, is released */
+		if (w != NULL) {
+			waiter_remove(w);
+			lt->stats.busy++;
+			lk_reply(w, LK_BUSY, 0, NULL);
+		}
 	} else if (granted == 2 && w != NULL && now_ms() >= w->deadline) {
 		/* free, but a lock delay runs: nobody may have it yet */
 		waiter_remove(w);
@@ -546,7 +565,10 @@ attempt_done(void *arg, int ok, int granted, long long n, long more)
 		notice_waiting(w);
 		lk_queued(w);	/* not granted at once: its wait goes on */
 	}
-	lock_pump(lk);
+	if (lk->rare != NULL && lk->rare->rg_token != 0)
+		remote_stashed(lk, id);		/* (pumps lk) */
+	else
+		lock_pump(lk);
 }
 
 /* The wait of cl ran out while no attempt of its was in flight. */

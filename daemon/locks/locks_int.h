@@ -195,6 +195,10 @@ struct lock_rare {
 					 * (0 none) */
 	int64_t moldest_us;		/* ... the oldest queued one's start (0
 					 * none) */
+	/* a remote grant heard while its waiter's attempt was in flight,
+	 * decided when that answers (remote.c): token 0 none */
+	long long rg_token, rg_ms;
+	uint32_t rg_wid;
 };
 
 /* A key's entry; its fields in order of size, so no padding. */
@@ -460,7 +464,11 @@ void hold_gone(struct hold *h, enum lk_lost_cause cause);
 /* records.c: waiters recorded for remote grants (remote.c) */
 void waiter_record(struct lclient *w);
 void waiter_unrecord(struct lclient *w);
-void waiter_unrecord_of(struct lclient *w, const struct lock *lk);
+void waiter_unrecord_of(struct lclient *w, const struct lock *lk,
+    const char *value);
+/* remote.c: a remote grant heard while its waiter's attempt was in flight
+ * (id: that attempt's owner), taken or released now that it answered */
+void remote_stashed(struct lock *lk, const char *id);
 /* grant.c */
 int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);

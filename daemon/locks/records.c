@@ -16,28 +16,28 @@
 #define RECORD_KEEP_MS 1000	/* a record outlasts its wait by this */
 
 /*
- * Whether w may be recorded: an exclusive single-key wait without a
- * value (of any session, a grace session's too: its record lists the
+ * Whether w may be recorded: an exclusive single-key wait, with or
+ * without a value (the record carries it, the grant writes it in its own
+ * call), of any session, a grace session's too (its record lists the
  * hold before its client hears of it, as for any grant), within its
  * session's limit.
  *
- * Not a wait with a VALUE: a waiter's own attempt can still meet
- * Redis after a release granted its record (an attempt sent on a wake
- * while the record was in flight, or after a release here); acquire.lua
- * then takes the key anew with another token, and a watcher has been
- * told of the grant's token, which the client never hears.  Harmless for
- * exclusion, but an election's observers are told of a leader's token
- * that its leader never had (test_election.TestRapid catches it).  Until
- * the attempt knows of its own record, VALUE waits (the elections) keep
- * the two-trip path.
+ * A recorded waiter's own attempt can still reach Redis after a release
+ * granted its record (an attempt sent on a wake while the record was on
+ * its way, or after a release here): it says it is recorded
+ * (STORE_WAIT_RECORDED), and acquire.lua, finding the waiter's own value
+ * with no more than a remote grant's time to live, leaves the key to the
+ * grant (STORE_RECORD_GRANTED) instead of taking it anew with another
+ * token; a grant heard while the attempt is in flight waits for its
+ * answer (remote.c).  So the waiter holds the token its watchers were
+ * told (an election's observers see no token its leader never had).
  */
 static int
 may_record(struct lclient *w)
 {
 	struct lclient *hc = lk_holder(w);
 
-	return w->wkind == LK_EXCLUSIVE && w->wvalue == NULL && w->mw == NULL &&
-	    !w->conn_wait &&
+	return w->wkind == LK_EXCLUSIVE && w->mw == NULL && !w->conn_wait &&
 	    (long)hc->nheld < w->lt->cfg.max_locks_per_session &&
 	    w->deadline > now_ms();
 }
@@ -62,6 +62,8 @@ recorded(void *arg, int ok, int released)
 		w->rrecorded = 0;
 		if (lk_rare(lk)->retry_ev != NULL)
 			timer_at_ms(lk->rare->retry_ev, now_ms());
+	} else if (w != NULL && ok && released != STORE_DONE) {
+		w->rrecorded = 0;	/* held otherwise: not recorded */
 	}
 	lock_gc(lk);
 }
@@ -80,8 +82,9 @@ waiter_record(struct lclient *w)
 	op = lk_op_new(lt, lk, NULL);
 	op->token = (long long)w->rwid;
 	if (store_rwait(lt->st, lk->name, lk->te.keylen, 1, w->rwid, w->wttl,
-	    w->id, strlen(w->id), (long)(w->deadline - now_ms()) +
-	    RECORD_KEEP_MS, recorded, op) != 0) {
+	    w->id, strlen(w->id), w->wvalue, value_len(w->wvalue),
+	    (long)(w->deadline - now_ms()) + RECORD_KEEP_MS, recorded,
+	    op) != 0) {
 		lk_op_done(op);
 		free(op);
 		return;
@@ -97,14 +100,16 @@ forgotten(void *arg, int ok, int released)
 	(void)released;
 }
 
-/* Forget w's record of its wait for lk (its wait may have ended: the
- * caller took rrecorded first). */
+/* Forget w's record of its wait for lk, made with value (its wait may
+ * have ended: the caller took rrecorded first, and the value). */
 void
-waiter_unrecord_of(struct lclient *w, const struct lock *lk)
+waiter_unrecord_of(struct lclient *w, const struct lock *lk,
+    const char *value)
 {
 	if (w->lt->st != NULL && lk != NULL)
 		(void)store_rwait(w->lt->st, lk->name, lk->te.keylen, 0, w->rwid,
-		    w->wttl, w->id, strlen(w->id), 0, forgotten, NULL);
+		    w->wttl, w->id, strlen(w->id), value, value_len(value), 0,
+		    forgotten, NULL);
 }
 
 void
@@ -113,5 +118,5 @@ waiter_unrecord(struct lclient *w)
 	if (!w->rrecorded)
 		return;
 	w->rrecorded = 0;
-	waiter_unrecord_of(w, w->wlock);
+	waiter_unrecord_of(w, w->wlock, w->wvalue);
 }

@@ -9,11 +9,14 @@
  * where the release publishes, this broker wakes and sends its own
  * attempt, took two round trips.
  *
- * Recorded: single-key exclusive waits without a value (records.c says
- * why not those), within their session's max_locks_per_session; a grace
- * session's too: its grant goes through grant_local as any other, so its
- * record lists the hold before its client hears of it.  The store
- * refuses to record in cluster mode and with redis_replica_acks.
+ * Recorded: single-key exclusive waits, with or without a value (the
+ * grant writes it in the same call), within their session's
+ * max_locks_per_session; a grace session's too: its grant goes through
+ * grant_local as any other, so its record lists the hold before its
+ * client hears of it.  The store refuses to record in cluster mode and
+ * with redis_replica_acks.  A recorded waiter's own attempt that meets
+ * its record's grant in Redis leaves the key to it (records.c); a grant
+ * heard while such an attempt is in flight is decided when it answers.
  *
  * A grant in Redis lasts at most STORE_REMOTE_GRANT_MS until this broker
  * renews it: delivered, its hold is renewed at once (the jeopardy clock
@@ -60,28 +63,20 @@ grant_refused(struct lock *lk, const char *id, long long token)
 	release_orphan(lk, id, token);
 }
 
-void
-locks_store_granted(void *arg, const char *key, size_t keylen,
-    unsigned long long wid, const char *owner, size_t ownerlen,
+/*
+ * The remote grant (id, token, made at grant_ms on the master's clock)
+ * for w (NULL: no wait here takes it): delivered as a grant here, or
+ * released at once.
+ */
+static void
+remote_take(struct lock *lk, struct lclient *w, const char *id,
     long long token, long long grant_ms)
 {
-	struct locks *lt = arg;
-	struct lock *lk;
-	struct lclient *w;
+	struct locks *lt = lk->lt;
 	struct hold *h;
-	char id[OWNER_MAX + 1];
 	int64_t now, left, redis_now;
 	long trust;
 
-	if (ownerlen == 0 || ownerlen > OWNER_MAX || token <= 0 ||
-	    keylen == 0)
-		return;
-	memcpy(id, owner, ownerlen);
-	id[ownerlen] = '\0';
-	lk = lock_get(lt, key, keylen);
-	w = waiter_by_rwid(lk, wid);
-	if (w != NULL && strcmp(w->id, id) != 0)
-		w = NULL;
 	/* Redis keeps the grant trust ms from grant_ms, unless renewed: this
 	 * broker vouches for half of that, less what has passed since on the
 	 * master's clock (never less than what has) */
@@ -94,8 +89,7 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	if (left > trust / 2)
 		left = trust / 2;	/* (a sample older than the grant) */
 	if (w != NULL) {
-		/* (its attempt in flight runs first in Redis: it answers; a
-		 * key whose store is not up, or a Sentinel lease not held,
+		/* (a key whose store is not up, or a Sentinel lease not held,
 		 * grants nothing here, as for an attempt) */
 		int takes = w->rrecorded && w->op == NULL &&
 		    lk->nholds == 0 && left > 0 && lk_key_up(lk);
@@ -138,4 +132,64 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	h->renew_at = now;
 	renew_schedule(lt, now);
 	lock_pump(lk);
+}
+
+/* The waiter of wait id wid whose client-id is id, or NULL. */
+static struct lclient *
+waiter_of(const struct lock *lk, unsigned long long wid, const char *id)
+{
+	struct lclient *w = waiter_by_rwid(lk, wid);
+
+	return w != NULL && strcmp(w->id, id) == 0 ? w : NULL;
+}
+
+void
+locks_store_granted(void *arg, const char *key, size_t keylen,
+    unsigned long long wid, const char *owner, size_t ownerlen,
+    long long token, long long grant_ms)
+{
+	struct locks *lt = arg;
+	struct lock *lk;
+	struct lclient *w;
+	struct lock_rare *x;
+	char id[OWNER_MAX + 1];
+
+	if (ownerlen == 0 || ownerlen > OWNER_MAX || token <= 0 ||
+	    keylen == 0)
+		return;
+	memcpy(id, owner, ownerlen);
+	id[ownerlen] = '\0';
+	lk = lock_get(lt, key, keylen);
+	w = waiter_of(lk, wid, id);
+	if (w != NULL && w->op != NULL && w->rrecorded) {
+		/*
+		 * Its attempt is in flight: it ran in Redis before the
+		 * release (it answers "held") or after it (a record's grant:
+		 * acquire.lua answers STORE_RECORD_GRANTED, writing nothing).
+		 * Either way the grant is its: taken when that answers
+		 * (remote_stashed), so the waiter holds the token its
+		 * watchers were told.
+		 */
+		x = lk_rare_w(lk);
+		if (x->rg_token != 0)
+			grant_refused(lk, id, x->rg_token);	/* (never) */
+		x->rg_token = token;
+		x->rg_ms = grant_ms;
+		x->rg_wid = (uint32_t)wid;
+		return;
+	}
+	remote_take(lk, w, id, token, grant_ms);
+}
+
+void
+remote_stashed(struct lock *lk, const char *id)
+{
+	struct lock_rare *x = lk->rare;
+	long long token;
+
+	if (x == NULL || x->rg_token == 0)
+		return;
+	token = x->rg_token;
+	x->rg_token = 0;
+	remote_take(lk, waiter_of(lk, x->rg_wid, id), id, token, x->rg_ms);
 }

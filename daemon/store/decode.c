@@ -171,7 +171,7 @@ found_of(long long v)
  * A grant's reply (acquire, handoff, takeover): {granted, n} or {granted,
  * n, more}; or, from the lean batch (scripts/batch/lean.lua), a bare
  * token (> 0) for a grant that set none aside.  max: the highest granted
- * its script answers (3, another kind, from acquire scripts only).  A
+ * its script answers (3, another kind, and 4, a record's grant: acquire.lua's).  A
  * grant (1) waiting for replica acks is parked, its token kept.
  */
 static int
@@ -218,7 +218,7 @@ grant_decode(struct call *c, const redisReply *r, int can_park, int max)
 int
 decode_acquire(struct call *c, const redisReply *r, int can_park)
 {
-	return grant_decode(c, r, can_park, 3);
+	return grant_decode(c, r, can_park, STORE_RECORD_GRANTED);
 }
 
 /* takeover.lua: {granted, token} or {1, token, text}, text the hold's

@@ -216,7 +216,8 @@ store_acquire(struct store *st, const char *key, size_t keylen,
 	    r.taglen };
 	p[np++] = (struct piece){ kind == STORE_EXCLUSIVE ? st->keys.idsp :
 	    st->keys.idplus, STORE_ID_LEN + 1, key, keylen };
-	p[np++] = (struct piece){ will_wait ? "1" : "0", 1, NULL, 0 };
+	p[np++] = (struct piece){ will_wait == STORE_WAIT_RECORDED &&
+	    kind == STORE_EXCLUSIVE ? "2" : will_wait ? "1" : "0", 1, NULL, 0 };
 	if (kind != STORE_EXCLUSIVE) {
 		p[np++] = (struct piece){ kd, (size_t)kl, NULL, 0 };
 		p[np++] = (struct piece){ sn, (size_t)sl, NULL, 0 };

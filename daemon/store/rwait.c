@@ -16,19 +16,24 @@
 int
 store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
-    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg)
+    size_t ownerlen, const char *value, size_t valuelen, long keep_ms,
+    store_release_fn *fn, void *arg)
 {
-	char rk[256], member[STORE_ID_LEN + STORE_OWNER_MAX + 64], ms[24];
+	char rk[256], member[STORE_ID_LEN + STORE_OWNER_MAX + STORE_VALUE_MAX +
+	    64], ms[24];
 	struct route r;
 	struct piece p[5];
 	int ml, l;
 
 	if (st->topo.sharded || st->env.acks > 0 || ownerlen == 0 ||
-	    ownerlen > STORE_OWNER_MAX || memchr(owner, ' ', ownerlen) != NULL)
+	    ownerlen > STORE_OWNER_MAX || memchr(owner, ' ', ownerlen) != NULL ||
+	    valuelen > STORE_VALUE_MAX || (valuelen > 0 &&
+	    memchr(value, ' ', valuelen) != NULL))
 		return -1;
-	ml = snprintf(member, sizeof member, "%.*s %llu %ld %.*s",
+	ml = snprintf(member, sizeof member, "%.*s %llu %ld %.*s%s%.*s",
 	    STORE_ID_LEN, st->keys.idsp, wid, ttl_ms > 0 ? ttl_ms : 1,
-	    (int)ownerlen, owner);
+	    (int)ownerlen, owner, valuelen > 0 ? " " : "", (int)valuelen,
+	    valuelen > 0 ? value : "");
 	l = snprintf(ms, sizeof ms, "%ld", keep_ms > 0 ? keep_ms : 1);
 	if (ml < 0 || (size_t)ml >= sizeof member || l < 0)
 		return -1;

@@ -126,8 +126,13 @@ struct store_hooks {
  * WAIT did not confirm it reached the replicas, so it was undone (or the
  * undo failed: the caller frees such a grant by owner, to be sure).  For a
  * handoff, -1 and -2 mean the release happened and the grant did not.
+ * STORE_RECORD_GRANTED (an exclusive attempt with will_wait
+ * STORE_WAIT_RECORDED): a release granted the key to the waiter's record,
+ * its message is on the way (store_hooks.granted), n: the grant's PTTL;
+ * nothing was written.
  * more (granted 1 only): tokens n+1 .. n+more were set aside with it for
  * this broker's next holders of the key (store_pass); 0 none. */
+#define STORE_RECORD_GRANTED 4
 typedef void store_acquire_fn(void *arg, int ok, int granted, long long n,
     long more);
 /*
@@ -259,7 +264,11 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
     const char *addr, int up, size_t inflight, uint64_t redirects,
     const struct histo *rtt), void *arg);
 
-/* will_wait: a BUSY answer makes the script announce the wait (wanted).
+/* will_wait: a BUSY answer makes the script announce the wait (wanted);
+ * STORE_WAIT_RECORDED: so does it, and the waiter is recorded
+ * (store_rwait): a value of the owner's own that lives no longer than a
+ * remote grant is that grant, answered STORE_RECORD_GRANTED, not taken
+ * anew.
  * text (exclusive only; textlen 0: none): the hold's value (ACQUIRE ...
  * VALUE), written in the grant's own call (acquire.lua).  Every grant
  * tells the key's watchers while its watch mark exists.
@@ -272,6 +281,7 @@ void store_each_node(const struct store *st, void (*fn)(void *arg,
  * store_wmark); a shared attempt not granted (granted 0) answers in more
  * the latest stamp of the marks it saw (0 none), for its next tries. */
 #define STORE_RESERVE_MAX 32	/* scripts/lib/holders.lua's cap */
+#define STORE_WAIT_RECORDED 2
 int store_acquire(struct store *st, const char *key, size_t keylen,
     const char *owner, size_t ownerlen, long kind, long ttl_ms, int will_wait,
     long reserve, long long seen, const char *text, size_t textlen,
@@ -375,9 +385,10 @@ int store_forget(struct store *st, const char *key, size_t keylen,
 /*
  * Remote grants (rwait.c, scripts/rwait.lua): record (record 1) a waiter
  * of this broker for key (wait-id wid, unique here; the TTL it asks, its
- * owner) so that a release elsewhere grants it the key in the release's
- * own call, FIFO by first record; or forget it (record 0, with the same
- * words) when its wait ends otherwise.  keep_ms: how long the record must last at least.
+ * owner, its value or NULL, 0: written with the grant) so that a release
+ * elsewhere grants it the key in the release's own call, FIFO by first
+ * record; or forget it (record 0, with the same words) when its wait
+ * ends otherwise.  keep_ms: how long the record must last at least.
  * released: STORE_DONE recorded (forgotten); STORE_GONE not recorded (the
  * key is free, or not held exclusive by another: try it again).  -1 (not
  * sent) in cluster mode, with redis_replica_acks, or for an owner that
@@ -395,7 +406,8 @@ int store_forget(struct store *st, const char *key, size_t keylen,
 int store_redis_now(struct store *st, int64_t *ms);
 int store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
-    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg);
+    size_t ownerlen, const char *value, size_t valuelen, long keep_ms,
+    store_release_fn *fn, void *arg);
 /* reassert: on a new connection, also set again keys found absent while
  * a lock delay runs (reassert.lua). */
 int store_renew(struct store *st, const struct store_renew_item *items,

@@ -374,14 +374,14 @@ end
 -- Remote grants: the cross-broker hand-off in one round trip.  A broker
 -- whose exclusive single-key waiter found the key held elsewhere records
 -- it (rwait.lua) in "<prefix>:rwait:<name>", a sorted set: member
--- "<broker-id> <wait-id> <ttl> <owner>" (no wait with a VALUE:
--- locks/records.c says why), scored by the Redis ms
+-- "<broker-id> <wait-id> <ttl> <owner>[ <value>]", scored by the Redis ms
 -- of its first record (FIFO by the wait's start).  A release that frees
 -- the key (release.lua, the lean batch) grants it to the earliest record
 -- of a broker still announced with the "grants" feature (announce.lua)
 -- whose channel "<prefix>:granted:<broker-id>" somebody hears, with a new
 -- token from the counter (as handoff.lua: the releasing hold was alive,
--- so no lock delay): "<name> <wait-id> <owner>
+-- so no lock delay) and the waiter's value written in the same call (so
+-- no reader sees the new holder without it): "<name> <wait-id> <owner>
 -- <token> <ms>" on that channel, ms the grant's time by Redis's clock
 -- (watchers hear "held <name>" on the release channel).  A broker killed
 -- -9 has lost its connections: its message would reach nobody (PUBLISH
@@ -425,7 +425,8 @@ local function remote_grant(p, k, name, chan)
   local live = granting_brokers(p, now)
   while e do
     redis.call('ZREM', rq, e)
-    local bid, wid, ttl, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+)$')
+    local bid, wid, ttl, owner, text = string.match(e,
+      '^(%S+) (%d+) (%d+) (%S+) ?(%S*)$')
     if bid and live[bid] then
       local token = next_tokens(p .. 'fence', 0)
       if not token then
@@ -435,8 +436,13 @@ local function remote_grant(p, k, name, chan)
       if redis.call('PUBLISH', p .. 'granted:' .. bid, name .. ' ' ..
           wid .. ' ' .. owner .. ' ' .. num(token) .. ' ' .. num(now)) > 0
       then
-        local px = math.max(1, math.min(tonumber(ttl), REMOTE_GRANT_MS))
-        redis.call('SET', k, owner .. ':' .. num(token), 'PX', num(px))
+        local px = num(math.max(1, math.min(tonumber(ttl),
+          REMOTE_GRANT_MS)))
+        redis.call('SET', k, owner .. ':' .. num(token), 'PX', px)
+        if text ~= '' then
+          redis.call('SET', p .. 'value:' .. name, num(token) .. ' ' ..
+            text, 'PX', px)
+        end
         if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
           publish(chan, 'held ' .. name)
         end

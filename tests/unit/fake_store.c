@@ -483,7 +483,8 @@ store_forget(struct store *st, const char *key, size_t keylen,
 int
 store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
-    size_t ownerlen, long keep_ms, store_release_fn *fn, void *arg)
+    size_t ownerlen, const char *value, size_t valuelen, long keep_ms,
+    store_release_fn *fn, void *arg)
 {
 	(void)st;
 	(void)key;
@@ -493,6 +494,8 @@ store_rwait(struct store *st, const char *key, size_t keylen, int record,
 	(void)ttl_ms;
 	(void)owner;
 	(void)ownerlen;
+	(void)value;
+	(void)valuelen;
 	(void)keep_ms;
 	(void)fn;
 	(void)arg;

@@ -210,6 +210,42 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(self.stats(w)["orphans"], "1")
         self.assertEqual(w.req("RELEASE %s" % name), "OK 0")
 
+    def test_an_attempt_that_meets_its_records_grant_takes_that_grant(self):
+        """b's waiter is recorded; b is paused while a wake for the key
+        (a "released" message) and then a's release, which grants the
+        waiter's record, reach it.  Resumed, b sends the waiter's attempt
+        on the wake and hears the grant with that attempt in flight; the
+        attempt reaches Redis after the grant.  The waiter holds the
+        grant's token, the one the watchers were told, not a new one
+        (before: acquire.lua took the key anew with another token, and
+        the grant was released as an orphan)."""
+        a, b = self.broker(), self.broker()
+        h, w, wa = self.session(a), self.session(b), self.session(a)
+        htok = self.assertToken(h.req("ACQUIRE ra TTL 20000"))
+        self.assertEqual(wa.req("WATCH ra"), "OK")
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER ra %s %d -"
+                         % (h.cid, htok))
+        w.send("ACQUIRE ra WAIT 8000 TTL 9000")
+        self.recorded("ra")
+        b.pause()
+        try:
+            self.assertEqual(self.redis.cli(
+                "PUBLISH", "%s:released" % self.prefix, "ra"), 2)
+            self.assertEqual(h.req("RELEASE ra"), "OK 0")
+            v = self.redis.cli("GET", self.key("ra"))
+            self.assertTrue(v.startswith(w.cid + ":"), v)
+            granted = int(v.rsplit(":", 1)[1])
+        finally:
+            b.resume()
+        self.assertEqual(self.assertToken(w.readline(timeout=3.0)), granted)
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER ra %s %d -"
+                         % (w.cid, granted))
+        wa.no_reply(0.5)
+        self.assertEqual(self.stats(w)["orphans"], "0")
+        self.assertEqual(self.redis.cli("GET", self.key("ra")),
+                         "%s:%d" % (w.cid, granted))
+        self.assertEqual(w.req("RELEASE ra"), "OK 0")
+
     def test_a_broker_clock_ahead_still_takes_grants(self):
         """b's clock is 30 s ahead of Redis's: a grant's age is measured
         on the master's clock (sampled by b's announce), not b's, so the
@@ -321,6 +357,45 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(self.redis.cli("EXISTS", self.key("cx")), 0)
         s.no_reply(0.2)
 
+    def test_a_wait_with_a_value_is_granted_with_it(self):
+        """ACQUIRE ... WAIT ... VALUE on b is recorded with its value; the
+        release on a grants it and writes the value in the same call, so
+        a watcher never sees the new holder without it; the value follows
+        the hold's renewals and goes with its release."""
+        a, b = self.broker(), self.broker()
+        h, w, wa = self.session(a), self.session(b), self.session(a)
+        htok = self.assertToken(h.req("ACQUIRE rv TTL 20000"))
+        self.assertEqual(wa.req("WATCH rv"), "OK")
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER rv %s %d -"
+                         % (h.cid, htok))
+        w.send("ACQUIRE rv WAIT 8000 TTL 9000 VALUE http://b:8080/x")
+        self.recorded("rv")
+        self.assertEqual(self.records("rv")[0].split(" ")[2:],
+                         ["9000", w.cid, "http://b:8080/x"])
+        mon = Monitor(self.redis)
+        self.assertEqual(h.req("RELEASE rv"), "OK 0")
+        tok = self.assertToken(w.readline(timeout=2.0))
+        calls = mon.stop()
+        vk = "%s:value:rv" % self.prefix
+        made = [ran for args, ran in calls
+                if "%s:%d" % (h.cid, htok) in args]
+        self.assertEqual(len(made), 1, calls)
+        self.assertIn(["SET", self.key("rv"), "%s:%d" % (w.cid, tok), "PX",
+                       "2000"], made[0])
+        self.assertIn(["SET", vk, "%d http://b:8080/x" % tok, "PX", "2000"],
+                      made[0])
+        self.assertEqual(wa.readline(timeout=2.0),
+                         "EVENT HOLDER rv %s %d http://b:8080/x"
+                         % (w.cid, tok))
+        self.assertRegex(h.req("OWNER rv VALUE"), r"\AOK %s [0-9]+ %d "
+                         r"http://b:8080/x\Z" % (w.cid, tok))
+        # b's first renewal takes the value's TTL to the lock's
+        wait_until(lambda: self.redis.cli("PTTL", vk) > 5000, 1.0,
+                   what="the value renewed with the hold")
+        self.assertEqual(w.req("RELEASE rv"), "OK 0")
+        self.assertEqual(self.redis.cli("EXISTS", vk), 0)
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT FREE rv")
+
     def grace_session(self, b):
         c = self.connect(b)
         m = re.fullmatch(r"OK (\S+) lockbroker/\S+ (\S+)",
@@ -362,26 +437,23 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(sorted(g.req("HELD").split(" ")),
                          sorted("OK 2 ga gb".split(" ")))
 
-    def test_waits_not_recorded(self):
-        """A wait with a value (records.c says why) and a shared wait are
-        not recorded: they take the key by their own attempt."""
+    def test_shared_waits_not_recorded(self):
+        """A shared wait is not recorded: it takes the key by its own
+        attempt."""
         a, b = self.broker(), self.broker()
         h = self.session(a)
-        for k in ("nv", "ns"):
-            self.assertToken(h.req("ACQUIRE %s TTL 20000" % k))
-        v, s = self.session(b), self.session(b)
-        v.send("ACQUIRE nv WAIT 5000 VALUE x")
+        self.assertToken(h.req("ACQUIRE ns TTL 20000"))
+        s = self.session(b)
         s.send("ACQUIRE ns SHARED WAIT 5000")
-        wait_until(lambda: all(self.redis.cli(
-            "EXISTS", "%s:listen:%s" % (self.prefix, k)) for k in
-            ("nv", "ns")), 3.0, what="the waiters' attempts")
+        wait_until(lambda: self.redis.cli(
+            "EXISTS", "%s:listen:ns" % self.prefix), 3.0,
+            what="the waiter's attempt")
         time.sleep(0.2)
-        for c, k in ((v, "nv"), (s, "ns")):
-            self.assertEqual(self.records(k), [], k)
-            self.assertEqual(h.req("RELEASE %s" % k), "OK 0")
-            r = c.readline(timeout=2.0)
-            self.assertTrue(r.startswith("OK"), r)
-            self.assertEqual(c.req("RELEASE %s" % k), "OK 0")
+        self.assertEqual(self.records("ns"), [])
+        self.assertEqual(h.req("RELEASE ns"), "OK 0")
+        r = s.readline(timeout=2.0)
+        self.assertTrue(r.startswith("OK"), r)
+        self.assertEqual(s.req("RELEASE ns"), "OK 0")
 
 
 class TestRemoteGrantMixedVersions(LeanCase):
