@@ -18,6 +18,7 @@ struct store {
 	int up;
 	int fail;
 	long coming;			/* store_key_coming while not up */
+	int records;			/* store_rwait records */
 	uint64_t tenures;
 	size_t calls[FAKE__COUNT];
 };
@@ -97,6 +98,12 @@ void
 fake_store_set_fail(struct store *st, int fail)
 {
 	st->fail = fail;
+}
+
+void
+fake_store_set_records(struct store *st, int on)
+{
+	st->records = on;
 }
 
 size_t
@@ -479,27 +486,26 @@ store_forget(struct store *st, const char *key, size_t keylen,
 	return 0;
 }
 
-/* No records for remote grants here: waiters wait as without them. */
+/* Records for remote grants only with fake_store_set_records: else
+ * waiters wait as without them. */
 int
 store_rwait(struct store *st, const char *key, size_t keylen, int record,
     unsigned long long wid, long ttl_ms, const char *owner,
     size_t ownerlen, const char *value, size_t valuelen, long keep_ms,
     store_release_fn *fn, void *arg)
 {
-	(void)st;
-	(void)key;
-	(void)keylen;
-	(void)record;
-	(void)wid;
-	(void)ttl_ms;
-	(void)owner;
-	(void)ownerlen;
-	(void)value;
-	(void)valuelen;
+	struct fake_call *c;
+
 	(void)keep_ms;
-	(void)fn;
-	(void)arg;
-	return -1;
+	if (fs_refuse(st) || !st->records)
+		return -1;
+	c = fs_push(st, FAKE_RWAIT, key, keylen, owner, ownerlen, ttl_ms, arg);
+	c->fn.release = fn;
+	c->will_wait = record;
+	c->seen = (long long)wid;
+	if (valuelen > 0)
+		c->text = fs_copy(value, valuelen);
+	return 0;
 }
 
 int

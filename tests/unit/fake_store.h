@@ -21,7 +21,8 @@
 #include "store.h"
 
 enum fake_kind { FAKE_ACQUIRE, FAKE_RELEASE, FAKE_RENEW, FAKE_OWNER,
-    FAKE_HANDOFF, FAKE_PASS, FAKE_SESSION, FAKE_TAKEOVER, FAKE__COUNT };
+    FAKE_HANDOFF, FAKE_PASS, FAKE_SESSION, FAKE_TAKEOVER, FAKE_RWAIT,
+    FAKE__COUNT };
 #define FAKE_ANY (-1)
 
 struct fake_item {
@@ -47,7 +48,10 @@ struct fake_call {
 	 * ARGV (NUL-terminated copies); completed with fake_session_done.
 	 * TAKEOVER: key, value = the client-id, gen, ttl_ms; completed with
 	 * fake_acquire_done (no value) or fake_takeover_done.
-	 * ACQUIRE, HANDOFF, PASS: text, the new holder's VALUE (NULL none). */
+	 * ACQUIRE, HANDOFF, PASS: text, the new holder's VALUE (NULL none).
+	 * RWAIT (with fake_store_set_records): key, value = the owner,
+	 * will_wait = 1 record / 0 forget, seen = the wait id, text its
+	 * value; completed with fake_release_done. */
 	char *key;
 	size_t keylen;
 	char *value;
@@ -86,6 +90,9 @@ void fake_store_set_up(struct store *st, int up);
 /* While not up, store_key_coming answers ms (0: the link is down, not
  * being made). */
 void fake_store_set_coming(struct store *st, long ms);
+/* on = 1: store_rwait records waiters for remote grants (FAKE_RWAIT
+ * calls); 0 (the default): it refuses, as in cluster mode. */
+void fake_store_set_records(struct store *st, int on);
 /* fail = 1: requests return -1 although store_is_up() says 1. */
 void fake_store_set_fail(struct store *st, int fail);
 /* A new master tenure (store_tenures one more): the next reconnect's

@@ -9,6 +9,7 @@
 
 #include "locks_env.h"
 #include "suites.h"
+#include "util.h"
 
 /* Refused with a PTTL: silent until the pub/sub wake, then one attempt. */
 START_TEST(test_remote_busy_waits_for_wake)
@@ -294,6 +295,102 @@ START_TEST(test_store_refuses_request)
 }
 END_TEST
 
+/* --- remote grants: a recorded waiter's attempt and its record's grant --- */
+
+/* Client c waits for key held elsewhere and is recorded (fake records
+ * on); returns its wait id. */
+static unsigned long long
+recorded_waiter(struct env *e, int c, const char *key)
+{
+	struct fake_call *fc;
+	unsigned long long wid;
+
+	fake_store_set_records(e->st, 1);
+	queue_waiter(e, c, key, 10000, 20000);
+	fc = take(e, FAKE_RWAIT);
+	ck_assert_int_eq(fc->will_wait, 1);		/* record */
+	wid = (unsigned long long)fc->seen;
+	fake_release_done(fc, 1, STORE_DONE);
+	return wid;
+}
+
+/*
+ * The grant's message comes while the waiter's attempt (sent on a wake)
+ * is in flight, and the attempt then meets the grant in Redis: the
+ * attempt says it is recorded, its answer (STORE_RECORD_GRANTED) writes
+ * nothing, and the waiter holds the grant's token.  Before, the grant was
+ * released as an orphan and the attempt took the key anew: the client
+ * held another token than the one watchers were told.
+ */
+START_TEST(test_grant_heard_with_attempt_in_flight)
+{
+	struct env e;
+	unsigned long long wid;
+
+	env_start(&e, NULL);
+	wid = recorded_waiter(&e, 0, "k");
+	locks_store_released(e.lt, "k", 1);		/* a wake */
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
+	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 0)->will_wait,
+	    STORE_WAIT_RECORDED);
+	locks_store_granted(e.lt, "k", 1, wid, ids[0], strlen(ids[0]), 555,
+	    wall_ms());
+	ck_assert_int_eq(e.rec[0].nreplies, 0);		/* decided later */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, STORE_RECORD_GRANTED,
+	    1900);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 555);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);	/* no orphan */
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);
+	env_end(&e);
+}
+END_TEST
+
+/* The attempt ran in Redis before the release (held), the grant's
+ * message came before its answer: the grant is still the waiter's. */
+START_TEST(test_grant_heard_before_a_held_answer)
+{
+	struct env e;
+	unsigned long long wid;
+
+	env_start(&e, NULL);
+	wid = recorded_waiter(&e, 0, "k");
+	locks_store_released(e.lt, "k", 1);
+	locks_store_granted(e.lt, "k", 1, wid, ids[0], strlen(ids[0]), 556,
+	    wall_ms());
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 556);
+	ck_assert_uint_eq(pending(&e, FAKE_RELEASE), 0);
+	ck_assert_uint_eq(pending(&e, FAKE_RWAIT), 0);	/* not recorded anew */
+	env_end(&e);
+}
+END_TEST
+
+/* STORE_RECORD_GRANTED first: the waiter waits for the grant's message;
+ * should none come, it tries again when the grant runs out (pttl). */
+START_TEST(test_record_granted_waits_for_the_message)
+{
+	struct env e;
+	unsigned long long wid;
+
+	env_start(&e, NULL);
+	wid = recorded_waiter(&e, 0, "k");
+	locks_store_released(e.lt, "k", 1);
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, STORE_RECORD_GRANTED, 30);
+	ck_assert_int_eq(e.rec[0].nreplies, 0);
+	run_ms(&e, 10);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 0);	/* it waits */
+	run_ms(&e, 50);
+	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);	/* ran out */
+	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 1, 600);
+	ck_assert_int_eq(e.rec[0].status, LK_OK);
+	ck_assert_int_eq(e.rec[0].n, 600);
+	(void)wid;
+	env_end(&e);
+}
+END_TEST
+
 Suite *
 locks_events_suite(void)
 {
@@ -305,6 +402,12 @@ locks_events_suite(void)
 	tcase_add_test(tc, test_wake_during_attempt_not_lost);
 	tcase_add_test(tc, test_wake_with_two_attempts_retries_once);
 	tcase_add_test(tc, test_release_checks_detached_read_at_once);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("remote-grants");
+	tcase_add_test(tc, test_grant_heard_with_attempt_in_flight);
+	tcase_add_test(tc, test_grant_heard_before_a_held_answer);
+	tcase_add_test(tc, test_record_granted_waits_for_the_message);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("redis-down");
