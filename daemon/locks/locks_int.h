@@ -466,9 +466,6 @@ void waiter_record(struct lclient *w);
 void waiter_unrecord(struct lclient *w);
 void waiter_unrecord_of(struct lclient *w, const struct lock *lk,
     const char *value);
-/* remote.c: a remote grant heard while its waiter's attempt was in flight
- * (id: that attempt's owner), taken or released now that it answered */
-void remote_stashed(struct lock *lk, const char *id);
 /* grant.c */
 int grant_too_late(int64_t sent_us, long ttl_ms);
 long chain_want(const struct lclient *w);
@@ -477,6 +474,14 @@ struct hold *grant_local(struct lock *lk, struct lclient *w, long kind,
 int waiter_over_limit(const struct lclient *w);
 void limit_sweep(struct lock *lk);
 void release_orphan(struct lock *lk, const char *id, long long token);
+/* Remote grants (remote.c hears them): the waiter of wait id wid whose
+ * client-id is id, or NULL; the grant (id, token, made at grant_ms on the
+ * master's clock) delivered to w, or released at once when w is NULL or
+ * cannot take it.  Pumps lk. */
+struct lclient *grant_waiter_of(const struct lock *lk, unsigned long long wid,
+    const char *id);
+void grant_remote(struct lock *lk, struct lclient *w, const char *id,
+    long long token, long long grant_ms);
 void release_delayed(struct lock *lk, const char *id, long long token,
     long delay_ms);
 void release_done(void *arg, int ok, int released);

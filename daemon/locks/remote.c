@@ -36,112 +36,8 @@
  * a broker whose announcement ended are skipped (announce.lua).
  */
 #include "locks_int.h"
-#include "log.h"
-#include "util.h"
 
-#include <event2/event.h>
-#include <stdlib.h>
 #include <string.h>
-
-static struct lclient *
-waiter_by_rwid(const struct lock *lk, unsigned long long wid)
-{
-	struct lclient *w;
-
-	for (w = lk->whead; w != NULL; w = w->wnext)
-		if (w->rwid == wid)
-			return w;
-	return NULL;
-}
-
-/* A remote grant here that nobody takes: released at once (its release
- * may grant the key to the next record, on any broker). */
-static void
-grant_refused(struct lock *lk, const char *id, long long token)
-{
-	lk->lt->stats.orphans++;
-	release_orphan(lk, id, token);
-}
-
-/*
- * The remote grant (id, token, made at grant_ms on the master's clock)
- * for w (NULL: no wait here takes it): delivered as a grant here, or
- * released at once.
- */
-static void
-remote_take(struct lock *lk, struct lclient *w, const char *id,
-    long long token, long long grant_ms)
-{
-	struct locks *lt = lk->lt;
-	struct hold *h;
-	int64_t now, left, redis_now;
-	long trust;
-
-	/* Redis keeps the grant trust ms from grant_ms, unless renewed: this
-	 * broker vouches for half of that, less what has passed since on the
-	 * master's clock (never less than what has) */
-	trust = w != NULL && w->wttl < STORE_REMOTE_GRANT_MS ? w->wttl :
-	    STORE_REMOTE_GRANT_MS;
-	if (store_redis_now(lt->st, &redis_now) != 0)
-		left = 0;		/* no sample: not trusted */
-	else
-		left = trust / 2 - (redis_now - grant_ms);
-	if (left > trust / 2)
-		left = trust / 2;	/* (a sample older than the grant) */
-	if (w != NULL) {
-		/* (a key whose store is not up, or a Sentinel lease not held,
-		 * grants nothing here, as for an attempt) */
-		int takes = w->rrecorded && w->op == NULL &&
-		    lk->nholds == 0 && left > 0 && lk_key_up(lk);
-
-		w->rrecorded = 0;	/* the grant took its record: a "held"
-					 * answer records it anew */
-		if (!takes)
-			w = NULL;
-	}
-	if (w == NULL && (h = hold_by_token(lk, token)) != NULL &&
-	    strcmp(h->cl->id, id) == 0) {
-		lock_pump(lk);	/* told twice: it holds that grant already */
-		return;
-	}
-	if (w == NULL) {
-		log_debug("key '%s': remote grant %lld for a wait no longer "
-		    "here: released", lk->name, token);
-		grant_refused(lk, id, token);
-		lock_pump(lk);
-		return;
-	}
-	if (waiter_over_limit(w)) {
-		grant_refused(lk, id, token);
-		waiter_remove(w);
-		lt->stats.acquire_errors++;
-		lk_reply(w, LK_LIMIT, 0, WHY_LIMIT);
-		lock_pump(lk);
-		return;
-	}
-	lk->remote_busy = 0;
-	if (lk_rare(lk)->retry_ev != NULL)
-		event_del(lk->rare->retry_ev);
-	if (lk->rare != NULL)
-		lk->rare->handoffs = 0;
-	chain_end(lk);
-	now = now_ms();
-	h = grant_local(lk, w, LK_EXCLUSIVE, token, now_us(), 0);
-	/* until the renewal sent now answers */
-	h->confirmed_ms = now + left;
-	h->renew_at = now;
-	renew_schedule(lt, now);
-	lock_pump(lk);
-}
-
-/* The waiter of wait id wid whose client-id is id, or NULL. */
-static struct lclient *
-waiter_of(const struct lock *lk, unsigned long long wid, const char *id)
-{
-	struct lclient *w = waiter_by_rwid(lk, wid);
-
-	return w != NULL && strcmp(w->id, id) == 0 ? w : NULL;
-}
 
 void
 locks_store_granted(void *arg, const char *key, size_t keylen,
@@ -160,36 +56,23 @@ locks_store_granted(void *arg, const char *key, size_t keylen,
 	memcpy(id, owner, ownerlen);
 	id[ownerlen] = '\0';
 	lk = lock_get(lt, key, keylen);
-	w = waiter_of(lk, wid, id);
+	w = grant_waiter_of(lk, wid, id);
 	if (w != NULL && w->op != NULL && w->rrecorded) {
 		/*
 		 * Its attempt is in flight: it ran in Redis before the
 		 * release (it answers "held") or after it (a record's grant:
 		 * acquire.lua answers STORE_RECORD_GRANTED, writing nothing).
 		 * Either way the grant is its: taken when that answers
-		 * (remote_stashed), so the waiter holds the token its
+		 * (grant.c, stash_taken), so the waiter holds the token its
 		 * watchers were told.
 		 */
 		x = lk_rare_w(lk);
-		if (x->rg_token != 0)
-			grant_refused(lk, id, x->rg_token);	/* (never) */
+		if (x->rg_token != 0)	/* (never: one attempt at a time) */
+			grant_remote(lk, NULL, id, x->rg_token, x->rg_ms);
 		x->rg_token = token;
 		x->rg_ms = grant_ms;
 		x->rg_wid = (uint32_t)wid;
 		return;
 	}
-	remote_take(lk, w, id, token, grant_ms);
-}
-
-void
-remote_stashed(struct lock *lk, const char *id)
-{
-	struct lock_rare *x = lk->rare;
-	long long token;
-
-	if (x == NULL || x->rg_token == 0)
-		return;
-	token = x->rg_token;
-	x->rg_token = 0;
-	remote_take(lk, waiter_of(lk, x->rg_wid, id), id, token, x->rg_ms);
+	grant_remote(lk, w, id, token, grant_ms);
 }

@@ -314,6 +314,20 @@ recorded_waiter(struct env *e, int c, const char *key)
 	return wid;
 }
 
+/* A wake sends the recorded waiter's attempt, which says it is recorded;
+ * the grant's message (token) comes while it is in flight. */
+static void
+grant_during_attempt(struct env *e, unsigned long long wid, long long token)
+{
+	locks_store_released(e->lt, "k", 1);		/* a wake */
+	ck_assert_uint_eq(pending(e, FAKE_ACQUIRE), 1);
+	ck_assert_int_eq(fake_store_peek(e->st, FAKE_ACQUIRE, 0)->will_wait,
+	    STORE_WAIT_RECORDED);
+	locks_store_granted(e->lt, "k", 1, wid, ids[0], strlen(ids[0]), token,
+	    wall_ms());
+	ck_assert_int_eq(e->rec[0].nreplies, 0);	/* decided later */
+}
+
 /*
  * The grant's message comes while the waiter's attempt (sent on a wake)
  * is in flight, and the attempt then meets the grant in Redis: the
@@ -329,13 +343,7 @@ START_TEST(test_grant_heard_with_attempt_in_flight)
 
 	env_start(&e, NULL);
 	wid = recorded_waiter(&e, 0, "k");
-	locks_store_released(e.lt, "k", 1);		/* a wake */
-	ck_assert_uint_eq(pending(&e, FAKE_ACQUIRE), 1);
-	ck_assert_int_eq(fake_store_peek(e.st, FAKE_ACQUIRE, 0)->will_wait,
-	    STORE_WAIT_RECORDED);
-	locks_store_granted(e.lt, "k", 1, wid, ids[0], strlen(ids[0]), 555,
-	    wall_ms());
-	ck_assert_int_eq(e.rec[0].nreplies, 0);		/* decided later */
+	grant_during_attempt(&e, wid, 555);
 	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, STORE_RECORD_GRANTED,
 	    1900);
 	ck_assert_int_eq(e.rec[0].status, LK_OK);
@@ -355,9 +363,7 @@ START_TEST(test_grant_heard_before_a_held_answer)
 
 	env_start(&e, NULL);
 	wid = recorded_waiter(&e, 0, "k");
-	locks_store_released(e.lt, "k", 1);
-	locks_store_granted(e.lt, "k", 1, wid, ids[0], strlen(ids[0]), 556,
-	    wall_ms());
+	grant_during_attempt(&e, wid, 556);
 	fake_acquire_done(take(&e, FAKE_ACQUIRE), 1, 0, 20000);
 	ck_assert_int_eq(e.rec[0].status, LK_OK);
 	ck_assert_int_eq(e.rec[0].n, 556);

@@ -210,6 +210,17 @@ class TestRemoteGrant(LeanCase):
         self.assertEqual(self.stats(w)["orphans"], "1")
         self.assertEqual(w.req("RELEASE %s" % name), "OK 0")
 
+    def held_and_watched(self, name):
+        """Two brokers a and b; h on a holds name, wa on a watches it
+        (told of h), w is a session on b: (a, b, h, w, wa)."""
+        a, b = self.broker(), self.broker()
+        h, w, wa = self.session(a), self.session(b), self.session(a)
+        htok = self.assertToken(h.req("ACQUIRE %s TTL 20000" % name))
+        self.assertEqual(wa.req("WATCH %s" % name), "OK")
+        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER %s %s %d -"
+                         % (name, h.cid, htok))
+        return a, b, h, w, wa
+
     def test_an_attempt_that_meets_its_records_grant_takes_that_grant(self):
         """b's waiter is recorded; b is paused while a wake for the key
         (a "released" message) and then a's release, which grants the
@@ -219,12 +230,7 @@ class TestRemoteGrant(LeanCase):
         grant's token, the one the watchers were told, not a new one
         (before: acquire.lua took the key anew with another token, and
         the grant was released as an orphan)."""
-        a, b = self.broker(), self.broker()
-        h, w, wa = self.session(a), self.session(b), self.session(a)
-        htok = self.assertToken(h.req("ACQUIRE ra TTL 20000"))
-        self.assertEqual(wa.req("WATCH ra"), "OK")
-        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER ra %s %d -"
-                         % (h.cid, htok))
+        a, b, h, w, wa = self.held_and_watched("ra")
         w.send("ACQUIRE ra WAIT 8000 TTL 9000")
         self.recorded("ra")
         b.pause()
@@ -362,12 +368,8 @@ class TestRemoteGrant(LeanCase):
         release on a grants it and writes the value in the same call, so
         a watcher never sees the new holder without it; the value follows
         the hold's renewals and goes with its release."""
-        a, b = self.broker(), self.broker()
-        h, w, wa = self.session(a), self.session(b), self.session(a)
-        htok = self.assertToken(h.req("ACQUIRE rv TTL 20000"))
-        self.assertEqual(wa.req("WATCH rv"), "OK")
-        self.assertEqual(wa.readline(timeout=2.0), "EVENT HOLDER rv %s %d -"
-                         % (h.cid, htok))
+        a, b, h, w, wa = self.held_and_watched("rv")
+        htok = int(self.redis.cli("GET", self.key("rv")).rsplit(":", 1)[1])
         w.send("ACQUIRE rv WAIT 8000 TTL 9000 VALUE http://b:8080/x")
         self.recorded("rv")
         self.assertEqual(self.records("rv")[0].split(" ")[2:],
