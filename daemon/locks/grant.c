@@ -512,7 +512,6 @@ grant_waiter_of(const struct lock *lk, unsigned long long wid, const char *id)
 	return w != NULL && strcmp(w->id, id) == 0 ? w : NULL;
 }
 
-
 /* A remote grant heard while the attempt of its waiter (client-id id)
  * was in flight (remote.c keeps it on the key): taken or released now
  * that the attempt answered.  Pumps lk. */
