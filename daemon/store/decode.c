@@ -171,8 +171,8 @@ found_of(long long v)
  * A grant's reply (acquire, handoff, takeover): {granted, n} or {granted,
  * n, more}; or, from the lean batch (scripts/batch/lean.lua), a bare
  * token (> 0) for a grant that set none aside.  max: the highest granted
- * its script answers (3, another kind, and 4, a record's grant: acquire.lua's).  A
- * grant (1) waiting for replica acks is parked, its token kept.
+ * its script answers (3, another kind; 4, a record's grant: acquire.lua's
+ * only).  A grant (1) waiting for replica acks is parked, its token kept.
  */
 static int
 grant_decode(struct call *c, const redisReply *r, int can_park, int max)
