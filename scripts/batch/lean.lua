@@ -76,6 +76,9 @@ local function lean(KEYS, ARGV)
   -- every read in one command: counter, delay, flags, released keys
   local got = redis.call('MGET', unpack(KEYS, 1, 4 + r))
   local heard, all = got[3] or got[4], got[4]
+  -- the counter's value while this call knows it (remote grants read it
+  -- otherwise): as read, as written, nil once a full body may change it
+  local fence = got[1] or nil
 
   if a > 0 then
     local last = not got[2] and tonumber(got[1])
@@ -100,6 +103,7 @@ local function lean(KEYS, ARGV)
       watched = redis.call('MGET', unpack(marks))
     end
     local fenced = last and redis.pcall('SET', KEYS[1], num(base + total))
+    fence = last and base + total or nil
     if fenced and fenced.err then
       for i = 1, a do
         out[i] = fenced      -- a refused write (EVAL under maxmemory)
@@ -119,11 +123,13 @@ local function lean(KEYS, ARGV)
         tok = token + more
         if watched[i] then
           out[i] = lean_acquire(KEYS, ARGV, pfx, r, i)  -- tell its watchers
+          fence = nil
         else
           local s = redis.pcall('SET', KEYS[k + i], ARGV[q] .. ':' ..
             num(token), 'NX', 'PX', ARGV[q + 1])
           if not s then
             out[i] = lean_acquire(KEYS, ARGV, pfx, r, i)  -- the key exists
+            fence = nil
           elseif s.err then
             out[i] = s
           elseif more > 0 then
@@ -149,6 +155,7 @@ local function lean(KEYS, ARGV)
         -- not the caller's value (expired, taken, a set of holders...)
         out[a + j] = guarded(S['release'], {KEYS[4 + j]},
           {ARGV[q], ARGV[5], lean_name(pfx, KEYS[4 + j])})
+        fence = nil
       end
     end
     if nd > 0 then
@@ -173,8 +180,12 @@ local function lean(KEYS, ARGV)
         marks = redis.call('MGET', unpack(names))
       end
       for f = 1, nd do
-        local waits = marks and marks[2 * f - 1]
-        if waits and remote_grant(pfx, dels[f], freed[f], ARGV[5]) then
+        local waits, granted = marks and marks[2 * f - 1], false
+        if waits then
+          granted, fence = remote_grant(pfx, dels[f], freed[f], ARGV[5],
+            fence, marks[2 * f] and true or false)
+        end
+        if granted then
           -- granted to a waiter recorded elsewhere: its own message
         elseif all or (marks and (waits or marks[2 * f])) then
           publish(ARGV[5], freed[f])

@@ -181,12 +181,12 @@ end
 -- of another type as absent: an absent counter (the very first grant) is
 -- read again with GET, which refuses one no broker wrote (WRONGTYPE)
 -- rather than grant from a counter it cannot read.
-local function next_tokens(counter, extra, known)
+local function next_tokens(counter, extra, known, t)
   if not known then
     known = redis.call('GET', counter)
   end
   local last = tonumber(known or '0') or 0
-  local t = redis.call('TIME')
+  t = t or redis.call('TIME')
   local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local base = math.max(last, clock - 1)
   if base >= 9007199254740991 then
@@ -410,28 +410,32 @@ end
 
 -- k (lock name) was just freed (deleted) by its holder's release: grant
 -- it to the earliest live remote record, if any.  p: "<prefix>:"; chan:
--- the release channel.  Returns true when granted (the key is taken
--- again: no release to publish).
-local function remote_grant(p, k, name, chan)
+-- the release channel; fence: the counter's value if the caller read it
+-- in this call (nil: read here); watched: whether name's watch mark
+-- exists, if the caller read it (nil: read here).  Returns true when
+-- granted (the key is taken again: no release to publish), and the
+-- counter's value as known now (nil: unknown).
+local function remote_grant(p, k, name, chan, fence, watched)
   if string.sub(chan, -1) == '}' then
-    return false
+    return false, fence
   end
   local rq = p .. 'rwait:' .. name
-  local e = redis.call('ZRANGE', rq, 0, 0)[1]
+  local e = redis.call('ZPOPMIN', rq)[1]
   if not e then
-    return false
+    return false, fence
   end
-  local now = now_ms()
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local live = granting_brokers(p, now)
   while e do
-    redis.call('ZREM', rq, e)
     local bid, wid, ttl, owner, text = string.match(e,
       '^(%S+) (%d+) (%d+) (%S+) ?(%S*)$')
     if bid and live[bid] then
-      local token = next_tokens(p .. 'fence', 0)
+      local token = next_tokens(p .. 'fence', 0, fence, t)
       if not token then
-        return false
+        return false, fence
       end
+      fence = token
       -- (heard by nobody: that broker's connections are gone)
       if redis.call('PUBLISH', p .. 'granted:' .. bid, name .. ' ' ..
           wid .. ' ' .. owner .. ' ' .. num(token) .. ' ' .. num(now)) > 0
@@ -443,13 +447,16 @@ local function remote_grant(p, k, name, chan)
           redis.call('SET', p .. 'value:' .. name, num(token) .. ' ' ..
             text, 'PX', px)
         end
-        if redis.call('EXISTS', p .. 'watched:' .. name) == 1 then
+        if watched == nil then
+          watched = redis.call('EXISTS', p .. 'watched:' .. name) == 1
+        end
+        if watched then
           publish(chan, 'held ' .. name)
         end
-        return true
+        return true, fence
       end
     end
-    e = redis.call('ZRANGE', rq, 0, 0)[1]
+    e = redis.call('ZPOPMIN', rq)[1]
   end
-  return false
+  return false, fence
 end
