@@ -178,6 +178,7 @@ integration: all $(MIXED_BIN)
 
 test: deps
 	@$(MAKE) --no-print-directory check-deps unit integration valgrind
+	$(PY) tests/bench/test_run.py
 	@$(MAKE) --no-print-directory SANITIZE=1 unit integration
 	@$(MAKE) --no-print-directory clients
 

@@ -166,6 +166,13 @@ class Targets(unittest.TestCase):
                                "conns"]
         self.assertTrue(met)                            # 12 / 16 = 0.75
         self.assertEqual((have, base), ("12.0 = 0.75 x", "16.0"))
+        # with the kernel's part measured, the row says its share
+        for x in ab[("new", 50)]:
+            x["cpu_sys"] = {"broker": x["cpu"]["broker"] * 3 / 4}
+        rows = {w.split(":")[0]: (have, base, met)
+                for w, _, have, base, met in run.targets(r, "27629bd")}
+        self.assertEqual(rows["broker CPU us per pair (utime+stime), 50 "
+                              "conns"][0], "12.0 = 0.75 x, 75% in the kernel")
         self.assertTrue(rows["pairs/s, 50 conns, 2 brokers on the Redis"][2])
         # memory: this build's figures against the baseline's
         mem = {"rss_base": 0, "idle": {"rss_sessions": 10000 * 1100},
