@@ -174,6 +174,10 @@ class Targets(unittest.TestCase):
         self.assertEqual(rows["broker CPU us per pair (utime+stime), 50 "
                               "conns"][0], "12.0 = 0.75 x, 75% in the kernel")
         self.assertTrue(rows["pairs/s, 50 conns, 2 brokers on the Redis"][2])
+        # the pairs/s row says the CPU each pair cost, both ways
+        self.assertEqual(rows["pairs/s, 50 conns, 2 brokers on the Redis"][0],
+                         "30,000 / 29,000 = 1.03 x; CPU us per pair 12.0 + "
+                         "0.0 (broker + Redis) / 1000.0 (Redis)")
         # memory: this build's figures against the baseline's
         mem = {"rss_base": 0, "idle": {"rss_sessions": 10000 * 1100},
                "held": {"rss_sessions": 0, "rss_locks": 100000 * 300}}
