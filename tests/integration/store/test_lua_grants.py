@@ -16,7 +16,7 @@ counts its receivers: a grant nobody hears is not made).
 import time
 import unittest
 
-from harness import Redis
+from harness import module_redis_start, module_redis_stop
 from test_lua_multi import Subscriber, generated, load_library
 
 P = "lg"
@@ -28,14 +28,11 @@ _redis = None
 
 def setUpModule():
     global _redis
-    _redis = Redis()
+    _redis = module_redis_start()
 
 
 def tearDownModule():
-    global _redis
-    if _redis is not None:
-        _redis.close()
-        _redis = None
+    module_redis_stop()
 
 
 def lean_fn():
