@@ -47,6 +47,26 @@ now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int
+fmt_ll(char *buf, long long v)
+{
+	char d[FMT_LL_MAX];
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v :
+	    (unsigned long long)v;
+	int n = 0, len = 0;
+
+	do {
+		d[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		buf[len++] = '-';
+	while (n > 0)
+		buf[len++] = d[--n];
+	buf[len] = '\0';
+	return len;
+}
+
 int64_t
 now_ms(void)
 {

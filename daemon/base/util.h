@@ -19,6 +19,15 @@ void *xmalloc(size_t size);
 void *xcalloc(size_t n, size_t size);
 char *xstrndup(const char *s, size_t n);
 
+/*
+ * The decimal form of v at buf (room for FMT_LL_MAX bytes), NUL-terminated;
+ * returns its length.  For the numbers of every request's Redis call:
+ * snprintf's format parsing cost more than the digits (perf: the printf
+ * family was 1.3 % of the broker's CPU at 50 connections).
+ */
+#define FMT_LL_MAX 21
+int fmt_ll(char *buf, long long v);
+
 /* Milliseconds / microseconds on CLOCK_MONOTONIC. */
 int64_t now_ms(void);
 int64_t now_us(void);

@@ -20,6 +20,7 @@
 #include "resp.h"
 #include "util.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +46,12 @@ int
 calls_value_piece(struct piece *p, const char *owner, size_t ownerlen,
     long long token, char *buf, size_t buflen)
 {
-	int tl = snprintf(buf, buflen, ":%lld", token);
+	int tl;
 
+	assert(buflen >= FMT_LL_MAX + 1);	/* ':' and any long long */
+	(void)buflen;
+	buf[0] = ':';
+	tl = 1 + fmt_ll(buf + 1, token);
 	*p = (struct piece){ owner, ownerlen, buf, (size_t)tl };
 	return tl;
 }

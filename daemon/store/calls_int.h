@@ -124,6 +124,7 @@ int decode_free(struct call *c, const redisReply *r, int can_park);
 int decode_kill(struct call *c, const redisReply *r, int can_park);
 
 /* calls.c */
+/* buf: room for ":<token>" (FMT_LL_MAX + 1 bytes at least) */
 int calls_value_piece(struct piece *p, const char *owner, size_t ownerlen,
     long long token, char *buf, size_t buflen);
 size_t calls_side_prefix(const char *base, const struct route *r, char *buf,

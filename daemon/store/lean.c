@@ -6,8 +6,8 @@
  */
 #include "lean.h"
 #include "node.h"
+#include "util.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* The shape of the calls store/requests.c makes in single and Sentinel
@@ -90,9 +90,7 @@ word_of(const char **argv, size_t *argvlen, size_t i, const struct cmd *c,
 static void
 number(const char **argv, size_t *argvlen, size_t i, char *num, size_t v)
 {
-	int l = snprintf(num, NUM, "%zu", v);
-
-	word(argv, argvlen, i, num, l > 0 ? (size_t)l : 0);
+	word(argv, argvlen, i, num, (size_t)fmt_ll(num, (long long)v));
 }
 
 size_t

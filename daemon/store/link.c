@@ -6,6 +6,7 @@
 #include "link.h"
 #include "events.h"
 #include "log.h"
+#include "resp.h"
 #include "util.h"
 
 #include <stdarg.h>
@@ -465,6 +466,13 @@ link_dying(struct link *l)
 }
 
 /*
+ * A command's RESP form is written here, on the stack, when it fits
+ * (resp_command); a larger command (a batch of more than ~80 pairs)
+ * goes through redisAsyncCommandArgv as before.
+ */
+#define RESP_STACK 16384
+
+/*
  * Give hiredis one command.  While holding, the command is only buffered:
  * hiredis need not add the write event it adds for every command, as
  * link_write_now writes the buffer at the end (node.c's flush says why).
@@ -475,11 +483,16 @@ link_send(struct link *l, redisCallbackFn *fn, void *priv, int argc,
 {
 	redisAsyncContext *ac = l->ac;
 	void (*add)(void *) = ac->ev.addWrite;
+	char buf[RESP_STACK];
+	size_t len = resp_command(buf, sizeof buf, argc, argv, argvlen);
 	int rc;
 
 	if (l->holding)
 		ac->ev.addWrite = NULL;
-	rc = redisAsyncCommandArgv(ac, fn, priv, argc, argv, argvlen);
+	if (len > 0)
+		rc = redisAsyncFormattedCommand(ac, fn, priv, buf, len);
+	else
+		rc = redisAsyncCommandArgv(ac, fn, priv, argc, argv, argvlen);
 	ac->ev.addWrite = add;
 	return rc == REDIS_OK ? 0 : -1;
 }

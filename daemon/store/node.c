@@ -41,11 +41,11 @@ cmd_new(size_t size, enum script_id script, int nkeys,
     const struct piece *pieces, int npieces)
 {
 	size_t bytes = 0, off;
-	char numkeys[16], *data;
+	char numkeys[FMT_LL_MAX], *data;
 	struct cmd *c;
 	int argc = 3 + npieces, nklen;
 
-	nklen = snprintf(numkeys, sizeof numkeys, "%d", nkeys);
+	nklen = fmt_ll(numkeys, nkeys);
 	for (int i = 0; i < npieces; i++)
 		bytes += pieces[i].l1 + pieces[i].l2;
 	bytes += (size_t)nklen;
@@ -657,7 +657,7 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 	b = batch_alloc(n, head, count, script_kind[head->script], argc,
 	    (2 * count + 1) * BATCH_NUM, &num);
 	b->argv[2] = num;
-	b->argvlen[2] = (size_t)snprintf(num, BATCH_NUM, "%zu", nkeys);
+	b->argvlen[2] = (size_t)fmt_ll(num, (long long)nkeys);
 	num += BATCH_NUM;
 	k = 3;
 	a = 3 + nkeys;
@@ -670,10 +670,10 @@ batch_new(struct node *n, struct cmd *head, size_t count)
 		b->argv[a] = scripts[c->script].name;
 		b->argvlen[a] = strlen(b->argv[a]);
 		b->argv[a + 1] = num;
-		b->argvlen[a + 1] = (size_t)snprintf(num, BATCH_NUM, "%zu", nk);
+		b->argvlen[a + 1] = (size_t)fmt_ll(num, (long long)nk);
 		num += BATCH_NUM;
 		b->argv[a + 2] = num;
-		b->argvlen[a + 2] = (size_t)snprintf(num, BATCH_NUM, "%zu", na);
+		b->argvlen[a + 2] = (size_t)fmt_ll(num, (long long)na);
 		num += BATCH_NUM;
 		memcpy(&b->argv[a + 3], &c->argv[3 + nk], na * sizeof *b->argv);
 		memcpy(&b->argvlen[a + 3], &c->argvlen[3 + nk],

@@ -187,11 +187,12 @@ store_acquire(struct store *st, const char *key, size_t keylen,
     long reserve, long long seen, const char *text, size_t textlen,
     store_acquire_fn *fn, void *arg)
 {
-	char ttl[24], kd[24], rs[24], sn[24], wk[256];
-	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
-	int kl = snprintf(kd, sizeof kd, "%ld", kind);
-	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
-	int sl = snprintf(sn, sizeof sn, "%lld", kind == 0 ? seen : 0);
+	char ttl[FMT_LL_MAX], kd[FMT_LL_MAX], rs[FMT_LL_MAX], sn[FMT_LL_MAX];
+	char wk[256];
+	int tl = fmt_ll(ttl, ttl_ms), ta = 0, nk, np;
+	int kl = fmt_ll(kd, kind);
+	int rl = fmt_ll(rs, reserve_of(st, reserve));
+	int sl = fmt_ll(sn, kind == 0 ? seen : 0);
 	struct side_names sides;
 	struct piece p[24];
 	struct route r;
@@ -241,9 +242,9 @@ store_handoff(struct store *st, const char *key, size_t keylen,
     const char *text, size_t textlen, int had_value, store_acquire_fn *fn,
     void *arg)
 {
-	char ttl[24], tok[24], rs[24];
-	int tl = snprintf(ttl, sizeof ttl, "%ld", ttl_ms), ta = 0, nk, np;
-	int rl = snprintf(rs, sizeof rs, "%ld", reserve_of(st, reserve));
+	char ttl[FMT_LL_MAX], tok[24], rs[FMT_LL_MAX];
+	int tl = fmt_ll(ttl, ttl_ms), ta = 0, nk, np;
+	int rl = fmt_ll(rs, reserve_of(st, reserve));
 	struct side_names sides;
 	struct piece p[24];
 	struct route r;

@@ -2,6 +2,7 @@
  * resp.c - small questions about a redisReply (resp.h).
  */
 #include "resp.h"
+#include "util.h"
 
 #include <string.h>
 
@@ -52,4 +53,36 @@ resp_info_field(const char *info, const char *name, char *out, size_t outlen)
 		if ((p = strchr(p, '\n')) != NULL)
 			p++;
 	}
+}
+
+size_t
+resp_command(char *buf, size_t cap, int argc, const char **argv,
+    const size_t *argvlen)
+{
+	char num[FMT_LL_MAX];
+	size_t len = 0, nl = (size_t)fmt_ll(num, argc);
+
+	if (cap < nl + 3)
+		return 0;
+	buf[len++] = '*';
+	memcpy(buf + len, num, nl);
+	len += nl;
+	buf[len++] = '\r';
+	buf[len++] = '\n';
+	for (int i = 0; i < argc; i++) {
+		/* '$', the length, CR LF, the bytes, CR LF */
+		nl = (size_t)fmt_ll(num, (long long)argvlen[i]);
+		if (argvlen[i] > cap - len || cap - len - argvlen[i] < nl + 5)
+			return 0;
+		buf[len++] = '$';
+		memcpy(buf + len, num, nl);
+		len += nl;
+		buf[len++] = '\r';
+		buf[len++] = '\n';
+		memcpy(buf + len, argv[i], argvlen[i]);
+		len += argvlen[i];
+		buf[len++] = '\r';
+		buf[len++] = '\n';
+	}
+	return len;
 }

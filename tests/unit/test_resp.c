@@ -1,10 +1,16 @@
 /*
  * test_resp.c - what the store reads that is not a script's reply:
  * redisReply questions (daemon/store/resp.c), the names it shares with
- * the scripts and the wanted channel's messages (daemon/store/keys.c).
+ * the scripts and the wanted channel's messages (daemon/store/keys.c);
+ * and what it writes: a command's RESP form and its numbers, held to
+ * hiredis's own formatting and to snprintf's.
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 #include "fake_link.h"
 #include "keys.h"
@@ -47,6 +53,70 @@ START_TEST(test_field_and_kinds)
 	ck_assert(!resp_str_is(r->element[0], "i"));
 	ck_assert(!resp_str_is(NULL, "ip"));
 	reply_free(r);
+}
+END_TEST
+
+/* --- what the store writes ---------------------------------------------- */
+
+START_TEST(test_numbers_as_snprintf_writes_them)
+{
+	static const long long v[] = { 0, 1, 9, 10, -1, -10, 99, 100,
+	    1795853986898482LL, 9007199254740991LL, LLONG_MAX, LLONG_MIN,
+	    LLONG_MIN + 1 };
+	char got[FMT_LL_MAX], want[32];
+
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		int n = fmt_ll(got, v[i]);
+
+		snprintf(want, sizeof want, "%lld", v[i]);
+		ck_assert_str_eq(got, want);
+		ck_assert_int_eq(n, (int)strlen(want));
+	}
+}
+END_TEST
+
+/* resp_command's form of argv against hiredis's, and its cut: the exact
+ * size fits, one byte less does not. */
+static void
+same_as_hiredis(int argc, const char **argv, const size_t *argvlen)
+{
+	char *want = NULL, *buf;
+	long long wl = redisFormatCommandArgv(&want, argc, argv, argvlen);
+	size_t cap;
+
+	ck_assert_int_gt(wl, 0);
+	cap = (size_t)wl;
+	buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(resp_command(buf, cap, argc, argv, argvlen),
+	    (size_t)wl);
+	ck_assert(memcmp(buf, want, (size_t)wl) == 0);
+	ck_assert_uint_eq(resp_command(buf, cap - 1, argc, argv, argvlen),
+	    0);
+	free(buf);
+	free(want);
+}
+
+START_TEST(test_commands_as_hiredis_writes_them)
+{
+	const char *one[] = { "PING" };
+	const char *fcall[] = { "FCALL", "lean_0123456789abcdef", "5",
+	    "bench:fence", "bench:lockdelay", "", "x\r\n$3\r\n*" };
+	size_t onel[] = { 4 }, fcl[7];
+	static char big[20000];
+	const char *bigv[] = { "SET", "k", big };
+	size_t bigl[] = { 3, 1, sizeof big };
+	char buf[64];
+
+	for (int i = 0; i < 7; i++)
+		fcl[i] = strlen(fcall[i]);
+	fcl[6]++;			/* a NUL inside: bytes, not a string */
+	same_as_hiredis(1, one, onel);
+	same_as_hiredis(7, fcall, fcl);
+	memset(big, 'v', sizeof big);
+	same_as_hiredis(3, bigv, bigl);
+	/* a command past the buffer: 0, and the caller formats otherwise */
+	ck_assert_uint_eq(resp_command(buf, sizeof buf, 3, bigv, bigl), 0);
 }
 END_TEST
 
@@ -314,14 +384,18 @@ resp_suite(void)
 	Suite *s = suite_create("resp");
 	TCase *tc = tcase_create("replies");
 	TCase *tk = tcase_create("keys");
+	TCase *tw = tcase_create("written");
 
 	tcase_add_test(tc, test_info_field);
 	tcase_add_test(tc, test_field_and_kinds);
+	tcase_add_test(tw, test_numbers_as_snprintf_writes_them);
+	tcase_add_test(tw, test_commands_as_hiredis_writes_them);
 	tcase_add_test(tk, test_names);
 	tcase_add_test(tk, test_wanted_messages);
 	tcase_add_test(tk, test_queue_messages);
 	tcase_add_test(tk, test_granted_messages);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, tk);
+	suite_add_tcase(s, tw);
 	return s;
 }
