@@ -55,30 +55,33 @@ resp_info_field(const char *info, const char *name, char *out, size_t outlen)
 	}
 }
 
+/* c, the nl digits of num, CR LF: a RESP header at buf; its length. */
+static size_t
+resp_head(char *buf, char c, const char *num, size_t nl)
+{
+	buf[0] = c;
+	memcpy(buf + 1, num, nl);
+	buf[nl + 1] = '\r';
+	buf[nl + 2] = '\n';
+	return nl + 3;
+}
+
 size_t
 resp_command(char *buf, size_t cap, int argc, const char **argv,
     const size_t *argvlen)
 {
 	char num[FMT_LL_MAX];
-	size_t len = 0, nl = (size_t)fmt_ll(num, argc);
+	size_t len, nl = (size_t)fmt_ll(num, argc);
 
 	if (cap < nl + 3)
 		return 0;
-	buf[len++] = '*';
-	memcpy(buf + len, num, nl);
-	len += nl;
-	buf[len++] = '\r';
-	buf[len++] = '\n';
+	len = resp_head(buf, '*', num, nl);
 	for (int i = 0; i < argc; i++) {
 		/* '$', the length, CR LF, the bytes, CR LF */
 		nl = (size_t)fmt_ll(num, (long long)argvlen[i]);
 		if (argvlen[i] > cap - len || cap - len - argvlen[i] < nl + 5)
 			return 0;
-		buf[len++] = '$';
-		memcpy(buf + len, num, nl);
-		len += nl;
-		buf[len++] = '\r';
-		buf[len++] = '\n';
+		len += resp_head(buf + len, '$', num, nl);
 		memcpy(buf + len, argv[i], argvlen[i]);
 		len += argvlen[i];
 		buf[len++] = '\r';
