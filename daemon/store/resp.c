@@ -73,13 +73,13 @@ resp_command(char *buf, size_t cap, int argc, const char **argv,
 	char num[FMT_LL_MAX];
 	size_t len, nl = (size_t)fmt_ll(num, argc);
 
-	if (cap < nl + 3)
+	if (cap < nl + 4)
 		return 0;
 	len = resp_head(buf, '*', num, nl);
 	for (int i = 0; i < argc; i++) {
 		/* '$', the length, CR LF, the bytes, CR LF */
 		nl = (size_t)fmt_ll(num, (long long)argvlen[i]);
-		if (argvlen[i] > cap - len || cap - len - argvlen[i] < nl + 5)
+		if (argvlen[i] > cap - len || cap - len - argvlen[i] < nl + 6)
 			return 0;
 		len += resp_head(buf + len, '$', num, nl);
 		memcpy(buf + len, argv[i], argvlen[i]);
@@ -87,5 +87,6 @@ resp_command(char *buf, size_t cap, int argc, const char **argv,
 		buf[len++] = '\r';
 		buf[len++] = '\n';
 	}
+	buf[len] = '\0';
 	return len;
 }

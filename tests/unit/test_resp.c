@@ -75,8 +75,8 @@ START_TEST(test_numbers_as_snprintf_writes_them)
 }
 END_TEST
 
-/* resp_command's form of argv against hiredis's, and its cut: the exact
- * size fits, one byte less does not. */
+/* resp_command's form of argv against hiredis's (its NUL included), and
+ * its cut: the exact size fits, one byte less does not. */
 static void
 same_as_hiredis(int argc, const char **argv, const size_t *argvlen)
 {
@@ -85,12 +85,12 @@ same_as_hiredis(int argc, const char **argv, const size_t *argvlen)
 	size_t cap;
 
 	ck_assert_int_gt(wl, 0);
-	cap = (size_t)wl;
+	cap = (size_t)wl + 1;		/* and its NUL */
 	buf = malloc(cap);
 	ck_assert_ptr_nonnull(buf);
 	ck_assert_uint_eq(resp_command(buf, cap, argc, argv, argvlen),
 	    (size_t)wl);
-	ck_assert(memcmp(buf, want, (size_t)wl) == 0);
+	ck_assert(memcmp(buf, want, (size_t)wl + 1) == 0);	/* NUL too */
 	ck_assert_uint_eq(resp_command(buf, cap - 1, argc, argv, argvlen),
 	    0);
 	free(buf);
