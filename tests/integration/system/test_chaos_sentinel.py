@@ -298,8 +298,8 @@ class TestChaosSentinel(chaos.TestChaos):
                 late.resume()
                 m, seen2, _ = self.wait_brokers_switched(old, [late])
                 if m != new:
-                    w.violation("broker :%d went to %s, the others to %s"
-                                % (late.port, m, new))
+                    w.violation("broker :%d went to %s, the others to %s%s"
+                                % (late.port, m, new, self.sentinels_then()))
                 seen.update(seen2)
             else:
                 new, seen, agreed = self.wait_brokers_switched(old)
@@ -318,8 +318,8 @@ class TestChaosSentinel(chaos.TestChaos):
             self.switch_s.append(max(seen.values()) - topo.fault_t0)
         addr, _ = topo.wait_new_master(old, FAILOVER_S)
         if addr != new:
-            w.violation("the brokers went to %s, the Sentinels say %s"
-                        % (new, addr))
+            w.violation("the brokers went to %s, the Sentinels say %s%s"
+                        % (new, addr, self.sentinels_then()))
         secs = agreed - topo.fault_t0
         self.failover_s.append(secs)
         fence_new = self.fence(new)
@@ -581,6 +581,13 @@ class TestChaosSentinel(chaos.TestChaos):
                     y.e + (y.ttl or 0) / 1000.0 > reached_t - 0.5:
                 return True
         return False
+
+    def sentinels_then(self):
+        """For a violation about where the brokers went: each node's role
+        and each Sentinel's last log lines at that moment (a second
+        failover, votes, epochs), which the end of the run no longer
+        shows."""
+        return "\n  topology then:\n" + self.topo.describe(tail=40)
 
     def check_brokers(self):
         """Every broker ends on the master the Sentinels report."""
