@@ -7,6 +7,7 @@
 #include "log.h"
 #include "session_int.h"
 #include "stream.h"
+#include "util.h"
 
 #include <event2/buffer.h>
 
@@ -66,22 +67,12 @@ send_line(struct session *s, const char *fmt, ...)
 void
 send_ok_num(struct session *s, long long n)
 {
-	char line[32], *p = line + sizeof line;
-	unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n :
-	    (unsigned long long)n;
+	char line[3 + FMT_LL_MAX + 2] = "OK ";
+	size_t len = 3 + (size_t)fmt_ll(line + 3, n);
 
-	*--p = '\n';
-	*--p = '\r';
-	do {
-		*--p = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
-	if (n < 0)
-		*--p = '-';
-	*--p = ' ';
-	*--p = 'K';
-	*--p = 'O';
-	if (evbuffer_add(s->out, p, (size_t)(line + sizeof line - p)) != 0)
+	line[len++] = '\r';
+	line[len++] = '\n';
+	if (evbuffer_add(s->out, line, len) != 0)
 		broken(s);
 }
 

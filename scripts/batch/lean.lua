@@ -183,7 +183,7 @@ local function lean(KEYS, ARGV)
         local waits, granted = marks and marks[2 * f - 1], false
         if waits then
           granted, fence = remote_grant(pfx, dels[f], freed[f], ARGV[5],
-            fence, marks[2 * f] and true or false)
+            fence, marks[2 * f])
         end
         if granted then
           -- granted to a waiter recorded elsewhere: its own message

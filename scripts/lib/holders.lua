@@ -16,10 +16,11 @@
 -- are written with %d (Lua's default format would write 1e+14 past 14
 -- digits).
 
--- Redis's clock in ms.  Redis 7 replicates a script's effects, not the
--- script, so TIME before a write is allowed.
-local function now_ms()
-  local t = redis.call('TIME')
+-- Redis's clock in ms (t: a TIME answer already read, nil to read one).
+-- Redis 7 replicates a script's effects, not the script, so TIME before a
+-- write is allowed.
+local function now_ms(t)
+  t = t or redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
@@ -411,8 +412,8 @@ end
 -- k (lock name) was just freed (deleted) by its holder's release: grant
 -- it to the earliest live remote record, if any.  p: "<prefix>:"; chan:
 -- the release channel; fence: the counter's value if the caller read it
--- in this call (nil: read here); watched: whether name's watch mark
--- exists, if the caller read it (nil: read here).  Returns true when
+-- in this call (nil: read here); watched: name's watch mark as the
+-- caller read it (false: absent; nil: read here).  Returns true when
 -- granted (the key is taken again: no release to publish), and the
 -- counter's value as known now (nil: unknown).
 local function remote_grant(p, k, name, chan, fence, watched)
@@ -425,7 +426,7 @@ local function remote_grant(p, k, name, chan, fence, watched)
     return false, fence
   end
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms(t)
   local live = granting_brokers(p, now)
   while e do
     local bid, wid, ttl, owner, text = string.match(e,

@@ -126,14 +126,17 @@ def stop(proc, sig=signal.SIGTERM):
         proc.wait(timeout=5)
 
 
-def cpu_ticks(pid, kernel=False):
-    """utime + stime of pid (kernel: stime alone), in clock ticks
-    (/proc/<pid>/stat)."""
+def cpu_times(pid):
+    """(utime + stime, stime) of pid, in clock ticks (/proc/<pid>/stat,
+    fields 14 and 15)."""
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    if kernel:
-        return int(fields[12])                  # field 15
-    return int(fields[11]) + int(fields[12])    # fields 14 and 15
+    return int(fields[11]) + int(fields[12]), int(fields[12])
+
+
+def cpu_ticks(pid):
+    """utime + stime of pid, in clock ticks."""
+    return cpu_times(pid)[0]
 
 
 def rss_bytes(pid):
@@ -398,12 +401,11 @@ class Bench:
         ticks of each of pids ({name: pid}) around it ("cpu"; "cpu_sys":
         the part in the kernel)."""
         redis.cli("CONFIG", "RESETSTAT")
-        t0 = {k: cpu_ticks(pid) for k, pid in pids.items()}
-        s0 = {k: cpu_ticks(pid, kernel=True) for k, pid in pids.items()}
+        t0 = {k: cpu_times(pid) for k, pid in pids.items()}
         res = self.tool(*argv)
-        res["cpu"] = {k: cpu_ticks(pid) - t0[k] for k, pid in pids.items()}
-        res["cpu_sys"] = {k: cpu_ticks(pid, kernel=True) - s0[k]
-                          for k, pid in pids.items()}
+        t1 = {k: cpu_times(pid) for k, pid in pids.items()}
+        res["cpu"] = {k: t1[k][0] - t0[k][0] for k in pids}
+        res["cpu_sys"] = {k: t1[k][1] - t0[k][1] for k in pids}
         res["cmdstats"] = parse_commandstats(
             redis.cli("INFO", "commandstats"))
         return res

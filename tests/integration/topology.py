@@ -334,6 +334,26 @@ class SentinelProc:
 
 # ------------------------------------------------------------- topology --
 
+class FailoverNudge:
+    """SENTINEL FAILOVER asked for once, at the first poll() past at
+    (time.monotonic()), by a caller that still sees no new master:
+    Sentinel's own election can fail and is tried again only after twice
+    the failover-timeout (SentinelTopology.wait_new_master says more)."""
+
+    def __init__(self, topo, old, at):
+        self.topo = topo
+        self.old = old
+        self.at = at
+
+    def poll(self):
+        """True the one time the failover is asked for."""
+        if self.at is None or time.monotonic() <= self.at:
+            return False
+        self.at = None
+        self.topo.nudge_failover(self.old)
+        return True
+
+
 class SentinelTopology:
     """1 master + `replicas` replicas + `sentinels` Sentinels on loopback.
     The constructor returns once every replica has master_link_status:up
@@ -530,7 +550,8 @@ class SentinelTopology:
         t0 = self.fault_t0 if self.fault_t0 is not None else \
             time.monotonic()
         holder = []
-        nudge = [min(nudge_after, timeout * 0.6) if nudge_after else None]
+        nudge = FailoverNudge(self, old, t0 + min(nudge_after, timeout * 0.6)
+                              if nudge_after else None)
 
         def switched():
             addrs = [a for s, a in zip(self.sentinels, self.master_addrs())
@@ -538,10 +559,7 @@ class SentinelTopology:
             if not addrs or None in addrs or len(set(addrs)) != 1:
                 return False
             if addrs[0] == old or role_of(addrs[0]) != "master":
-                if nudge[0] is not None and \
-                        time.monotonic() - t0 > nudge[0]:
-                    nudge[0] = None
-                    self.nudge_failover(old)
+                nudge.poll()
                 return False
             holder.append(addrs[0])
             return True

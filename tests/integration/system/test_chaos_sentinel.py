@@ -112,7 +112,7 @@ import unittest
 import harness
 from harness import Client, parse_stats
 import test_chaos as chaos
-from topology import SentinelTopology, cli
+from topology import FailoverNudge, SentinelTopology, cli
 
 SANITIZED = chaos.SANITIZED
 N_BROKERS = 3
@@ -362,7 +362,7 @@ class TestChaosSentinel(chaos.TestChaos):
         # Sentinel's own election can fail and is retried only after 2 x
         # failover-timeout (topology.wait_new_master): asked for after
         # NUDGE_S, as an operator would; what is tested is the brokers.
-        nudge_at = self.topo.fault_t0 + NUDGE_S
+        nudge = FailoverNudge(self.topo, old, self.topo.fault_t0 + NUDGE_S)
         while True:
             for b in brokers:
                 try:
@@ -384,12 +384,10 @@ class TestChaosSentinel(chaos.TestChaos):
                 if addrs and len(set(addrs)) == 1 and \
                         addrs[0] not in (old, None):
                     agreed = time.monotonic()
-                elif nudge_at is not None and time.monotonic() > nudge_at:
-                    nudge_at = None
+                elif nudge.poll():
                     w.fault_log.append("%7.3f no new master %.0f s after "
                                        "the kill: failover asked for"
                                        % (w.now(), NUDGE_S))
-                    self.topo.nudge_failover(old)
             masters = set(m for m, _ in seen.values())
             if len(seen) == len(brokers) and len(masters) == 1 and \
                     agreed is not None:

@@ -872,7 +872,7 @@ class TestSentinelSplitBrain(PartitionCase):
         # only after 2 x failover-timeout, past the cut: asked for after
         # NUDGE_S as an operator would (topology.wait_new_master); what is
         # tested is the brokers on both sides, not Sentinel's vote.
-        nudge_at = cut.t1 + NUDGE_S
+        nudge = topology.FailoverNudge(topo, old_master, cut.t1 + NUDGE_S)
         while time.monotonic() < cut.t0 + self.CUT_S:
             if promoted is None:
                 addrs = [a for a in topo.master_addrs() if a]
@@ -881,12 +881,10 @@ class TestSentinelSplitBrain(PartitionCase):
                     promoted = time.monotonic()
                     timeline.append(("sentinels agree on %s" % addrs[0],
                                      promoted))
-                elif nudge_at is not None and time.monotonic() > nudge_at:
-                    nudge_at = None
+                elif nudge.poll():
                     timeline.append(("no promotion %.0f s after the cut: "
                                      "failover asked for" % NUDGE_S,
                                      time.monotonic()))
-                    topo.nudge_failover(old_master)
             time.sleep(0.1)
         heal = net.heal()
         timeline.append(("heal", heal[1]))
