@@ -67,12 +67,12 @@ struct call {
 		store_renew_fn *renew;
 		store_owner_fn *owner;
 		store_check_fn *check;
-		store_session_fn *session;
+		store_session_fn *session_rec;	/* a session record's */
 		store_takeover_fn *takeover;
 		store_all_fn *all;
 		store_freed_fn *free;
 		store_kill_fn *kill;
-		calls_locks_fn *locks;
+		calls_locks_fn *locks_page;	/* a LOCKS page */
 		calls_peek_fn *peek;
 		calls_announce_fn *announce;
 	} fn;

@@ -125,11 +125,11 @@ decode_session(struct call *c, const redisReply *r, int can_park)
 
 	(void)can_park;
 	if (r == NULL) {
-		c->fn.session(c->arg, 0, 0, NULL, 0);
+		c->fn.session_rec(c->arg, 0, 0, NULL, 0);
 		return 0;
 	}
 	if (resp_is_int(r)) {
-		c->fn.session(c->arg, 1, r->integer, NULL, 0);
+		c->fn.session_rec(c->arg, 1, r->integer, NULL, 0);
 		return 0;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
@@ -153,7 +153,7 @@ decode_session(struct call *c, const redisReply *r, int can_park)
 			return -1;
 		}
 	}
-	c->fn.session(c->arg, 1, r->element[0]->integer, rest, n);
+	c->fn.session_rec(c->arg, 1, r->element[0]->integer, rest, n);
 	free(rest);
 	free(num);
 	return 0;
@@ -400,7 +400,7 @@ decode_locks(struct call *c, const redisReply *r, int can_park)
 
 	(void)can_park;
 	if (r == NULL) {
-		c->fn.locks(c->arg, 0, NULL);
+		c->fn.locks_page(c->arg, 0, NULL);
 		return 0;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
@@ -433,7 +433,7 @@ decode_locks(struct call *c, const redisReply *r, int can_park)
 		e->pttl = x[6]->integer;
 	}
 	p->n = n;
-	c->fn.locks(c->arg, 1, p);
+	c->fn.locks_page(c->arg, 1, p);
 	free(p);
 	return 0;
 bad:

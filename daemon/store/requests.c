@@ -729,7 +729,7 @@ store_session(struct store *st, const char *cid, size_t cidlen,
 	for (size_t i = 0; i < nargs; i++)
 		p[i + 1] = (struct piece){ args[i].p, args[i].len, NULL, 0 };
 	rc = calls_script(st, &r, decode_session, SCRIPT_SESSION, 1, p,
-	    (int)nargs + 1, (union call_fn){ .session = fn }, arg);
+	    (int)nargs + 1, (union call_fn){ .session_rec = fn }, arg);
 	free(p);
 	return rc;
 }
@@ -1118,7 +1118,7 @@ calls_locks(struct store *st, int slot, const char *pattern, size_t patlen,
 	p[7] = (struct piece){ cnt, (size_t)snprintf(cnt, sizeof cnt, "%zu",
 	    count), NULL, 0 };
 	return calls_script(st, &r, decode_locks, SCRIPT_LOCKS, 0, p, 8,
-	    (union call_fn){ .locks = fn }, arg);
+	    (union call_fn){ .locks_page = fn }, arg);
 }
 
 /* peek.lua: the strings at keys[0..n), all of one slot (-1: single). */
